@@ -1,0 +1,234 @@
+#include "launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+
+namespace accel {
+namespace launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = true;
+};
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+  }
+  return "stopped with status " + std::to_string(status);
+}
+
+void set_env(const std::string& name, const std::string& value) {
+  ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+// In the child, between fork and exec: the torchrun variables, then the program.
+[[noreturn]] void exec_child(const LaunchOptions& o, int local_rank, int port,
+                             const sigset_t& original_mask) {
+  const int world = o.num_processes * o.num_machines;
+  set_env("RANK", std::to_string(o.machine_rank * o.num_processes + local_rank));
+  set_env("WORLD_SIZE", std::to_string(world));
+  set_env("LOCAL_RANK", std::to_string(local_rank));
+  set_env("LOCAL_WORLD_SIZE", std::to_string(o.num_processes));
+  set_env("GROUP_RANK", std::to_string(o.machine_rank));
+  set_env("MASTER_ADDR", o.main_process_ip);
+  set_env("MASTER_PORT", std::to_string(port));
+  // As torchrun: one thread per process unless the user chose, so N processes do not fight
+  // over the cores.
+  if (world > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
+  if (o.mixed_precision) set_env("ACCEL_MIXED_PRECISION", *o.mixed_precision);
+  if (o.gradient_accumulation_steps) {
+    set_env("ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(*o.gradient_accumulation_steps));
+  }
+  if (o.cpu) set_env("ACCEL_USE_CPU", "1");
+  // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
+  ::setpgid(0, 0);
+  ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+  std::vector<char*> argv;
+  for (const auto& arg : o.command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "accel launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+  std::_Exit(127);
+}
+
+}  // namespace
+
+std::optional<std::string> validate(const LaunchOptions& o) {
+  if (o.command.empty()) return "no program to launch (usage: accel launch [options] PROGRAM ...)";
+  if (o.num_processes < 1) {
+    return "--num_processes must be at least 1 (got " + std::to_string(o.num_processes) + ")";
+  }
+  if (o.num_machines < 1) {
+    return "--num_machines must be at least 1 (got " + std::to_string(o.num_machines) + ")";
+  }
+  if (o.machine_rank < 0 || o.machine_rank >= o.num_machines) {
+    return "--machine_rank must be in [0, " + std::to_string(o.num_machines) + ") (got " +
+           std::to_string(o.machine_rank) + ")";
+  }
+  if (o.main_process_port && (*o.main_process_port < 1 || *o.main_process_port > 65535)) {
+    return "--main_process_port must be in 1..65535 (got " +
+           std::to_string(*o.main_process_port) + ")";
+  }
+  if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {
+    return "--gradient_accumulation_steps must be at least 1";
+  }
+  if (o.mixed_precision) {
+    const auto& mp = *o.mixed_precision;
+    if (mp != "no" && mp != "bf16" && mp != "fp16" && mp != "fp8") {
+      return "--mixed_precision must be one of no, bf16, fp16, fp8 (got '" + mp + "')";
+    }
+  }
+  return std::nullopt;
+}
+
+bool port_is_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return free;
+}
+
+int find_free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t length = sizeof(addr);
+  int port = 29500;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+int launch(const LaunchOptions& o) {
+  int port = 0;
+  if (o.main_process_port) {
+    port = *o.main_process_port;
+    // Only the machine that hosts the rendezvous binds the port.
+    if (o.machine_rank == 0 && !port_is_free(port)) {
+      std::cerr << "accel launch: main process port " << port
+                << " is already in use on this machine; choose another with "
+                   "--main_process_port, or leave it out to get a free one\n";
+      return 2;
+    }
+  } else {
+    port = o.num_machines == 1 ? find_free_port() : 29500;
+  }
+
+  // SIGCHLD, SIGINT and SIGTERM are taken synchronously with sigtimedwait below.
+  sigset_t watched, original;
+  sigemptyset(&watched);
+  sigaddset(&watched, SIGCHLD);
+  sigaddset(&watched, SIGINT);
+  sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGHUP);
+  ::sigprocmask(SIG_BLOCK, &watched, &original);
+
+  std::vector<Child> children;
+  for (int local = 0; local < o.num_processes; ++local) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
+      for (auto& c : children) ::kill(-c.pid, SIGKILL);
+      return 1;
+    }
+    if (pid == 0) exec_child(o, local, port, original);
+    ::setpgid(pid, pid);  // also here, so no signal can race the child's own setpgid
+    children.push_back({o.machine_rank * o.num_processes + local, pid, true});
+  }
+
+  int result = 0;
+  bool stopping = false;
+  Clock::time_point kill_at;
+  auto signal_all = [&](int sig) {
+    for (const auto& c : children) {
+      if (c.running) ::kill(-c.pid, sig);
+    }
+  };
+  auto stop_all = [&](int sig) {
+    if (stopping) return;
+    stopping = true;
+    signal_all(sig);
+    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_period * 1000));
+  };
+
+  size_t running = children.size();
+  while (running > 0) {
+    timespec wait{0, 100 * 1000 * 1000};
+    siginfo_t info;
+    const int sig = ::sigtimedwait(&watched, &info, &wait);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
+                << ", stopping all processes\n";
+      if (result == 0) result = 128 + sig;
+      stop_all(sig);
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& c : children) {
+        if (c.pid != pid || !c.running) continue;
+        c.running = false;
+        --running;
+        // The process-group leader is gone; its children may remain.
+        ::kill(-c.pid, SIGKILL);
+        const int code = exit_code_of(status);
+        if (code != 0 && result == 0) {
+          result = code;
+          std::cerr << "accel launch: rank " << c.rank << " (pid " << c.pid << ") "
+                    << describe(status) << "; stopping the other processes\n";
+          stop_all(SIGTERM);
+        }
+      }
+    }
+    if (stopping && running > 0 && Clock::now() >= kill_at) {
+      std::cerr << "accel launch: processes still running after " << o.grace_period
+                << " s; sending SIGKILL\n";
+      signal_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  ::sigprocmask(SIG_SETMASK, &original, nullptr);
+  return result;
+}
+
+}  // namespace launcher
+}  // namespace accel

@@ -1,0 +1,43 @@
+#pragma once
+
+// `accel launch`: starts this machine's share of a job's processes with the torchrun environment,
+// watches them, and stops the whole group when one fails or the launcher is interrupted.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel {
+namespace launcher {
+
+struct LaunchOptions {
+  /// Processes on this machine.
+  int num_processes = 1;
+  int num_machines = 1;
+  int machine_rank = 0;
+  std::string main_process_ip = "127.0.0.1";
+  /// Unset: a free port for a one-machine job, 29500 for several machines.
+  std::optional<int> main_process_port;
+  std::optional<std::string> mixed_precision;
+  std::optional<int> gradient_accumulation_steps;
+  bool cpu = false;
+  /// Seconds between SIGTERM and SIGKILL when the job is stopped.
+  double grace_period = 5.0;
+  /// The program and its arguments.
+  std::vector<std::string> command;
+};
+
+/// Checks `options`; returns an error message, or nothing when they are usable.
+std::optional<std::string> validate(const LaunchOptions& options);
+
+/// Runs the job and returns the launcher's exit code: 0 when every process exited 0, else the
+/// first failing process's exit code (128 + signal number for a signal).
+int launch(const LaunchOptions& options);
+
+/// A TCP port on this machine that nothing listens on now.
+int find_free_port();
+/// True when `port` can be bound on this machine now.
+bool port_is_free(int port);
+
+}  // namespace launcher
+}  // namespace accel

@@ -1,0 +1,15 @@
+#pragma once
+
+/// The one include a program needs to run on libaccel.
+///
+/// Example:
+/// ```
+/// #include <accel/accel.h>
+/// accel::Accelerator accelerator;
+/// ```
+
+#include <accel/accelerator.h>
+#include <accel/data_loader.h>
+#include <accel/operations.h>
+#include <accel/optimizer.h>
+#include <accel/options.h>

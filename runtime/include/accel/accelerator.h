@@ -1,0 +1,440 @@
+#pragma once
+
+#include <accel/data_loader.h>
+#include <accel/detail/gradient_state.h>
+#include <accel/operations.h>
+#include <accel/optimizer.h>
+#include <accel/options.h>
+
+#include <torch/data/dataloader.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <functional>
+#include <map>
+#include <tuple>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace accel {
+
+class Accelerator;
+
+/// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
+/// `sync_gradients()` tells whether this micro-step synchronises gradients and lets the optimizer
+/// step; on the other micro-steps the listed models skip their all-reduce.
+class [[nodiscard]] AccumulateScope {
+ public:
+  AccumulateScope(AccumulateScope&& other) noexcept;
+  AccumulateScope(const AccumulateScope&) = delete;
+  AccumulateScope& operator=(const AccumulateScope&) = delete;
+  AccumulateScope& operator=(AccumulateScope&&) = delete;
+  ~AccumulateScope();
+
+ private:
+  friend class Accelerator;
+  AccumulateScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models);
+  Accelerator* accelerator_;
+  std::vector<const torch::nn::Module*> models_;
+  bool skipped_sync_ = false;
+};
+
+/// Skips gradient synchronisation of one model while it lives (`Accelerator::no_sync`).
+class [[nodiscard]] NoSyncGuard {
+ public:
+  NoSyncGuard(NoSyncGuard&& other) noexcept;
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+  ~NoSyncGuard();
+
+ private:
+  friend class Accelerator;
+  NoSyncGuard(Accelerator* accelerator, const torch::nn::Module* model);
+  Accelerator* accelerator_;
+  const torch::nn::Module* model_;
+};
+
+/// The main process runs first: the others wait at construction, the main process waits at
+/// destruction (`Accelerator::main_process_first`).
+class [[nodiscard]] MainProcessFirst {
+ public:
+  MainProcessFirst(MainProcessFirst&& other) noexcept;
+  MainProcessFirst(const MainProcessFirst&) = delete;
+  MainProcessFirst& operator=(const MainProcessFirst&) = delete;
+  MainProcessFirst& operator=(MainProcessFirst&&) = delete;
+  ~MainProcessFirst() noexcept(false);
+
+ private:
+  friend class Accelerator;
+  explicit MainProcessFirst(Accelerator* accelerator);
+  Accelerator* accelerator_;
+};
+
+/// The one object a training program needs to run on one device or many processes.
+///
+/// Example:
+/// ```
+/// accel::Accelerator accelerator;
+/// accelerator.prepare(model);
+/// auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+/// auto loader = accelerator.prepare(torch::data::make_data_loader(std::move(dataset), 64));
+/// for (auto& batch : *loader) {
+///   auto step = accelerator.accumulate(model);
+///   auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+///   accelerator.backward(loss);
+///   optimizer.step();
+///   optimizer.zero_grad();
+/// }
+/// ```
+class Accelerator {
+ public:
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  // ---- Process identity -----------------------------------------------------------------------
+
+  /// The device this process computes on: `cuda:LOCAL_RANK` where CUDA is available, else CPU.
+  torch::Device device() const;
+  int64_t process_index() const;
+  int64_t local_process_index() const;
+  int64_t num_processes() const;
+  bool is_main_process() const { return process_index() == 0; }
+  bool is_local_main_process() const { return local_process_index() == 0; }
+  /// The options after the environment and the defaults were applied.
+  const ResolvedOptions& options() const;
+  int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
+  const std::string& mixed_precision() const { return options().mixed_precision; }
+
+  // ---- prepare ---------------------------------------------------------------------------------
+
+  /// Prepares a model in place: moves it to `device()`, copies rank 0's parameters and buffers to
+  /// every process, and averages gradients across processes in backward().
+  template <typename M>
+  void prepare(torch::nn::ModuleHolder<M>& model) {
+    prepare_model(*model.ptr());
+  }
+  template <typename M, typename = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
+  void prepare(const std::shared_ptr<M>& model) {
+    TORCH_CHECK(model != nullptr, "accel: prepare() was given an empty model pointer");
+    prepare_model(*model);
+  }
+  template <typename M, typename = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
+  void prepare(M& model) {
+    prepare_model(model);
+  }
+
+  /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
+  /// micro-steps. Build it from the parameters of the model (prepared before or after).
+  template <typename O, typename = std::enable_if_t<std::is_base_of<torch::optim::Optimizer,
+                                                                    std::decay_t<O>>::value>>
+  AcceleratedOptimizer<std::decay_t<O>> prepare(O&& optimizer) {
+    static_assert(!std::is_lvalue_reference<O>::value,
+                  "prepare(optimizer) takes the optimizer by value: "
+                  "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
+    move_optimizer_state(optimizer);
+    return AcceleratedOptimizer<std::decay_t<O>>(std::move(optimizer), gradient_state());
+  }
+
+  /// Prepares a learning-rate scheduler built on a prepared optimizer.
+  template <typename S, typename = std::enable_if_t<std::is_base_of<torch::optim::LRScheduler,
+                                                                    std::decay_t<S>>::value>,
+            typename = void>
+  AcceleratedScheduler<std::decay_t<S>> prepare(S&& scheduler) {
+    static_assert(!std::is_lvalue_reference<S>::value,
+                  "prepare(scheduler) takes the scheduler by value");
+    return AcceleratedScheduler<std::decay_t<S>>(
+        std::move(scheduler), gradient_state(), options().step_scheduler_with_optimizer,
+        options().split_batches ? 1 : num_processes());
+  }
+
+  /// Prepares a loader made by `torch::data::make_data_loader` (with no worker threads): the
+  /// dataset is taken over and each process reads only its shard.
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare(
+      std::unique_ptr<torch::data::StatelessDataLoader<Dataset, Sampler>> loader) {
+    TORCH_CHECK(loader != nullptr, "accel: prepare() was given an empty data loader");
+    static_assert(std::is_constructible<Sampler, size_t>::value,
+                  "this sampler cannot be rebuilt from the dataset size; use "
+                  "accelerator.prepare_data_loader(dataset, sampler, options)");
+    auto& dataset = detail_loader_dataset(*loader);
+    TORCH_CHECK(dataset != nullptr,
+                "accel: prepare(data loader) cannot take over a loader with worker threads "
+                "(workers > 0); use accelerator.prepare_data_loader(dataset, options) instead");
+    Dataset taken = std::move(*dataset);
+    const size_t size = *taken.size();
+    return prepare_data_loader(std::move(taken), Sampler(size), loader->options());
+  }
+
+  /// Builds a prepared loader with `make_data_loader`'s arguments.
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, torch::data::DataLoaderOptions options) {
+    TORCH_CHECK(dataset.size().has_value(),
+                "accel: prepare_data_loader needs a dataset with a known size");
+    Sampler sampler(*dataset.size());
+    return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
+  }
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
+                                                                     size_t batch_size) {
+    return prepare_data_loader<Sampler>(std::move(dataset),
+                                        torch::data::DataLoaderOptions(batch_size));
+  }
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
+    return prepare_data_loader(std::move(dataset), std::move(sampler),
+                               torch::data::FullDataLoaderOptions(std::move(options)));
+  }
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
+    warn_if_workers_requested(options.workers);
+    return std::make_unique<DataLoader<Dataset, Sampler>>(
+        std::move(dataset), std::move(sampler), std::move(options),
+        loader_context(options.batch_size));
+  }
+
+  // ---- Training loop ---------------------------------------------------------------------------
+
+  /// Runs `loss.backward(...)` after dividing the loss by the accumulation steps; prepared models
+  /// average their gradients across processes on synchronisation steps.
+  void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
+                c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
+
+  /// Opens one accumulation micro-step for `models` (see AccumulateScope).
+  template <typename... Models>
+  AccumulateScope accumulate(const Models&... models) {
+    return AccumulateScope(this, {&module_of(models)...});
+  }
+
+  /// True when the current micro-step synchronises gradients and steps the optimizer.
+  bool sync_gradients() const;
+  /// True while a prepared loader hands out its last batch.
+  bool end_of_dataloader() const;
+
+  /// Skips this model's gradient all-reduce while the guard lives.
+  template <typename M>
+  NoSyncGuard no_sync(const M& model) {
+    return NoSyncGuard(this, &module_of(model));
+  }
+  /// Makes the next backward() synchronise this model even inside no_sync.
+  template <typename M>
+  void trigger_sync_in_backward(const M& model) {
+    trigger_sync(&module_of(model));
+  }
+
+  /// Clips the gradient norm of `parameters` (as `torch::nn::utils::clip_grad_norm_`); returns the
+  /// total norm before clipping.
+  double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                         double norm_type = 2.0);
+  /// Clips every gradient element of `parameters` to [-clip_value, clip_value].
+  void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
+
+  // ---- Distributed operations ------------------------------------------------------------------
+
+  /// Concatenates every process's tensor along dim 0 (0-dim tensors become one element each).
+  torch::Tensor gather(const torch::Tensor& tensor);
+  template <typename T>
+  std::vector<T> gather(const std::vector<T>& values) {
+    std::vector<T> out;
+    out.reserve(values.size());
+    for (const auto& value : values) out.push_back(gather(value));
+    return out;
+  }
+  template <typename K, typename V>
+  std::map<K, V> gather(const std::map<K, V>& values) {
+    std::map<K, V> out;
+    for (const auto& entry : values) out.emplace(entry.first, gather(entry.second));
+    return out;
+  }
+
+  /// gather() for evaluation: on the last batch of a prepared loader, drops the samples that
+  /// even_batches duplicated, so every sample is counted once. Non-tensor vectors are gathered as
+  /// objects. With several arguments, returns a tuple.
+  template <typename T>
+  T gather_for_metrics(const T& value) {
+    return truncate_to_remainder(gather_any(value));
+  }
+  template <typename T, typename U, typename... Rest>
+  std::tuple<T, U, Rest...> gather_for_metrics(const T& first, const U& second,
+                                               const Rest&... rest) {
+    return std::tuple<T, U, Rest...>(gather_for_metrics(first), gather_for_metrics(second),
+                                     gather_for_metrics(rest)...);
+  }
+
+  /// One value from every process, in rank order. T must convert to and from `c10::IValue`
+  /// (numbers, strings, tensors, and vectors, tuples and dicts of them).
+  template <typename T>
+  std::vector<T> gather_object(const T& value) {
+    std::vector<T> out;
+    for (auto& v : all_gather_ivalue(c10::IValue(value))) out.push_back(std::move(v).to<T>());
+    return out;
+  }
+  /// Every process's list, concatenated in rank order.
+  template <typename T>
+  std::vector<T> gather_object(const std::vector<T>& values) {
+    std::vector<T> out;
+    for (auto& v : all_gather_ivalue(c10::IValue(values))) {
+      auto part = std::move(v).to<std::vector<T>>();
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  }
+
+  /// Reduces `tensor` across processes into a new tensor.
+  torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::Sum);
+  /// Pads `tensor` along `dim` to the largest size any process has.
+  torch::Tensor pad_across_processes(const torch::Tensor& tensor, int64_t dim = 0,
+                                     double pad_index = 0, bool pad_first = false);
+  /// Overwrites `tensor` with process `from`'s and returns it.
+  torch::Tensor broadcast(const torch::Tensor& tensor, int64_t from = 0);
+  /// Process `from`'s value on every process.
+  template <typename T>
+  T broadcast_object(const T& value, int64_t from = 0) {
+    return broadcast_ivalue(c10::IValue(value), from).template to<T>();
+  }
+
+  /// This process's contiguous share of `values` (17 items on 2 processes: 9 and 8); with
+  /// `apply_padding` every share has the largest size, its last element repeated.
+  template <typename T>
+  std::vector<T> split_between_processes(const std::vector<T>& values,
+                                         bool apply_padding = false) const {
+    auto range = detail::split_range(values.size(), num_processes(), process_index(),
+                                     apply_padding);
+    std::vector<T> out(values.begin() + range.begin, values.begin() + range.end);
+    while (apply_padding && !out.empty() && out.size() < range.padded_size) {
+      out.push_back(out.back());
+    }
+    return out;
+  }
+  torch::Tensor split_between_processes(const torch::Tensor& values,
+                                        bool apply_padding = false) const;
+  template <typename K, typename V>
+  std::map<K, V> split_between_processes(const std::map<K, V>& values,
+                                         bool apply_padding = false) const {
+    std::map<K, V> out;
+    for (const auto& entry : values) {
+      out.emplace(entry.first, split_between_processes(entry.second, apply_padding));
+    }
+    return out;
+  }
+
+  // ---- Process control -------------------------------------------------------------------------
+
+  /// Blocks until every process reaches this call.
+  void wait_for_everyone();
+  /// RAII form: the main process runs the scope first, the others after it.
+  MainProcessFirst main_process_first() { return MainProcessFirst(this); }
+  /// Runs `fn` on the main process first, then on the others.
+  template <typename Fn>
+  void main_process_first(Fn&& fn) {
+    auto guard = main_process_first();
+    std::forward<Fn>(fn)();
+  }
+  /// Runs `fn` on the main process only.
+  template <typename Fn>
+  void on_main_process(Fn&& fn) {
+    if (is_main_process()) std::forward<Fn>(fn)();
+  }
+  /// Writes the arguments (as `operator<<` does) and a newline on the main process only.
+  template <typename... Args>
+  void print(const Args&... args) {
+    if (!is_main_process()) return;
+    std::ostringstream line;
+    (void)std::initializer_list<int>{((line << args), 0)...};
+    line << '\n';
+    std::cout << line.str() << std::flush;
+  }
+
+  /// Marks that this process wants the others to know something (e.g. to stop early).
+  void set_trigger();
+  /// True on every process, once, after any process called set_trigger(); then resets it.
+  bool check_trigger();
+
+  /// The next iteration of `loader` starts at its batch `n` (resuming mid-epoch).
+  template <typename Dataset, typename Sampler>
+  DataLoader<Dataset, Sampler>& skip_first_batches(DataLoader<Dataset, Sampler>& loader,
+                                                   size_t n) {
+    loader.skip_first_batches(n);
+    return loader;
+  }
+
+  /// The model as the program built it: prepare() works in place, so this is the model itself.
+  template <typename M>
+  M& unwrap_model(M& model) {
+    return model;
+  }
+
+  /// Forgets every prepared model (releasing its gradient-synchronisation state) and returns cached
+  /// device memory to the system.
+  void free_memory();
+
+  // ---- Used by the scopes and templates above ---------------------------------------------------
+  /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
+  bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
+  void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
+  void enter_no_sync(const torch::nn::Module* model);
+  void exit_no_sync(const torch::nn::Module* model);
+
+ private:
+  struct Impl;
+
+  template <typename M>
+  static const torch::nn::Module& module_of(const torch::nn::ModuleHolder<M>& model) {
+    return *model.ptr();
+  }
+  template <typename M>
+  static const torch::nn::Module& module_of(const std::shared_ptr<M>& model) {
+    return *model;
+  }
+  static const torch::nn::Module& module_of(const torch::nn::Module& model) { return model; }
+
+  template <typename D, typename S>
+  static std::unique_ptr<D>& detail_loader_dataset(torch::data::StatelessDataLoader<D, S>& loader) {
+    // main_thread_dataset_ is protected in DataLoaderBase; a pointer-to-member formed in a
+    // derived class reaches it without copying the dataset.
+    struct Access : torch::data::StatelessDataLoader<D, S> {
+      static std::unique_ptr<D>& get(torch::data::StatelessDataLoader<D, S>& l) {
+        return l.*(&Access::main_thread_dataset_);
+      }
+    };
+    return Access::get(loader);
+  }
+
+  void prepare_model(torch::nn::Module& model);
+  void move_optimizer_state(torch::optim::Optimizer& optimizer);
+  std::shared_ptr<detail::GradientState> gradient_state() const;
+  detail::LoaderContext loader_context(size_t batch_size) const;
+  void warn_if_workers_requested(size_t workers) const;
+  void trigger_sync(const torch::nn::Module* model);
+
+  torch::Tensor gather_any(const torch::Tensor& tensor) { return gather(tensor); }
+  template <typename T>
+  std::vector<T> gather_any(const std::vector<T>& values) {
+    return gather_object(values);
+  }
+  torch::Tensor truncate_to_remainder(torch::Tensor gathered) const;
+  template <typename T>
+  std::vector<T> truncate_to_remainder(std::vector<T> gathered) const {
+    const int64_t keep = remainder_to_keep();
+    if (keep >= 0 && static_cast<size_t>(keep) < gathered.size()) gathered.resize(keep);
+    return gathered;
+  }
+  /// Samples to keep of a gathered last batch; -1 to keep all.
+  int64_t remainder_to_keep() const;
+
+  std::vector<c10::IValue> all_gather_ivalue(const c10::IValue& value);
+  c10::IValue broadcast_ivalue(const c10::IValue& value, int64_t from);
+
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel

@@ -1,0 +1,217 @@
+#pragma once
+
+#include <accel/detail/gradient_state.h>
+
+#include <torch/data/dataloader.h>
+#include <torch/data/dataloader_options.h>
+#include <torch/data/example.h>
+#include <torch/data/samplers/random.h>
+#include <torch/types.h>
+
+#include <c10/util/Optional.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace accel {
+namespace detail {
+
+/// How one process takes its share of an epoch's batches (Accelerate's BatchSamplerShard).
+struct ShardingOptions {
+  size_t batch_size = 1;
+  bool drop_last = false;
+  bool split_batches = false;
+  bool even_batches = true;
+  int64_t num_processes = 1;
+  int64_t process_index = 0;
+};
+
+/// The batches process `process_index` reads from an epoch whose samples come in `order`.
+/// Without split_batches process r takes the sampler's batches r, r+n, ...; with it, each batch is
+/// cut into n equal parts. even_batches completes the last round by cycling from the start.
+std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
+                                               const ShardingOptions& options);
+
+/// Real samples in the last global batch, as gather_for_metrics needs it; -1 with drop_last
+/// (no sample is duplicated then).
+int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options);
+
+/// Seeds the default CPU generator for its lifetime and restores the previous state afterwards, so
+/// a sampler that shuffles with the default generator draws the same order on every process.
+class ScopedDefaultGeneratorSeed {
+ public:
+  explicit ScopedDefaultGeneratorSeed(uint64_t seed);
+  ~ScopedDefaultGeneratorSeed();
+  ScopedDefaultGeneratorSeed(const ScopedDefaultGeneratorSeed&) = delete;
+  ScopedDefaultGeneratorSeed& operator=(const ScopedDefaultGeneratorSeed&) = delete;
+
+ private:
+  torch::Tensor saved_state_;
+};
+
+/// The current seed of the default CPU generator (the default data seed).
+uint64_t default_generator_seed();
+
+/// Drains `sampler` for one epoch of `dataset_size` samples, shuffled with `seed`.
+template <typename Sampler>
+std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, uint64_t seed) {
+  static_assert(std::is_same<typename Sampler::BatchRequestType, std::vector<size_t>>::value,
+                "accel data loaders shard index-based samplers (batch requests of indices)");
+  ScopedDefaultGeneratorSeed seeded(seed);
+  sampler.reset(dataset_size);
+  std::vector<size_t> order;
+  order.reserve(dataset_size);
+  while (auto chunk = sampler.next(4096)) {
+    order.insert(order.end(), chunk->begin(), chunk->end());
+  }
+  return order;
+}
+
+/// Moves every tensor in a batch to `device`; other values pass through.
+inline torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {
+  return tensor.defined() ? tensor.to(device) : tensor;
+}
+template <typename T>
+T to_device(T value, const torch::Device&) {
+  return value;
+}
+template <typename Data, typename Target>
+torch::data::Example<Data, Target> to_device(torch::data::Example<Data, Target> example,
+                                             const torch::Device& device) {
+  example.data = to_device(std::move(example.data), device);
+  example.target = to_device(std::move(example.target), device);
+  return example;
+}
+template <typename T>
+std::vector<T> to_device(std::vector<T> values, const torch::Device& device) {
+  for (auto& value : values) value = to_device(std::move(value), device);
+  return values;
+}
+
+/// What a prepared loader needs from its Accelerator.
+struct LoaderContext {
+  ShardingOptions sharding;
+  uint64_t seed = 0;
+  torch::Device device = torch::kCPU;
+  bool device_placement = true;
+  std::shared_ptr<GradientState> state;
+};
+
+}  // namespace detail
+
+/// A data loader prepared by `Accelerator`: each process reads only its shard of every epoch,
+/// shuffling (when the sampler shuffles) is the same on every process (seed + epoch), and batches
+/// arrive on the accelerator's device. Iterate it as a LibTorch loader: `for (auto& batch : *loader)`.
+///
+/// Batches are read on the calling thread.
+template <typename Dataset, typename Sampler>
+class DataLoader {
+ public:
+  using BatchType = typename Dataset::BatchType;
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = BatchType;
+    using difference_type = std::ptrdiff_t;
+    using pointer = BatchType*;
+    using reference = BatchType&;
+
+    BatchType& operator*() { return *loader_->current_; }
+    BatchType* operator->() { return &*loader_->current_; }
+    Iterator& operator++() {
+      loader_->advance();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return at_end() == other.at_end(); }
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    friend class DataLoader;
+    explicit Iterator(DataLoader* loader) : loader_(loader) {}
+    bool at_end() const { return loader_ == nullptr || !loader_->current_.has_value(); }
+    DataLoader* loader_;
+  };
+
+  DataLoader(Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options,
+             detail::LoaderContext context)
+      : dataset_(std::move(dataset)),
+        sampler_(std::move(sampler)),
+        options_(std::move(options)),
+        context_(std::move(context)) {
+    TORCH_CHECK(dataset_.size().has_value(),
+                "accel: a prepared data loader needs a dataset with a known size");
+    context_.sharding.batch_size = options_.batch_size;
+    context_.sharding.drop_last = options_.drop_last;
+  }
+
+  /// Starts an epoch: plans this process's batches and reads the first.
+  Iterator begin() {
+    const size_t size = *dataset_.size();
+    plan_ = detail::shard_batches(detail::epoch_order(sampler_, size, context_.seed + epoch_),
+                                  context_.sharding);
+    position_ = std::min(skip_, plan_.size());
+    skip_ = 0;
+    context_.state->remainder = detail::sharding_remainder(size, context_.sharding);
+    load_current();
+    return Iterator(this);
+  }
+  Iterator end() { return Iterator(nullptr); }
+
+  /// Batches this process reads in one epoch.
+  size_t size() const {
+    std::vector<size_t> order(*dataset_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    return detail::shard_batches(order, context_.sharding).size();
+  }
+
+  /// The epoch the next (or current) iteration reads; it advances when an iteration completes.
+  size_t epoch() const { return epoch_; }
+  void set_epoch(size_t epoch) { epoch_ = epoch; }
+
+  /// The next iteration starts at batch `n` of its epoch (for resuming mid-epoch).
+  void skip_first_batches(size_t n) { skip_ = n; }
+
+  /// Batches consumed so far in the current iteration.
+  size_t position() const { return position_; }
+
+  const Dataset& dataset() const { return dataset_; }
+  const torch::data::FullDataLoaderOptions& options() const { return options_; }
+
+ private:
+  void load_current() {
+    if (position_ >= plan_.size()) {
+      current_.reset();
+      context_.state->end_of_dataloader = false;
+      context_.state->remainder = -1;
+      ++epoch_;
+      plan_.clear();
+      return;
+    }
+    context_.state->end_of_dataloader = position_ + 1 == plan_.size();
+    BatchType batch = dataset_.get_batch(plan_[position_]);
+    if (context_.device_placement) batch = detail::to_device(std::move(batch), context_.device);
+    current_ = std::move(batch);
+  }
+  void advance() {
+    ++position_;
+    load_current();
+  }
+
+  Dataset dataset_;
+  Sampler sampler_;
+  torch::data::FullDataLoaderOptions options_;
+  detail::LoaderContext context_;
+  std::vector<std::vector<size_t>> plan_;
+  size_t position_ = 0;
+  size_t skip_ = 0;
+  size_t epoch_ = 0;
+  c10::optional<BatchType> current_;
+};
+
+}  // namespace accel

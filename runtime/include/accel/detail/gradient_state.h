@@ -1,0 +1,63 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch {
+namespace optim {
+class Optimizer;
+}  // namespace optim
+}  // namespace torch
+
+namespace accel {
+namespace detail {
+
+class OptimizerGate;
+
+/// What the training loop knows about gradient synchronisation, shared by an Accelerator and the
+/// optimizers, schedulers and data loaders it prepared (Accelerate's GradientState).
+struct GradientState {
+  /// False on accumulation micro-steps: optimizers and schedulers do not step.
+  bool sync_gradients = true;
+  /// True while a prepared data loader is handing out its last batch.
+  bool end_of_dataloader = false;
+  /// Real samples in the last global batch of the active loader; -1 when unknown or none are
+  /// duplicated (drop_last).
+  int64_t remainder = -1;
+  /// Micro-steps counted by accumulate() since the last synchronisation.
+  int64_t step = 0;
+  /// Set by a prepared optimizer whose last step() did not update the parameters.
+  bool optimizer_step_was_skipped = false;
+  /// Gates of the live prepared optimizers (see OptimizerGate).
+  std::vector<OptimizerGate*> gates;
+};
+
+/// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called
+/// through `torch::optim::Optimizer&`, where it is not virtual (LibTorch 1.13): while closed, the
+/// parameter groups' parameter lists are held aside, so the base class finds nothing to zero or
+/// update. Options (learning rates) stay in place for schedulers. Registers itself with the
+/// GradientState for its lifetime; the owning optimizer re-seats it when it is moved.
+class OptimizerGate {
+ public:
+  OptimizerGate(GradientState* state, torch::optim::Optimizer* optimizer);
+  OptimizerGate(const OptimizerGate&) = delete;
+  OptimizerGate& operator=(const OptimizerGate&) = delete;
+  /// Takes over `other`'s registration for `optimizer`, the moved-to object.
+  OptimizerGate(OptimizerGate&& other, torch::optim::Optimizer* optimizer);
+  ~OptimizerGate();
+
+  void close();
+  void open();
+  bool closed() const { return closed_; }
+
+ private:
+  GradientState* state_;
+  torch::optim::Optimizer* optimizer_;
+  bool closed_ = false;
+  std::vector<std::vector<at::Tensor>> held_params_;
+};
+
+}  // namespace detail
+}  // namespace accel

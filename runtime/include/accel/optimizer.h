@@ -1,0 +1,90 @@
+#pragma once
+
+#include <accel/detail/gradient_state.h>
+
+#include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace accel {
+
+/// An optimizer prepared by `Accelerator::prepare`. It is an `O`, so it passes wherever the
+/// program passed the optimizer before (including as `torch::optim::Optimizer&`), but `step()` and
+/// `zero_grad()` do nothing on gradient-accumulation micro-steps (`sync_gradients()` false).
+///
+/// `zero_grad()` is not virtual in LibTorch 1.13; calls through a base reference are kept right
+/// by the accumulate scope, which sets the parameter lists aside for the micro-step (see
+/// `detail::OptimizerGate`).
+template <typename O>
+class AcceleratedOptimizer : public O {
+  static_assert(std::is_base_of<torch::optim::Optimizer, O>::value,
+                "AcceleratedOptimizer wraps a torch::optim::Optimizer");
+
+ public:
+  AcceleratedOptimizer(O&& optimizer, std::shared_ptr<detail::GradientState> state)
+      : O(std::move(optimizer)), state_(std::move(state)), gate_(state_.get(), this) {}
+
+  AcceleratedOptimizer(AcceleratedOptimizer&& other)
+      : O(std::move(other)), state_(other.state_), gate_(std::move(other.gate_), this) {}
+
+  /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
+  torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
+    if (!state_->sync_gradients) return {};
+    state_->optimizer_step_was_skipped = false;
+    return O::step(std::move(closure));
+  }
+
+  /// Zeroes the gradients on synchronisation steps only, so accumulation keeps them.
+  void zero_grad() {
+    if (state_->sync_gradients) O::zero_grad();
+  }
+
+  /// The optimizer as the program built it.
+  O& optimizer() { return *this; }
+
+ private:
+  std::shared_ptr<detail::GradientState> state_;
+  detail::OptimizerGate gate_;
+};
+
+/// A learning-rate scheduler prepared by `Accelerator::prepare`: `step()` advances it only when
+/// the optimizer really stepped, and `num_processes` times per step when batches are per process
+/// (Accelerate's rule: the global batch grew by that factor).
+///
+/// `LRScheduler::step()` is not virtual: call `step()` on this object, not through a
+/// `torch::optim::LRScheduler&`.
+template <typename S>
+class AcceleratedScheduler : public S {
+  static_assert(std::is_base_of<torch::optim::LRScheduler, S>::value,
+                "AcceleratedScheduler wraps a torch::optim::LRScheduler");
+
+ public:
+  AcceleratedScheduler(S&& scheduler, std::shared_ptr<detail::GradientState> state,
+                       bool step_with_optimizer, int64_t steps_per_optimizer_step)
+      : S(std::move(scheduler)),
+        state_(std::move(state)),
+        step_with_optimizer_(step_with_optimizer),
+        steps_per_optimizer_step_(steps_per_optimizer_step) {}
+
+  void step() {
+    if (!step_with_optimizer_) {
+      S::step();
+      return;
+    }
+    if (!state_->sync_gradients || state_->optimizer_step_was_skipped) return;
+    for (int64_t i = 0; i < steps_per_optimizer_step_; ++i) S::step();
+  }
+
+  /// The scheduler as the program built it.
+  S& scheduler() { return *this; }
+
+ private:
+  std::shared_ptr<detail::GradientState> state_;
+  bool step_with_optimizer_;
+  int64_t steps_per_optimizer_step_;
+};
+
+}  // namespace accel

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <torch/arg.h>
+
+#include <c10/util/Optional.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace accel {
+
+/// Options for `accel::Accelerator`.
+///
+/// Every field is optional. A value set here wins; an unset field is read from the environment
+/// variable the launcher writes (named on each field), and falls back to the default shown.
+///
+/// Example:
+/// ```
+/// accel::Accelerator accelerator(accel::AcceleratorOptions()
+///                                    .gradient_accumulation_steps(4)
+///                                    .split_batches(true));
+/// ```
+struct AcceleratorOptions {
+  /// Move prepared models and data-loader batches to `device()` (`ACCEL_DEVICE_PLACEMENT`,
+  /// default true).
+  TORCH_ARG(c10::optional<bool>, device_placement) = c10::nullopt;
+
+  /// The data loader's batch size is the global batch, split across processes, instead of the
+  /// per-process batch (`ACCEL_SPLIT_BATCHES`, default false).
+  TORCH_ARG(c10::optional<bool>, split_batches) = c10::nullopt;
+
+  /// Complete the last round of batches by cycling from the start of the data set so that every
+  /// process sees the same number of batches (`ACCEL_EVEN_BATCHES`, default true).
+  TORCH_ARG(c10::optional<bool>, even_batches) = c10::nullopt;
+
+  /// Number of micro-steps whose gradients are accumulated before the optimizer steps
+  /// (`ACCEL_GRADIENT_ACCUMULATION_STEPS`, default 1).
+  TORCH_ARG(c10::optional<int64_t>, gradient_accumulation_steps) = c10::nullopt;
+
+  /// Run on the CPU even where CUDA is available (`ACCEL_USE_CPU`, default false).
+  TORCH_ARG(c10::optional<bool>, cpu) = c10::nullopt;
+
+  /// "no", "bf16", "fp16" or "fp8" (`ACCEL_MIXED_PRECISION`, default "no").
+  TORCH_ARG(c10::optional<std::string>, mixed_precision) = c10::nullopt;
+
+  /// Prepared schedulers step once per optimizer step, times the number of processes unless
+  /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
+  TORCH_ARG(c10::optional<bool>, step_scheduler_with_optimizer) = c10::nullopt;
+
+  /// Seed of the shuffling of prepared data loaders; epoch e shuffles with seed + e on every
+  /// process (`ACCEL_SEED`, default: the default CPU generator's current seed).
+  TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
+
+  /// How long rendezvous and collectives may wait for the other processes
+  /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
+  /// that is, by the first Accelerator of the process.
+  TORCH_ARG(c10::optional<std::chrono::milliseconds>, timeout) = c10::nullopt;
+};
+
+/// `AcceleratorOptions` with every field resolved against the environment and the defaults.
+struct ResolvedOptions {
+  bool device_placement = true;
+  bool split_batches = false;
+  bool even_batches = true;
+  int64_t gradient_accumulation_steps = 1;
+  bool cpu = false;
+  std::string mixed_precision = "no";
+  bool step_scheduler_with_optimizer = true;
+  c10::optional<uint64_t> seed;
+  std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
+  /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
+  bool debug = false;
+};
+
+/// Resolves `options` against the `ACCEL_*` environment variables (a value set in code wins) and
+/// validates the result. Throws `c10::Error` naming the variable or field and the expected values.
+ResolvedOptions resolve_options(const AcceleratorOptions& options);
+
+}  // namespace accel

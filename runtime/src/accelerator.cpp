@@ -1,0 +1,383 @@
+#include <accel/accelerator.h>
+
+#include "collectives.h"
+#include "distributed_state.h"
+#include "gradient_sync.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#ifdef ACCEL_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <exception>
+
+namespace accel {
+
+namespace {
+
+struct PreparedModel {
+  const torch::nn::Module* module = nullptr;
+  /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
+  std::unique_ptr<detail::GradientSynchronizer> sync;
+  int no_sync_depth = 0;
+  bool force_sync = false;
+};
+
+}  // namespace
+
+struct Accelerator::Impl {
+  ResolvedOptions options;
+  std::shared_ptr<detail::DistributedState> dist;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
+  std::vector<PreparedModel> models;
+  bool trigger = false;
+
+  PreparedModel* find(const torch::nn::Module* module) {
+    for (auto& m : models) {
+      if (m.module == module) return &m;
+    }
+    return nullptr;
+  }
+  c10d::ProcessGroup& group() const { return *dist->group(); }
+  bool distributed() const { return dist->world_size() > 1; }
+};
+
+// ---- Scopes ---------------------------------------------------------------------------------------
+
+AccumulateScope::AccumulateScope(Accelerator* accelerator,
+                                 std::vector<const torch::nn::Module*> models)
+    : accelerator_(accelerator), models_(std::move(models)) {
+  skipped_sync_ = accelerator_->begin_accumulate(models_);
+}
+AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
+    : accelerator_(other.accelerator_),
+      models_(std::move(other.models_)),
+      skipped_sync_(other.skipped_sync_) {
+  other.accelerator_ = nullptr;
+}
+AccumulateScope::~AccumulateScope() {
+  if (accelerator_ != nullptr) accelerator_->end_accumulate(models_, skipped_sync_);
+}
+
+NoSyncGuard::NoSyncGuard(Accelerator* accelerator, const torch::nn::Module* model)
+    : accelerator_(accelerator), model_(model) {
+  accelerator_->enter_no_sync(model_);
+}
+NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : accelerator_(other.accelerator_), model_(other.model_) {
+  other.accelerator_ = nullptr;
+}
+NoSyncGuard::~NoSyncGuard() {
+  if (accelerator_ != nullptr) accelerator_->exit_no_sync(model_);
+}
+
+MainProcessFirst::MainProcessFirst(Accelerator* accelerator) : accelerator_(accelerator) {
+  if (!accelerator_->is_main_process()) accelerator_->wait_for_everyone();
+}
+MainProcessFirst::MainProcessFirst(MainProcessFirst&& other) noexcept
+    : accelerator_(other.accelerator_) {
+  other.accelerator_ = nullptr;
+}
+MainProcessFirst::~MainProcessFirst() noexcept(false) {
+  // While unwinding, a barrier could only add a second error; the others time out instead.
+  if (accelerator_ != nullptr && accelerator_->is_main_process() &&
+      std::uncaught_exceptions() == 0) {
+    accelerator_->wait_for_everyone();
+  }
+}
+
+// ---- Construction and identity -------------------------------------------------------------------
+
+Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = resolve_options(options);
+  impl_->dist = detail::DistributedState::get(impl_->options);
+  impl_->device = impl_->dist->device(impl_->options.cpu);
+  TORCH_CHECK(!(impl_->dist->backend() == "nccl" && impl_->device.is_cpu()),
+              "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
+              "Accelerator with cpu=true cannot share it");
+#ifdef ACCEL_WITH_CUDA
+  if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
+#endif
+}
+
+Accelerator::~Accelerator() = default;
+
+torch::Device Accelerator::device() const { return impl_->device; }
+int64_t Accelerator::process_index() const { return impl_->dist->rank(); }
+int64_t Accelerator::local_process_index() const { return impl_->dist->identity().local_rank; }
+int64_t Accelerator::num_processes() const { return impl_->dist->world_size(); }
+const ResolvedOptions& Accelerator::options() const { return impl_->options; }
+std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
+  return impl_->gradient_state;
+}
+bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
+bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
+
+// ---- prepare --------------------------------------------------------------------------------------
+
+void Accelerator::prepare_model(torch::nn::Module& model) {
+  if (impl_->find(&model) != nullptr) return;
+  if (impl_->options.device_placement) model.to(impl_->device);
+  PreparedModel prepared;
+  prepared.module = &model;
+  if (impl_->distributed()) {
+    prepared.sync = std::make_unique<detail::GradientSynchronizer>(model, impl_->dist->group());
+  }
+  impl_->models.push_back(std::move(prepared));
+}
+
+void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
+  if (!impl_->options.device_placement) return;
+  const auto device = impl_->device;
+  auto move = [&](torch::Tensor& t) {
+    if (t.defined()) t = t.to(device);
+  };
+  for (auto& entry : optimizer.state()) {
+    auto* state = entry.second.get();
+    if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state)) {
+      move(s->momentum_buffer());
+    } else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(state)) {
+      move(s->exp_avg());
+      move(s->exp_avg_sq());
+      move(s->max_exp_avg_sq());
+    } else if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(state)) {
+      move(s->exp_avg());
+      move(s->exp_avg_sq());
+      move(s->max_exp_avg_sq());
+    } else if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(state)) {
+      move(s->sum());
+    } else if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(state)) {
+      move(s->square_avg());
+      move(s->momentum_buffer());
+      move(s->grad_avg());
+    }
+  }
+}
+
+detail::LoaderContext Accelerator::loader_context(size_t batch_size) const {
+  detail::LoaderContext context;
+  context.sharding.batch_size = batch_size;
+  context.sharding.split_batches = impl_->options.split_batches;
+  context.sharding.even_batches = impl_->options.even_batches;
+  context.sharding.num_processes = num_processes();
+  context.sharding.process_index = process_index();
+  context.seed = impl_->options.seed ? *impl_->options.seed : detail::default_generator_seed();
+  context.device = impl_->device;
+  context.device_placement = impl_->options.device_placement;
+  context.state = impl_->gradient_state;
+  return context;
+}
+
+void Accelerator::warn_if_workers_requested(size_t workers) const {
+  static bool warned = false;
+  if (workers == 0 || warned || !is_main_process()) return;
+  warned = true;
+  std::cerr << "accel: prepared data loaders read batches on the calling thread; workers="
+            << workers << " is not used\n";
+}
+
+// ---- Training loop --------------------------------------------------------------------------------
+
+void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
+                           c10::optional<bool> retain_graph, bool create_graph) {
+  const int64_t steps = impl_->options.gradient_accumulation_steps;
+  torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+
+  std::vector<PreparedModel*> syncing;
+  for (auto& m : impl_->models) {
+    if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
+  }
+  if (syncing.size() > 1) {
+    // With several models, arm only those this loss reaches: a reducer armed for a model that gets
+    // no gradient would wait for it forever.
+    const auto leaves = detail::autograd_leaves(scaled);
+    syncing.erase(std::remove_if(syncing.begin(), syncing.end(),
+                                 [&](PreparedModel* m) { return !m->sync->uses_any(leaves); }),
+                  syncing.end());
+  }
+  for (auto* m : syncing) {
+    m->force_sync = false;
+    // DistributedDataParallel broadcasts buffers before each forward; here the forward has
+    // already run, so every process continues from rank 0's post-forward buffers instead.
+    m->sync->sync_buffers();
+    m->sync->prepare_for_backward();
+  }
+  scaled.backward(gradient, retain_graph, create_graph);
+}
+
+bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
+  auto& state = *impl_->gradient_state;
+  if (state.end_of_dataloader) {
+    state.step = 0;
+    state.sync_gradients = true;
+  } else {
+    state.step += 1;
+    state.sync_gradients = state.step % impl_->options.gradient_accumulation_steps == 0;
+  }
+  if (state.sync_gradients) return false;
+  for (const auto* model : models) enter_no_sync(model);
+  for (auto* gate : state.gates) gate->close();
+  return true;
+}
+
+void Accelerator::end_accumulate(const std::vector<const torch::nn::Module*>& models,
+                                 bool skipped_sync) {
+  if (!skipped_sync) return;
+  for (const auto* model : models) exit_no_sync(model);
+  for (auto* gate : impl_->gradient_state->gates) gate->open();
+}
+
+void Accelerator::enter_no_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) ++m->no_sync_depth;
+}
+void Accelerator::exit_no_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) m->no_sync_depth = std::max(0, m->no_sync_depth - 1);
+}
+void Accelerator::trigger_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) m->force_sync = true;
+}
+
+double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                    double norm_type) {
+  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+}
+
+void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
+                                   double clip_value) {
+  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+}
+
+// ---- Distributed operations -----------------------------------------------------------------------
+
+torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
+  if (!impl_->distributed()) return tensor;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "gather", tensor);
+  const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
+  return torch::cat(detail::all_gather(impl_->group(), input), 0);
+}
+
+int64_t Accelerator::remainder_to_keep() const {
+  const auto& state = *impl_->gradient_state;
+  return state.end_of_dataloader && state.remainder > 0 ? state.remainder : -1;
+}
+
+torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
+  const int64_t keep = remainder_to_keep();
+  if (keep < 0 || gathered.dim() == 0 || gathered.size(0) <= keep) return gathered;
+  return gathered.narrow(0, 0, keep);
+}
+
+torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
+  auto out = tensor.clone();
+  if (!impl_->distributed()) return out;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "reduce", tensor);
+  detail::all_reduce(impl_->group(), out, reduction);
+  return out;
+}
+
+torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
+                                                double pad_index, bool pad_first) {
+  if (!impl_->distributed() || tensor.dim() == 0) return tensor;
+  TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(), "Invalid dim for pad_across_processes: ",
+              dim, " (tensor has ", tensor.dim(), " dimensions)");
+  if (dim < 0) dim += tensor.dim();
+  auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
+  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "pad_across_processes", sizes);
+  int64_t longest = 0;
+  for (const auto& s : detail::all_gather(impl_->group(), sizes)) {
+    longest = std::max(longest, s[dim].item<int64_t>());
+  }
+  if (longest == tensor.size(dim)) return tensor;
+  auto shape = tensor.sizes().vec();
+  shape[dim] = longest;
+  auto padded = torch::full(shape, pad_index, tensor.options());
+  const int64_t offset = pad_first ? longest - tensor.size(dim) : 0;
+  padded.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
+  return padded;
+}
+
+torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) {
+  if (!impl_->distributed()) return tensor;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "broadcast", tensor);
+  auto target = tensor;
+  TORCH_CHECK(target.is_contiguous(), "accel: broadcast needs a contiguous tensor");
+  detail::broadcast(impl_->group(), target, from);
+  return target;
+}
+
+std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
+  if (!impl_->distributed()) return {value};
+  const auto bytes = torch::pickle_save(value);
+  std::vector<c10::IValue> out;
+  for (const auto& part : detail::all_gather_bytes(impl_->group(),
+                                                   std::string(bytes.begin(), bytes.end()))) {
+    out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
+  }
+  return out;
+}
+
+c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
+  if (!impl_->distributed()) return value;
+  const auto pickled = torch::pickle_save(value);
+  auto length = torch::tensor({static_cast<int64_t>(pickled.size())}, torch::kInt64);
+  detail::broadcast(impl_->group(), length, from);
+  auto buffer = torch::zeros({std::max<int64_t>(length.item<int64_t>(), 1)}, torch::kUInt8);
+  if (process_index() == from) std::memcpy(buffer.data_ptr(), pickled.data(), pickled.size());
+  detail::broadcast(impl_->group(), buffer, from);
+  const char* data = static_cast<const char*>(buffer.data_ptr());
+  return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
+}
+
+torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,
+                                                   bool apply_padding) const {
+  TORCH_CHECK(values.dim() > 0, "accel: split_between_processes needs a tensor with a dim 0");
+  const auto range = detail::split_range(static_cast<size_t>(values.size(0)), num_processes(),
+                                         process_index(), apply_padding);
+  auto out = values.narrow(0, static_cast<int64_t>(range.begin),
+                           static_cast<int64_t>(range.end - range.begin));
+  const auto missing = static_cast<int64_t>(range.padded_size) - out.size(0);
+  if (apply_padding && missing > 0 && out.size(0) > 0) {
+    auto last = out.narrow(0, out.size(0) - 1, 1);
+    std::vector<int64_t> repeats(static_cast<size_t>(values.dim()), 1);
+    repeats[0] = missing;
+    out = torch::cat({out, last.repeat(repeats)}, 0);
+  }
+  return out;
+}
+
+// ---- Process control ------------------------------------------------------------------------------
+
+void Accelerator::wait_for_everyone() {
+  if (impl_->distributed()) detail::barrier(impl_->group());
+}
+
+void Accelerator::set_trigger() { impl_->trigger = true; }
+
+bool Accelerator::check_trigger() {
+  auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
+  if (impl_->distributed()) detail::all_reduce(impl_->group(), flag, Reduction::Sum);
+  if (flag.item<int64_t>() == 0) return false;
+  impl_->trigger = false;
+  return true;
+}
+
+void Accelerator::free_memory() {
+  impl_->models.clear();
+#ifdef ACCEL_WITH_CUDA
+  if (impl_->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+}  // namespace accel

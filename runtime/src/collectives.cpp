@@ -1,0 +1,92 @@
+#include "collectives.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace accel {
+namespace detail {
+
+std::vector<torch::Tensor> all_gather(c10d::ProcessGroup& group, const torch::Tensor& tensor) {
+  auto input = tensor.contiguous();
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int i = 0; i < group.getSize(); ++i) outputs[0].push_back(torch::empty_like(input));
+  std::vector<torch::Tensor> inputs{input};
+  group.allgather(outputs, inputs)->wait();
+  return outputs[0];
+}
+
+void all_reduce(c10d::ProcessGroup& group, torch::Tensor& tensor, Reduction reduction) {
+  c10d::AllreduceOptions options;
+  switch (reduction) {
+    case Reduction::Sum:
+    case Reduction::Mean:
+      options.reduceOp = c10d::ReduceOp::SUM;
+      break;
+    case Reduction::Max:
+      options.reduceOp = c10d::ReduceOp::MAX;
+      break;
+    case Reduction::Min:
+      options.reduceOp = c10d::ReduceOp::MIN;
+      break;
+  }
+  std::vector<torch::Tensor> tensors{tensor};
+  group.allreduce(tensors, options)->wait();
+  if (reduction == Reduction::Mean) tensor.div_(group.getSize());
+}
+
+void broadcast(c10d::ProcessGroup& group, torch::Tensor& tensor, int64_t root) {
+  TORCH_CHECK(root >= 0 && root < group.getSize(), "Invalid broadcast source: ", root,
+              " (expected a rank in [0, ", group.getSize(), "))");
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  std::vector<torch::Tensor> tensors{tensor};
+  group.broadcast(tensors, options)->wait();
+}
+
+void barrier(c10d::ProcessGroup& group) { group.barrier()->wait(); }
+
+std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::string& bytes) {
+  auto length = torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64);
+  auto lengths = all_gather(group, length);
+  int64_t longest = 0;
+  for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
+  auto buffer = torch::zeros({std::max<int64_t>(longest, 1)}, torch::kUInt8);
+  std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
+  auto gathered = all_gather(group, buffer);
+  std::vector<std::string> out;
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    out.emplace_back(static_cast<const char*>(gathered[r].data_ptr()),
+                     static_cast<size_t>(lengths[r].item<int64_t>()));
+  }
+  return out;
+}
+
+void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
+                       const torch::Tensor& tensor, bool ignore_dim0) {
+  // Each process describes its tensor; dim 0 is written as '*' where it may differ.
+  std::ostringstream mine;
+  mine << "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    if (d > 0) mine << ", ";
+    if (d == 0 && ignore_dim0) {
+      mine << "*";
+    } else {
+      mine << tensor.size(d);
+    }
+  }
+  mine << "] " << tensor.dtype();
+  const auto all = all_gather_bytes(group, mine.str());
+  if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) {
+    return;
+  }
+  std::ostringstream message;
+  message << "accel: " << op << " called with mismatched tensors across processes:";
+  for (size_t r = 0; r < all.size(); ++r) message << " rank " << r << " " << all[r] << ";";
+  TORCH_CHECK(false, message.str());
+}
+
+}  // namespace detail
+}  // namespace accel

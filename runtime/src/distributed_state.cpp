@@ -1,0 +1,99 @@
+#include "distributed_state.h"
+
+#include "c10d_compat.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
+
+#include <c10/util/Exception.h>
+
+#include <mutex>
+
+namespace accel {
+namespace detail {
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const EnvLookup& env,
+                                                       const std::string& master_addr) {
+  if (auto ifname = env_string(env, "GLOO_SOCKET_IFNAME")) {
+    return c10d::ProcessGroupGloo::createDeviceForInterface(*ifname);
+  }
+  // A job whose main process is on loopback is all on this host: talk over loopback rather than
+  // whatever address the host name resolves to.
+  if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(id.master_port);
+  options.isServer = id.rank == 0;
+  options.numWorkers = static_cast<size_t>(id.world_size);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(id.master_addr, options);
+  } catch (const std::exception& e) {
+    if (id.rank == 0) {
+      TORCH_CHECK(false, "accel: rank 0 could not host the rendezvous at ", id.master_addr, ":",
+                  id.master_port, " for ", id.world_size, " processes within ", seconds,
+                  " s (is the port in use, or did a process not start?): ", e.what());
+    }
+    TORCH_CHECK(false, "accel: rank ", id.rank, " could not reach the main process at ",
+                id.master_addr, ":", id.master_port, " within ", seconds,
+                " s (check MASTER_ADDR/MASTER_PORT and that rank 0 is running): ", e.what());
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& options) {
+  static std::mutex mutex;
+  static std::shared_ptr<DistributedState> state;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!state) {
+    state.reset(new DistributedState(detect_process_identity(process_environment()), options));
+  }
+  return state;
+}
+
+DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptions& options)
+    : identity_(std::move(identity)) {
+  if (identity_.world_size == 1) return;
+  auto store = connect_store(identity_, options.timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store);
+  const int rank = static_cast<int>(identity_.rank);
+  const int size = static_cast<int>(identity_.world_size);
+#ifdef USE_C10D_NCCL
+  if (device(options.cpu).is_cuda()) {
+    group_ = make_nccl_group(prefixed, rank, size, options.timeout);
+    backend_ = "nccl";
+    return;
+  }
+#endif
+  try {
+    group_ = make_gloo_group(prefixed, rank, size,
+                             gloo_device(process_environment(), identity_.master_addr),
+                             options.timeout);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "accel: rank ", rank, " could not connect to the other ", size - 1,
+                " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,
+                "): ", e.what());
+  }
+  backend_ = "gloo";
+}
+
+torch::Device DistributedState::device(bool cpu) const {
+  if (cpu || !torch::cuda::is_available()) return torch::kCPU;
+  const auto count = static_cast<int64_t>(torch::cuda::device_count());
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(identity_.local_rank % count));
+}
+
+}  // namespace detail
+}  // namespace accel

@@ -1,0 +1,121 @@
+#include "gradient_sync.h"
+
+#include "collectives.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace accel {
+namespace detail {
+namespace {
+
+// As DistributedDataParallel's broadcast of module states at construction.
+constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;
+
+void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor>& parameters) {
+  int64_t elements = 0;
+  for (const auto& p : parameters) elements += p.numel();
+  auto mine = torch::tensor({static_cast<int64_t>(parameters.size()), elements}, torch::kInt64);
+  auto all = all_gather(group, mine);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (torch::equal(all[r], all[0])) continue;
+    TORCH_CHECK(false, "accel: prepare(model) was given different models on different processes: "
+                "rank 0 has ", all[0][0].item<int64_t>(), " parameters (", all[0][1].item<int64_t>(),
+                " elements), rank ", r, " has ", all[r][0].item<int64_t>(), " (",
+                all[r][1].item<int64_t>(), " elements)");
+  }
+}
+
+}  // namespace
+
+GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
+                                           c10::intrusive_ptr<c10d::ProcessGroup> group)
+    : group_(std::move(group)) {
+  std::vector<torch::Tensor> states;
+  for (const auto& p : module.parameters()) {
+    states.push_back(p);
+    if (p.requires_grad()) parameters_.push_back(p);
+  }
+  for (const auto& b : module.buffers()) {
+    states.push_back(b);
+    buffers_.push_back(b);
+  }
+  check_same_model(*group_, parameters_);
+  {
+    torch::NoGradGuard no_grad;
+    if (!states.empty()) c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
+  }
+  if (parameters_.empty()) return;
+
+  // Gradients of the parameters registered last are ready first in backward: bucket them in
+  // reverse registration order so the small first bucket goes out as early as possible. After the
+  // first synchronised backward the reducer rebuilds the buckets in the observed order.
+  std::vector<torch::Tensor> ready_order(parameters_.rbegin(), parameters_.rend());
+  std::vector<int64_t> indices(parameters_.size());
+  std::iota(indices.rbegin(), indices.rend(), 0);
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> limits;
+  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
+      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(kBucketBytes)},
+      std::vector<bool>(parameters_.size(), false), indices);
+  reducer_ = std::make_unique<c10d::Reducer>(
+      parameters_, std::move(buckets), std::move(limits), group_,
+      std::vector<bool>(parameters_.size(), false), kBucketBytes,
+      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+      std::unordered_map<size_t, std::string>{}, kFirstBucketBytes);
+}
+
+GradientSynchronizer::~GradientSynchronizer() = default;
+
+void GradientSynchronizer::prepare_for_backward() {
+  if (!reducer_) return;
+  // Collective when due (once, after the first synchronised backward); every process reaches it
+  // at the same step.
+  reducer_->rebuild_buckets();
+  reducer_->prepare_for_backward({});
+}
+
+void GradientSynchronizer::sync_buffers() {
+  if (buffers_.empty()) return;
+  torch::NoGradGuard no_grad;
+  c10d::broadcast_coalesced(group_, buffers_, kBroadcastBucketBytes, 0);
+}
+
+bool GradientSynchronizer::uses_any(
+    const std::unordered_set<const c10::TensorImpl*>& leaves) const {
+  return std::any_of(parameters_.begin(), parameters_.end(), [&](const torch::Tensor& p) {
+    return leaves.count(p.unsafeGetTensorImpl()) > 0;
+  });
+}
+
+std::unordered_set<const c10::TensorImpl*> autograd_leaves(const torch::Tensor& loss) {
+  std::unordered_set<const c10::TensorImpl*> leaves;
+  if (!loss.grad_fn()) {
+    if (loss.requires_grad()) leaves.insert(loss.unsafeGetTensorImpl());
+    return leaves;
+  }
+  std::vector<torch::autograd::Node*> stack{loss.grad_fn().get()};
+  std::unordered_set<torch::autograd::Node*> seen{stack.back()};
+  while (!stack.empty()) {
+    auto* node = stack.back();
+    stack.pop_back();
+    if (auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node)) {
+      leaves.insert(accumulate->variable.unsafeGetTensorImpl());
+    }
+    for (const auto& edge : node->next_edges()) {
+      auto* next = edge.function.get();
+      if (next != nullptr && seen.insert(next).second) stack.push_back(next);
+    }
+  }
+  return leaves;
+}
+
+}  // namespace detail
+}  // namespace accel

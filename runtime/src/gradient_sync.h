@@ -1,0 +1,54 @@
+#pragma once
+
+// Data-parallel gradient averaging for one prepared model, on c10d's Reducer: gradients are copied
+// into buckets (1 MiB first, then 25 MiB, in the order gradients become ready), and each bucket's
+// all-reduce starts from an autograd hook as soon as it is full, overlapping the rest of backward.
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+namespace c10d {
+class Reducer;
+}
+
+namespace accel {
+namespace detail {
+
+/// Bucket caps, as torch DistributedDataParallel's defaults.
+constexpr int64_t kFirstBucketBytes = 1024 * 1024;
+constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
+
+class GradientSynchronizer {
+ public:
+  /// Checks that every process built the same model, copies rank 0's parameters and buffers to all
+  /// processes, and installs the reducer's hooks.
+  GradientSynchronizer(const torch::nn::Module& module,
+                       c10::intrusive_ptr<c10d::ProcessGroup> group);
+  ~GradientSynchronizer();
+  GradientSynchronizer(const GradientSynchronizer&) = delete;
+  GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
+
+  /// Arms the reducer so that the next backward averages this model's gradients.
+  void prepare_for_backward();
+  /// Copies rank 0's buffers (e.g. batch-norm statistics) to every process.
+  void sync_buffers();
+  bool has_buffers() const { return !buffers_.empty(); }
+  /// True when any of this model's trainable parameters is among `leaves`.
+  bool uses_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
+
+ private:
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::vector<torch::Tensor> parameters_;
+  std::vector<torch::Tensor> buffers_;
+  std::unique_ptr<c10d::Reducer> reducer_;
+};
+
+/// The leaf tensors (parameters) that backward from `loss` would reach.
+std::unordered_set<const c10::TensorImpl*> autograd_leaves(const torch::Tensor& loss);
+
+}  // namespace detail
+}  // namespace accel

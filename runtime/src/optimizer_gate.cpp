@@ -1,0 +1,55 @@
+#include <accel/detail/gradient_state.h>
+
+#include <torch/optim/optimizer.h>
+
+#include <algorithm>
+
+namespace accel {
+namespace detail {
+
+OptimizerGate::OptimizerGate(GradientState* state, torch::optim::Optimizer* optimizer)
+    : state_(state), optimizer_(optimizer) {
+  state_->gates.push_back(this);
+}
+
+OptimizerGate::OptimizerGate(OptimizerGate&& other, torch::optim::Optimizer* optimizer)
+    : state_(other.state_),
+      optimizer_(optimizer),
+      closed_(other.closed_),
+      held_params_(std::move(other.held_params_)) {
+  std::replace(state_->gates.begin(), state_->gates.end(), &other, this);
+  other.state_ = nullptr;
+}
+
+OptimizerGate::~OptimizerGate() {
+  if (state_ == nullptr) return;
+  open();
+  auto& gates = state_->gates;
+  gates.erase(std::remove(gates.begin(), gates.end(), this), gates.end());
+}
+
+void OptimizerGate::close() {
+  if (closed_) return;
+  held_params_.clear();
+  for (auto& group : optimizer_->param_groups()) {
+    held_params_.push_back(std::move(group.params()));
+    group.params().clear();
+  }
+  closed_ = true;
+}
+
+void OptimizerGate::open() {
+  if (!closed_) return;
+  auto& groups = optimizer_->param_groups();
+  // Groups added while closed (add_param_group) keep their own parameters.
+  for (size_t i = 0; i < held_params_.size() && i < groups.size(); ++i) {
+    auto& params = groups[i].params();
+    held_params_[i].insert(held_params_[i].end(), params.begin(), params.end());
+    params = std::move(held_params_[i]);
+  }
+  held_params_.clear();
+  closed_ = false;
+}
+
+}  // namespace detail
+}  // namespace accel
