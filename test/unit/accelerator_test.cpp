@@ -1,0 +1,287 @@
+// One process: the Accelerator must behave as plain LibTorch, and its training-loop semantics
+// (accumulation, gated optimizer and scheduler steps, loaders) hold without any collective.
+
+#include <accel/accel.h>
+
+#include "support/datasets.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace {
+
+using accel_test::LinearDecay;
+using accel_test::RangeDataset;
+using accel_test::RegressionDataset;
+using accel_test::RegressionModel;
+using Sequential = torch::data::samplers::SequentialSampler;
+
+std::pair<double, double> train_plain(size_t batch_size, int epochs) {
+  RegressionModel model;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  auto loader = torch::data::make_data_loader<Sequential>(
+      RegressionDataset().map(torch::data::transforms::Stack<>()), batch_size);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : *loader) {
+      optimizer.zero_grad();
+      torch::mse_loss(model->forward(batch.data), batch.target).backward();
+      optimizer.step();
+    }
+  }
+  return {model->a.item<double>(), model->b.item<double>()};
+}
+
+// The training step as user code often has it: through the base optimizer class, whose
+// zero_grad() is not virtual in LibTorch 1.13.
+void step_through_base(torch::optim::Optimizer& optimizer) {
+  optimizer.step();
+  optimizer.zero_grad();
+}
+
+TEST(Accelerator, OneProcessOnTheCpu) {
+  accel::Accelerator accelerator;
+  EXPECT_EQ(accelerator.num_processes(), 1);
+  EXPECT_EQ(accelerator.process_index(), 0);
+  EXPECT_TRUE(accelerator.is_main_process());
+  EXPECT_TRUE(accelerator.is_local_main_process());
+  EXPECT_TRUE(accelerator.device().is_cpu());
+}
+
+TEST(Accelerator, OneProcessTrainsExactlyAsPlainLibTorch) {
+  const auto expected = train_plain(16, 3);
+  accel::Accelerator accelerator;
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto loader = accelerator.prepare(torch::data::make_data_loader<Sequential>(
+      RegressionDataset().map(torch::data::transforms::Stack<>()), 16));
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      optimizer.zero_grad();
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      optimizer.step();
+    }
+  }
+  EXPECT_EQ(model->a.item<double>(), expected.first);
+  EXPECT_EQ(model->b.item<double>(), expected.second);
+}
+
+TEST(Accelerator, AccumulationThroughTheBaseOptimizerEqualsTheLargerBatch) {
+  const auto expected = train_plain(16, 3);
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto loader = accelerator.prepare_data_loader<Sequential>(
+      RegressionDataset().map(torch::data::transforms::Stack<>()), 8);
+  std::vector<bool> syncs;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      syncs.push_back(accelerator.sync_gradients());
+      step_through_base(optimizer);
+    }
+  }
+  EXPECT_EQ(syncs.size(), 24u);
+  EXPECT_FALSE(syncs[0]);
+  EXPECT_TRUE(syncs[1]);
+  EXPECT_NEAR(model->a.item<double>(), expected.first, 1e-6);
+  EXPECT_NEAR(model->b.item<double>(), expected.second, 1e-6);
+}
+
+TEST(Accelerator, EndOfLoaderForcesSynchronisation) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(9), 3);
+  std::vector<bool> syncs, ends;
+  for (auto& batch : *loader) {
+    (void)batch;
+    auto step = accelerator.accumulate();
+    syncs.push_back(accelerator.sync_gradients());
+    ends.push_back(accelerator.end_of_dataloader());
+  }
+  EXPECT_EQ(syncs, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(ends, (std::vector<bool>{false, false, true}));
+  EXPECT_FALSE(accelerator.end_of_dataloader());
+}
+
+TEST(Accelerator, GatedOptimizerKeepsGradientsOnMicroSteps) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto x = torch::ones({4, 1});
+  {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(model->forward(x).sum());
+    step_through_base(optimizer);  // micro-step: neither step nor zero_grad may act
+    optimizer.zero_grad();         // nor the direct call
+  }
+  EXPECT_EQ(model->a.item<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 2.0);  // sum(x) / 2 accumulation steps
+  EXPECT_EQ(optimizer.param_groups()[0].params().size(), 2u);  // restored after the scope
+  {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(model->forward(x).sum());
+    EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 4.0);
+    step_through_base(optimizer);
+  }
+  EXPECT_FLOAT_EQ(model->a.item<float>(), -0.4f);
+  EXPECT_EQ(model->a.grad().item<double>(), 0.0);
+}
+
+TEST(Accelerator, SchedulerStepsOncePerOptimizerStepOnOneProcess) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 1.0));
+  auto scheduler = accelerator.prepare(LinearDecay(optimizer));
+  {
+    auto step = accelerator.accumulate(model);
+    scheduler.step();  // micro-step: the optimizer did not step
+  }
+  EXPECT_DOUBLE_EQ(accel_test::learning_rate(optimizer), 1.0);
+  {
+    auto step = accelerator.accumulate(model);
+    optimizer.step();
+    scheduler.step();
+  }
+  EXPECT_DOUBLE_EQ(accel_test::learning_rate(optimizer), 0.9);
+}
+
+TEST(Accelerator, MovedOptimizerStaysGated) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto prepared = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  std::vector<accel::AcceleratedOptimizer<torch::optim::SGD>> holder;
+  holder.push_back(std::move(prepared));
+  {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(model->forward(torch::ones({1, 1})).sum());
+    step_through_base(holder[0]);
+  }
+  EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 0.5);
+  EXPECT_EQ(holder[0].param_groups()[0].params().size(), 2u);
+}
+
+TEST(Accelerator, OneProcessOperationsAreIdentities) {
+  accel::Accelerator accelerator;
+  auto t = torch::arange(2) + 1;
+  EXPECT_TRUE(torch::equal(accelerator.gather(t), t));
+  EXPECT_TRUE(torch::equal(accelerator.reduce(t, accel::Reduction::Mean), t));
+  EXPECT_TRUE(torch::equal(accelerator.broadcast(t), t));
+  EXPECT_TRUE(torch::equal(accelerator.pad_across_processes(t), t));
+  EXPECT_EQ(accelerator.gather_object(std::string("x")), (std::vector<std::string>{"x"}));
+  std::vector<int64_t> items(17);
+  EXPECT_EQ(accelerator.split_between_processes(items).size(), 17u);
+  EXPECT_FALSE(accelerator.check_trigger());
+  accelerator.set_trigger();
+  EXPECT_TRUE(accelerator.check_trigger());
+  EXPECT_FALSE(accelerator.check_trigger());
+  int runs = 0;
+  accelerator.main_process_first([&] { ++runs; });
+  accelerator.on_main_process([&] { ++runs; });
+  EXPECT_EQ(runs, 2);
+  accelerator.wait_for_everyone();
+}
+
+TEST(Accelerator, GatherForMetricsOnOneProcessKeepsEverySample) {
+  accel::Accelerator accelerator;
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(9), 5);
+  std::vector<int64_t> seen;
+  for (auto& batch : *loader) {
+    auto all = accelerator.gather_for_metrics(batch);
+    seen.insert(seen.end(), all.begin(), all.end());
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST(Accelerator, LoaderShufflesBySeedAndEpochAndCanSkip) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().seed(5));
+  auto loader = accelerator.prepare(torch::data::make_data_loader(RangeDataset(10), 10));
+  auto first_epoch = *loader->begin();
+  for (auto& batch : *loader) (void)batch;
+  auto second_epoch = *loader->begin();
+  EXPECT_NE(first_epoch, second_epoch);
+  loader->set_epoch(0);
+  EXPECT_EQ(*loader->begin(), first_epoch);
+
+  auto sequential = accelerator.prepare_data_loader<Sequential>(RangeDataset(10), 2);
+  accelerator.skip_first_batches(*sequential, 3);
+  std::vector<std::vector<int64_t>> batches;
+  for (auto& batch : *sequential) batches.push_back(batch);
+  EXPECT_EQ(batches, (std::vector<std::vector<int64_t>>{{6, 7}, {8, 9}}));
+  EXPECT_EQ(sequential->size(), 5u);
+}
+
+TEST(Accelerator, LoaderWithWorkersCannotBeTakenOver) {
+  accel::Accelerator accelerator;
+  auto loader = torch::data::make_data_loader<Sequential>(
+      RangeDataset(4), torch::data::DataLoaderOptions(2).workers(1));
+  try {
+    accelerator.prepare(std::move(loader));
+    ADD_FAILURE() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("prepare_data_loader"), std::string::npos);
+  }
+}
+
+TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
+  accel::Accelerator accelerator;
+  RegressionModel model;
+  accelerator.prepare(model);
+  accelerator.backward((model->forward(torch::full({1, 1}, 3.0)) * 4).sum());
+  // grads: a = 12, b = 4 -> norm sqrt(160)
+  const double norm = accelerator.clip_grad_norm_(model->parameters(), 1.0);
+  EXPECT_NEAR(norm, std::sqrt(160.0), 1e-5);
+  EXPECT_NEAR(torch::cat({model->a.grad(), model->b.grad()}).norm().item<double>(), 1.0, 1e-5);
+  accelerator.clip_grad_value_(model->parameters(), 0.1);
+  EXPECT_LE(model->a.grad().abs().item<double>(), 0.1 + 1e-7);
+}
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~EnvGuard() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST(AcceleratorOptions, EnvironmentFillsWhatCodeLeavesUnset) {
+  EnvGuard steps("ACCEL_GRADIENT_ACCUMULATION_STEPS", "3");
+  EnvGuard split("ACCEL_SPLIT_BATCHES", "true");
+  auto from_env = accel::resolve_options(accel::AcceleratorOptions());
+  EXPECT_EQ(from_env.gradient_accumulation_steps, 3);
+  EXPECT_TRUE(from_env.split_batches);
+  EXPECT_TRUE(from_env.even_batches);
+  auto in_code = accel::resolve_options(
+      accel::AcceleratorOptions().gradient_accumulation_steps(2).split_batches(false));
+  EXPECT_EQ(in_code.gradient_accumulation_steps, 2);
+  EXPECT_FALSE(in_code.split_batches);
+}
+
+TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
+  auto message = [](const accel::AcceleratorOptions& options) {
+    try {
+      accel::resolve_options(options);
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(accel::AcceleratorOptions().gradient_accumulation_steps(0))
+                .find("Invalid gradient_accumulation_steps: 0"),
+            std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().mixed_precision("fp32"))
+                .find("Invalid mixed_precision: 'fp32' (expected one of no, bf16, fp16, fp8)"),
+            std::string::npos);
+  EnvGuard bad("ACCEL_USE_CPU", "sometimes");
+  EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),
+            std::string::npos);
+}
+
+}  // namespace
