@@ -1,0 +1,380 @@
+// Run on 2 processes by `accel launch` (see test/CMakeLists.txt): every rank runs every test in
+// the same order, and each checks its own side of the expectations. Collectives go over Gloo.
+
+#include <accel/accel.h>
+
+#include "support/datasets.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+
+namespace {
+
+using accel_test::LinearDecay;
+using accel_test::RangeDataset;
+using accel_test::RegressionDataset;
+using accel_test::RegressionModel;
+using Sequential = torch::data::samplers::SequentialSampler;
+using Batches = std::vector<std::vector<int64_t>>;
+
+int64_t rank() { return std::atoll(std::getenv("RANK")); }
+
+class TwoProcesses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_STREQ(std::getenv("WORLD_SIZE"), "2") << "run me with accel launch --num_processes 2";
+  }
+};
+
+// ---- Collectives: rank r holds arange(2) + 1 + 2r -------------------------------------------------
+
+TEST_F(TwoProcesses, GatherReduceBroadcast) {
+  accel::Accelerator accelerator;
+  ASSERT_EQ(accelerator.num_processes(), 2);
+  ASSERT_EQ(accelerator.process_index(), rank());
+  auto mine = torch::arange(2, torch::kFloat) + 1 + 2 * rank();
+  auto expect = [](const torch::Tensor& t, std::vector<float> values) {
+    EXPECT_TRUE(torch::equal(t, torch::tensor(values))) << t;
+  };
+  expect(accelerator.gather(mine), {1, 2, 3, 4});
+  expect(accelerator.reduce(mine, accel::Reduction::Sum), {4, 6});
+  expect(accelerator.reduce(mine, accel::Reduction::Mean), {2, 3});
+  expect(accelerator.reduce(mine, accel::Reduction::Max), {3, 4});
+  expect(mine, {1.0f + 2 * rank(), 2.0f + 2 * rank()});  // reduce does not modify its input
+  expect(accelerator.broadcast(mine.clone()), {1, 2});
+  expect(accelerator.broadcast(mine.clone(), 1), {3, 4});
+  // 0-dim tensors gather to one element per process.
+  expect(accelerator.gather(torch::tensor(static_cast<float>(rank()))), {0, 1});
+  // Nested containers.
+  auto gathered = accelerator.gather(std::map<std::string, torch::Tensor>{{"x", mine}});
+  expect(gathered.at("x"), {1, 2, 3, 4});
+}
+
+TEST_F(TwoProcesses, ObjectsPaddingAndSplitting) {
+  accel::Accelerator accelerator;
+  EXPECT_EQ(accelerator.gather_object(std::string(rank() == 0 ? "zero" : "one")),
+            (std::vector<std::string>{"zero", "one"}));
+  EXPECT_EQ(accelerator.gather_object(std::vector<int64_t>(rank() + 1, rank())),
+            (std::vector<int64_t>{0, 1, 1}));
+  EXPECT_EQ(accelerator.broadcast_object(std::string(rank() == 0 ? "from zero" : "other")),
+            "from zero");
+
+  auto ragged = torch::ones({2 + rank(), 2});
+  auto padded = accelerator.pad_across_processes(ragged, 0, -1);
+  ASSERT_EQ(padded.size(0), 3);
+  EXPECT_EQ(padded[2][0].item<float>(), rank() == 0 ? -1.0f : 1.0f);
+  auto first = accelerator.pad_across_processes(ragged, 0, -1, /*pad_first=*/true);
+  EXPECT_EQ(first[0][0].item<float>(), rank() == 0 ? -1.0f : 1.0f);
+
+  std::vector<int64_t> items(17);
+  std::iota(items.begin(), items.end(), 0);
+  auto part = accelerator.split_between_processes(items);
+  EXPECT_EQ(part.size(), rank() == 0 ? 9u : 8u);
+  EXPECT_EQ(part.front(), rank() == 0 ? 0 : 9);
+  auto padded_part = accelerator.split_between_processes(items, /*apply_padding=*/true);
+  EXPECT_EQ(padded_part.size(), 9u);
+  EXPECT_EQ(padded_part.back(), rank() == 0 ? 8 : 16);
+  auto tensor_part = accelerator.split_between_processes(torch::arange(17), true);
+  EXPECT_EQ(tensor_part.size(0), 9);
+  EXPECT_EQ(tensor_part[8].item<int64_t>(), rank() == 0 ? 8 : 16);
+}
+
+TEST_F(TwoProcesses, DebugModeNamesMismatchedShapesInsteadOfHanging) {
+  ::setenv("ACCEL_DEBUG", "1", 1);
+  accel::Accelerator accelerator;
+  ::unsetenv("ACCEL_DEBUG");
+  try {
+    accelerator.gather(torch::zeros({2 + rank()}));
+    ADD_FAILURE() << "expected a shape error";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find("gather"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 0 [2]"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 1 [3]"), std::string::npos) << message;
+  }
+}
+
+TEST_F(TwoProcesses, ProcessControl) {
+  accel::Accelerator accelerator;
+  EXPECT_EQ(accelerator.is_main_process(), rank() == 0);
+  const std::string path = ::testing::TempDir() + "/accel_main_first_" +
+                           std::string(std::getenv("MASTER_PORT"));
+  {
+    auto guard = accelerator.main_process_first();
+    if (accelerator.is_main_process()) {
+      std::ofstream(path) << "written by the main process";
+    } else {
+      EXPECT_TRUE(std::ifstream(path).good()) << "the main process had not run first";
+    }
+  }
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) std::remove(path.c_str());
+
+  int ran = 0;
+  accelerator.on_main_process([&] { ++ran; });
+  EXPECT_EQ(ran, rank() == 0 ? 1 : 0);
+
+  EXPECT_FALSE(accelerator.check_trigger());
+  if (rank() == 1) accelerator.set_trigger();
+  EXPECT_TRUE(accelerator.check_trigger());
+  EXPECT_FALSE(accelerator.check_trigger());
+}
+
+// ---- Data loaders -----------------------------------------------------------------------------
+
+Batches read_all(size_t size, size_t batch, accel::AcceleratorOptions options) {
+  accel::Accelerator accelerator(options);
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(size), batch);
+  Batches out;
+  for (auto& b : *loader) out.push_back(b);
+  EXPECT_EQ(out.size(), loader->size());
+  return out;
+}
+
+using Batch = std::vector<int64_t>;
+
+// This process's side of a two-sided expectation.
+template <typename T>
+T mine(T rank0, T rank1) {
+  return rank() == 0 ? rank0 : rank1;
+}
+
+TEST_F(TwoProcesses, LoaderShardsAsAccelerate) {
+  EXPECT_EQ(read_all(24, 3, {}), mine<Batches>({{0, 1, 2}, {6, 7, 8}, {12, 13, 14}, {18, 19, 20}},
+                                               {{3, 4, 5}, {9, 10, 11}, {15, 16, 17}, {21, 22, 23}}));
+  EXPECT_EQ(read_all(22, 3, {}).back(), mine<Batch>({18, 19, 20}, {21, 0, 1}));
+  EXPECT_EQ(read_all(20, 3, {}).back(), mine<Batch>({18, 19, 0}, {1, 2, 3}));
+  EXPECT_EQ(read_all(2, 3, {}), mine<Batches>({{0, 1, 0}}, {{1, 0, 1}}));
+  auto uneven = accel::AcceleratorOptions().even_batches(false);
+  EXPECT_EQ(read_all(22, 3, uneven).back(), mine<Batch>({18, 19, 20}, {21}));
+  EXPECT_EQ(read_all(2, 3, uneven), mine<Batches>({{0, 1}}, {}));
+  auto split = accel::AcceleratorOptions().split_batches(true);
+  auto split24 = read_all(24, 4, split);
+  EXPECT_EQ(split24.front(), mine<Batch>({0, 1}, {2, 3}));
+  EXPECT_EQ(split24[1], mine<Batch>({4, 5}, {6, 7}));
+  EXPECT_EQ(read_all(21, 4, split).back(), mine<Batch>({20, 0}, {1, 2}));
+}
+
+TEST_F(TwoProcesses, ShufflingIsTheSameOnEveryProcessAndChangesPerEpoch) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().seed(11));
+  auto loader = accelerator.prepare(torch::data::make_data_loader(RangeDataset(40), 4));
+  std::vector<Batches> epochs(2);
+  for (auto& epoch : epochs) {
+    for (auto& b : *loader) epoch.push_back(b);
+  }
+  // Both processes together cover every sample once per epoch...
+  for (const auto& epoch : epochs) {
+    std::vector<int64_t> flat;
+    for (const auto& b : epoch) flat.insert(flat.end(), b.begin(), b.end());
+    auto all = accelerator.gather_object(flat);
+    std::sort(all.begin(), all.end());
+    std::vector<int64_t> expected(40);
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(all, expected);
+  }
+  // ...and the two epochs are shuffled differently.
+  EXPECT_NE(epochs[0], epochs[1]);
+}
+
+TEST_F(TwoProcesses, GatherForMetricsDropsTheDuplicatedTail) {
+  accel::Accelerator accelerator;
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(9), 5);
+  std::vector<int64_t> seen;
+  std::vector<int64_t> tensor_seen;
+  for (auto& batch : *loader) {
+    auto all = accelerator.gather_for_metrics(batch);
+    seen.insert(seen.end(), all.begin(), all.end());
+    auto as_tensor = torch::tensor(batch);
+    auto pair = accelerator.gather_for_metrics(as_tensor, as_tensor * 10);
+    auto gathered = std::get<0>(pair);
+    EXPECT_TRUE(torch::equal(std::get<1>(pair), gathered * 10));
+    for (int64_t i = 0; i < gathered.size(0); ++i) tensor_seen.push_back(gathered[i].item<int64_t>());
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(tensor_seen, seen);
+}
+
+// ---- Training -------------------------------------------------------------------------------
+
+struct Trained {
+  double a, b;
+};
+
+Trained train_plain(size_t batch_size, int epochs, const std::vector<std::vector<size_t>>& orders) {
+  RegressionModel model;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  RegressionDataset dataset;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    const auto& order = orders[epoch];
+    for (size_t begin = 0; begin < order.size(); begin += batch_size) {
+      std::vector<torch::Tensor> xs, ys;
+      for (size_t i = begin; i < std::min(order.size(), begin + batch_size); ++i) {
+        auto example = dataset.get(order[i]);
+        xs.push_back(example.data);
+        ys.push_back(example.target);
+      }
+      optimizer.zero_grad();
+      torch::mse_loss(model->forward(torch::stack(xs)), torch::stack(ys)).backward();
+      optimizer.step();
+    }
+  }
+  return {model->a.item<double>(), model->b.item<double>()};
+}
+
+template <typename Sampler>
+Trained train_accelerated(accel::AcceleratorOptions options, size_t batch_size, int epochs) {
+  accel::Accelerator accelerator(options.seed(42));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto loader = accelerator.prepare_data_loader<Sampler>(
+      RegressionDataset().map(torch::data::transforms::Stack<>()), batch_size);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  return {model->a.item<double>(), model->b.item<double>()};
+}
+
+std::vector<std::vector<size_t>> sequential_orders(int epochs) {
+  std::vector<size_t> order(64);
+  std::iota(order.begin(), order.end(), 0);
+  return std::vector<std::vector<size_t>>(epochs, order);
+}
+
+std::vector<std::vector<size_t>> shuffled_orders(int epochs, uint64_t seed) {
+  std::vector<std::vector<size_t>> orders;
+  torch::data::samplers::RandomSampler sampler(64);
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    orders.push_back(accel::detail::epoch_order(sampler, 64, seed + epoch));
+  }
+  return orders;
+}
+
+void expect_same(const Trained& got, const Trained& expected) {
+  EXPECT_NEAR(got.a, expected.a, 1e-6);
+  EXPECT_NEAR(got.b, expected.b, 1e-6);
+  // And training did happen: from a = b = 0 the fit moved well toward y = 2x + 3 (6 steps of the
+  // 32-sample run get b to about 2.25).
+  EXPECT_GT(got.a, 1.0);
+  EXPECT_GT(got.b, 2.0);
+}
+
+TEST_F(TwoProcesses, TrainingMatchesOneProcessWithTheGlobalBatch) {
+  const auto baseline = train_plain(16, 3, sequential_orders(3));
+  expect_same(train_accelerated<Sequential>({}, 8, 3), baseline);
+  expect_same(train_accelerated<Sequential>(accel::AcceleratorOptions().split_batches(true), 16, 3),
+              baseline);
+}
+
+TEST_F(TwoProcesses, ShuffledTrainingMatchesOneProcessWithTheGlobalBatch) {
+  const auto baseline = train_plain(16, 3, shuffled_orders(3, 42));
+  expect_same(train_accelerated<torch::data::samplers::RandomSampler>({}, 8, 3), baseline);
+  expect_same(train_accelerated<torch::data::samplers::RandomSampler>(
+                  accel::AcceleratorOptions().split_batches(true), 16, 3),
+              baseline);
+}
+
+TEST_F(TwoProcesses, AccumulationMatchesOneProcessWithTheWholeBatch) {
+  // 2 processes x batch 8 x 2 accumulation steps = one step over 32 samples.
+  const auto baseline = train_plain(32, 3, sequential_orders(3));
+  expect_same(
+      train_accelerated<Sequential>(accel::AcceleratorOptions().gradient_accumulation_steps(2), 8,
+                                    3),
+      baseline);
+}
+
+TEST_F(TwoProcesses, GradientsSyncOnlyOnSyncStepsAndAtTheEndOfTheLoader) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  torch::manual_seed(0);
+  auto model = torch::nn::Linear(3, 1);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  // 5 batches per process: micro-steps 1..5 sync on 2, 4 and at the end (5).
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(10), 1);
+  std::vector<bool> synced, equal;
+  for (auto& batch : *loader) {
+    auto step = accelerator.accumulate(model);
+    auto x = torch::full({1, 3}, static_cast<float>(batch[0] + 1));
+    accelerator.backward(model->forward(x).sum());
+    auto grads = accelerator.gather(model->weight.grad().unsqueeze(0));
+    synced.push_back(accelerator.sync_gradients());
+    equal.push_back(torch::allclose(grads[0], grads[1]));
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  EXPECT_EQ(synced, (std::vector<bool>{false, true, false, true, true}));
+  EXPECT_EQ(equal, synced);
+  // The weights stay identical on both processes.
+  auto weights = accelerator.gather(model->weight.detach().unsqueeze(0));
+  EXPECT_TRUE(torch::equal(weights[0], weights[1]));
+}
+
+TEST_F(TwoProcesses, PrepareCopiesRankZerosParameters) {
+  accel::Accelerator accelerator;
+  torch::manual_seed(100 + rank());  // different initialisation on each process
+  auto model = torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::BatchNorm1d(8));
+  accelerator.prepare(model);
+  for (const auto& p : model->parameters()) {
+    auto both = accelerator.gather(p.detach().unsqueeze(0));
+    EXPECT_TRUE(torch::equal(both[0], both[1]));
+  }
+}
+
+TEST_F(TwoProcesses, NoSyncAndTriggerSync) {
+  accel::Accelerator accelerator;
+  auto model = torch::nn::Linear(2, 1);
+  accelerator.prepare(model);
+  auto x = torch::full({1, 2}, static_cast<float>(rank() + 1));
+  {
+    auto guard = accelerator.no_sync(model);
+    accelerator.backward(model->forward(x).sum());
+    auto grads = accelerator.gather(model->weight.grad().unsqueeze(0));
+    EXPECT_FALSE(torch::allclose(grads[0], grads[1]));
+    model->zero_grad();
+    accelerator.trigger_sync_in_backward(model);
+    accelerator.backward(model->forward(x).sum());
+    grads = accelerator.gather(model->weight.grad().unsqueeze(0));
+    EXPECT_TRUE(torch::allclose(grads[0], grads[1]));
+    EXPECT_TRUE(torch::allclose(grads[0], torch::full({1, 2}, 1.5)));
+  }
+}
+
+TEST_F(TwoProcesses, TwoModelsWithSeparateLosses) {
+  accel::Accelerator accelerator;
+  auto first = torch::nn::Linear(2, 1);
+  auto second = torch::nn::Linear(2, 1);
+  accelerator.prepare(first);
+  accelerator.prepare(second);
+  auto x = torch::full({1, 2}, static_cast<float>(rank() + 1));
+  for (int i = 0; i < 2; ++i) {
+    accelerator.backward(first->forward(x).sum());   // reaches only the first model
+    accelerator.backward(second->forward(x).sum());  // and only the second
+  }
+  for (auto* m : {&first, &second}) {
+    auto grads = accelerator.gather((*m)->weight.grad().unsqueeze(0));
+    EXPECT_TRUE(torch::allclose(grads[0], grads[1]));
+  }
+}
+
+TEST_F(TwoProcesses, SchedulerAdvancesOncePerProcessPerOptimizerStep) {
+  for (bool split : {false, true}) {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().split_batches(split));
+    RegressionModel model;
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 1.0));
+    auto scheduler = accelerator.prepare(LinearDecay(optimizer));
+    optimizer.step();
+    scheduler.step();
+    EXPECT_DOUBLE_EQ(accel_test::learning_rate(optimizer), split ? 0.9 : 0.8);
+  }
+}
+
+}  // namespace
