@@ -107,19 +107,36 @@ std::optional<std::string> validate(const LaunchOptions& o) {
   return std::nullopt;
 }
 
-bool port_is_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
+namespace {
+
+// True when a listening socket can bind `port` for this address family now.
+bool can_bind(int family, int port) {
+  const int fd = ::socket(family, SOCK_STREAM, 0);
+  if (fd < 0) return family == AF_INET6;  // no IPv6 on this machine: nothing to collide with
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  bool bound = false;
+  if (family == AF_INET) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  } else {
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    addr.sin6_port = htons(static_cast<uint16_t>(port));
+    bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
   ::close(fd);
-  return free;
+  return bound;
 }
+
+}  // namespace
+
+bool port_is_free(int port) { return can_bind(AF_INET, port) && can_bind(AF_INET6, port); }
 
 int find_free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -1,0 +1,168 @@
+// Faults with real processes: `accel launch` stops the job when a rank fails or when it is
+// interrupted, and a rank that cannot reach the main process fails with a clear message.
+
+#include "support/subprocess.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fstream>
+#include <thread>
+
+namespace {
+
+using accel_test::run;
+
+const std::string kAccel = ACCEL_CLI_PATH;
+const std::string kWorker = FAULT_WORKER_PATH;
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Running, not a zombie: a killed grandchild is re-parented to PID 1, which in a container may
+// never reap it.
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_field, comm, state;
+  if (!(stat >> pid_field >> comm >> state)) return false;
+  return state != "Z" && state != "X";
+}
+
+bool port_in_use(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+pid_t read_pid(const std::string& path) {
+  pid_t pid = 0;
+  std::ifstream(path) >> pid;
+  return pid;
+}
+
+TEST(LaunchFaults, ARankThatThrowsStopsTheJobWithinTenSeconds) {
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker,
+                     "throw-on-rank-1"},
+                    {{"ACCEL_TIMEOUT", "60"}}, 60);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_LT(result.seconds, 10.0) << result.output;
+  EXPECT_NE(result.output.find("injected failure on rank 1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank 1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("stopping the other processes"), std::string::npos)
+      << result.output;
+}
+
+TEST(LaunchFaults, ExitCodeAndSignalOfTheFirstFailingRankArePassedOn) {
+  auto exited = run({kAccel, "launch", "--num_processes", "2", "sh", "-c",
+                     "if [ $RANK = 1 ]; then exit 7; fi; sleep 30"});
+  EXPECT_EQ(exited.exit_code, 7) << exited.output;
+  EXPECT_NE(exited.output.find("rank 1 (pid"), std::string::npos) << exited.output;
+  EXPECT_NE(exited.output.find("exited with code 7"), std::string::npos) << exited.output;
+  EXPECT_LT(exited.seconds, 10.0);
+
+  auto killed = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "1", "sh", "-c",
+                     "if [ $RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; trap '' TERM; sleep 30"});
+  EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
+  EXPECT_NE(killed.output.find("killed by signal 9 (SIGKILL)"), std::string::npos)
+      << killed.output;
+  // Rank 1 ignores SIGTERM: the grace period ends with SIGKILL.
+  EXPECT_NE(killed.output.find("sending SIGKILL"), std::string::npos) << killed.output;
+  EXPECT_LT(killed.seconds, 10.0);
+}
+
+TEST(LaunchFaults, SigtermToTheLauncherReachesEveryRankAndLeavesNoOrphans) {
+  const std::string dir = ::testing::TempDir() + "/accel_orphans_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  // Each rank starts a grandchild and records both pids.
+  const std::string script = "sleep 60 & echo $! > " + dir + "/child.$RANK; echo $$ > " + dir +
+                             "/rank.$RANK; wait";
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", "sh", "-c",
+                     script},
+                    {}, 30, [](pid_t launcher) { ::kill(launcher, SIGTERM); }, 1.5);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
+  EXPECT_NE(result.output.find("received SIGTERM"), std::string::npos) << result.output;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const char* name : {"rank.0", "rank.1", "child.0", "child.1"}) {
+    const pid_t pid = read_pid(dir + "/" + name);
+    ASSERT_GT(pid, 0) << name << " was not written";
+    EXPECT_FALSE(alive(pid)) << name << " (pid " << pid << ") outlived the launcher";
+  }
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(LaunchFaults, UnreachableMainProcessTimesOutNamingAddressAndPort) {
+  const int port = free_port();
+  auto result = run({kWorker, "join"},
+                    {{"RANK", "1"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "127.0.0.1"},
+                     {"MASTER_PORT", std::to_string(port)},
+                     {"ACCEL_TIMEOUT", "2"}},
+                    60);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_LT(result.seconds, 20.0) << result.output;
+  EXPECT_NE(result.output.find("could not reach the main process at 127.0.0.1:" +
+                               std::to_string(port)),
+            std::string::npos)
+      << result.output;
+}
+
+TEST(LaunchFaults, PortInUseIsAClearErrorAndTwoMachinesOnOneHostFormOneJob) {
+  const int port = free_port();
+  // Two launchers, one per "machine", one process each: one 2-process job.
+  std::string first_output;
+  std::thread first([&] {
+    first_output = run({kAccel, "launch", "--num_machines", "2", "--machine_rank", "0",
+                        "--main_process_port", std::to_string(port), kWorker, "join"},
+                       {{"ACCEL_TIMEOUT", "30"}})
+                       .output;
+  });
+  // Rank 0 hosts the rendezvous once LibTorch has loaded.
+  for (int i = 0; i < 200 && !port_in_use(port); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto in_use = run({kAccel, "launch", "--main_process_port", std::to_string(port), "true"});
+  auto second = run({kAccel, "launch", "--num_machines", "2", "--machine_rank", "1",
+                     "--main_process_ip", "127.0.0.1", "--main_process_port",
+                     std::to_string(port), kWorker, "join"},
+                    {{"ACCEL_TIMEOUT", "30"}});
+  first.join();
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(first_output.find("joined as rank 0"), std::string::npos) << first_output;
+  EXPECT_NE(second.output.find("joined as rank 1"), std::string::npos) << second.output;
+  EXPECT_EQ(in_use.exit_code, 2) << in_use.output;
+  EXPECT_NE(in_use.output.find("port " + std::to_string(port) + " is already in use"),
+            std::string::npos)
+      << in_use.output;
+}
+
+TEST(LaunchFaults, BadOptionsExitTwoWithAMessage) {
+  auto result = run({kAccel, "launch", "--num_processes", "-1", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--num_processes must be at least 1 (got -1)"), std::string::npos)
+      << result.output;
+  auto missing = run({kAccel, "launch", "--num_processes", "1", "/nonexistent/program"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.output.find("cannot run '/nonexistent/program'"), std::string::npos);
+}
+
+}  // namespace
