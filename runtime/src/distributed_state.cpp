@@ -49,6 +49,7 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
                 id.master_addr, ":", id.master_port, " within ", seconds,
                 " s (check MASTER_ADDR/MASTER_PORT and that rank 0 is running): ", e.what());
   }
+  return {};  // not reached: every failure above throws
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ c10::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
-  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  TORCH_CHECK(false, "Invalid ", name, ": '", *value, "' (expected 1/0, true/false, yes/no)");
+  const bool is_false = lower == "0" || lower == "false" || lower == "no" || lower == "off";
+  TORCH_CHECK(is_false, "Invalid ", name, ": '", *value, "' (expected 1/0, true/false, yes/no)");
+  return false;
 }
 
 c10::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {

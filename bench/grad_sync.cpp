@@ -1,0 +1,113 @@
+// Two processes (run under `accel launch --num_processes 2`). Over the same Gloo process group:
+//  1. step time of the prepared model (bucketed all-reduce launched from autograd hooks, overlapping
+//     backward) against a naive loop that all-reduces each gradient after backward;
+//  2. the bandwidth of the prepared model's gradient sync -- gradient bytes over the time sync adds
+//     to a backward pass -- against one raw all-reduce of a flat buffer of the same bytes.
+// Prints medians over interleaved repetitions. Target for 2: >= 0.9.
+//   Run: build/launcher/accel launch --num_processes 2 build/bench/accel_bench_grad_sync [reps]
+
+#include "bench_util.h"
+#include "collectives.h"
+#include "distributed_state.h"
+
+#include <accel/accel.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+torch::nn::Sequential make_model(int width, int layers) {
+  torch::manual_seed(0);
+  torch::nn::Sequential model;
+  for (int i = 0; i < layers; ++i) {
+    model->push_back(torch::nn::Linear(width, width));
+    model->push_back(torch::nn::ReLU());
+  }
+  return model;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repetitions = argc > 1 ? std::atoi(argv[1]) : 9;
+  const int width = 1024, layers = 8, steps = 3;
+  torch::set_num_threads(1);
+  accel::Accelerator accelerator;
+  if (accelerator.num_processes() != 2) {
+    std::fprintf(stderr, "run with: accel launch --num_processes 2 %s\n", argv[0]);
+    return 2;
+  }
+  auto& group = *accel::detail::DistributedState::get(accelerator.options())->group();
+  const auto x = torch::randn({32, width});
+
+  auto prepared = make_model(width, layers);
+  accelerator.prepare(prepared);
+  auto naive = make_model(width, layers);
+
+  int64_t bytes = 0;
+  for (const auto& p : prepared->parameters()) bytes += p.numel() * p.element_size();
+  auto flat = torch::ones({bytes / 4});
+
+  auto prepared_step = [&] {
+    prepared->zero_grad();
+    accelerator.backward(prepared->forward(x).sum());
+  };
+  auto unsynced_step = [&] {
+    auto guard = accelerator.no_sync(prepared);
+    prepared->zero_grad();
+    accelerator.backward(prepared->forward(x).sum());
+  };
+  auto naive_step = [&] {
+    naive->zero_grad();
+    naive->forward(x).sum().backward();
+    for (auto& p : naive->parameters()) {
+      auto grad = p.grad();
+      accel::detail::all_reduce(group, grad, accel::Reduction::Mean);
+    }
+  };
+  auto flat_allreduce = [&] { accel::detail::all_reduce(group, flat, accel::Reduction::Sum); };
+  auto timed = [&](auto&& fn) {
+    accelerator.wait_for_everyone();
+    return accel_bench::seconds([&] {
+             for (int s = 0; s < steps; ++s) fn();
+           }) /
+           steps;
+  };
+
+  for (int i = 0; i < 2; ++i) {  // warm-up (and the reducer's bucket rebuild)
+    prepared_step();
+    naive_step();
+    unsynced_step();
+    flat_allreduce();
+  }
+  std::vector<double> step_ratio, bandwidth_ratio, t_prepared, t_naive, t_flat, t_unsynced;
+  for (int r = 0; r < repetitions; ++r) {
+    const double p = timed(prepared_step);
+    const double n = timed(naive_step);
+    const double u = timed(unsynced_step);
+    const double f = timed(flat_allreduce);
+    t_prepared.push_back(p);
+    t_naive.push_back(n);
+    t_unsynced.push_back(u);
+    t_flat.push_back(f);
+    step_ratio.push_back(p / n);
+    // bandwidth(sync) / bandwidth(flat) = (bytes / (p - u)) / (bytes / f) = f / (p - u)
+    bandwidth_ratio.push_back(f / std::max(p - u, 1e-9));
+  }
+  if (accelerator.is_main_process()) {
+    const double mb = bytes / 1e6;
+    std::printf("grad_sync: %d processes, %.1f MB of gradients (%d x Linear(%d, %d))\n",
+                accelerator.num_processes(), mb, layers, width, width);
+    std::printf("  step: prepared %.1f ms, naive per-tensor all-reduce %.1f ms, no sync %.1f ms\n",
+                accel_bench::median(t_prepared) * 1e3, accel_bench::median(t_naive) * 1e3,
+                accel_bench::median(t_unsynced) * 1e3);
+    std::printf("  raw flat all-reduce of the same bytes: %.1f ms (%.2f GB/s)\n",
+                accel_bench::median(t_flat) * 1e3, bytes / accel_bench::median(t_flat) / 1e9);
+    std::printf("step time ratio (prepared / naive, median): %.3f\n", accel_bench::median(step_ratio));
+    std::printf("sync bandwidth ratio (prepared sync / raw flat all-reduce, median): %.3f  "
+                "[target >= 0.9]\n",
+                accel_bench::median(bandwidth_ratio));
+  }
+  return 0;
+}

@@ -1,0 +1,71 @@
+// One process: a small MLP training step through the Accelerator against the same plain LibTorch
+// step. Prints the median over interleaved repetitions of (accelerated time / plain time).
+// Target: <= 1.02.   Run: build/bench/accel_bench_overhead [repetitions] [steps]
+
+#include "bench_util.h"
+
+#include <accel/accel.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+torch::nn::Sequential make_mlp() {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(128, 256), torch::nn::ReLU(),
+                               torch::nn::Linear(256, 256), torch::nn::ReLU(),
+                               torch::nn::Linear(256, 10));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int repetitions = argc > 1 ? std::atoi(argv[1]) : 15;
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 200;
+  torch::set_num_threads(1);
+  const auto x = torch::randn({64, 128});
+  const auto y = torch::randint(0, 10, {64});
+
+  auto plain_model = make_mlp();
+  torch::optim::SGD plain_optimizer(plain_model->parameters(), 0.01);
+  auto plain_step = [&] {
+    plain_optimizer.zero_grad();
+    torch::nn::functional::cross_entropy(plain_model->forward(x), y).backward();
+    plain_optimizer.step();
+  };
+
+  accel::Accelerator accelerator;
+  auto model = make_mlp();
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.01));
+  auto accelerated_step = [&] {
+    auto scope = accelerator.accumulate(model);
+    optimizer.zero_grad();
+    accelerator.backward(torch::nn::functional::cross_entropy(model->forward(x), y));
+    optimizer.step();
+  };
+
+  for (int i = 0; i < 20; ++i) {  // warm-up
+    plain_step();
+    accelerated_step();
+  }
+  std::vector<double> ratios, plain_times, accel_times;
+  for (int r = 0; r < repetitions; ++r) {
+    const double plain = accel_bench::seconds([&] {
+      for (int s = 0; s < steps; ++s) plain_step();
+    });
+    const double accelerated = accel_bench::seconds([&] {
+      for (int s = 0; s < steps; ++s) accelerated_step();
+    });
+    plain_times.push_back(plain / steps);
+    accel_times.push_back(accelerated / steps);
+    ratios.push_back(accelerated / plain);
+  }
+  std::printf("overhead: plain step %.1f us, accelerated step %.1f us (medians of %d x %d steps)\n",
+              accel_bench::median(plain_times) * 1e6, accel_bench::median(accel_times) * 1e6,
+              repetitions, steps);
+  std::printf("overhead ratio (accelerated / plain, median): %.3f  [target <= 1.02]\n",
+              accel_bench::median(ratios));
+  return 0;
+}

@@ -1,0 +1,64 @@
+// Linear regression on synthetic data, written against libaccel: run it plainly (one process) or
+// with `accel launch --num_processes 2 ./train`; the fit and the evaluation are the same.
+
+#include <accel/accel.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+
+// y = 2x + 3 + noise, from a fixed seed, so every process builds the same data set.
+class Regression : public torch::data::datasets::Dataset<Regression> {
+ public:
+  explicit Regression(int64_t length, uint64_t seed) {
+    auto generator = torch::make_generator<torch::CPUGeneratorImpl>(seed);
+    x_ = torch::randn({length, 1}, generator);
+    y_ = 2 * x_ + 3 + 0.1 * torch::randn({length, 1}, generator);
+  }
+  torch::data::Example<> get(size_t i) override {
+    return {x_[static_cast<int64_t>(i)], y_[static_cast<int64_t>(i)]};
+  }
+  torch::optional<size_t> size() const override { return static_cast<size_t>(x_.size(0)); }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+int main(int argc, char** argv) {
+  const int epochs = argc > 1 ? std::atoi(argv[1]) : 5;
+  accel::Accelerator accelerator;
+
+  auto model = torch::nn::Linear(1, 1);
+  torch::nn::init::zeros_(model->weight);
+  torch::nn::init::zeros_(model->bias);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto train = accelerator.prepare(torch::data::make_data_loader(
+      Regression(256, 1).map(torch::data::transforms::Stack<>()), 16));
+  auto test = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
+      Regression(101, 2).map(torch::data::transforms::Stack<>()), 10);
+
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : *train) {
+      auto step = accelerator.accumulate(model);
+      auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      accelerator.backward(loss);
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+
+  torch::NoGradGuard no_grad;
+  double squared_error = 0;
+  int64_t samples = 0;
+  for (auto& batch : *test) {
+    auto [prediction, target] =
+        accelerator.gather_for_metrics(model->forward(batch.data), batch.target);
+    squared_error += (prediction - target).pow(2).sum().item<double>();
+    samples += target.size(0);
+  }
+  accelerator.print("processes ", accelerator.num_processes(), " weight ",
+                    model->weight.item<double>(), " bias ", model->bias.item<double>());
+  accelerator.print("test samples ", samples, " mse ", squared_error / samples);
+  return 0;
+}

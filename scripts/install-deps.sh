@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages accel builds and tests with, where they are missing.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libtorch-dev libgloo-dev          # LibTorch 1.13 (CPU, c10d with Gloo); Gloo's headers for c10d
+  libcli11-dev                      # the accel command line
+  googletest libgtest-dev           # tests
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every test: installs what is missing, builds with Ninja, runs the suite through ctest
+# (unit, multi-process, fault and install tests), then again built with AddressSanitizer and
+# UndefinedBehaviorSanitizer.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+
+scripts/install-deps.sh
+
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+echo "== tests"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
+  -DACCEL_BUILD_BENCHMARKS=OFF
+cmake --build build-sanitize -j "$jobs"
+echo "== tests under sanitizers"
+ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -LE no-sanitize
