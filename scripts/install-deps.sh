@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libgloo-dev          # LibTorch 1.13 (CPU, c10d with Gloo); Gloo's headers for c10d
-  libcli11-dev                      # the accel command line
+  libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
   googletest libgtest-dev           # tests
 )
 

@@ -50,11 +50,12 @@ void set_env(const std::string& name, const std::string& value) {
 // In the child, between fork and exec: the torchrun variables, then the program.
 [[noreturn]] void exec_child(const LaunchOptions& o, int local_rank, int port,
                              const sigset_t& original_mask) {
-  const int world = o.num_processes * o.num_machines;
-  set_env("RANK", std::to_string(o.machine_rank * o.num_processes + local_rank));
+  const int world = o.num_processes;
+  const int per_machine = o.num_processes / o.num_machines;
+  set_env("RANK", std::to_string(o.machine_rank * per_machine + local_rank));
   set_env("WORLD_SIZE", std::to_string(world));
   set_env("LOCAL_RANK", std::to_string(local_rank));
-  set_env("LOCAL_WORLD_SIZE", std::to_string(o.num_processes));
+  set_env("LOCAL_WORLD_SIZE", std::to_string(per_machine));
   set_env("GROUP_RANK", std::to_string(o.machine_rank));
   set_env("MASTER_ADDR", o.main_process_ip);
   set_env("MASTER_PORT", std::to_string(port));
@@ -66,6 +67,7 @@ void set_env(const std::string& name, const std::string& value) {
     set_env("ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(*o.gradient_accumulation_steps));
   }
   if (o.cpu) set_env("ACCEL_USE_CPU", "1");
+  if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
   ::setpgid(0, 0);
   ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
@@ -86,6 +88,11 @@ std::optional<std::string> validate(const LaunchOptions& o) {
   }
   if (o.num_machines < 1) {
     return "--num_machines must be at least 1 (got " + std::to_string(o.num_machines) + ")";
+  }
+  if (o.num_processes % o.num_machines != 0) {
+    return "--num_processes (" + std::to_string(o.num_processes) +
+           ", the whole job) must be a multiple of --num_machines (" +
+           std::to_string(o.num_machines) + ")";
   }
   if (o.machine_rank < 0 || o.machine_rank >= o.num_machines) {
     return "--machine_rank must be in [0, " + std::to_string(o.num_machines) + ") (got " +
@@ -180,7 +187,8 @@ int launch(const LaunchOptions& o) {
   ::sigprocmask(SIG_BLOCK, &watched, &original);
 
   std::vector<Child> children;
-  for (int local = 0; local < o.num_processes; ++local) {
+  const int per_machine = o.num_processes / o.num_machines;
+  for (int local = 0; local < per_machine; ++local) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
@@ -189,7 +197,7 @@ int launch(const LaunchOptions& o) {
     }
     if (pid == 0) exec_child(o, local, port, original);
     ::setpgid(pid, pid);  // also here, so no signal can race the child's own setpgid
-    children.push_back({o.machine_rank * o.num_processes + local, pid, true});
+    children.push_back({o.machine_rank * per_machine + local, pid, true});
   }
 
   int result = 0;

@@ -11,7 +11,8 @@ namespace accel {
 namespace launcher {
 
 struct LaunchOptions {
-  /// Processes on this machine.
+  /// Processes in the whole job, as in Accelerate: each machine starts
+  /// num_processes / num_machines of them.
   int num_processes = 1;
   int num_machines = 1;
   int machine_rank = 0;
@@ -21,6 +22,8 @@ struct LaunchOptions {
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
+  /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
+  std::optional<std::string> gpu_ids;
   /// Seconds between SIGTERM and SIGKILL when the job is stopped.
   double grace_period = 5.0;
   /// The program and its arguments.

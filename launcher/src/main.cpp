@@ -1,38 +1,90 @@
-// The `accel` command line.
+// The `accel` command line: config, env, launch.
 
+#include "config.h"
 #include "launch.h"
+#include "questionnaire.h"
+#include "system_info.h"
 
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <sys/stat.h>
 
 namespace {
 
-void add_launch(CLI::App& app, accel::launcher::LaunchOptions& o, bool& cpu) {
-  auto* launch = app.add_subcommand(
-      "launch", "Run a program as N processes on this machine (one node of a multi-node job)");
-  launch->add_option("--num_processes", o.num_processes, "Processes on this machine")
-      ->capture_default_str();
-  launch->add_option("--num_machines", o.num_machines, "Machines in the job")
-      ->capture_default_str();
-  launch->add_option("--machine_rank", o.machine_rank, "This machine's rank in the job")
-      ->capture_default_str();
-  launch->add_option("--main_process_ip", o.main_process_ip,
-                     "Address of the machine with rank 0")
-      ->capture_default_str();
-  launch->add_option("--main_process_port", o.main_process_port,
-                     "Rendezvous port on the main machine (default: a free port on one machine, "
-                     "29500 on several)");
-  launch->add_option("--mixed_precision", o.mixed_precision, "no, bf16, fp16 or fp8");
-  launch->add_option("--gradient_accumulation_steps", o.gradient_accumulation_steps,
-                     "Micro-steps per optimizer step");
-  launch->add_flag("--cpu", cpu, "Run on the CPU even where CUDA is available");
-  launch->add_option("--grace_period", o.grace_period,
-                     "Seconds between SIGTERM and SIGKILL when stopping the job")
-      ->capture_default_str();
-  // Everything from the first non-option argument on is the program and its own arguments.
-  launch->prefix_command();
-  launch->footer("PROGRAM [ARGS...] follow the options; ARGS are passed to every process unchanged.");
+using accel::launcher::Config;
+using accel::launcher::ConfigError;
+
+// What the command line says; unset values come from the config file, then the defaults.
+struct LaunchArgs {
+  std::optional<std::string> config_file;
+  std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
+  std::optional<int> gradient_accumulation_steps;
+  std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
+  bool cpu = false;
+  double grace_period = 5.0;
+};
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+template <typename T>
+T pick(const std::optional<T>& cli, const std::optional<T>& config, T fallback) {
+  return cli ? *cli : config ? *config : fallback;
+}
+
+accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
+  accel::launcher::LaunchOptions o;
+  o.num_processes = pick(a.num_processes, c.num_processes, 1);
+  o.num_machines = pick(a.num_machines, c.num_machines, 1);
+  o.machine_rank = pick(a.machine_rank, c.machine_rank, 0);
+  o.main_process_ip = pick(a.main_process_ip, c.main_process_ip, std::string("127.0.0.1"));
+  o.main_process_port = a.main_process_port ? a.main_process_port : c.main_process_port;
+  o.mixed_precision = a.mixed_precision ? a.mixed_precision : c.mixed_precision;
+  o.gradient_accumulation_steps =
+      a.gradient_accumulation_steps ? a.gradient_accumulation_steps : c.gradient_accumulation_steps;
+  o.gpu_ids = a.gpu_ids ? a.gpu_ids : c.gpu_ids;
+  o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
+  o.grace_period = a.grace_period;
+  return o;
+}
+
+int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
+  Config config;
+  const std::string path = args.config_file.value_or(accel::launcher::default_config_path());
+  if (args.config_file || file_exists(path)) {
+    std::vector<std::string> warnings;
+    try {
+      config = accel::launcher::load_config(path, &warnings);
+    } catch (const ConfigError& e) {
+      std::cerr << "accel launch: " << e.what() << "\n";
+      return 2;
+    }
+    for (const auto& w : warnings) std::cerr << "accel launch: warning: " << w << "\n";
+  }
+  auto options = resolve(args, config);
+  options.command = std::move(command);
+  if (auto error = accel::launcher::validate(options)) {
+    std::cerr << "accel launch: " << *error << "\n";
+    return 2;
+  }
+  return accel::launcher::launch(options);
+}
+
+int run_config(const std::optional<std::string>& config_file, bool defaults) {
+  const std::string path = config_file.value_or(accel::launcher::default_config_path());
+  try {
+    const Config config = defaults ? accel::launcher::default_config(accel::launcher::gpu_count())
+                                   : accel::launcher::ask_config(std::cin, std::cout);
+    accel::launcher::save_config(config, path);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  std::cout << "accel config: written to " << path << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -40,23 +92,58 @@ void add_launch(CLI::App& app, accel::launcher::LaunchOptions& o, bool& cpu) {
 int main(int argc, char** argv) {
   CLI::App app{"accel: run LibTorch training programs on many processes, devices and machines"};
   app.require_subcommand(1);
-  accel::launcher::LaunchOptions launch_options;
-  bool cpu = false;
-  add_launch(app, launch_options, cpu);
+
+  LaunchArgs args;
+  auto* launch = app.add_subcommand(
+      "launch", "Run a program as a job of processes, on this machine or as one of several");
+  launch->add_option("--config_file", args.config_file,
+                     "Config file (default: the one `accel config` wrote, if any)");
+  launch->add_option("--num_processes", args.num_processes,
+                     "Processes in the whole job (each machine runs num_processes / num_machines)");
+  launch->add_option("--num_machines", args.num_machines, "Machines in the job (default 1)");
+  launch->add_option("--machine_rank", args.machine_rank, "This machine's rank (default 0)");
+  launch->add_option("--main_process_ip", args.main_process_ip,
+                     "Address of the machine of rank 0 (default 127.0.0.1)");
+  launch->add_option("--main_process_port", args.main_process_port,
+                     "Rendezvous port on the machine of rank 0 (default: a free port on one "
+                     "machine, 29500 on several)");
+  launch->add_option("--mixed_precision", args.mixed_precision, "no, bf16, fp16 or fp8");
+  launch->add_option("--gradient_accumulation_steps", args.gradient_accumulation_steps,
+                     "Micro-steps per optimizer step");
+  launch->add_option("--gpu_ids", args.gpu_ids, "GPUs to use: all, or ids such as 0,1");
+  launch->add_flag("--cpu", args.cpu, "Run on the CPU even where CUDA is available");
+  launch->add_option("--grace_period", args.grace_period,
+                     "Seconds between SIGTERM and SIGKILL when stopping the job")
+      ->capture_default_str();
+  // Everything from the first non-option argument on is the program and its own arguments.
+  launch->prefix_command();
+  launch->footer(
+      "PROGRAM [ARGS...] follow the options; ARGS are passed to every process unchanged.\n"
+      "Precedence: command line, then the config file, then the defaults.");
+
+  std::optional<std::string> config_file;
+  auto* config = app.add_subcommand("config", "Write a config file by answering questions");
+  config->add_option("--config_file", config_file,
+                     "Where to write it (default: " + accel::launcher::default_config_path() +
+                         ")");
+  auto* config_default =
+      config->add_subcommand("default", "Write a sensible config file without asking");
+
+  auto* env = app.add_subcommand("env", "Print what a bug report needs to know");
+  std::optional<std::string> env_config_file;
+  env->add_option("--config_file", env_config_file, "Config file to show");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
-  if (app.got_subcommand("launch")) {
-    auto* launch = app.get_subcommand("launch");
-    for (auto& arg : launch->remaining()) launch_options.command.push_back(arg);
-    launch_options.cpu = cpu;
-    if (auto error = accel::launcher::validate(launch_options)) {
-      std::cerr << "accel launch: " << *error << "\n";
-      return 2;
-    }
-    return accel::launcher::launch(launch_options);
+  if (launch->parsed()) return run_launch(args, launch->remaining());
+  if (config->parsed()) return run_config(config_file, config_default->parsed());
+  if (env->parsed()) {
+    accel::launcher::print_environment(
+        std::cout, env_config_file.value_or(accel::launcher::default_config_path()));
+    return 0;
   }
   return 0;
 }

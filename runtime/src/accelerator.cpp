@@ -166,14 +166,21 @@ void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
   }
 }
 
-detail::LoaderContext Accelerator::loader_context(size_t batch_size) const {
+detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   detail::LoaderContext context;
   context.sharding.batch_size = batch_size;
   context.sharding.split_batches = impl_->options.split_batches;
   context.sharding.even_batches = impl_->options.even_batches;
   context.sharding.num_processes = num_processes();
   context.sharding.process_index = process_index();
-  context.seed = impl_->options.seed ? *impl_->options.seed : detail::default_generator_seed();
+  if (impl_->options.seed) {
+    context.seed = *impl_->options.seed;
+  } else {
+    // Rank 0's default seed: a program that seeds each process differently must still shuffle
+    // the same way everywhere, or the shards would overlap.
+    const auto seed = static_cast<int64_t>(detail::default_generator_seed());
+    context.seed = static_cast<uint64_t>(broadcast_object(seed));
+  }
   context.device = impl_->device;
   context.device_placement = impl_->options.device_placement;
   context.state = impl_->gradient_state;

@@ -179,6 +179,19 @@ TEST_F(TwoProcesses, ShufflingIsTheSameOnEveryProcessAndChangesPerEpoch) {
   EXPECT_NE(epochs[0], epochs[1]);
 }
 
+TEST_F(TwoProcesses, UnseededLoadersShuffleAlikeEvenWhenProcessesSeedDifferently) {
+  torch::manual_seed(1000 + rank());
+  accel::Accelerator accelerator;
+  auto loader = accelerator.prepare(torch::data::make_data_loader(RangeDataset(40), 4));
+  std::vector<int64_t> flat;
+  for (auto& b : *loader) flat.insert(flat.end(), b.begin(), b.end());
+  auto all = accelerator.gather_object(flat);
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(40);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(all, expected);
+}
+
 TEST_F(TwoProcesses, GatherForMetricsDropsTheDuplicatedTail) {
   accel::Accelerator accelerator;
   auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(9), 5);

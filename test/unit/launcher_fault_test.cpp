@@ -128,10 +128,12 @@ TEST(LaunchFaults, UnreachableMainProcessTimesOutNamingAddressAndPort) {
 
 TEST(LaunchFaults, PortInUseIsAClearErrorAndTwoMachinesOnOneHostFormOneJob) {
   const int port = free_port();
-  // Two launchers, one per "machine", one process each: one 2-process job.
+  // Two launchers, one per "machine", one process each: one 2-process job (num_processes counts
+  // the whole job, as in Accelerate).
   std::string first_output;
   std::thread first([&] {
-    first_output = run({kAccel, "launch", "--num_machines", "2", "--machine_rank", "0",
+    first_output = run({kAccel, "launch", "--num_processes", "2", "--num_machines", "2",
+                        "--machine_rank", "0",
                         "--main_process_port", std::to_string(port), kWorker, "join"},
                        {{"ACCEL_TIMEOUT", "30"}})
                        .output;
@@ -141,7 +143,8 @@ TEST(LaunchFaults, PortInUseIsAClearErrorAndTwoMachinesOnOneHostFormOneJob) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   auto in_use = run({kAccel, "launch", "--main_process_port", std::to_string(port), "true"});
-  auto second = run({kAccel, "launch", "--num_machines", "2", "--machine_rank", "1",
+  auto second = run({kAccel, "launch", "--num_processes", "2", "--num_machines", "2",
+                     "--machine_rank", "1",
                      "--main_process_ip", "127.0.0.1", "--main_process_port",
                      std::to_string(port), kWorker, "join"},
                     {{"ACCEL_TIMEOUT", "30"}});

@@ -412,7 +412,7 @@ class Accelerator {
   void prepare_model(torch::nn::Module& model);
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
   std::shared_ptr<detail::GradientState> gradient_state() const;
-  detail::LoaderContext loader_context(size_t batch_size) const;
+  detail::LoaderContext loader_context(size_t batch_size);
   void warn_if_workers_requested(size_t workers) const;
   void trigger_sync(const torch::nn::Module* model);
 

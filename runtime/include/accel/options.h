@@ -49,7 +49,7 @@ struct AcceleratorOptions {
   TORCH_ARG(c10::optional<bool>, step_scheduler_with_optimizer) = c10::nullopt;
 
   /// Seed of the shuffling of prepared data loaders; epoch e shuffles with seed + e on every
-  /// process (`ACCEL_SEED`, default: the default CPU generator's current seed).
+  /// process (`ACCEL_SEED`, default: the main process's default CPU generator seed).
   TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
 
   /// How long rendezvous and collectives may wait for the other processes

@@ -1,0 +1,195 @@
+#include "config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace accel {
+namespace launcher {
+namespace {
+
+// Accelerate keys with no meaning for accel (yet): accepted without a warning.
+const std::set<std::string> kAccelerateOnlyKeys = {
+    "compute_environment", "debug",          "downcast_bf16",     "enable_cpu_affinity",
+    "main_training_function", "rdzv_backend", "same_network",     "tpu_env",
+    "tpu_use_cluster",     "tpu_use_sudo",   "dynamo_config",     "fsdp_config",
+    "deepspeed_config",    "megatron_lm_config", "machine_type",  "ipex_config",
+    "mpirun_config",       "use_mps_device"};
+
+[[noreturn]] void fail(const std::string& path, const std::string& key, const std::string& what) {
+  throw ConfigError("config file " + path + ": key '" + key + "': " + what);
+}
+
+std::string scalar(const std::string& path, const std::string& key, const YAML::Node& node) {
+  if (!node.IsScalar()) fail(path, key, "expected a single value");
+  return node.Scalar();
+}
+
+int read_int(const std::string& path, const std::string& key, const YAML::Node& node, int min,
+             int max) {
+  const std::string text = scalar(path, key, node);
+  size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) fail(path, key, "'" + text + "' is not an integer");
+  if (value < min || value > max) {
+    fail(path, key,
+         text + " is out of range (expected " + std::to_string(min) + ".." + std::to_string(max) +
+             ")");
+  }
+  return static_cast<int>(value);
+}
+
+bool read_bool(const std::string& path, const std::string& key, const YAML::Node& node) {
+  const std::string text = scalar(path, key, node);
+  if (text == "true" || text == "True" || text == "yes") return true;
+  if (text == "false" || text == "False" || text == "no") return false;
+  fail(path, key, "'" + text + "' is not a boolean (expected true or false)");
+}
+
+std::string read_choice(const std::string& path, const std::string& key, const YAML::Node& node,
+                        const std::vector<std::string>& allowed) {
+  const std::string text = scalar(path, key, node);
+  for (const auto& a : allowed) {
+    if (text == a) return text;
+  }
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  fail(path, key, "'" + text + "' is not allowed (allowed: " + list + ")");
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, std::vector<std::string>* warnings) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("config file " + path + ": cannot be read");
+  YAML::Node root;
+  try {
+    root = YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("config file " + path + " is not valid YAML: " + e.msg + " (line " +
+                      std::to_string(e.mark.line + 1) + ", column " +
+                      std::to_string(e.mark.column + 1) + ")");
+  }
+  Config c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) throw ConfigError("config file " + path + ": expected a mapping of keys");
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const YAML::Node& value = entry.second;
+    if (key == "distributed_type") {
+      c.distributed_type = read_choice(path, key, value, {"NO", "MULTI_CPU", "MULTI_GPU"});
+    } else if (key == "num_processes") {
+      c.num_processes = read_int(path, key, value, 1, 1 << 20);
+    } else if (key == "num_machines") {
+      c.num_machines = read_int(path, key, value, 1, 1 << 20);
+    } else if (key == "machine_rank") {
+      c.machine_rank = read_int(path, key, value, 0, 1 << 20);
+    } else if (key == "main_process_ip") {
+      if (!value.IsNull()) c.main_process_ip = scalar(path, key, value);
+    } else if (key == "main_process_port") {
+      if (!value.IsNull()) c.main_process_port = read_int(path, key, value, 1, 65535);
+    } else if (key == "mixed_precision") {
+      c.mixed_precision = read_choice(path, key, value, {"no", "bf16", "fp16", "fp8"});
+    } else if (key == "gpu_ids") {
+      c.gpu_ids = scalar(path, key, value);
+    } else if (key == "use_cpu") {
+      c.use_cpu = read_bool(path, key, value);
+    } else if (key == "gradient_accumulation_steps") {
+      c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
+    } else if (kAccelerateOnlyKeys.count(key) == 0 && warnings != nullptr) {
+      warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
+    }
+  }
+  const int machines = c.num_machines.value_or(1);
+  if (c.machine_rank && *c.machine_rank >= machines) {
+    fail(path, "machine_rank",
+         std::to_string(*c.machine_rank) + " is out of range (expected 0.." +
+             std::to_string(machines - 1) + " for num_machines " + std::to_string(machines) + ")");
+  }
+  if (c.distributed_type && *c.distributed_type == "NO" && c.num_processes.value_or(1) > 1) {
+    fail(path, "num_processes",
+         std::to_string(*c.num_processes) +
+             " contradicts distributed_type NO (expected 1, or distributed_type MULTI_CPU or "
+             "MULTI_GPU)");
+  }
+  return c;
+}
+
+std::string to_yaml(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  auto put = [&](const char* key, const auto& value) {
+    if (value) out << YAML::Key << key << YAML::Value << *value;
+  };
+  put("distributed_type", c.distributed_type);
+  put("num_processes", c.num_processes);
+  put("num_machines", c.num_machines);
+  put("machine_rank", c.machine_rank);
+  put("main_process_ip", c.main_process_ip);
+  put("main_process_port", c.main_process_port);
+  if (c.mixed_precision) {
+    // Quoted as Accelerate writes it: a bare no would read back as a boolean elsewhere.
+    out << YAML::Key << "mixed_precision" << YAML::Value << YAML::SingleQuoted
+        << *c.mixed_precision;
+  }
+  put("gpu_ids", c.gpu_ids);
+  put("use_cpu", c.use_cpu);
+  put("gradient_accumulation_steps", c.gradient_accumulation_steps);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void save_config(const Config& config, const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string dir = path.substr(0, slash);
+    std::string partial;
+    std::stringstream parts(dir);
+    std::string part;
+    if (dir[0] == '/') partial = "/";
+    while (std::getline(parts, part, '/')) {
+      if (part.empty()) continue;
+      partial += part + "/";
+      ::mkdir(partial.c_str(), 0755);
+    }
+  }
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp);
+    out << to_yaml(config);
+    if (!out.flush()) {
+      std::remove(temp.c_str());
+      throw ConfigError("config file " + path + ": cannot be written");
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw ConfigError("config file " + path + ": cannot be written");
+  }
+}
+
+std::string default_config_path() {
+  if (const char* home = std::getenv("ACCEL_HOME"); home && *home) {
+    return std::string(home) + "/default_config.yaml";
+  }
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
+    return std::string(cache) + "/accel/default_config.yaml";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.cache/accel/default_config.yaml";
+}
+
+}  // namespace launcher
+}  // namespace accel

@@ -1,0 +1,49 @@
+#pragma once
+
+// The launcher's YAML config file. Keys follow Accelerate's default_config.yaml where the meaning
+// is the same, so an existing Accelerate config works here.
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace accel {
+namespace launcher {
+
+struct Config {
+  std::optional<std::string> distributed_type;  // NO, MULTI_CPU, MULTI_GPU
+  std::optional<int> num_processes;             // the whole job
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;
+  std::optional<std::string> mixed_precision;  // no, bf16, fp16, fp8
+  std::optional<std::string> gpu_ids;          // "all" or "0,1,..."
+  std::optional<bool> use_cpu;
+  std::optional<int> gradient_accumulation_steps;
+};
+
+/// A config file that cannot be used; what() names the file, the key and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Reads and validates `path`. Unknown keys are reported through `warnings`, not dropped
+/// silently. Throws ConfigError.
+Config load_config(const std::string& path, std::vector<std::string>* warnings);
+
+/// Writes `config` as YAML to `path`, creating its folder; atomically (temp file + rename).
+void save_config(const Config& config, const std::string& path);
+
+/// The YAML text of `config`.
+std::string to_yaml(const Config& config);
+
+/// $ACCEL_HOME/default_config.yaml, else $XDG_CACHE_HOME/accel/default_config.yaml, else
+/// ~/.cache/accel/default_config.yaml.
+std::string default_config_path();
+
+}  // namespace launcher
+}  // namespace accel

@@ -1,0 +1,147 @@
+// The accel command line as a user runs it: config files (written by the questionnaire through
+// stdin, by `config default`, or by hand in Accelerate's format), precedence, and `env`.
+
+#include "support/subprocess.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+using accel_test::run;
+
+const std::string kAccel = ACCEL_CLI_PATH;
+
+class LauncherCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/accel_cli_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_EQ(std::system(("rm -rf " + dir_ + " && mkdir -p " + dir_).c_str()), 0);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  accel_test::RunResult accel(std::vector<std::string> args, const std::string& stdin_text = "") {
+    // stdin_text holds no '%': printf expands its \n escapes.
+    std::string command = "printf '" + stdin_text + "' | " + kAccel;
+    for (const auto& a : args) command += " '" + a + "'";
+    return run({"sh", "-c", command}, {{"ACCEL_HOME", dir_}});
+  }
+
+  std::string dir_;
+};
+
+TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
+  const std::string path = dir_ + "/asked.yaml";
+  // Multi-GPU, 2 machines, rank 1, main at 10.0.0.1:1234, 8 processes, GPUs 0,1, no CPU,
+  // a wrong answer then bf16, 4 accumulation steps.
+  auto result = accel({"config", "--config_file", path},
+                      "MULTI_GPU\\n2\\n1\\n10.0.0.1\\n1234\\n8\\n0,1\\nno\\nfp32\\nbf16\\n4\\n");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("please answer one of no/bf16/fp16/fp8"), std::string::npos)
+      << result.output;
+  const std::string yaml = read(path);
+  for (const char* line : {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
+                           "main_process_ip: 10.0.0.1", "main_process_port: 1234",
+                           "num_processes: 8", "gpu_ids: 0,1", "use_cpu: false",
+                           "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4"}) {
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing from\n" << yaml;
+  }
+}
+
+TEST_F(LauncherCli, QuestionnaireEndingEarlyIsAnError) {
+  auto result = accel({"config", "--config_file", dir_ + "/x.yaml"}, "MULTI_CPU\\n");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("input ended"), std::string::npos) << result.output;
+  EXPECT_FALSE(std::ifstream(dir_ + "/x.yaml").good());
+}
+
+TEST_F(LauncherCli, DefaultConfigGoesToAccelHomeAndIsUsedByLaunch) {
+  auto written = accel({"config", "default"});
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  EXPECT_NE(read(dir_ + "/default_config.yaml").find("num_processes: 1"), std::string::npos);
+  auto env = accel({"env"});
+  EXPECT_EQ(env.exit_code, 0);
+  for (const char* part : {"accel version", "LibTorch version", "NCCL", "Gloo", "GPUs", "CPU",
+                           "OS", "num_processes: 1"}) {
+    EXPECT_NE(env.output.find(part), std::string::npos) << part << "\n" << env.output;
+  }
+}
+
+TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
+  const auto config = write("c.yaml",
+                            "compute_environment: LOCAL_MACHINE\n"  // Accelerate's, accepted
+                            "distributed_type: MULTI_CPU\n"
+                            "num_processes: 2\n"
+                            "mixed_precision: 'no'\n"
+                            "gradient_accumulation_steps: 3\n");
+  const std::string show =
+      "echo $RANK/$WORLD_SIZE steps=$ACCEL_GRADIENT_ACCUMULATION_STEPS cpu=$ACCEL_USE_CPU";
+  auto from_file = accel({"launch", "--config_file", config, "sh", "-c", show});
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.output;
+  EXPECT_NE(from_file.output.find("1/2 steps=3 cpu=1"), std::string::npos) << from_file.output;
+  auto overridden = accel({"launch", "--config_file", config, "--num_processes", "1",
+                           "--gradient_accumulation_steps", "5", "sh", "-c", show});
+  EXPECT_NE(overridden.output.find("0/1 steps=5 cpu=1"), std::string::npos) << overridden.output;
+  EXPECT_EQ(overridden.output.find("1/"), std::string::npos) << overridden.output;
+  auto defaults = accel({"launch", "sh", "-c", show});
+  EXPECT_NE(defaults.output.find("0/1 steps= cpu="), std::string::npos) << defaults.output;
+}
+
+TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"num_processes: -1\n", "key 'num_processes': -1 is out of range (expected 1.."},
+           {"mixed_precision: fp32\n",
+            "key 'mixed_precision': 'fp32' is not allowed (allowed: no, bf16, fp16, fp8)"},
+           {"distributed_type: TPU\n",
+            "key 'distributed_type': 'TPU' is not allowed (allowed: NO, MULTI_CPU, MULTI_GPU)"},
+           {"num_processes: [1, 2\n", "is not valid YAML"},
+           {"use_cpu: maybe\n", "key 'use_cpu': 'maybe' is not a boolean"},
+           {"num_machines: 2\nmachine_rank: 2\n", "key 'machine_rank': 2 is out of range"},
+           {"distributed_type: NO\nnum_processes: 4\n", "contradicts distributed_type NO"},
+       }) {
+    const auto path = write("bad.yaml", c.yaml);
+    auto result = accel({"launch", "--config_file", path, "true"});
+    EXPECT_EQ(result.exit_code, 2) << c.yaml;
+    EXPECT_NE(result.output.find("config file " + path), std::string::npos) << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << result.output;
+  }
+  auto missing = accel({"launch", "--config_file", dir_ + "/none.yaml", "true"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("cannot be read"), std::string::npos);
+}
+
+TEST_F(LauncherCli, UnknownKeysAreWarnedAboutNotDropped) {
+  const auto path = write("c.yaml", "num_processes: 1\nnum_procesess: 4\n");
+  auto result = accel({"launch", "--config_file", path, "true"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(result.output.find("unknown key 'num_procesess' is ignored"), std::string::npos)
+      << result.output;
+}
+
+TEST_F(LauncherCli, HelpReadsWell) {
+  auto help = accel({"launch", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* part : {"--num_processes", "--config_file", "--main_process_port",
+                           "--gpu_ids", "Precedence"}) {
+    EXPECT_NE(help.output.find(part), std::string::npos) << part;
+  }
+}
+
+}  // namespace
