@@ -1,11 +1,17 @@
 #include "launch.h"
 
+#include "output_relay.h"
+
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fcntl.h>
 
 #include <cerrno>
 #include <chrono>
@@ -49,7 +55,9 @@ void set_env(const std::string& name, const std::string& value) {
 
 // In the child, between fork and exec: the torchrun variables, then the program.
 [[noreturn]] void exec_child(const LaunchOptions& o, int local_rank, int port,
-                             const sigset_t& original_mask) {
+                             const sigset_t& original_mask, int stdout_fd, int stderr_fd) {
+  if (stdout_fd >= 0) ::dup2(stdout_fd, STDOUT_FILENO);
+  if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);
   const int world = o.num_processes;
   const int per_machine = o.num_processes / o.num_machines;
   set_env("RANK", std::to_string(o.machine_rank * per_machine + local_rank));
@@ -177,7 +185,8 @@ int launch(const LaunchOptions& o) {
     port = o.num_machines == 1 ? find_free_port() : 29500;
   }
 
-  // SIGCHLD, SIGINT and SIGTERM are taken synchronously with sigtimedwait below.
+  // SIGCHLD, SIGINT, SIGTERM and SIGHUP arrive through a signalfd, polled with the children's
+  // output pipes.
   sigset_t watched, original;
   sigemptyset(&watched);
   sigaddset(&watched, SIGCHLD);
@@ -185,19 +194,35 @@ int launch(const LaunchOptions& o) {
   sigaddset(&watched, SIGTERM);
   sigaddset(&watched, SIGHUP);
   ::sigprocmask(SIG_BLOCK, &watched, &original);
+  const int signal_fd = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
 
+  const bool relay = o.rank_prefix || o.tee_dir.has_value();
+  OutputRelay relay_output(o.rank_prefix, o.tee_dir);
   std::vector<Child> children;
   const int per_machine = o.num_processes / o.num_machines;
   for (int local = 0; local < per_machine; ++local) {
+    const int rank = o.machine_rank * per_machine + local;
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (relay && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+      std::cerr << "accel launch: pipe failed: " << std::strerror(errno) << "\n";
+      for (auto& c : children) ::kill(-c.pid, SIGKILL);
+      return 1;
+    }
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
       for (auto& c : children) ::kill(-c.pid, SIGKILL);
       return 1;
     }
-    if (pid == 0) exec_child(o, local, port, original);
+    if (pid == 0) exec_child(o, local, port, original, out_pipe[1], err_pipe[1]);
     ::setpgid(pid, pid);  // also here, so no signal can race the child's own setpgid
-    children.push_back({o.machine_rank * per_machine + local, pid, true});
+    if (relay) {
+      ::close(out_pipe[1]);
+      ::close(err_pipe[1]);
+      relay_output.add(rank, out_pipe[0], STDOUT_FILENO);
+      relay_output.add(rank, err_pipe[0], STDERR_FILENO);
+    }
+    children.push_back({rank, pid, true});
   }
 
   int result = 0;
@@ -214,43 +239,58 @@ int launch(const LaunchOptions& o) {
     signal_all(sig);
     kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_period * 1000));
   };
-
-  size_t running = children.size();
-  while (running > 0) {
-    timespec wait{0, 100 * 1000 * 1000};
-    siginfo_t info;
-    const int sig = ::sigtimedwait(&watched, &info, &wait);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
-                << ", stopping all processes\n";
-      if (result == 0) result = 128 + sig;
-      stop_all(sig);
-    }
+  auto reap = [&] {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
       for (auto& c : children) {
         if (c.pid != pid || !c.running) continue;
         c.running = false;
-        --running;
         // The process-group leader is gone; its children may remain.
         ::kill(-c.pid, SIGKILL);
         const int code = exit_code_of(status);
         if (code != 0 && result == 0) {
           result = code;
+          relay_output.flush();
           std::cerr << "accel launch: rank " << c.rank << " (pid " << c.pid << ") "
                     << describe(status) << "; stopping the other processes\n";
           stop_all(SIGTERM);
         }
       }
     }
-    if (stopping && running > 0 && Clock::now() >= kill_at) {
+  };
+  auto running = [&] {
+    size_t n = 0;
+    for (const auto& c : children) n += c.running ? 1 : 0;
+    return n;
+  };
+
+  while (running() > 0) {
+    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+    relay_output.append_poll_fds(&fds);
+    ::poll(fds.data(), fds.size(), 100);
+    relay_output.read_ready(fds, 1);
+    signalfd_siginfo info{};
+    while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        relay_output.flush();
+        std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
+                  << ", stopping all processes\n";
+        if (result == 0) result = 128 + sig;
+        stop_all(sig);
+      }
+    }
+    reap();
+    if (stopping && running() > 0 && Clock::now() >= kill_at) {
       std::cerr << "accel launch: processes still running after " << o.grace_period
                 << " s; sending SIGKILL\n";
       signal_all(SIGKILL);
       kill_at = Clock::time_point::max();
     }
   }
+  relay_output.drain(std::chrono::milliseconds(500));
+  ::close(signal_fd);
   ::sigprocmask(SIG_SETMASK, &original, nullptr);
   return result;
 }

@@ -24,6 +24,10 @@ struct LaunchOptions {
   bool cpu = false;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
+  /// Prefix every line a process writes with "[rank N] ".
+  bool rank_prefix = false;
+  /// When set, each process's output is also written to <tee_dir>/rank_<N>.log.
+  std::optional<std::string> tee_dir;
   /// Seconds between SIGTERM and SIGKILL when the job is stopped.
   double grace_period = 5.0;
   /// The program and its arguments.

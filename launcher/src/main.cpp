@@ -22,6 +22,8 @@ struct LaunchArgs {
   std::optional<int> gradient_accumulation_steps;
   std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
   bool cpu = false;
+  bool rank_prefix = false;
+  std::optional<std::string> tee;
   double grace_period = 5.0;
 };
 
@@ -48,6 +50,8 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
   o.gpu_ids = a.gpu_ids ? a.gpu_ids : c.gpu_ids;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
+  o.rank_prefix = a.rank_prefix;
+  o.tee_dir = a.tee;
   return o;
 }
 
@@ -112,6 +116,8 @@ int main(int argc, char** argv) {
                      "Micro-steps per optimizer step");
   launch->add_option("--gpu_ids", args.gpu_ids, "GPUs to use: all, or ids such as 0,1");
   launch->add_flag("--cpu", args.cpu, "Run on the CPU even where CUDA is available");
+  launch->add_flag("--rank_prefix", args.rank_prefix, "Prefix each output line with [rank N]");
+  launch->add_option("--tee", args.tee, "Also write each process's output to DIR/rank_N.log");
   launch->add_option("--grace_period", args.grace_period,
                      "Seconds between SIGTERM and SIGKILL when stopping the job")
       ->capture_default_str();

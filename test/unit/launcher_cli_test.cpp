@@ -145,3 +145,22 @@ TEST_F(LauncherCli, HelpReadsWell) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(LauncherCli, RankPrefixAndTeeLogs) {
+  const std::string logs = dir_ + "/logs";
+  auto result = accel({"launch", "--num_processes", "2", "--rank_prefix", "--tee", logs, "sh",
+                       "-c", "echo out $RANK; echo err $RANK >&2; printf tail$RANK"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (const char* line : {"[rank 0] out 0\n", "[rank 1] out 1\n", "[rank 0] err 0\n",
+                           "[rank 1] err 1\n", "[rank 1] tail1\n"}) {
+    EXPECT_NE(result.output.find(line), std::string::npos) << line << "\n" << result.output;
+  }
+  const std::string rank1 = read(logs + "/rank_1.log");
+  EXPECT_NE(rank1.find("out 1\n"), std::string::npos) << rank1;
+  EXPECT_NE(rank1.find("err 1\n"), std::string::npos) << rank1;
+  EXPECT_EQ(rank1.find("out 0"), std::string::npos) << rank1;
+}
+
+}  // namespace
