@@ -4,6 +4,7 @@
 #include "launch.h"
 #include "questionnaire.h"
 #include "system_info.h"
+#include "slurm_nodelist.h"  // runtime/src: header-only, shared with the runtime
 
 #include <CLI/CLI.hpp>
 
@@ -37,13 +38,57 @@ T pick(const std::optional<T>& cli, const std::optional<T>& config, T fallback) 
   return cli ? *cli : config ? *config : fallback;
 }
 
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+std::optional<int> env_int(const char* name) {
+  auto value = env(name);
+  if (!value) return std::nullopt;
+  try {
+    return std::stoi(*value);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Where this launcher stands in a job that a scheduler started: under `srun` (one launcher per
+// node) SLURM says how many nodes there are, which one this is and where the first one is; a
+// torchrun-style environment may already name the main process.
+Config from_environment() {
+  Config e;
+  if (env("SLURM_JOB_ID") && env_int("SLURM_NNODES")) {
+    e.num_machines = env_int("SLURM_NNODES");
+    e.machine_rank = env_int("SLURM_NODEID");
+    auto nodes = env("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = env("SLURM_NODELIST");
+    if (nodes) e.main_process_ip = accel::detail::first_slurm_host(*nodes);
+  }
+  if (auto addr = env("MASTER_ADDR")) e.main_process_ip = addr;
+  if (auto port = env_int("MASTER_PORT")) e.main_process_port = port;
+  return e;
+}
+
+template <typename T>
+std::optional<T> first_of(const std::optional<T>& a, const std::optional<T>& b,
+                          const std::optional<T>& c) {
+  return a ? a : b ? b : c;
+}
+
+// Command line, then (for the job's shape) what a scheduler's environment says, then the config
+// file, then the defaults. The environment goes before the file because it differs per node
+// while one config file serves them all.
 accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
+  const Config e = from_environment();
   accel::launcher::LaunchOptions o;
-  o.num_processes = pick(a.num_processes, c.num_processes, 1);
-  o.num_machines = pick(a.num_machines, c.num_machines, 1);
-  o.machine_rank = pick(a.machine_rank, c.machine_rank, 0);
-  o.main_process_ip = pick(a.main_process_ip, c.main_process_ip, std::string("127.0.0.1"));
-  o.main_process_port = a.main_process_port ? a.main_process_port : c.main_process_port;
+  o.num_machines = first_of(a.num_machines, e.num_machines, c.num_machines).value_or(1);
+  o.num_processes = pick(a.num_processes, c.num_processes, o.num_machines);
+  o.machine_rank = first_of(a.machine_rank, e.machine_rank, c.machine_rank).value_or(0);
+  o.main_process_ip = first_of(a.main_process_ip, e.main_process_ip, c.main_process_ip)
+                          .value_or(std::string("127.0.0.1"));
+  o.main_process_port = first_of(a.main_process_port, e.main_process_port, c.main_process_port);
   o.mixed_precision = a.mixed_precision ? a.mixed_precision : c.mixed_precision;
   o.gradient_accumulation_steps =
       a.gradient_accumulation_steps ? a.gradient_accumulation_steps : c.gradient_accumulation_steps;
@@ -125,7 +170,8 @@ int main(int argc, char** argv) {
   launch->prefix_command();
   launch->footer(
       "PROGRAM [ARGS...] follow the options; ARGS are passed to every process unchanged.\n"
-      "Precedence: command line, then the config file, then the defaults.");
+      "Precedence: command line, then the config file, then the defaults. Under srun, the number\n"
+      "of machines, this machine's rank and the main address come from SLURM.");
 
   std::optional<std::string> config_file;
   auto* config = app.add_subcommand("config", "Write a config file by answering questions");

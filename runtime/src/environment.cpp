@@ -1,4 +1,5 @@
 #include "environment.h"
+#include "slurm_nodelist.h"
 
 #include <c10/util/Exception.h>
 
@@ -48,19 +49,6 @@ c10::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {
   TORCH_CHECK(used == value->size() && used > 0, "Invalid ", name, ": '", *value,
               "' (expected an integer)");
   return parsed;
-}
-
-std::string first_slurm_host(const std::string& nodelist) {
-  // "prefix[03-05,9],other" -> "prefix03"; "a,b" -> "a"; "single" -> "single".
-  const size_t bracket = nodelist.find('[');
-  const size_t comma = nodelist.find(',');
-  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) {
-    return nodelist.substr(0, comma);
-  }
-  const std::string prefix = nodelist.substr(0, bracket);
-  size_t end = bracket + 1;
-  while (end < nodelist.size() && std::isdigit(static_cast<unsigned char>(nodelist[end]))) ++end;
-  return prefix + nodelist.substr(bracket + 1, end - bracket - 1);
 }
 
 namespace {

@@ -39,8 +39,5 @@ c10::optional<bool> env_bool(const EnvLookup& env, const std::string& name);
 c10::optional<int64_t> env_int(const EnvLookup& env, const std::string& name);
 c10::optional<std::string> env_string(const EnvLookup& env, const std::string& name);
 
-/// The first host of a SLURM node list ("node[03-05,9]" -> "node03").
-std::string first_slurm_host(const std::string& nodelist);
-
 }  // namespace detail
 }  // namespace accel

@@ -1,4 +1,5 @@
 #include "environment.h"
+#include "slurm_nodelist.h"
 
 #include <gtest/gtest.h>
 

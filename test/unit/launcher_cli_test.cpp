@@ -164,3 +164,25 @@ TEST_F(LauncherCli, RankPrefixAndTeeLogs) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(LauncherCli, UnderSrunTheJobShapeComesFromSlurm) {
+  // The second of two nodes, 4 processes in all: this launcher starts ranks 2 and 3 and points
+  // them at the first node of the allocation.
+  auto result = run({kAccel, "launch", "--num_processes", "4", "sh", "-c",
+                     "echo rank=$RANK/$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                     "main=$MASTER_ADDR:$MASTER_PORT"},
+                    {{"ACCEL_HOME", dir_},
+                     {"SLURM_JOB_ID", "77"},
+                     {"SLURM_NNODES", "2"},
+                     {"SLURM_NODEID", "1"},
+                     {"SLURM_JOB_NODELIST", "gpu[07-08]"}});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("rank=2/4 local=0/2 main=gpu07:29500"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank=3/4 local=1/2 main=gpu07:29500"), std::string::npos)
+      << result.output;
+}
+
+}  // namespace
