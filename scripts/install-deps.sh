@@ -6,6 +6,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libgloo-dev          # LibTorch 1.13 (CPU, c10d with Gloo); Gloo's headers for c10d
   libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
+  nlohmann-json3-dev                # safetensors headers
   googletest libgtest-dev           # tests
 )
 

@@ -2,6 +2,8 @@
 
 #include "config.h"
 #include "launch.h"
+#include "memory_estimate.h"
+#include "safetensors_header.h"  // runtime/src: LibTorch-free
 #include "questionnaire.h"
 #include "system_info.h"
 #include "slurm_nodelist.h"  // runtime/src: header-only, shared with the runtime
@@ -185,6 +187,18 @@ int main(int argc, char** argv) {
   std::optional<std::string> env_config_file;
   env->add_option("--config_file", env_config_file, "Config file to show");
 
+  std::string model;
+  int estimate_processes = 1;
+  auto* estimate = app.add_subcommand(
+      "estimate-memory", "Memory per process to run or train a model, by precision and sharding");
+  estimate->add_option("model", model,
+                       "A parameter count (7e9, 7B, 125M) or a .safetensors file or "
+                       "model.safetensors.index.json")
+      ->required();
+  estimate->add_option("--num_processes", estimate_processes, "Processes sharing the model")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -192,6 +206,21 @@ int main(int argc, char** argv) {
   }
   if (launch->parsed()) return run_launch(args, launch->remaining());
   if (config->parsed()) return run_config(config_file, config_default->parsed());
+  if (estimate->parsed()) {
+    double parameters = 0;
+    if (auto count = accel::launcher::parse_parameter_count(model)) {
+      parameters = *count;
+    } else {
+      try {
+        parameters = accel::launcher::count_parameters(model);
+      } catch (const accel::detail::SafetensorsError& e) {
+        std::cerr << "accel estimate-memory: " << e.what() << "\n";
+        return 2;
+      }
+    }
+    accel::launcher::print_estimates(std::cout, parameters, estimate_processes);
+    return 0;
+  }
   if (env->parsed()) {
     accel::launcher::print_environment(
         std::cout, env_config_file.value_or(accel::launcher::default_config_path()));

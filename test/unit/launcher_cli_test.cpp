@@ -186,3 +186,39 @@ TEST_F(LauncherCli, UnderSrunTheJobShapeComesFromSlurm) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(LauncherCli, EstimateMemoryFollowsZeroAccounting) {
+  auto result = accel({"estimate-memory", "1B", "--num_processes", "4"});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  // fp32: 4P | 16P | 8P+8P/4 | 4P+12P/4 | 16P/4, with P = 1e9 bytes-per-byte-count.
+  EXPECT_NE(result.output.find("fp32         3.73 GiB    14.90 GiB     9.31 GiB     6.52 GiB     "
+                               "3.73 GiB"),
+            std::string::npos)
+      << result.output;
+  // Mixed precision: 2P | 16P | 4P+12P/4 | 2P+14P/4 | 16P/4.
+  EXPECT_NE(result.output.find("bf16         1.86 GiB    14.90 GiB     6.52 GiB     5.12 GiB     "
+                               "3.73 GiB"),
+            std::string::npos)
+      << result.output;
+}
+
+TEST_F(LauncherCli, EstimateMemoryCountsASafetensorsFileAndRejectsACorruptOne) {
+  const std::string header =
+      R"({"w":{"dtype":"F32","shape":[1000,1000],"data_offsets":[0,4000000]}})";
+  std::string bytes;
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  bytes += header + std::string(4000000, '\0');
+  const auto file = write("model.safetensors", bytes);
+  auto result = accel({"estimate-memory", file});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("0.001B parameters"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("fp32         3.81 MiB"), std::string::npos) << result.output;
+  const auto corrupt = write("bad.safetensors", bytes.substr(0, 20));
+  auto bad = accel({"estimate-memory", corrupt});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find(corrupt + ": header length"), std::string::npos) << bad.output;
+}
+
+}  // namespace
