@@ -12,6 +12,7 @@
 
 #include <iostream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -124,6 +125,16 @@ int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
   return accel::launcher::launch(options);
 }
 
+// accel-selfcheck sits beside the accel binary (in the build tree and when installed).
+std::string selfcheck_path() {
+  char buffer[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  std::string self = n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "accel";
+  const auto slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+         "/accel-selfcheck";
+}
+
 int run_config(const std::optional<std::string>& config_file, bool defaults) {
   const std::string path = config_file.value_or(accel::launcher::default_config_path());
   try {
@@ -183,6 +194,14 @@ int main(int argc, char** argv) {
   auto* config_default =
       config->add_subcommand("default", "Write a sensible config file without asking");
 
+  LaunchArgs test_args;
+  auto* test = app.add_subcommand(
+      "test", "Run accel's self-check in the configured setup: processes, collectives, data "
+              "sharding and a short training-equivalence check");
+  test->add_option("--config_file", test_args.config_file, "Config file to test");
+  test->add_option("--num_processes", test_args.num_processes, "Override the configured count");
+  test->add_flag("--cpu", test_args.cpu, "Run on the CPU");
+
   auto* env = app.add_subcommand("env", "Print what a bug report needs to know");
   std::optional<std::string> env_config_file;
   env->add_option("--config_file", env_config_file, "Config file to show");
@@ -205,6 +224,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (launch->parsed()) return run_launch(args, launch->remaining());
+  if (test->parsed()) return run_launch(test_args, {selfcheck_path()});
   if (config->parsed()) return run_config(config_file, config_default->parsed());
   if (estimate->parsed()) {
     double parameters = 0;

@@ -222,3 +222,21 @@ TEST_F(LauncherCli, EstimateMemoryCountsASafetensorsFileAndRejectsACorruptOne) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(LauncherCli, SelfCheckPassesInTheConfiguredSetup) {
+  const auto config = write("c.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\n");
+  auto result = accel({"test", "--config_file", config});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (const char* line : {"accel test: 2 processes on cpu", "PASS processes", "PASS collectives",
+                           "PASS data sharding", "PASS training equivalence",
+                           "all checks passed"}) {
+    EXPECT_NE(result.output.find(line), std::string::npos) << line << "\n" << result.output;
+  }
+  auto three = accel({"test", "--num_processes", "3"});
+  EXPECT_EQ(three.exit_code, 0) << three.output;
+  EXPECT_NE(three.output.find("accel test: 3 processes"), std::string::npos) << three.output;
+}
+
+}  // namespace
