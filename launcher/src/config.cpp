@@ -19,7 +19,7 @@ namespace {
 const std::set<std::string> kAccelerateOnlyKeys = {
     "compute_environment", "debug",          "downcast_bf16",     "enable_cpu_affinity",
     "main_training_function", "rdzv_backend", "same_network",     "tpu_env",
-    "tpu_use_cluster",     "tpu_use_sudo",   "dynamo_config",     "fsdp_config",
+    "tpu_use_cluster",     "tpu_use_sudo",   "dynamo_config",
     "deepspeed_config",    "megatron_lm_config", "machine_type",  "ipex_config",
     "mpirun_config",       "use_mps_device"};
 
@@ -71,6 +71,9 @@ std::string read_choice(const std::string& path, const std::string& key, const Y
 
 }  // namespace
 
+const std::vector<std::string> kShardingStrategies = {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD",
+                                                      "HYBRID_SHARD"};
+
 Config load_config(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) throw ConfigError("config file " + path + ": cannot be read");
@@ -108,6 +111,19 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       c.use_cpu = read_bool(path, key, value);
     } else if (key == "gradient_accumulation_steps") {
       c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
+    } else if (key == "fsdp_config") {
+      if (!value.IsMap()) fail(path, key, "expected a mapping");
+      for (const auto& fsdp : value) {
+        const std::string sub = fsdp.first.as<std::string>();
+        if (sub == "fsdp_sharding_strategy") {
+          c.sharding_strategy =
+              read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
+                          kShardingStrategies);
+        } else if (warnings != nullptr) {
+          warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
+                              "' is not used by accel and is ignored");
+        }
+      }
     } else if (kAccelerateOnlyKeys.count(key) == 0 && warnings != nullptr) {
       warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
     }
@@ -147,6 +163,10 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
+  if (c.sharding_strategy) {
+    out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap << YAML::Key
+        << "fsdp_sharding_strategy" << YAML::Value << *c.sharding_strategy << YAML::EndMap;
+  }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

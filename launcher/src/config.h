@@ -23,7 +23,13 @@ struct Config {
   std::optional<std::string> gpu_ids;          // "all" or "0,1,..."
   std::optional<bool> use_cpu;
   std::optional<int> gradient_accumulation_steps;
+  /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
+  /// HYBRID_SHARD.
+  std::optional<std::string> sharding_strategy;
 };
+
+/// The sharding strategies a config may name (Accelerate's FSDP names).
+extern const std::vector<std::string> kShardingStrategies;
 
 /// A config file that cannot be used; what() names the file, the key and what was expected.
 class ConfigError : public std::runtime_error {

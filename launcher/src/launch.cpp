@@ -75,6 +75,7 @@ void set_env(const std::string& name, const std::string& value) {
     set_env("ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(*o.gradient_accumulation_steps));
   }
   if (o.cpu) set_env("ACCEL_USE_CPU", "1");
+  if (o.sharding_strategy) set_env("ACCEL_SHARDING_STRATEGY", *o.sharding_strategy);
   if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
   ::setpgid(0, 0);

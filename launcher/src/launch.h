@@ -22,6 +22,8 @@ struct LaunchOptions {
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
+  /// Exported as ACCEL_SHARDING_STRATEGY.
+  std::optional<std::string> sharding_strategy;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
   /// Prefix every line a process writes with "[rank N] ".

@@ -96,6 +96,7 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
   o.gradient_accumulation_steps =
       a.gradient_accumulation_steps ? a.gradient_accumulation_steps : c.gradient_accumulation_steps;
   o.gpu_ids = a.gpu_ids ? a.gpu_ids : c.gpu_ids;
+  o.sharding_strategy = c.sharding_strategy;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
   o.rank_prefix = a.rank_prefix;

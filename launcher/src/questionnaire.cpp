@@ -118,6 +118,11 @@ Config ask_config(std::istream& in, std::ostream& out) {
       asker.ask_choice("Which mixed precision?", {"no", "bf16", "fp16", "fp8"}, "no");
   c.gradient_accumulation_steps =
       asker.ask_int("How many gradient accumulation steps?", 1, 1, 1 << 20);
+  if (distributed) {
+    c.sharding_strategy = asker.ask_choice(
+        "How should parameters, gradients and optimizer states be sharded?",
+        kShardingStrategies, "NO_SHARD");
+  }
   return c;
 }
 

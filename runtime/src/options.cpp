@@ -46,6 +46,9 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     TORCH_CHECK(*seconds > 0, "Invalid ACCEL_TIMEOUT: ", *seconds, " (expected seconds > 0)");
     out.timeout = std::chrono::seconds(*seconds);
   }
+  out.sharding_strategy =
+      pick(options.sharding_strategy(), detail::env_string(env, "ACCEL_SHARDING_STRATEGY"),
+           std::string("NO_SHARD"));
   out.debug = detail::env_bool(env, "ACCEL_DEBUG").value_or(false);
 
   TORCH_CHECK(out.gradient_accumulation_steps >= 1, "Invalid gradient_accumulation_steps: ",
@@ -59,6 +62,14 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   // for it is refused rather than silently run in fp32.
   TORCH_CHECK(mp == "no", "mixed_precision '", mp,
               "' is not supported by this build of libaccel yet (available: no)");
+  const auto& shard = out.sharding_strategy;
+  TORCH_CHECK(shard == "NO_SHARD" || shard == "SHARD_GRAD_OP" || shard == "FULL_SHARD" ||
+                  shard == "HYBRID_SHARD",
+              "Invalid sharding_strategy: '", shard,
+              "' (expected one of NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)");
+  // Sharded training arrives with its own change; until then it is refused, not run unsharded.
+  TORCH_CHECK(shard == "NO_SHARD", "sharding_strategy '", shard,
+              "' is not supported by this build of libaccel yet (available: NO_SHARD)");
   return out;
 }
 

@@ -279,6 +279,9 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   EXPECT_NE(message(accel::AcceleratorOptions().mixed_precision("fp32"))
                 .find("Invalid mixed_precision: 'fp32' (expected one of no, bf16, fp16, fp8)"),
             std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("FULL_SHARD"))
+                .find("sharding_strategy 'FULL_SHARD' is not supported by this build"),
+            std::string::npos);
   EnvGuard bad("ACCEL_USE_CPU", "sometimes");
   EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),
             std::string::npos);

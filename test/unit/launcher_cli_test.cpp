@@ -49,7 +49,8 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
   // Multi-GPU, 2 machines, rank 1, main at 10.0.0.1:1234, 8 processes, GPUs 0,1, no CPU,
   // a wrong answer then bf16, 4 accumulation steps.
   auto result = accel({"config", "--config_file", path},
-                      "MULTI_GPU\\n2\\n1\\n10.0.0.1\\n1234\\n8\\n0,1\\nno\\nfp32\\nbf16\\n4\\n");
+                      "MULTI_GPU\\n2\\n1\\n10.0.0.1\\n1234\\n8\\n0,1\\nno\\nfp32\\nbf16\\n4\\n"
+                      "FULL_SHARD\\n");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("please answer one of no/bf16/fp16/fp8"), std::string::npos)
       << result.output;
@@ -57,7 +58,8 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
   for (const char* line : {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
                            "main_process_ip: 10.0.0.1", "main_process_port: 1234",
                            "num_processes: 8", "gpu_ids: 0,1", "use_cpu: false",
-                           "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4"}) {
+                           "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4",
+                           "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing from\n" << yaml;
   }
 }
@@ -87,12 +89,15 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
                             "distributed_type: MULTI_CPU\n"
                             "num_processes: 2\n"
                             "mixed_precision: 'no'\n"
-                            "gradient_accumulation_steps: 3\n");
+                            "gradient_accumulation_steps: 3\n"
+                            "fsdp_config:\n  fsdp_sharding_strategy: NO_SHARD\n");
   const std::string show =
-      "echo $RANK/$WORLD_SIZE steps=$ACCEL_GRADIENT_ACCUMULATION_STEPS cpu=$ACCEL_USE_CPU";
+      "echo $RANK/$WORLD_SIZE steps=$ACCEL_GRADIENT_ACCUMULATION_STEPS cpu=$ACCEL_USE_CPU "
+      "shard=$ACCEL_SHARDING_STRATEGY";
   auto from_file = accel({"launch", "--config_file", config, "sh", "-c", show});
   EXPECT_EQ(from_file.exit_code, 0) << from_file.output;
-  EXPECT_NE(from_file.output.find("1/2 steps=3 cpu=1"), std::string::npos) << from_file.output;
+  EXPECT_NE(from_file.output.find("1/2 steps=3 cpu=1 shard=NO_SHARD"), std::string::npos)
+      << from_file.output;
   auto overridden = accel({"launch", "--config_file", config, "--num_processes", "1",
                            "--gradient_accumulation_steps", "5", "sh", "-c", show});
   EXPECT_NE(overridden.output.find("0/1 steps=5 cpu=1"), std::string::npos) << overridden.output;
@@ -115,6 +120,9 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"use_cpu: maybe\n", "key 'use_cpu': 'maybe' is not a boolean"},
            {"num_machines: 2\nmachine_rank: 2\n", "key 'machine_rank': 2 is out of range"},
            {"distributed_type: NO\nnum_processes: 4\n", "contradicts distributed_type NO"},
+           {"fsdp_config:\n  fsdp_sharding_strategy: HALF\n",
+            "key 'fsdp_config.fsdp_sharding_strategy': 'HALF' is not allowed (allowed: NO_SHARD, "
+            "SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"},
        }) {
     const auto path = write("bad.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "true"});

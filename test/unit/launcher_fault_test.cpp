@@ -88,17 +88,23 @@ TEST(LaunchFaults, ExitCodeAndSignalOfTheFirstFailingRankArePassedOn) {
   EXPECT_LT(killed.seconds, 10.0);
 }
 
-TEST(LaunchFaults, SigtermToTheLauncherReachesEveryRankAndLeavesNoOrphans) {
-  const std::string dir = ::testing::TempDir() + "/accel_orphans_" + std::to_string(::getpid());
+class SignalForwarding : public ::testing::TestWithParam<int> {};
+
+TEST_P(SignalForwarding, ReachesEveryRankAndLeavesNoOrphans) {
+  const int sig = GetParam();
+  const std::string dir = ::testing::TempDir() + "/accel_orphans_" + std::to_string(::getpid()) +
+                          "_" + std::to_string(sig);
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   // Each rank starts a grandchild and records both pids.
   const std::string script = "sleep 60 & echo $! > " + dir + "/child.$RANK; echo $$ > " + dir +
                              "/rank.$RANK; wait";
   auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", "sh", "-c",
                      script},
-                    {}, 30, [](pid_t launcher) { ::kill(launcher, SIGTERM); }, 1.5);
-  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.output;
-  EXPECT_NE(result.output.find("received SIGTERM"), std::string::npos) << result.output;
+                    {}, 30, [sig](pid_t launcher) { ::kill(launcher, sig); }, 1.5);
+  EXPECT_EQ(result.exit_code, 128 + sig) << result.output;
+  EXPECT_NE(result.output.find(std::string("received SIG") + sigabbrev_np(sig)),
+            std::string::npos)
+      << result.output;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   for (const char* name : {"rank.0", "rank.1", "child.0", "child.1"}) {
     const pid_t pid = read_pid(dir + "/" + name);
@@ -107,6 +113,11 @@ TEST(LaunchFaults, SigtermToTheLauncherReachesEveryRankAndLeavesNoOrphans) {
   }
   std::system(("rm -rf " + dir).c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(LaunchFaults, SignalForwarding, ::testing::Values(SIGTERM, SIGINT),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::string("SIG") + sigabbrev_np(info.param);
+                         });
 
 TEST(LaunchFaults, UnreachableMainProcessTimesOutNamingAddressAndPort) {
   const int port = free_port();

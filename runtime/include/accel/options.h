@@ -52,6 +52,10 @@ struct AcceleratorOptions {
   /// process (`ACCEL_SEED`, default: the main process's default CPU generator seed).
   TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
 
+  /// "NO_SHARD" (data parallel), "SHARD_GRAD_OP", "FULL_SHARD" or "HYBRID_SHARD"
+  /// (`ACCEL_SHARDING_STRATEGY`, default "NO_SHARD").
+  TORCH_ARG(c10::optional<std::string>, sharding_strategy) = c10::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -68,6 +72,7 @@ struct ResolvedOptions {
   std::string mixed_precision = "no";
   bool step_scheduler_with_optimizer = true;
   c10::optional<uint64_t> seed;
+  std::string sharding_strategy = "NO_SHARD";
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;
