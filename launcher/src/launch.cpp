@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <map>
 
 namespace accel {
 namespace launcher {

@@ -65,19 +65,10 @@ std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::
 }
 
 void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
-                       const torch::Tensor& tensor, bool ignore_dim0) {
-  // Each process describes its tensor; dim 0 is written as '*' where it may differ.
+                       const torch::Tensor& tensor) {
+  // Each process describes its tensor; every process compares all the descriptions.
   std::ostringstream mine;
-  mine << "[";
-  for (int64_t d = 0; d < tensor.dim(); ++d) {
-    if (d > 0) mine << ", ";
-    if (d == 0 && ignore_dim0) {
-      mine << "*";
-    } else {
-      mine << tensor.size(d);
-    }
-  }
-  mine << "] " << tensor.dtype();
+  mine << tensor.sizes() << " " << tensor.dtype();
   const auto all = all_gather_bytes(group, mine.str());
   if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) {
     return;

@@ -26,7 +26,7 @@ std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::
 /// Debug-mode check before a collective: throws, on every process, naming `op` and each rank's
 /// shape when the shapes (or dtypes) differ, instead of letting the collective hang or fail.
 void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
-                       const torch::Tensor& tensor, bool ignore_dim0 = false);
+                       const torch::Tensor& tensor);
 
 }  // namespace detail
 }  // namespace accel
