@@ -19,7 +19,8 @@ namespace {
 using accel::launcher::Config;
 using accel::launcher::ConfigError;
 
-// What the command line says; unset values come from the config file, then the defaults.
+// What the command line says; unset values come from the environment (job shape only), the
+// config file, then the defaults (see resolve()).
 struct LaunchArgs {
   std::optional<std::string> config_file;
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
@@ -34,11 +35,6 @@ struct LaunchArgs {
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-template <typename T>
-T pick(const std::optional<T>& cli, const std::optional<T>& config, T fallback) {
-  return cli ? *cli : config ? *config : fallback;
 }
 
 std::optional<std::string> env(const char* name) {
@@ -74,10 +70,14 @@ Config from_environment() {
   return e;
 }
 
+// The first of the values that is set.
 template <typename T>
-std::optional<T> first_of(const std::optional<T>& a, const std::optional<T>& b,
-                          const std::optional<T>& c) {
-  return a ? a : b ? b : c;
+std::optional<T> first_of(const std::optional<T>& value) {
+  return value;
+}
+template <typename T, typename... Rest>
+std::optional<T> first_of(const std::optional<T>& value, const Rest&... rest) {
+  return value ? value : first_of(rest...);
 }
 
 // Command line, then (for the job's shape) what a scheduler's environment says, then the config
@@ -87,15 +87,15 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
   const Config e = from_environment();
   accel::launcher::LaunchOptions o;
   o.num_machines = first_of(a.num_machines, e.num_machines, c.num_machines).value_or(1);
-  o.num_processes = pick(a.num_processes, c.num_processes, o.num_machines);
+  o.num_processes = first_of(a.num_processes, c.num_processes).value_or(o.num_machines);
   o.machine_rank = first_of(a.machine_rank, e.machine_rank, c.machine_rank).value_or(0);
   o.main_process_ip = first_of(a.main_process_ip, e.main_process_ip, c.main_process_ip)
                           .value_or(std::string("127.0.0.1"));
   o.main_process_port = first_of(a.main_process_port, e.main_process_port, c.main_process_port);
-  o.mixed_precision = a.mixed_precision ? a.mixed_precision : c.mixed_precision;
+  o.mixed_precision = first_of(a.mixed_precision, c.mixed_precision);
   o.gradient_accumulation_steps =
-      a.gradient_accumulation_steps ? a.gradient_accumulation_steps : c.gradient_accumulation_steps;
-  o.gpu_ids = a.gpu_ids ? a.gpu_ids : c.gpu_ids;
+      first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
+  o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
   o.sharding_strategy = c.sharding_strategy;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
