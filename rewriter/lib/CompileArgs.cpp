@@ -1,0 +1,91 @@
+//===- CompileArgs.cpp ----------------------------------------------------------------------===//
+#include "CompileArgs.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdlib>
+
+namespace accel::migrate {
+
+namespace {
+
+void addPrefix(std::vector<std::string> &Roots, llvm::StringRef Prefix) {
+  if (Prefix.empty())
+    return;
+  llvm::SmallString<256> Include(Prefix);
+  llvm::sys::path::append(Include, "include");
+  Roots.push_back(std::string(Include));
+}
+
+std::vector<std::string> splitList(const char *Value, char Sep) {
+  std::vector<std::string> Out;
+  if (!Value)
+    return Out;
+  llvm::SmallVector<llvm::StringRef, 8> Parts;
+  llvm::StringRef(Value).split(Parts, Sep, -1, false);
+  for (llvm::StringRef P : Parts)
+    Out.push_back(P.str());
+  return Out;
+}
+
+bool exists(const std::string &Dir, llvm::StringRef Rel) {
+  llvm::SmallString<256> Path(Dir);
+  llvm::sys::path::append(Path, Rel);
+  return llvm::sys::fs::exists(Path);
+}
+
+} // namespace
+
+std::vector<std::string> torchIncludeDirs() {
+  std::vector<std::string> Roots;
+  // Torch_DIR points at .../share/cmake/Torch or .../lib/<triple>/cmake/Torch.
+  if (const char *TorchDir = std::getenv("Torch_DIR")) {
+    llvm::SmallString<256> Dir(TorchDir);
+    for (int Up = 0; Up < 4 && !Dir.empty(); ++Up) {
+      llvm::sys::path::remove_filename(Dir);
+      addPrefix(Roots, Dir);
+    }
+  }
+  for (const std::string &Prefix : splitList(std::getenv("CMAKE_PREFIX_PATH"), ':'))
+    addPrefix(Roots, Prefix);
+  if (const char *Libtorch = std::getenv("LIBTORCH"))
+    addPrefix(Roots, Libtorch);
+  for (const std::string &Dir : splitList(ACCEL_TORCH_INCLUDE_DIRS, ':'))
+    Roots.push_back(Dir);
+  Roots.push_back("/usr/local/include");
+  Roots.push_back("/usr/include");
+
+  for (const std::string &Root : Roots) {
+    if (exists(Root, "torch/csrc/api/include/torch/torch.h"))
+      return {Root, Root + "/torch/csrc/api/include"};
+  }
+  return {};
+}
+
+std::vector<std::string> defaultCompileArgs() {
+  std::vector<std::string> Args = {"-std=c++17"};
+  for (const std::string &Dir : torchIncludeDirs()) {
+    // The compiler's own directories stay where they are: adding them again with -isystem
+    // breaks libstdc++'s #include_next.
+    if (Dir == "/usr/include" || Dir == "/usr/local/include")
+      continue;
+    Args.push_back("-isystem");
+    Args.push_back(Dir);
+  }
+  // Already-migrated code includes <accel/accel.h>: the build tree's and the install's headers.
+  for (const std::string &Dir : splitList(ACCEL_INCLUDE_DIRS, ':'))
+    if (exists(Dir, "accel/accel.h") && Dir != "/usr/include" && Dir != "/usr/local/include") {
+      Args.push_back("-isystem");
+      Args.push_back(Dir);
+    }
+  return Args;
+}
+
+std::vector<std::string> toolArgs() {
+  return {"-resource-dir=" ACCEL_CLANG_RESOURCE_DIR, "-w", "-Wno-unknown-warning-option"};
+}
+
+} // namespace accel::migrate

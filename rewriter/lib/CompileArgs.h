@@ -1,0 +1,22 @@
+//===- CompileArgs.h - How to compile a LibTorch file when nobody says ---------------*- C++ -*-===//
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace accel::migrate {
+
+/// Include directories of LibTorch, found from (in order) $Torch_DIR, $CMAKE_PREFIX_PATH,
+/// $LIBTORCH, the LibTorch this tool was built against, /usr/local and /usr. Each returned
+/// directory contains torch/torch.h or torch/csrc/api/include/torch/torch.h.
+std::vector<std::string> torchIncludeDirs();
+
+/// Arguments for a plain one-file program that includes <torch/torch.h>: C++17 plus LibTorch's
+/// and libaccel's include directories as system directories (so they are never edited).
+std::vector<std::string> defaultCompileArgs();
+
+/// Arguments every run adds: clang's resource directory (so <stddef.h> and friends are found)
+/// and no warnings (the program's own warnings are not ours to report).
+std::vector<std::string> toolArgs();
+
+} // namespace accel::migrate

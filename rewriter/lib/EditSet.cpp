@@ -1,0 +1,64 @@
+//===- EditSet.cpp --------------------------------------------------------------------------===//
+#include "EditSet.h"
+
+#include <algorithm>
+
+namespace accel::migrate {
+
+namespace {
+bool sameEdit(const Edit &A, const Edit &B) {
+  return A.Offset == B.Offset && A.Length == B.Length && A.Text == B.Text;
+}
+// Two edits conflict when their replaced ranges overlap, or an insertion falls strictly inside a
+// replaced range. Insertions at the same offset are fine: they are applied in arrival order.
+bool conflict(const Edit &A, const Edit &B) {
+  const unsigned AEnd = A.Offset + A.Length, BEnd = B.Offset + B.Length;
+  if (A.Length == 0 && B.Length == 0)
+    return false;
+  if (A.Length == 0)
+    return A.Offset > B.Offset && A.Offset < BEnd;
+  if (B.Length == 0)
+    return B.Offset > A.Offset && B.Offset < AEnd;
+  return A.Offset < BEnd && B.Offset < AEnd;
+}
+} // namespace
+
+bool EditSet::add(const Edit &E) {
+  for (const Edit &Existing : Edits) {
+    if (sameEdit(Existing, E))
+      return true;
+    if (conflict(Existing, E))
+      return false;
+  }
+  Edits.push_back(E);
+  return true;
+}
+
+std::string EditSet::apply(llvm::StringRef Code,
+                           std::vector<std::pair<unsigned, unsigned>> *ChangedRanges) const {
+  std::vector<const Edit *> Sorted;
+  for (const Edit &E : Edits)
+    Sorted.push_back(&E);
+  // Stable: insertions at one offset keep their arrival order, and go before a replacement that
+  // starts there.
+  std::stable_sort(Sorted.begin(), Sorted.end(), [](const Edit *A, const Edit *B) {
+    if (A->Offset != B->Offset)
+      return A->Offset < B->Offset;
+    return A->Length == 0 && B->Length != 0;
+  });
+  std::string Out;
+  unsigned Pos = 0;
+  for (const Edit *E : Sorted) {
+    if (E->Offset < Pos || E->Offset + E->Length > Code.size())
+      continue; // cannot happen for edits accepted by add(); kept defensive for stale offsets
+    Out.append(Code.data() + Pos, E->Offset - Pos);
+    if (ChangedRanges && !E->Text.empty())
+      ChangedRanges->emplace_back(Out.size(), E->Text.size());
+    Out += E->Text;
+    Pos = E->Offset + E->Length;
+  }
+  Out.append(Code.data() + Pos, Code.size() - Pos);
+  return Out;
+}
+
+} // namespace accel::migrate

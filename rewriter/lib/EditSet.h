@@ -1,0 +1,41 @@
+//===- EditSet.h - Non-overlapping text edits to one file ----------------------------*- C++ -*-===//
+//
+// The edits of every check (and of every translation unit that sees a shared header) land in one
+// EditSet per file. Identical edits are kept once, so a template instantiated twice or a header
+// seen by two files is edited once; an edit that overlaps a different one is refused.
+//
+//===----------------------------------------------------------------------------------------===//
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::migrate {
+
+struct Edit {
+  unsigned Offset = 0;
+  unsigned Length = 0;
+  std::string Text;
+  std::string Check;
+};
+
+class EditSet {
+public:
+  /// Adds E; returns false (and keeps the set unchanged) when E overlaps a different edit.
+  bool add(const Edit &E);
+  bool empty() const { return Edits.empty(); }
+  const std::vector<Edit> &edits() const { return Edits; }
+
+  /// Applies the edits to Code. ChangedRanges receives the [offset, length) ranges of inserted
+  /// text in the result (deletions leave no range), for formatting only what changed.
+  std::string apply(llvm::StringRef Code,
+                    std::vector<std::pair<unsigned, unsigned>> *ChangedRanges = nullptr) const;
+
+private:
+  std::vector<Edit> Edits; // in order of arrival
+};
+
+} // namespace accel::migrate

@@ -1,0 +1,35 @@
+//===- MigrateOptions.h - What one accel-migrate run is asked to do ------------------*- C++ -*-===//
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+namespace accel::migrate {
+
+/// Options shared by every check in one run.
+struct MigrateOptions {
+  /// Transformations to run; empty means all of them.
+  std::set<std::string> Only;
+  /// Transformations not to run (wins over Only).
+  std::set<std::string> Skip;
+  /// Leave a `// accel-migrate: ...` comment at each warning.
+  bool Annotate = false;
+  /// Values passed to the inserted Accelerator; unset means the launcher's environment decides.
+  std::optional<std::string> MixedPrecision;
+  std::optional<unsigned> GradientAccumulationSteps;
+  /// Headers whose path matches are edited; empty means "below the main file's directory".
+  std::string HeaderFilter;
+
+  /// True when the transformation called Name should run. The two support transformations
+  /// (add-include, create-accelerator) run whenever another one needs them, unless skipped.
+  bool enabled(const std::string &Name) const {
+    if (Skip.count(Name))
+      return false;
+    if (Only.empty() || Only.count(Name))
+      return true;
+    return Name == "add-include" || Name == "create-accelerator";
+  }
+};
+
+} // namespace accel::migrate

@@ -1,0 +1,41 @@
+//===- Migrator.h - One accel-migrate run over a set of files ------------------------*- C++ -*-===//
+#pragma once
+
+#include "MigrateOptions.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+namespace accel::migrate {
+
+/// Exit codes of accel-migrate (also documented in --help and the README).
+enum ExitCode : int {
+  ExitSuccess = 0,      ///< migrated (or nothing to do)
+  ExitWouldChange = 1,  ///< --check: some file would be changed
+  ExitParseError = 2,   ///< some input does not compile; it was left untouched
+  ExitFileError = 3,    ///< an input is missing or unreadable, or a result cannot be written
+  ExitUsageError = 4,   ///< bad command line
+};
+
+enum class OutputMode { InPlace, Diff, Check, OutputFile };
+
+struct MigratorOptions {
+  MigrateOptions Checks;
+  OutputMode Mode = OutputMode::InPlace;
+  std::string OutputFile;        ///< for OutputMode::OutputFile
+  unsigned Jobs = 1;             ///< files parsed in parallel
+  std::string StatsJson;         ///< write per-file statistics here when set
+  std::vector<std::string> ExtraArgs; ///< appended to every compile command
+  bool Quiet = false;            ///< no summary
+};
+
+/// Parses every file, runs the checks, then writes, diffs or checks the results. Warnings and
+/// the summary go to Err, diffs to Out. Returns an ExitCode.
+int runMigration(const clang::tooling::CompilationDatabase &Database,
+                 const std::vector<std::string> &Files, const MigratorOptions &Options,
+                 llvm::raw_ostream &Out, llvm::raw_ostream &Err);
+
+} // namespace accel::migrate

@@ -1,0 +1,77 @@
+//===- StatementUtils.cpp -------------------------------------------------------------------===//
+#include "StatementUtils.h"
+
+#include "TorchPatterns.h"
+
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+
+using namespace clang;
+
+namespace accel::migrate {
+
+std::vector<const Expr *> explicitArgs(const CallExpr *Call) {
+  std::vector<const Expr *> Args;
+  for (const Expr *Arg : Call->arguments())
+    if (!isa<CXXDefaultArgExpr>(Arg))
+      Args.push_back(Arg);
+  return Args;
+}
+
+const Stmt *asFullStatement(MigrationContext &Context, const Expr *E) {
+  const Stmt *Current = E;
+  for (unsigned Guard = 0; Guard < 16; ++Guard) {
+    const Stmt *Parent = Context.parentStmt(Current);
+    if (!Parent)
+      return nullptr;
+    if (isa<ExprWithCleanups>(Parent) || isa<ImplicitCastExpr>(Parent) ||
+        isa<CXXBindTemporaryExpr>(Parent) || isa<MaterializeTemporaryExpr>(Parent)) {
+      Current = Parent;
+      continue;
+    }
+    if (isa<Expr>(Parent))
+      return nullptr; // part of a larger expression
+    // The condition or init of a control statement is not a statement of its own.
+    if (const auto *If = dyn_cast<IfStmt>(Parent); If && If->getCond() == Current)
+      return nullptr;
+    if (const auto *For = dyn_cast<ForStmt>(Parent); For && For->getBody() != Current)
+      return nullptr;
+    if (const auto *While = dyn_cast<WhileStmt>(Parent); While && While->getCond() == Current)
+      return nullptr;
+    if (isa<ReturnStmt>(Parent) || isa<DeclStmt>(Parent))
+      return nullptr;
+    return Current;
+  }
+  return nullptr;
+}
+
+const CXXForRangeStmt *rangeForOver(MigrationContext &Context, const Stmt *S,
+                                    const ValueDecl *Var) {
+  for (const Stmt *P = Context.parentStmt(S); P; P = Context.parentStmt(P))
+    if (const auto *Loop = dyn_cast<CXXForRangeStmt>(P); Loop && Loop->getLoopVariable() == Var)
+      return Loop;
+  return nullptr;
+}
+
+bool guardedByMainProcess(MigrationContext &Context, const Stmt *S) {
+  for (const Stmt *P = Context.parentStmt(S); P; P = Context.parentStmt(P))
+    if (const auto *If = dyn_cast<IfStmt>(P))
+      if (containsAcceleratorCall(If->getCond(), "is_main_process") ||
+          containsAcceleratorCall(If->getCond(), "is_local_main_process"))
+        return true;
+  return false;
+}
+
+bool iteratesPreparedLoader(MigrationContext &Context, const CXXForRangeStmt *Loop) {
+  const Expr *Range = Loop->getRangeInit();
+  return Range && Context.facts().isPreparedLoader(rootDecl(Range));
+}
+
+std::string argumentsText(MigrationContext &Context, const std::vector<const Expr *> &Args,
+                          size_t First) {
+  if (First >= Args.size())
+    return {};
+  return Context.text(SourceRange(Args[First]->getBeginLoc(), Args.back()->getEndLoc()));
+}
+
+} // namespace accel::migrate

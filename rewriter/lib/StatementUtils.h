@@ -1,0 +1,34 @@
+//===- StatementUtils.h - Small AST helpers shared by the checks ----------------------*- C++ -*-===//
+#pragma once
+
+#include "MigrationContext.h"
+
+#include "clang/AST/Expr.h"
+#include "clang/AST/StmtCXX.h"
+
+#include <vector>
+
+namespace accel::migrate {
+
+/// The arguments written at the call (default arguments left out).
+std::vector<const clang::Expr *> explicitArgs(const clang::CallExpr *Call);
+
+/// The statement an expression is the whole of (walking out through implicit nodes), or null
+/// when the expression is part of a larger one.
+const clang::Stmt *asFullStatement(MigrationContext &Context, const clang::Expr *E);
+
+/// The nearest range-for around S whose loop variable is Var, or null.
+const clang::CXXForRangeStmt *rangeForOver(MigrationContext &Context, const clang::Stmt *S,
+                                           const clang::ValueDecl *Var);
+
+/// True when S runs under `if (accelerator.is_main_process())` (or is_local_main_process).
+bool guardedByMainProcess(MigrationContext &Context, const clang::Stmt *S);
+
+/// True for a range-for over a prepared data loader.
+bool iteratesPreparedLoader(MigrationContext &Context, const clang::CXXForRangeStmt *Loop);
+
+/// Source text of the arguments of Call from index First on ("" when there are none).
+std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,
+                          size_t First);
+
+} // namespace accel::migrate

@@ -1,0 +1,46 @@
+//===- TorchPatterns.h - Recognising LibTorch and libaccel types and idioms ---------*- C++ -*-===//
+//
+// Every question "is this a model / optimizer / tensor / device?" is answered here, by the
+// declaration the type resolves to, so the checks read as the transformation they perform.
+//
+//===----------------------------------------------------------------------------------------===//
+#pragma once
+
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/Type.h"
+
+namespace accel::migrate {
+
+/// True for T (through references, const and typedefs) naming the class QualifiedName or one
+/// derived from it. Class templates match by their template's name ("torch::nn::ModuleHolder").
+bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);
+
+bool isTensor(clang::QualType T);       ///< at::Tensor (torch::Tensor)
+bool isModule(clang::QualType T);       ///< Module-derived struct, ModuleHolder, shared_ptr<Module>
+bool isOptimizer(clang::QualType T);    ///< derived from torch::optim::Optimizer
+bool isScheduler(clang::QualType T);    ///< derived from torch::optim::LRScheduler
+bool isDataLoader(clang::QualType T);   ///< a torch or accel data loader, or a pointer to one
+bool isDevice(clang::QualType T);       ///< c10::Device
+bool isDeviceKind(clang::QualType T);   ///< c10::DeviceType
+bool isAccelerator(clang::QualType T);  ///< accel::Accelerator
+bool isStringLike(clang::QualType T);   ///< std::string, string_view, char pointer or array
+
+/// Strips implicit nodes, parentheses, `*p` and `p->` / `p.operator->()` down to the variable an
+/// expression is about, or null. `*loader`, `model->`, `batch.data` give loader, model, batch.
+const clang::ValueDecl *rootDecl(const clang::Expr *E);
+
+/// True when E mentions CUDA: kCUDA, DeviceType::CUDA, torch::cuda::is_available(), a "cuda..."
+/// string literal, or a local DeviceType variable that is assigned one of those in Fn.
+bool mentionsCuda(const clang::Expr *E, const clang::FunctionDecl *Fn);
+
+/// Calls to a method of libaccel's Accelerator named Name inside S (any of Names when empty).
+bool containsAcceleratorCall(const clang::Stmt *S, llvm::StringRef Name = "");
+
+/// True for a call to at::Tensor::backward or Accelerator::backward anywhere in S.
+bool containsBackward(const clang::Stmt *S);
+
+/// The function a template instantiation was instantiated from (or F itself).
+const clang::FunctionDecl *patternOf(const clang::FunctionDecl *F);
+
+} // namespace accel::migrate

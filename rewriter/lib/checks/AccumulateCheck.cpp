@@ -1,0 +1,153 @@
+//===- AccumulateCheck.cpp ------------------------------------------------------------------===//
+#include "AccumulateCheck.h"
+
+#include "StatementUtils.h"
+#include "TorchPatterns.h"
+
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accel::migrate {
+
+namespace {
+
+// The models a loop body uses: prepared model variables, and model parameters of the function
+// (a training function's model parameter is bound to the prepared model at its call).
+std::vector<std::string> modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    MigrationContext *Context;
+    std::vector<std::string> Names;
+    bool VisitDeclRefExpr(DeclRefExpr *DRE) {
+      const auto *Var = dyn_cast<VarDecl>(DRE->getDecl());
+      if (!Var || !isModule(Var->getType()))
+        return true;
+      if (!isa<ParmVarDecl>(Var) && !Context->facts().isPreparedModel(Var))
+        return true;
+      const std::string VarName = Var->getNameAsString();
+      if (std::find(Names.begin(), Names.end(), VarName) == Names.end())
+        Names.push_back(VarName);
+      return true;
+    }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  } F;
+  F.Context = &Context;
+  F.TraverseStmt(const_cast<Stmt *>(Body));
+  return F.Names;
+}
+
+bool declaresName(const FunctionDecl *Fn, StringRef Wanted) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    StringRef Wanted;
+    bool Found = false;
+    bool VisitNamedDecl(NamedDecl *D) {
+      Found = Found || (D->getIdentifier() && D->getName() == Wanted);
+      return !Found;
+    }
+  } F;
+  F.Wanted = Wanted;
+  F.TraverseDecl(const_cast<FunctionDecl *>(Fn));
+  return F.Found;
+}
+
+bool isAccumulateScope(const Stmt *S) {
+  const auto *Decl = dyn_cast_or_null<DeclStmt>(S);
+  return Decl && Decl->isSingleDecl() && isa<VarDecl>(Decl->getSingleDecl()) &&
+         containsAcceleratorCall(cast<VarDecl>(Decl->getSingleDecl())->getInit(), "accumulate");
+}
+
+} // namespace
+
+void AccumulateCheck::registerMatchers(MatchFinder &Finder) {
+  Finder.addMatcher(cxxForRangeStmt().bind("loop"), this);
+  Finder.addMatcher(
+      stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt())).bind("any-loop"), this);
+}
+
+void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
+  if (const auto *Loop = Result.Nodes.getNodeAs<Stmt>("any-loop")) {
+    // backward() in a loop that is not over a prepared loader: which loop trains is unclear.
+    const Stmt *Body = nullptr;
+    if (const auto *For = dyn_cast<ForStmt>(Loop))
+      Body = For->getBody();
+    else if (const auto *While = dyn_cast<WhileStmt>(Loop))
+      Body = While->getBody();
+    else if (const auto *Do = dyn_cast<DoStmt>(Loop))
+      Body = Do->getBody();
+    else if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
+             RangeFor && !iteratesPreparedLoader(Context, RangeFor))
+      Body = RangeFor->getBody();
+    if (!Body || !Context.isEditable(Loop->getBeginLoc()) || !containsBackward(Body))
+      return;
+    // An inner loop over a prepared loader is the training loop; this one is an epoch loop.
+    struct InnerLoader : RecursiveASTVisitor<InnerLoader> {
+      MigrationContext *Context;
+      bool Found = false;
+      bool VisitCXXForRangeStmt(CXXForRangeStmt *S) {
+        Found = Found || iteratesPreparedLoader(*Context, S);
+        return !Found;
+      }
+    } Inner;
+    Inner.Context = &Context;
+    Inner.TraverseStmt(const_cast<Stmt *>(Body));
+    if (Inner.Found)
+      return;
+    // Only the innermost such loop is reported.
+    struct InnerBackwardLoop : RecursiveASTVisitor<InnerBackwardLoop> {
+      bool Found = false;
+      bool visitLoop(Stmt *LoopBody) {
+        Found = Found || containsBackward(LoopBody);
+        return !Found;
+      }
+      bool VisitForStmt(ForStmt *S) { return visitLoop(S->getBody()); }
+      bool VisitWhileStmt(WhileStmt *S) { return visitLoop(S->getBody()); }
+      bool VisitDoStmt(DoStmt *S) { return visitLoop(S->getBody()); }
+      bool VisitCXXForRangeStmt(CXXForRangeStmt *S) { return visitLoop(S->getBody()); }
+    } InnerLoop;
+    InnerLoop.TraverseStmt(const_cast<Stmt *>(Body));
+    if (InnerLoop.Found)
+      return;
+    warn(Loop->getBeginLoc(),
+         "backward() is called in a loop that does not iterate a prepared data loader, so it "
+         "cannot be proven to be the training loop; open 'auto step = "
+         "accelerator.accumulate(model);' at the top of the training step by hand");
+    return;
+  }
+
+  const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
+  if (!iteratesPreparedLoader(Context, Loop) || !containsBackward(Loop->getBody()))
+    return;
+  const auto *Body = dyn_cast<CompoundStmt>(Loop->getBody());
+  if (!Body) {
+    if (Context.isEditable(Loop->getBeginLoc()))
+      warn(Loop->getBeginLoc(), "the training loop's body is a single statement; put it in "
+                                "braces and open 'auto step = accelerator.accumulate(model);'");
+    return;
+  }
+  if (!Body->body_empty() && isAccumulateScope(Body->body_front()))
+    return;
+  if (!Context.canEdit(Name, Body->getSourceRange()))
+    return;
+  const std::string Acc = accelerator(Loop);
+  if (Acc.empty())
+    return;
+  std::string Models;
+  for (const std::string &Model : modelsUsedIn(Context, Body))
+    Models += (Models.empty() ? "" : ", ") + Model;
+  if (Models.empty())
+    warn(Loop->getBeginLoc(), "no prepared model is used in this training loop by name; "
+                              "accumulate() without a model synchronises gradients every step");
+  const FunctionDecl *Fn = Context.enclosingFunction(Loop);
+  const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
+  const std::string Indent =
+      Body->body_empty() ? Context.indentation(Loop->getBeginLoc()) +
+                               Context.indentStep(Loop->getBeginLoc())
+                         : Context.indentation(Body->body_front()->getBeginLoc());
+  Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1),
+                 "\n" + Indent + "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");");
+  Context.applied(Name, Loop->getBeginLoc());
+}
+
+} // namespace accel::migrate

@@ -1,0 +1,21 @@
+//===- CreateAcceleratorCheck.h - accel-migrate 'create-accelerator' --------------*- C++ -*-===//
+#pragma once
+
+#include "MigrationCheck.h"
+
+namespace accel::migrate {
+
+/// Creates `accel::Accelerator accelerator;` at the top of the host function and passes it,
+/// as a first parameter `accel::Accelerator& accelerator`, to every other function that uses it
+/// (and to their callers' calls).
+class CreateAcceleratorCheck : public MigrationCheck {
+public:
+  explicit CreateAcceleratorCheck(MigrationContext &Context) : MigrationCheck("create-accelerator", Context) {}
+  void onEndOfTranslationUnit() override;
+
+private:
+  void addParameter(const clang::FunctionDecl *Fn);
+  void createInHost();
+};
+
+} // namespace accel::migrate

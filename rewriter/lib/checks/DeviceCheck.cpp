@@ -1,0 +1,113 @@
+//===- DeviceCheck.cpp ----------------------------------------------------------------------===//
+#include "DeviceCheck.h"
+
+#include "StatementUtils.h"
+#include "TorchPatterns.h"
+
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accel::migrate {
+
+namespace {
+
+// A torch::Device built from a non-literal string: argv, a config value, an environment variable.
+const Expr *userChosenString(const Expr *Init) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const Expr *Found = nullptr;
+    bool VisitCXXConstructExpr(CXXConstructExpr *CE) {
+      if (isDevice(CE->getType()) && CE->getNumArgs() >= 1) {
+        const Expr *Arg = CE->getArg(0)->IgnoreUnlessSpelledInSource();
+        if (isStringLike(Arg->getType()) && !isa<StringLiteral>(Arg->IgnoreParenImpCasts()))
+          Found = Arg;
+      }
+      return !Found;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Expr *>(Init));
+  return F.Found;
+}
+
+} // namespace
+
+void DeviceCheck::registerMatchers(MatchFinder &Finder) {
+  Finder.addMatcher(varDecl(hasLocalStorage(), unless(parmVarDecl()), hasInitializer(expr()))
+                        .bind("var"),
+                    this);
+  Finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assign"), this);
+  Finder.addMatcher(cxxTemporaryObjectExpr().bind("temporary"), this);
+  Finder.addMatcher(cxxFunctionalCastExpr().bind("temporary"), this);
+}
+
+void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
+  if (const auto *Var = Result.Nodes.getNodeAs<VarDecl>("var")) {
+    if (!isDevice(Var->getType()) || Var->getType()->isReferenceType())
+      return;
+    const Expr *Init = Var->getInit();
+    const auto *Fn = dyn_cast_or_null<FunctionDecl>(Var->getParentFunctionOrMethod());
+    if (!Context.isEditable(Var->getLocation()) || containsAcceleratorCall(Init))
+      return;
+    if (const Expr *Chosen = userChosenString(Init)) {
+      warn(Chosen->getBeginLoc(),
+           "the device is chosen from user input and is left as it is; under accel launch each "
+           "process must use accelerator.device() (choose CPU with accel launch --cpu)");
+      return;
+    }
+    if (!mentionsCuda(Init, Fn) || !Context.canEdit(Name, Init->getSourceRange()))
+      return;
+    const std::string Acc = accelerator(Init);
+    if (Acc.empty())
+      return;
+    const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
+    if (Var->getInitStyle() != VarDecl::CInit && Construct &&
+        Construct->getParenOrBraceRange().isValid()) {
+      // torch::Device device(torch::kCUDA, 0)  ->  torch::Device device(accelerator.device())
+      const SourceRange Parens = Construct->getParenOrBraceRange();
+      Context.replace(Name,
+                      CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
+                                                    Parens.getEnd()),
+                      Acc + ".device()");
+    } else {
+      Context.replace(Name, Init->getSourceRange(), Acc + ".device()");
+    }
+    Context.applied(Name, Var->getLocation());
+    return;
+  }
+
+  if (const auto *Assign = Result.Nodes.getNodeAs<CXXOperatorCallExpr>("assign")) {
+    if (Assign->getNumArgs() != 2 || !isDevice(Assign->getArg(0)->getType()))
+      return;
+    const Expr *Value = Assign->getArg(1);
+    const FunctionDecl *Fn = Context.enclosingFunction(Assign);
+    if (containsAcceleratorCall(Value) || !mentionsCuda(Value, Fn) ||
+        !Context.canEdit(Name, Value->getSourceRange()))
+      return;
+    const std::string Acc = accelerator(Assign);
+    if (Acc.empty())
+      return;
+    Context.replace(Name, Value->getSourceRange(), Acc + ".device()");
+    Context.applied(Name, Assign->getBeginLoc());
+    return;
+  }
+
+  const auto *Temporary = Result.Nodes.getNodeAs<Expr>("temporary");
+  if (!Temporary || !isDevice(Temporary->getType()))
+    return;
+  // A variable's initializer is handled with the variable.
+  for (const DynTypedNode &Parent : Context.ast().getParents(*Temporary))
+    if (Parent.get<VarDecl>())
+      return;
+  if (!mentionsCuda(Temporary, Context.enclosingFunction(Temporary)) ||
+      !Context.canEdit(Name, Temporary->getSourceRange()))
+    return;
+  const std::string Acc = accelerator(Temporary);
+  if (Acc.empty())
+    return;
+  Context.replace(Name, Temporary->getSourceRange(), Acc + ".device()");
+  Context.applied(Name, Temporary->getBeginLoc());
+}
+
+} // namespace accel::migrate

@@ -1,0 +1,19 @@
+//===- DeviceCheck.h - accel-migrate 'device' -------------------------------------*- C++ -*-===//
+#pragma once
+
+#include "MigrationCheck.h"
+
+namespace accel::migrate {
+
+/// Device definitions become the accelerator's: `torch::Device device(torch::kCUDA)`,
+/// the `cuda::is_available()` ternary, a DeviceType set from `cuda::is_available()`, temporaries
+/// such as `torch::Device(torch::kCUDA, 0)` and assignments all become `accelerator.device()`.
+/// A device chosen from user input (a string) is reported, not rewritten.
+class DeviceCheck : public MigrationCheck {
+public:
+  explicit DeviceCheck(MigrationContext &Context) : MigrationCheck("device", Context) {}
+  void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
+  void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
+};
+
+} // namespace accel::migrate

@@ -1,0 +1,24 @@
+//===- PrepareCheck.h - accel-migrate 'prepare' -----------------------------------*- C++ -*-===//
+#pragma once
+
+#include "MigrationCheck.h"
+
+namespace accel::migrate {
+
+/// Prepares models, optimizers, LR schedulers and data loaders where they are created,
+/// keeping their names: `torch::optim::SGD opt(...)` becomes
+/// `auto opt = accelerator.prepare(torch::optim::SGD(...))`, `make_data_loader` becomes
+/// `accelerator.prepare_data_loader`, and `accelerator.prepare(model);` follows the model's
+/// declaration (or its placement / weight loading).
+class PrepareCheck : public MigrationCheck {
+public:
+  explicit PrepareCheck(MigrationContext &Context) : MigrationCheck("prepare", Context) {}
+  void onEndOfTranslationUnit() override;
+
+private:
+  void prepareModel(const clang::VarDecl *Model);
+  void prepareByValue(const clang::VarDecl *Var);
+  void prepareLoader(const clang::VarDecl *Loader);
+};
+
+} // namespace accel::migrate

@@ -1,0 +1,80 @@
+//===- RemovePlacementCheck.cpp -------------------------------------------------------------===//
+#include "RemovePlacementCheck.h"
+
+#include "StatementUtils.h"
+#include "TorchPatterns.h"
+
+#include "clang/AST/ExprCXX.h"
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace accel::migrate {
+
+namespace {
+
+// A device argument the runtime now takes care of: a device variable, or anything naming CUDA.
+// An explicit torch::kCPU is the program's own decision and stays.
+bool isManagedDevice(const Expr *Arg, const FunctionDecl *Fn) {
+  const Expr *Written = Arg->IgnoreUnlessSpelledInSource();
+  if (!isDevice(Written->getType()) && !isDeviceKind(Written->getType()))
+    return false;
+  return isa<DeclRefExpr>(Written->IgnoreParenImpCasts()) || mentionsCuda(Written, Fn);
+}
+
+} // namespace
+
+void RemovePlacementCheck::registerMatchers(MatchFinder &Finder) {
+  Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("to", "cuda")))).bind("call"),
+                    this);
+}
+
+void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
+  const auto *Call = Result.Nodes.getNodeAs<CXXMemberCallExpr>("call");
+  const CXXMethodDecl *Method = Call->getMethodDecl();
+  const QualType Class(Method->getParent()->getTypeForDecl(), 0);
+  const Expr *Object = Call->getImplicitObjectArgument();
+  const std::vector<const Expr *> Args = explicitArgs(Call);
+  const FunctionDecl *Fn = Context.enclosingFunction(Call);
+  const bool IsCuda = Method->getName() == "cuda";
+  if (!IsCuda && (Args.empty() || !isManagedDevice(Args[0], Fn)))
+    return;
+  // With a dtype after the device, only the device goes: x.to(device, kHalf) -> x.to(kHalf).
+  const bool KeepsDtype =
+      !IsCuda && Args.size() >= 2 && !Args[1]->getType()->isBooleanType();
+
+  if (isModule(Class)) {
+    if (IsCuda || !Context.facts().isPreparedModel(rootDecl(Object)) ||
+        !Context.canEdit(Name, Call->getSourceRange()))
+      return;
+    if (KeepsDtype) {
+      Context.replace(Name,
+                      CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()),
+                      "");
+    } else if (const Stmt *Statement = asFullStatement(Context, Call)) {
+      Context.removeStatement(Name, Statement);
+    } else {
+      return;
+    }
+    Context.applied(Name, Call->getBeginLoc());
+    return;
+  }
+
+  if (!isTensor(Class))
+    return;
+  // Only the batches of a prepared loader: they arrive on the device already.
+  const ValueDecl *Root = rootDecl(Object);
+  const CXXForRangeStmt *Loop = Root ? rangeForOver(Context, Call, Root) : nullptr;
+  if (!Loop || !iteratesPreparedLoader(Context, Loop) ||
+      !Context.canEdit(Name, Call->getSourceRange()))
+    return;
+  if (KeepsDtype)
+    Context.replace(Name,
+                    CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()),
+                    "");
+  else
+    Context.replace(Name, Call->getSourceRange(), Context.text(Object->getSourceRange()));
+  Context.applied(Name, Call->getBeginLoc());
+}
+
+} // namespace accel::migrate

@@ -1,0 +1,183 @@
+//===- AccelMigrate.cpp - accel-migrate: single-GPU LibTorch code to libaccel --------------===//
+//
+// accel-migrate [options] <file>... [-- <compiler args>]
+//
+//===----------------------------------------------------------------------------------------===//
+#include "CheckRegistry.h"
+#include "CompileArgs.h"
+#include "Migrator.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace accel::migrate;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory Category("accel-migrate options");
+
+static cl::list<std::string> Files(cl::Positional, cl::desc("<file>..."), cl::cat(Category));
+static cl::opt<std::string> BuildPath("p", cl::desc("Build directory containing compile_commands.json"),
+                                      cl::value_desc("build-dir"), cl::cat(Category));
+static cl::opt<bool> Diff("diff", cl::desc("Print a unified diff; leave the files untouched"),
+                          cl::cat(Category));
+static cl::opt<bool> CheckOnly("check",
+                               cl::desc("Exit with 1 when a file would be changed (for CI); "
+                                        "change nothing"),
+                               cl::cat(Category));
+static cl::opt<std::string> OutputFile("o", cl::desc("Write the migrated file here instead"),
+                                       cl::value_desc("file"), cl::cat(Category));
+static cl::opt<unsigned> Jobs("j", cl::desc("Files parsed in parallel (default 1)"), cl::init(1),
+                              cl::cat(Category));
+static cl::list<std::string> Only("only", cl::CommaSeparated,
+                                  cl::desc("Run only these transformations (see --list-checks)"),
+                                  cl::cat(Category));
+static cl::list<std::string> Skip("skip", cl::CommaSeparated,
+                                  cl::desc("Do not run these transformations"), cl::cat(Category));
+static cl::opt<std::string> MixedPrecision(
+    "mixed-precision",
+    cl::desc("Pass mixed_precision to the inserted Accelerator (no, fp16, bf16, fp8); by default "
+             "the launcher's environment decides"),
+    cl::cat(Category));
+static cl::opt<unsigned> AccumulationSteps(
+    "gradient-accumulation-steps",
+    cl::desc("Pass gradient_accumulation_steps to the inserted Accelerator"), cl::init(0),
+    cl::cat(Category));
+static cl::opt<bool> Annotate("annotate",
+                              cl::desc("Leave a '// accel-migrate: ...' comment at each warning"),
+                              cl::cat(Category));
+// LLVM itself registers a boolean -stats-json, so ours is taken out of argv before LLVM's
+// parser sees it; --help lists it under MoreHelp.
+
+static std::string takeStatsJson(int &argc, const char **argv) {
+  std::string Path;
+  int Out = 1;
+  for (int I = 1; I < argc; ++I) {
+    llvm::StringRef Arg(argv[I]);
+    if (Arg == "--") {
+      for (; I < argc; ++I)
+        argv[Out++] = argv[I];
+      break;
+    }
+    if (Arg.consume_front("--stats-json") || Arg.consume_front("-stats-json")) {
+      if (Arg.consume_front("="))
+        Path = Arg.str();
+      else if (Arg.empty() && I + 1 < argc)
+        Path = argv[++I];
+      continue;
+    }
+    argv[Out++] = argv[I];
+  }
+  argc = Out;
+  return Path;
+}
+static cl::opt<std::string> HeaderFilter(
+    "header-filter",
+    cl::desc("Regular expression: headers whose path matches are edited too (default: headers "
+             "below each input file's directory; system and LibTorch headers never)"),
+    cl::cat(Category));
+static cl::list<std::string> ExtraArgs("extra-arg",
+                                       cl::desc("Additional argument to append to the compiler "
+                                                "command line"),
+                                       cl::cat(Category));
+static cl::opt<bool> ListChecks("list-checks", cl::desc("List the transformations and exit"),
+                                cl::cat(Category));
+static cl::opt<bool> Quiet("quiet", cl::desc("No summary"), cl::cat(Category));
+
+static cl::extrahelp MoreHelp(R"(
+  --stats-json=<file>  - Write per-file statistics (changes per transformation, warnings) as JSON
+
+With neither -p nor '--', the compiler arguments are worked out: C++17 and LibTorch's include
+directories (from $Torch_DIR, $CMAKE_PREFIX_PATH, $LIBTORCH or the standard locations).
+
+Exit codes:
+  0  migrated, or nothing to do
+  1  --check: some file would be changed
+  2  some input does not compile; it was left untouched (clang's errors are printed)
+  3  an input is missing or unreadable, or a result cannot be written; nothing was written
+  4  bad command line
+)");
+
+int main(int argc, const char **argv) {
+  llvm::InitLLVM Init(argc, argv);
+  const std::string StatsJson = takeStatsJson(argc, argv);
+  // Everything after '--' is the compile command (this shortens argc).
+  std::string Error;
+  std::unique_ptr<clang::tooling::CompilationDatabase> Database =
+      clang::tooling::FixedCompilationDatabase::loadFromCommandLine(argc, argv, Error);
+  cl::HideUnrelatedOptions(Category);
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "accel-migrate: rewrites single-GPU LibTorch programs to run "
+                                   "on libaccel\n",
+                                   &llvm::errs()))
+    return ExitUsageError;
+
+  if (ListChecks) {
+    for (const CheckInfo &Info : checkRegistry())
+      llvm::outs() << Info.Name << "\t" << Info.Description << "\n";
+    return ExitSuccess;
+  }
+  if (Files.empty()) {
+    llvm::errs() << "accel-migrate: error: no input files (see --help)\n";
+    return ExitUsageError;
+  }
+  const int Modes = int(Diff) + int(CheckOnly) + int(!OutputFile.empty());
+  if (Modes > 1) {
+    llvm::errs() << "accel-migrate: error: --diff, --check and -o exclude each other\n";
+    return ExitUsageError;
+  }
+  MigratorOptions Options;
+  for (const auto *List : {&Only, &Skip})
+    for (const std::string &Name : *List)
+      if (!isKnownCheck(Name)) {
+        llvm::errs() << "accel-migrate: error: unknown transformation '" << Name
+                     << "' (see --list-checks)\n";
+        return ExitUsageError;
+      }
+  Options.Checks.Only.insert(Only.begin(), Only.end());
+  Options.Checks.Skip.insert(Skip.begin(), Skip.end());
+  Options.Checks.Annotate = Annotate;
+  Options.Checks.HeaderFilter = HeaderFilter;
+  if (!MixedPrecision.empty()) {
+    if (MixedPrecision != "no" && MixedPrecision != "fp16" && MixedPrecision != "bf16" &&
+        MixedPrecision != "fp8") {
+      llvm::errs() << "accel-migrate: error: --mixed-precision must be no, fp16, bf16 or fp8, not '"
+                   << MixedPrecision << "'\n";
+      return ExitUsageError;
+    }
+    Options.Checks.MixedPrecision = MixedPrecision;
+  }
+  if (AccumulationSteps > 0)
+    Options.Checks.GradientAccumulationSteps = AccumulationSteps;
+  Options.Mode = Diff        ? OutputMode::Diff
+                 : CheckOnly ? OutputMode::Check
+                 : !OutputFile.empty() ? OutputMode::OutputFile
+                                       : OutputMode::InPlace;
+  Options.OutputFile = OutputFile;
+  Options.Jobs = Jobs;
+  Options.StatsJson = StatsJson;
+  Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
+  Options.Quiet = Quiet;
+
+  if (!BuildPath.empty()) {
+    Database = clang::tooling::CompilationDatabase::loadFromDirectory(BuildPath, Error);
+    if (!Database) {
+      llvm::errs() << "accel-migrate: error: " << BuildPath << ": " << Error << "\n";
+      return ExitUsageError;
+    }
+  } else if (!Database) {
+    Database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
+  } else {
+    // '--' given: the user's arguments, plus LibTorch's includes unless they name them.
+    std::vector<std::string> Args;
+    bool NamesTorch = false;
+    for (const clang::tooling::CompileCommand &Command : Database->getAllCompileCommands())
+      for (const std::string &Arg : Command.CommandLine)
+        NamesTorch = NamesTorch || llvm::StringRef(Arg).contains("torch");
+    if (!NamesTorch)
+      for (const std::string &Arg : defaultCompileArgs())
+        Options.ExtraArgs.push_back(Arg);
+  }
+  return runMigration(*Database, Files, Options, llvm::outs(), llvm::errs());
+}
