@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# The demo: builds and installs accel, builds examples/regression out of tree against the
-# installed package with find_package(accel), then runs it as one plain process and as two
-# processes under `accel launch`.
+# The demo, the user story end to end: builds and installs accel, takes the plain single-GPU
+# LibTorch program examples/classifier/train.cpp, shows the diff accel-migrate proposes, migrates
+# it in place, builds it against the installed package with find_package(accel), and runs it on
+# one process and on two under `accel launch`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j "$(nproc)" --target accel accel_cli
+cmake --build build -j "$(nproc)" --target accel accel_cli accel-selfcheck accel-migrate
 cmake --install build --prefix build/install > /dev/null
+bin=build/install/bin
 
-echo "== examples/regression/train.cpp, built against build/install with find_package(accel)"
-cmake -S examples/regression -B build/example-regression -G Ninja \
-  -DCMAKE_PREFIX_PATH="$root/build/install" -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build build/example-regression > /dev/null
+demo=build/demo-classifier
+rm -rf "$demo" && mkdir -p "$demo"
+cp examples/classifier/train.cpp examples/classifier/CMakeLists.txt "$demo/"
+
+echo "== accel-migrate --diff $demo/train.cpp"
+"$bin/accel-migrate" --diff "$demo/train.cpp"
+echo "== accel-migrate $demo/train.cpp (in place)"
+"$bin/accel-migrate" "$demo/train.cpp"
+
+echo "== build it against build/install with find_package(accel)"
+cmake -S "$demo" -B "$demo/build" -G Ninja -DCMAKE_PREFIX_PATH="$root/build/install" \
+  -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$demo/build" > /dev/null
 
 echo "== one process"
-build/example-regression/train 5
+"$demo/build/train"
 echo "== accel launch --num_processes 2"
-build/install/bin/accel launch --num_processes 2 build/example-regression/train 5
+"$bin/accel" launch --num_processes 2 "$demo/build/train"

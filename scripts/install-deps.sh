@@ -8,6 +8,8 @@ packages=(
   libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
   nlohmann-json3-dev                # safetensors headers
   googletest libgtest-dev           # tests
+  clang-14 libclang-cpp14-dev libclang-14-dev llvm-14-dev  # accel-migrate (Clang LibTooling)
+  llvm-14-tools python3 patch       # its lit + FileCheck tests
 )
 
 missing=()

@@ -20,6 +20,12 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
     HeaderFilter.emplace(Options.HeaderFilter);
   const SourceManager &SM = Ctx.getSourceManager();
   MainDirectory = llvm::sys::path::parent_path(pathOf(SM.getLocForStartOfFile(SM.getMainFileID()))).str();
+  // Matchers and analyses visit only what we may edit, not the whole of LibTorch.
+  std::vector<Decl *> Scope;
+  for (Decl *D : Ctx.getTranslationUnitDecl()->decls())
+    if (isEditable(SM.getExpansionLoc(D->getLocation())))
+      Scope.push_back(D);
+  Ctx.setTraversalScope(Scope);
   Facts.analyze(Ctx, [this](SourceLocation Loc) { return isEditable(Loc); });
 }
 
@@ -294,8 +300,17 @@ std::string MigrationContext::accelerator(StringRef Check, const Stmt *S) {
     if (Parents.empty())
       return {};
     Node = Parents[0];
-    if (const auto *FD = Node.get<FunctionDecl>())
-      return requireAccelerator(FD);
+    if (const auto *FD = Node.get<FunctionDecl>()) {
+      const auto *Method = dyn_cast<CXXMethodDecl>(FD);
+      if (!Method || !Method->getParent()->isLambda())
+        return requireAccelerator(FD);
+      if (Method->getParent()->getLambdaCaptureDefault() == LCD_ByRef)
+        continue; // on to the lambda's enclosing function
+      warn(Check, S->getBeginLoc(),
+           "this lambda does not capture by reference, so it cannot reach the accelerator; "
+           "capture it ([&]) and migrate this line by hand");
+      return {};
+    }
     if (const auto *Lambda = Node.get<LambdaExpr>();
         Lambda && Lambda->getCaptureDefault() != LCD_ByRef) {
       warn(Check, S->getBeginLoc(),

@@ -150,7 +150,8 @@ private:
 
 void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable) {
   FactsCollector Collector(*this, IsEditable);
-  Collector.TraverseDecl(Ctx.getTranslationUnitDecl());
+  for (Decl *D : Ctx.getTraversalScope())
+    Collector.TraverseDecl(D);
   Collector.finish();
   // A model prepared by hand counts as a model even without an optimizer in sight.
   for (const ValueDecl *D : Prepared)

@@ -120,7 +120,7 @@ const ValueDecl *rootDecl(const Expr *E) {
     }
     if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
       const auto Kind = Op->getOperator();
-      if ((Kind == OO_Arrow || Kind == OO_Star) && Op->getNumArgs() >= 1) {
+      if ((Kind == OO_Arrow || Kind == OO_Star || Kind == OO_Subscript) && Op->getNumArgs() >= 1) {
         E = Op->getArg(0);
         continue;
       }

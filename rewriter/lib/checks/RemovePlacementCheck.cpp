@@ -19,7 +19,11 @@ bool isManagedDevice(const Expr *Arg, const FunctionDecl *Fn) {
   const Expr *Written = Arg->IgnoreUnlessSpelledInSource();
   if (!isDevice(Written->getType()) && !isDeviceKind(Written->getType()))
     return false;
-  return isa<DeclRefExpr>(Written->IgnoreParenImpCasts()) || mentionsCuda(Written, Fn);
+  // The program's own device variable (not a constant such as torch::kCPU).
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Written->IgnoreParenImpCasts()))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()); Var && Var->hasLocalStorage())
+      return true;
+  return mentionsCuda(Written, Fn);
 }
 
 } // namespace

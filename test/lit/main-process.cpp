@@ -1,0 +1,36 @@
+// RUN: cp %s %t.cpp
+// RUN: %migrate --only=main-process %t.cpp
+// RUN: FileCheck %s --input-file=%t.cpp
+#include <torch/torch.h>
+#include <cstdio>
+#include <iostream>
+
+void banner() { std::cout << "not training code: left alone" << std::endl; }
+// CHECK: {{^}}void banner() { std::cout << "not training code: left alone" << std::endl; }
+
+int main() {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  banner();
+  std::cout << "epoch 1" << std::endl;
+  // CHECK: {{^}}  if (accelerator.is_main_process())
+  // CHECK-NEXT: {{^}}    std::cout << "epoch 1" << std::endl;
+  for (int i = 0; i < 2; ++i)
+    std::printf("step %d\n", i);
+  // CHECK: {{^}}  for (int i = 0; i < 2; ++i) {
+  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process())
+  // CHECK-NEXT: {{^}}      std::printf("step %d\n", i);
+  // CHECK-NEXT: {{^}}  }
+  std::printf("a\n");
+  std::puts("b");
+  // CHECK: {{^}}  if (accelerator.is_main_process()) {
+  // CHECK-NEXT: {{^}}    std::printf("a\n");
+  // CHECK-NEXT: {{^}}    std::puts("b");
+  // CHECK-NEXT: {{^}}  }
+  torch::save(model, "model.pt");
+  // CHECK: {{^}}  accelerator.wait_for_everyone();
+  // CHECK-NEXT: {{^}}  if (accelerator.is_main_process())
+  // CHECK-NEXT: {{^}}    torch::save(model, "model.pt");
+  std::cerr << "stderr stays on every process" << std::endl;
+  // CHECK: {{^}}  std::cerr << "stderr stays on every process" << std::endl;
+}
