@@ -9,7 +9,7 @@ cd "$root"
 
 scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j "$(nproc)" --target accel accel_cli accel-selfcheck accel-migrate
+cmake --build build -j "$(nproc)" --target accel accel_cli accel_selfcheck accel-migrate
 cmake --install build --prefix build/install > /dev/null
 bin=build/install/bin
 
