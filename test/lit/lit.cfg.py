@@ -28,3 +28,4 @@ with open(os.path.join(config.test_exec_root, ".clang-format"), "w") as style:
 
 if os.geteuid() != 0:
     config.available_features.add("non-root")
+config.substitutions.append(("%torch_api", config.torch_api_include))
