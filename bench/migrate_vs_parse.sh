@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# accel-migrate's cost against clang's own parse of the same file with the same flags:
+# `accel-migrate --diff FILE` vs `clang-check FILE -- <same flags>`, interleaved, median of N.
+# Usage: bench/migrate_vs_parse.sh [build-dir] [file] [repetitions]
+set -euo pipefail
+build=${1:-build}
+file=${2:-examples/classifier/train.cpp}
+reps=${3:-5}
+migrate="$build/rewriter/accel-migrate"
+check=$(command -v clang-check-14 || command -v clang-check)
+torch_api=$(dirname "$(dirname "$(find /usr/include /usr/local/include -path '*csrc/api/include/torch/torch.h' -print -quit)")")
+flags=(-std=c++17 -isystem "$torch_api" -resource-dir="$(clang++-14 -print-resource-dir)" -w)
+
+now() { date +%s.%N; }
+t_migrate=() t_parse=()
+for _ in $(seq "$reps"); do
+  start=$(now); "$migrate" --quiet --diff "$file" -- "${flags[@]}" > /dev/null; end=$(now)
+  t_migrate+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
+  start=$(now); "$check" "$file" -- "${flags[@]}" > /dev/null; end=$(now)
+  t_parse+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+m=$(median "${t_migrate[@]}") p=$(median "${t_parse[@]}")
+echo "accel-migrate --diff: median ${m}s; clang-check: median ${p}s (${reps} runs each, interleaved)"
+echo "ratio migrate/parse: $(awk -v a="$m" -v b="$p" 'BEGIN { printf "%.3f", a / b }')  (target <= 1.25)"
