@@ -12,19 +12,6 @@ namespace accel::migrate {
 
 namespace {
 
-bool isMakeDataLoaderCall(const Expr *E) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    bool Found = false;
-    bool VisitCallExpr(CallExpr *CE) {
-      if (const auto *F = CE->getDirectCallee())
-        Found = Found || F->getQualifiedNameAsString() == "torch::data::make_data_loader";
-      return !Found;
-    }
-  } F;
-  F.TraverseStmt(const_cast<Expr *>(E));
-  return F.Found;
-}
-
 bool isAcceleratorCall(const Expr *E) {
   if (!E)
     return false;
@@ -107,7 +94,7 @@ public:
       if (isAcceleratorCall(Init)) {
         Facts.Prepared.insert(VD);
         Facts.LoaderSet.insert(VD);
-      } else if (isMakeDataLoaderCall(Init)) {
+      } else if (findMakeDataLoaderCall(Init)) {
         Facts.Loaders.push_back(VD);
         Facts.LoaderSet.insert(VD);
         noteHostCandidate(Fn);

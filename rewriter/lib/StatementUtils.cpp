@@ -5,6 +5,7 @@
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 
 using namespace clang;
 
@@ -65,6 +66,20 @@ bool guardedByMainProcess(MigrationContext &Context, const Stmt *S) {
 bool iteratesPreparedLoader(MigrationContext &Context, const CXXForRangeStmt *Loop) {
   const Expr *Range = Loop->getRangeInit();
   return Range && Context.facts().isPreparedLoader(rootDecl(Range));
+}
+
+bool containsPreparedLoaderLoop(MigrationContext &Context, const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    MigrationContext *Context;
+    bool Found = false;
+    bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
+      Found = Found || iteratesPreparedLoader(*Context, Loop);
+      return !Found;
+    }
+  } F;
+  F.Context = &Context;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
 }
 
 std::string argumentsText(MigrationContext &Context, const std::vector<const Expr *> &Args,

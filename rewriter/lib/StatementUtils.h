@@ -27,6 +27,9 @@ bool guardedByMainProcess(MigrationContext &Context, const clang::Stmt *S);
 /// True for a range-for over a prepared data loader.
 bool iteratesPreparedLoader(MigrationContext &Context, const clang::CXXForRangeStmt *Loop);
 
+/// True when S (a statement or a whole function) contains a range-for over a prepared loader.
+bool containsPreparedLoaderLoop(MigrationContext &Context, const clang::Stmt *S);
+
 /// Source text of the arguments of Call from index First on ("" when there are none).
 std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,
                           size_t First);

@@ -270,6 +270,20 @@ bool containsBackward(const Stmt *S) {
   return Finder.Found;
 }
 
+const CallExpr *findMakeDataLoaderCall(const Expr *E) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const CallExpr *Found = nullptr;
+    bool VisitCallExpr(CallExpr *CE) {
+      const FunctionDecl *F = CE->getDirectCallee();
+      if (F && F->getQualifiedNameAsString() == "torch::data::make_data_loader")
+        Found = CE;
+      return !Found;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Expr *>(E));
+  return F.Found;
+}
+
 const FunctionDecl *patternOf(const FunctionDecl *F) {
   if (!F)
     return nullptr;

@@ -40,6 +40,9 @@ bool containsAcceleratorCall(const clang::Stmt *S, llvm::StringRef Name = "");
 /// True for a call to at::Tensor::backward or Accelerator::backward anywhere in S.
 bool containsBackward(const clang::Stmt *S);
 
+/// The first call to torch::data::make_data_loader inside E, or null.
+const clang::CallExpr *findMakeDataLoaderCall(const clang::Expr *E);
+
 /// The function a template instantiation was instantiated from (or F itself).
 const clang::FunctionDecl *patternOf(const clang::FunctionDecl *F);
 

@@ -82,17 +82,7 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     if (!Body || !Context.isEditable(Loop->getBeginLoc()) || !containsBackward(Body))
       return;
     // An inner loop over a prepared loader is the training loop; this one is an epoch loop.
-    struct InnerLoader : RecursiveASTVisitor<InnerLoader> {
-      MigrationContext *Context;
-      bool Found = false;
-      bool VisitCXXForRangeStmt(CXXForRangeStmt *S) {
-        Found = Found || iteratesPreparedLoader(*Context, S);
-        return !Found;
-      }
-    } Inner;
-    Inner.Context = &Context;
-    Inner.TraverseStmt(const_cast<Stmt *>(Body));
-    if (Inner.Found)
+    if (containsPreparedLoaderLoop(Context, Body))
       return;
     // Only the innermost such loop is reported.
     struct InnerBackwardLoop : RecursiveASTVisitor<InnerBackwardLoop> {

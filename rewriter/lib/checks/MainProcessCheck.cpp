@@ -27,20 +27,6 @@ bool isStdout(const Expr *E) {
   return DRE && DRE->getDecl()->getQualifiedNameAsString() == "std::cout";
 }
 
-bool containsPreparedLoaderLoop(MigrationContext &Context, const FunctionDecl *Fn) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    MigrationContext *Context;
-    bool Found = false;
-    bool VisitCXXForRangeStmt(CXXForRangeStmt *S) {
-      Found = Found || iteratesPreparedLoader(*Context, S);
-      return !Found;
-    }
-  } F;
-  F.Context = &Context;
-  F.TraverseDecl(const_cast<FunctionDecl *>(Fn));
-  return F.Found;
-}
-
 } // namespace
 
 void MainProcessCheck::registerMatchers(MatchFinder &Finder) {
@@ -97,7 +83,7 @@ void MainProcessCheck::onEndOfTranslationUnit() {
       continue;
     const bool TrainingCode = Fn == Context.facts().host() ||
                               Context.functionsNeedingAccelerator().count(Fn) ||
-                              containsPreparedLoaderLoop(Context, Fn);
+                              containsPreparedLoaderLoop(Context, Fn->getBody());
     if (!TrainingCode)
       continue;
     if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Context.parentStmt(Print)))

@@ -38,20 +38,6 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
   return false;
 }
 
-const CallExpr *findMakeDataLoader(const Expr *Init) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const CallExpr *Found = nullptr;
-    bool VisitCallExpr(CallExpr *CE) {
-      if (const auto *F = CE->getDirectCallee();
-          F && F->getQualifiedNameAsString() == "torch::data::make_data_loader")
-        Found = CE;
-      return !Found;
-    }
-  } F;
-  F.TraverseStmt(const_cast<Expr *>(Init));
-  return F.Found;
-}
-
 } // namespace
 
 void PrepareCheck::onEndOfTranslationUnit() {
@@ -145,7 +131,7 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
 }
 
 void PrepareCheck::prepareLoader(const VarDecl *Loader) {
-  const CallExpr *Make = findMakeDataLoader(Loader->getInit());
+  const CallExpr *Make = findMakeDataLoaderCall(Loader->getInit());
   if (!Make || !Context.canEdit(Name, Make->getSourceRange()))
     return;
   if (!Loader->getType()->getContainedAutoType()) {
