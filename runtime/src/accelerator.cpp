@@ -3,6 +3,7 @@
 #include "collectives.h"
 #include "distributed_state.h"
 #include "gradient_sync.h"
+#include "torch_compat.h"
 
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -15,6 +16,7 @@
 #ifdef ACCEL_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <ATen/cuda/CUDAContext.h>
 #endif
 
 #include <c10/util/Exception.h>
@@ -58,13 +60,14 @@ struct Accelerator::Impl {
 
 AccumulateScope::AccumulateScope(Accelerator* accelerator,
                                  std::vector<const torch::nn::Module*> models)
-    : accelerator_(accelerator), models_(std::move(models)) {
+    : accelerator_(accelerator), models_(std::move(models)), autocast_(accelerator->autocast()) {
   skipped_sync_ = accelerator_->begin_accumulate(models_);
 }
 AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
     : accelerator_(other.accelerator_),
       models_(std::move(other.models_)),
-      skipped_sync_(other.skipped_sync_) {
+      skipped_sync_(other.skipped_sync_),
+      autocast_(std::move(other.autocast_)) {
   other.accelerator_ = nullptr;
 }
 AccumulateScope::~AccumulateScope() {
@@ -100,6 +103,41 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
 
 // ---- Construction and identity -------------------------------------------------------------------
 
+namespace {
+
+c10::optional<c10::ScalarType> mixed_precision_dtype(const std::string& mixed_precision) {
+  if (mixed_precision == "bf16") return c10::ScalarType::BFloat16;
+  if (mixed_precision == "fp16") return c10::ScalarType::Half;
+  return c10::nullopt;
+}
+
+/// Refuses at construction what would fail (or silently run in fp32) at the first step.
+void check_mixed_precision_available(const std::string& mixed_precision,
+                                     const torch::Device& device) {
+  TORCH_CHECK(mixed_precision != "fp8",
+              "accel: mixed_precision 'fp8' needs an FP8 backend (Transformer Engine or MS-AMP), "
+              "which libaccel does not include; available: no, bf16, fp16 (CUDA)");
+  if (mixed_precision == "fp16") {
+    TORCH_CHECK(device.is_cuda(), "accel: mixed_precision 'fp16' needs a CUDA device, and this "
+                "process runs on ", device.str(), "; available here: no, bf16");
+  }
+  if (mixed_precision == "bf16") {
+    TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
+                "accel: mixed_precision 'bf16' is not available on ", device.str(),
+                " in this LibTorch; available: no");
+#ifdef ACCEL_WITH_CUDA
+    if (device.is_cuda()) {
+      const auto* properties = at::cuda::getDeviceProperties(device.index());
+      TORCH_CHECK(properties->major >= 8, "accel: mixed_precision 'bf16' needs a CUDA device of "
+                  "compute capability 8.0 or newer; ", properties->name, " is ",
+                  properties->major, ".", properties->minor, "; available: no, fp16");
+    }
+#endif
+  }
+}
+
+}  // namespace
+
 Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = resolve_options(options);
   impl_->dist = detail::DistributedState::get(impl_->options);
@@ -110,6 +148,10 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
 #ifdef ACCEL_WITH_CUDA
   if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
 #endif
+  check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
+  if (impl_->options.mixed_precision == "fp16") {
+    impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
+  }
 }
 
 Accelerator::~Accelerator() = default;
@@ -122,6 +164,16 @@ const ResolvedOptions& Accelerator::options() const { return impl_->options; }
 std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
   return impl_->gradient_state;
 }
+GradScaler* Accelerator::scaler() const { return impl_->gradient_state->scaler.get(); }
+
+AutocastGuard Accelerator::autocast() const {
+  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(impl_->options.mixed_precision));
+}
+
+bool Accelerator::optimizer_step_was_skipped() const {
+  return impl_->gradient_state->optimizer_step_was_skipped;
+}
+
 bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
 bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
 
@@ -201,6 +253,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
                            c10::optional<bool> retain_graph, bool create_graph) {
   const int64_t steps = impl_->options.gradient_accumulation_steps;
   torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+  if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
 
   std::vector<PreparedModel*> syncing;
   for (auto& m : impl_->models) {
@@ -256,13 +309,22 @@ void Accelerator::trigger_sync(const torch::nn::Module* model) {
   if (auto* m = impl_->find(model)) m->force_sync = true;
 }
 
+void Accelerator::unscale_gradients() {
+  auto* scaler = this->scaler();
+  // Only on synchronisation steps: the scaler unscales once per optimizer step.
+  if (scaler == nullptr || !sync_gradients()) return;
+  for (auto* gate : impl_->gradient_state->gates) scaler->unscale_(*gate->optimizer());
+}
+
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
+  unscale_gradients();
   return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
                                    double clip_value) {
+  unscale_gradients();
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 

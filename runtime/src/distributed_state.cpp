@@ -1,6 +1,6 @@
 #include "distributed_state.h"
 
-#include "c10d_compat.h"
+#include "torch_compat.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>

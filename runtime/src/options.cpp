@@ -58,10 +58,7 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   const auto& mp = out.mixed_precision;
   TORCH_CHECK(mp == "no" || mp == "bf16" || mp == "fp16" || mp == "fp8",
               "Invalid mixed_precision: '", mp, "' (expected one of no, bf16, fp16, fp8)");
-  // Mixed precision arrives with its own change (autocast and loss scaling); until then a request
-  // for it is refused rather than silently run in fp32.
-  TORCH_CHECK(mp == "no", "mixed_precision '", mp,
-              "' is not supported by this build of libaccel yet (available: no)");
+  out.grad_scaler = options.grad_scaler();
   const auto& shard = out.sharding_strategy;
   TORCH_CHECK(shard == "NO_SHARD" || shard == "SHARD_GRAD_OP" || shard == "FULL_SHARD" ||
                   shard == "HYBRID_SHARD",

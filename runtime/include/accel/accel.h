@@ -9,7 +9,9 @@
 /// ```
 
 #include <accel/accelerator.h>
+#include <accel/autocast.h>
 #include <accel/data_loader.h>
+#include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <accel/autocast.h>
 #include <accel/data_loader.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
@@ -26,7 +28,8 @@ class Accelerator;
 
 /// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
 /// `sync_gradients()` tells whether this micro-step synchronises gradients and lets the optimizer
-/// step; on the other micro-steps the listed models skip their all-reduce.
+/// step; on the other micro-steps the listed models skip their all-reduce. With mixed precision,
+/// the scope also runs under autocast (see `Accelerator::autocast`).
 class [[nodiscard]] AccumulateScope {
  public:
   AccumulateScope(AccumulateScope&& other) noexcept;
@@ -41,6 +44,7 @@ class [[nodiscard]] AccumulateScope {
   Accelerator* accelerator_;
   std::vector<const torch::nn::Module*> models_;
   bool skipped_sync_ = false;
+  AutocastGuard autocast_;
 };
 
 /// Skips gradient synchronisation of one model while it lives (`Accelerator::no_sync`).
@@ -111,6 +115,8 @@ class Accelerator {
   const ResolvedOptions& options() const;
   int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
   const std::string& mixed_precision() const { return options().mixed_precision; }
+  /// The fp16 loss scaler; null unless mixed_precision is "fp16".
+  GradScaler* scaler() const;
 
   // ---- prepare ---------------------------------------------------------------------------------
 
@@ -215,6 +221,16 @@ class Accelerator {
     return AccumulateScope(this, {&module_of(models)...});
   }
 
+  /// Autocast to the mixed-precision dtype on `device()` while the guard lives (bf16 or fp16);
+  /// a guard that changes nothing with mixed_precision "no". accumulate() opens one itself.
+  /// LibTorch modules have no forward hooks, so a prepared model's forward runs in mixed precision
+  /// inside these scopes only: call it there.
+  AutocastGuard autocast() const;
+
+  /// True when the last synchronisation step() of a prepared optimizer did not update the
+  /// parameters because, with fp16, a gradient was inf or nan (the loss scale was lowered).
+  bool optimizer_step_was_skipped() const;
+
   /// True when the current micro-step synchronises gradients and steps the optimizer.
   bool sync_gradients() const;
   /// True while a prepared loader hands out its last batch.
@@ -232,7 +248,7 @@ class Accelerator {
   }
 
   /// Clips the gradient norm of `parameters` (as `torch::nn::utils::clip_grad_norm_`); returns the
-  /// total norm before clipping.
+  /// total norm before clipping. With fp16, the prepared optimizers' gradients are unscaled first.
   double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                          double norm_type = 2.0);
   /// Clips every gradient element of `parameters` to [-clip_value, clip_value].
@@ -415,6 +431,8 @@ class Accelerator {
   detail::LoaderContext loader_context(size_t batch_size);
   void warn_if_workers_requested(size_t workers) const;
   void trigger_sync(const torch::nn::Module* model);
+  /// With fp16: divides the prepared optimizers' gradients by the loss scale (before clipping).
+  void unscale_gradients();
 
   torch::Tensor gather_any(const torch::Tensor& tensor) { return gather(tensor); }
   template <typename T>

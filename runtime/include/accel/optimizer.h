@@ -1,6 +1,7 @@
 #pragma once
 
 #include <accel/detail/gradient_state.h>
+#include <accel/grad_scaler.h>
 
 #include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
@@ -31,10 +32,20 @@ class AcceleratedOptimizer : public O {
       : O(std::move(other)), state_(other.state_), gate_(std::move(other.gate_), this) {}
 
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
+  /// With fp16 loss scaling the step goes through the scaler: it is skipped (and
+  /// `optimizer_step_was_skipped()` is true) when a gradient is inf or nan.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
-    state_->optimizer_step_was_skipped = false;
-    return O::step(std::move(closure));
+    if (!state_->scaler) {
+      state_->optimizer_step_was_skipped = false;
+      return O::step(std::move(closure));
+    }
+    torch::Tensor loss;
+    const bool stepped =
+        state_->scaler->step(*this, [&] { loss = O::step(std::move(closure)); });
+    state_->scaler->update();
+    state_->optimizer_step_was_skipped = !stepped;
+    return loss;
   }
 
   /// Zeroes the gradients on synchronisation steps only, so accumulation keeps them.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <accel/grad_scaler.h>
+
 #include <torch/arg.h>
 
 #include <c10/util/Optional.h>
@@ -41,8 +43,13 @@ struct AcceleratorOptions {
   /// Run on the CPU even where CUDA is available (`ACCEL_USE_CPU`, default false).
   TORCH_ARG(c10::optional<bool>, cpu) = c10::nullopt;
 
-  /// "no", "bf16", "fp16" or "fp8" (`ACCEL_MIXED_PRECISION`, default "no").
+  /// "no", "bf16", "fp16" or "fp8" (`ACCEL_MIXED_PRECISION`, default "no"). bf16 autocasts inside
+  /// `accumulate()` and `autocast()` scopes (CPU, and CUDA devices that have bf16); fp16 does too
+  /// and scales the loss (CUDA only). fp8 needs a backend libaccel does not include.
   TORCH_ARG(c10::optional<std::string>, mixed_precision) = c10::nullopt;
+
+  /// The fp16 loss scaler's settings (Accelerate's GradScalerKwargs); used with fp16 only.
+  TORCH_ARG(GradScalerOptions, grad_scaler) = {};
 
   /// Prepared schedulers step once per optimizer step, times the number of processes unless
   /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
@@ -70,6 +77,7 @@ struct ResolvedOptions {
   int64_t gradient_accumulation_steps = 1;
   bool cpu = false;
   std::string mixed_precision = "no";
+  GradScalerOptions grad_scaler;
   bool step_scheduler_with_optimizer = true;
   c10::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";

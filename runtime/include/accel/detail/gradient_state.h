@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace torch {
@@ -12,6 +13,9 @@ class Optimizer;
 }  // namespace torch
 
 namespace accel {
+
+class GradScaler;
+
 namespace detail {
 
 class OptimizerGate;
@@ -30,8 +34,10 @@ struct GradientState {
   int64_t step = 0;
   /// Set by a prepared optimizer whose last step() did not update the parameters.
   bool optimizer_step_was_skipped = false;
-  /// Gates of the live prepared optimizers (see OptimizerGate).
+  /// Gates of the live prepared optimizers (see OptimizerGate), in the order they were prepared.
   std::vector<OptimizerGate*> gates;
+  /// The fp16 loss scaler prepared optimizers step through; null without fp16.
+  std::shared_ptr<GradScaler> scaler;
 };
 
 /// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called
@@ -51,6 +57,7 @@ class OptimizerGate {
   void close();
   void open();
   bool closed() const { return closed_; }
+  torch::optim::Optimizer* optimizer() const { return optimizer_; }
 
  private:
   GradientState* state_;
