@@ -1,5 +1,6 @@
 #include <accel/accelerator.h>
 
+#include "accelerator_impl.h"
 #include "collectives.h"
 #include "distributed_state.h"
 #include "gradient_sync.h"
@@ -26,35 +27,7 @@
 
 namespace accel {
 
-namespace {
-
-struct PreparedModel {
-  const torch::nn::Module* module = nullptr;
-  /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
-  std::unique_ptr<detail::GradientSynchronizer> sync;
-  int no_sync_depth = 0;
-  bool force_sync = false;
-};
-
-}  // namespace
-
-struct Accelerator::Impl {
-  ResolvedOptions options;
-  std::shared_ptr<detail::DistributedState> dist;
-  torch::Device device = torch::kCPU;
-  std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
-  std::vector<PreparedModel> models;
-  bool trigger = false;
-
-  PreparedModel* find(const torch::nn::Module* module) {
-    for (auto& m : models) {
-      if (m.module == module) return &m;
-    }
-    return nullptr;
-  }
-  c10d::ProcessGroup& group() const { return *dist->group(); }
-  bool distributed() const { return dist->world_size() > 1; }
-};
+using detail::PreparedModel;
 
 // ---- Scopes ---------------------------------------------------------------------------------------
 
@@ -141,6 +114,7 @@ void check_mixed_precision_available(const std::string& mixed_precision,
 Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = resolve_options(options);
   impl_->dist = detail::DistributedState::get(impl_->options);
+  impl_->project = impl_->options.project_config;
   impl_->device = impl_->dist->device(impl_->options.cpu);
   TORCH_CHECK(!(impl_->dist->backend() == "nccl" && impl_->device.is_cpu()),
               "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
@@ -278,6 +252,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
 }
 
 bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
+  ++impl_->step;
   auto& state = *impl_->gradient_state;
   if (state.end_of_dataloader) {
     state.step = 0;

@@ -51,5 +51,21 @@ void OptimizerGate::open() {
   closed_ = false;
 }
 
+StatefulRegistration::StatefulRegistration(std::vector<StatefulPart*>* list, StatefulPart* part)
+    : list_(list), part_(part) {
+  list_->push_back(part_);
+}
+
+StatefulRegistration::StatefulRegistration(StatefulRegistration&& other, StatefulPart* part)
+    : list_(other.list_), part_(part) {
+  std::replace(list_->begin(), list_->end(), other.part_, part_);
+  other.list_ = nullptr;
+}
+
+StatefulRegistration::~StatefulRegistration() {
+  if (list_ == nullptr) return;
+  list_->erase(std::remove(list_->begin(), list_->end(), part_), list_->end());
+}
+
 }  // namespace detail
 }  // namespace accel

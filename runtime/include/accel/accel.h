@@ -10,8 +10,10 @@
 
 #include <accel/accelerator.h>
 #include <accel/autocast.h>
+#include <accel/checkpointing.h>
 #include <accel/data_loader.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
+#include <accel/safetensors.h>
 #include <accel/options.h>

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <accel/autocast.h>
+#include <accel/checkpointing.h>
 #include <accel/data_loader.h>
 #include <accel/detail/gradient_state.h>
 #include <accel/grad_scaler.h>
@@ -11,6 +12,7 @@
 #include <torch/data/dataloader.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+#include <torch/serialize/archive.h>
 
 #include <functional>
 #include <map>
@@ -25,6 +27,24 @@
 namespace accel {
 
 class Accelerator;
+
+namespace detail {
+
+/// How save_state/load_state reach an object given to register_for_checkpointing.
+struct CheckpointHooks {
+  std::function<void(torch::serialize::OutputArchive&)> save;
+  std::function<void(torch::serialize::InputArchive&)> load;
+};
+
+template <typename T, typename = void>
+struct has_archive_save_load : std::false_type {};
+template <typename T>
+struct has_archive_save_load<
+    T, decltype(std::declval<const T&>().save(std::declval<torch::serialize::OutputArchive&>()),
+                std::declval<T&>().load(std::declval<torch::serialize::InputArchive&>()), void())>
+    : std::true_type {};
+
+}  // namespace detail
 
 /// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
 /// `sync_gradients()` tells whether this micro-step synchronises gradients and lets the optimizer
@@ -393,6 +413,56 @@ class Accelerator {
   /// device memory to the system.
   void free_memory();
 
+  // ---- Checkpointing ---------------------------------------------------------------------------
+
+  /// Saves `model`'s parameters and buffers to `dir` for inference or sharing; only the main
+  /// process writes. safetensors: `model.safetensors`, or, above `max_shard_size` ("10GB",
+  /// "2GiB", see parse_size), `model-0000k-of-0000N.safetensors` shards and
+  /// `model.safetensors.index.json` (metadata.total_size, weight_map). Weight files an earlier
+  /// save left in `dir` that this one does not rewrite are removed. With `safe_serialization`
+  /// false, writes one LibTorch archive, `model.pt`, instead. Every file is written atomically.
+  template <typename M>
+  void save_model(const M& model, const std::string& dir,
+                  const std::string& max_shard_size = "10GB", bool safe_serialization = true) {
+    save_module(module_of(model), dir, max_shard_size, safe_serialization);
+  }
+
+  /// Saves everything a resumed run needs into `dir` (or, with automatic checkpoint naming and no
+  /// `dir`, into `project_dir/checkpoints/checkpoint_<iteration>`), and returns the folder:
+  /// prepared models (`model.safetensors`, `model_1.safetensors`, ...), optimizers, schedulers,
+  /// data-loader positions, the fp16 scaler, every process's random generators
+  /// (`random_states_<rank>.pt`), registered objects, and the step counter. Call it on every
+  /// process. The folder is assembled beside its destination and swapped in only when complete,
+  /// so a crash leaves the previous checkpoint loadable.
+  std::string save_state(const std::string& dir = "");
+
+  /// Restores what save_state wrote, in the same preparation order, from `dir` (or, with
+  /// automatic checkpoint naming and no `dir`, the newest checkpoint). A checkpoint written by a
+  /// different number of processes is refused: random generators and data positions are per
+  /// process. Loaders continue mid-epoch where the saved run was.
+  void load_state(const std::string& dir = "");
+
+  /// Adds `object` to what save_state/load_state handle. It needs
+  /// `void save(torch::serialize::OutputArchive&) const` and
+  /// `void load(torch::serialize::InputArchive&)` (as `torch::nn::Module` has), and must outlive
+  /// the Accelerator's last save_state/load_state.
+  template <typename T>
+  void register_for_checkpointing(T& object) {
+    static_assert(detail::has_archive_save_load<T>::value,
+                  "register_for_checkpointing needs an object with "
+                  "save(torch::serialize::OutputArchive&) const and "
+                  "load(torch::serialize::InputArchive&)");
+    register_checkpoint_hooks(
+        {[&object](torch::serialize::OutputArchive& archive) { object.save(archive); },
+         [&object](torch::serialize::InputArchive& archive) { object.load(archive); }});
+  }
+
+  /// The project configuration in use; its iteration numbers the next automatic checkpoint.
+  ProjectConfiguration& project_configuration();
+
+  /// accumulate() calls so far (restored by load_state).
+  int64_t step() const;
+
   // ---- Used by the scopes and templates above ---------------------------------------------------
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
   bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
@@ -433,6 +503,9 @@ class Accelerator {
   void trigger_sync(const torch::nn::Module* model);
   /// With fp16: divides the prepared optimizers' gradients by the loss scale (before clipping).
   void unscale_gradients();
+  void save_module(const torch::nn::Module& module, const std::string& dir,
+                   const std::string& max_shard_size, bool safe_serialization);
+  void register_checkpoint_hooks(detail::CheckpointHooks hooks);
 
   torch::Tensor gather_any(const torch::Tensor& tensor) { return gather(tensor); }
   template <typename T>

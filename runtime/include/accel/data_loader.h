@@ -6,6 +6,7 @@
 #include <torch/data/dataloader_options.h>
 #include <torch/data/example.h>
 #include <torch/data/samplers/random.h>
+#include <torch/serialize/archive.h>
 #include <torch/types.h>
 
 #include <c10/util/Optional.h>
@@ -110,7 +111,7 @@ struct LoaderContext {
 ///
 /// Batches are read on the calling thread.
 template <typename Dataset, typename Sampler>
-class DataLoader {
+class DataLoader : private detail::StatefulPart {
  public:
   using BatchType = typename Dataset::BatchType;
 
@@ -143,7 +144,8 @@ class DataLoader {
       : dataset_(std::move(dataset)),
         sampler_(std::move(sampler)),
         options_(std::move(options)),
-        context_(std::move(context)) {
+        context_(std::move(context)),
+        registration_(&context_.state->loaders, this) {
     TORCH_CHECK(dataset_.size().has_value(),
                 "accel: a prepared data loader needs a dataset with a known size");
     context_.sharding.batch_size = options_.batch_size;
@@ -180,6 +182,10 @@ class DataLoader {
   /// Batches consumed so far in the current iteration.
   size_t position() const { return position_; }
 
+  /// Batches of the current epoch already handed out (the one being processed included), or
+  /// those a pending skip_first_batches() will skip: where a resumed run continues.
+  size_t batches_done() const { return current_.has_value() ? position_ + 1 : skip_; }
+
   const Dataset& dataset() const { return dataset_; }
   const torch::data::FullDataLoaderOptions& options() const { return options_; }
 
@@ -203,6 +209,24 @@ class DataLoader {
     load_current();
   }
 
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
+    archive.write("batches_done", torch::tensor(static_cast<int64_t>(batches_done())));
+    archive.write("seed", torch::tensor(static_cast<int64_t>(context_.seed)));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    auto read = [&](const char* key) {
+      torch::Tensor value;
+      archive.read(key, value);
+      return value.item<int64_t>();
+    };
+    epoch_ = static_cast<size_t>(read("epoch"));
+    skip_ = static_cast<size_t>(read("batches_done"));
+    context_.seed = static_cast<uint64_t>(read("seed"));
+    current_.reset();
+    plan_.clear();
+  }
+
   Dataset dataset_;
   Sampler sampler_;
   torch::data::FullDataLoaderOptions options_;
@@ -212,6 +236,7 @@ class DataLoader {
   size_t skip_ = 0;
   size_t epoch_ = 0;
   c10::optional<BatchType> current_;
+  detail::StatefulRegistration registration_;
 };
 
 }  // namespace accel

@@ -5,6 +5,7 @@
 
 #include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
+#include <torch/serialize/archive.h>
 
 #include <memory>
 #include <type_traits>
@@ -68,7 +69,7 @@ class AcceleratedOptimizer : public O {
 /// `LRScheduler::step()` is not virtual: call `step()` on this object, not through a
 /// `torch::optim::LRScheduler&`.
 template <typename S>
-class AcceleratedScheduler : public S {
+class AcceleratedScheduler : public S, private detail::StatefulPart {
   static_assert(std::is_base_of<torch::optim::LRScheduler, S>::value,
                 "AcceleratedScheduler wraps a torch::optim::LRScheduler");
 
@@ -78,7 +79,15 @@ class AcceleratedScheduler : public S {
       : S(std::move(scheduler)),
         state_(std::move(state)),
         step_with_optimizer_(step_with_optimizer),
-        steps_per_optimizer_step_(steps_per_optimizer_step) {}
+        steps_per_optimizer_step_(steps_per_optimizer_step),
+        registration_(&state_->schedulers, this) {}
+
+  AcceleratedScheduler(AcceleratedScheduler&& other)
+      : S(std::move(other)),
+        state_(other.state_),
+        step_with_optimizer_(other.step_with_optimizer_),
+        steps_per_optimizer_step_(other.steps_per_optimizer_step_),
+        registration_(std::move(other.registration_), this) {}
 
   void step() {
     if (!step_with_optimizer_) {
@@ -93,9 +102,21 @@ class AcceleratedScheduler : public S {
   S& scheduler() { return *this; }
 
  private:
+  // The learning rates live in the optimizer's parameter groups (saved with the optimizer); the
+  // scheduler's own state is its step count.
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    archive.write("step_count", torch::tensor(static_cast<int64_t>(this->step_count_)));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    torch::Tensor count;
+    archive.read("step_count", count);
+    this->step_count_ = static_cast<decltype(this->step_count_)>(count.template item<int64_t>());
+  }
+
   std::shared_ptr<detail::GradientState> state_;
   bool step_with_optimizer_;
   int64_t steps_per_optimizer_step_;
+  detail::StatefulRegistration registration_;
 };
 
 }  // namespace accel

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/checkpointing.h>
 #include <accel/grad_scaler.h>
 
 #include <torch/arg.h>
@@ -51,6 +52,9 @@ struct AcceleratorOptions {
   /// The fp16 loss scaler's settings (Accelerate's GradScalerKwargs); used with fp16 only.
   TORCH_ARG(GradScalerOptions, grad_scaler) = {};
 
+  /// Where save_state() keeps checkpoints and how many (see ProjectConfiguration).
+  TORCH_ARG(ProjectConfiguration, project_config) = {};
+
   /// Prepared schedulers step once per optimizer step, times the number of processes unless
   /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
   TORCH_ARG(c10::optional<bool>, step_scheduler_with_optimizer) = c10::nullopt;
@@ -78,6 +82,7 @@ struct ResolvedOptions {
   bool cpu = false;
   std::string mixed_precision = "no";
   GradScalerOptions grad_scaler;
+  ProjectConfiguration project_config;
   bool step_scheduler_with_optimizer = true;
   c10::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";

@@ -10,6 +10,10 @@ namespace torch {
 namespace optim {
 class Optimizer;
 }  // namespace optim
+namespace serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace serialize
 }  // namespace torch
 
 namespace accel {
@@ -19,6 +23,30 @@ class GradScaler;
 namespace detail {
 
 class OptimizerGate;
+
+/// A prepared object whose state `save_state` writes and `load_state` restores (schedulers, data
+/// loaders).
+class StatefulPart {
+ public:
+  virtual ~StatefulPart() = default;
+  virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
+  virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+};
+
+/// Keeps a StatefulPart listed, in preparation order, for its lifetime; a moved-to object takes
+/// over its place in the list.
+class StatefulRegistration {
+ public:
+  StatefulRegistration(std::vector<StatefulPart*>* list, StatefulPart* part);
+  StatefulRegistration(StatefulRegistration&& other, StatefulPart* part);
+  StatefulRegistration(const StatefulRegistration&) = delete;
+  StatefulRegistration& operator=(const StatefulRegistration&) = delete;
+  ~StatefulRegistration();
+
+ private:
+  std::vector<StatefulPart*>* list_;
+  StatefulPart* part_;
+};
 
 /// What the training loop knows about gradient synchronisation, shared by an Accelerator and the
 /// optimizers, schedulers and data loaders it prepared (Accelerate's GradientState).
@@ -38,6 +66,9 @@ struct GradientState {
   std::vector<OptimizerGate*> gates;
   /// The fp16 loss scaler prepared optimizers step through; null without fp16.
   std::shared_ptr<GradScaler> scaler;
+  /// Live prepared schedulers and data loaders, in the order they were prepared.
+  std::vector<StatefulPart*> schedulers;
+  std::vector<StatefulPart*> loaders;
 };
 
 /// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called

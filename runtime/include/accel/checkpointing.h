@@ -1,0 +1,42 @@
+#pragma once
+
+#include <torch/arg.h>
+
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <string>
+
+namespace accel {
+
+/// Where and how `Accelerator::save_state` keeps checkpoints (Accelerate's ProjectConfiguration).
+///
+/// Example:
+/// ```
+/// accel::Accelerator accelerator(accel::AcceleratorOptions().project_config(
+///     accel::ProjectConfiguration().project_dir("runs/a").automatic_checkpoint_naming(true)
+///                                  .total_limit(2)));
+/// accelerator.save_state();  // runs/a/checkpoints/checkpoint_0
+/// accelerator.load_state();  // the newest checkpoint
+/// ```
+struct ProjectConfiguration {
+  /// The folder checkpoints (and logs) go under.
+  TORCH_ARG(std::string, project_dir) = "";
+  /// `save_state()` with no folder writes `project_dir/checkpoints/checkpoint_<iteration>`.
+  TORCH_ARG(bool, automatic_checkpoint_naming) = false;
+  /// With automatic naming, only this many checkpoints are kept: the oldest go once a new one is
+  /// complete.
+  TORCH_ARG(c10::optional<int64_t>, total_limit) = c10::nullopt;
+  /// The number the next automatically named checkpoint gets; each save_state() increments it.
+  TORCH_ARG(int64_t, iteration) = 0;
+  /// Each machine's first process writes the checkpoint to its own disk (no shared filesystem);
+  /// otherwise only the main process writes the shared files.
+  TORCH_ARG(bool, save_on_each_node) = false;
+};
+
+/// Bytes in a size written as Accelerate writes them: "10GB" (10^10), "100MB" (10^8), "2GiB"
+/// (2 * 2^30), "512KiB", "5Gb" (gigabits: 5 * 10^9 / 8), or a plain number of bytes.
+/// Throws c10::Error naming the text.
+int64_t parse_size(const std::string& text);
+
+}  // namespace accel

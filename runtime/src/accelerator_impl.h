@@ -1,0 +1,51 @@
+#pragma once
+
+// The Accelerator's state, shared by the source files that implement it (accelerator.cpp,
+// checkpoint.cpp, save_model.cpp).
+
+#include <accel/accelerator.h>
+
+#include "distributed_state.h"
+#include "gradient_sync.h"
+
+#include <memory>
+#include <vector>
+
+namespace accel {
+namespace detail {
+
+struct PreparedModel {
+  torch::nn::Module* module = nullptr;
+  /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
+  std::unique_ptr<detail::GradientSynchronizer> sync;
+  int no_sync_depth = 0;
+  bool force_sync = false;
+};
+
+}  // namespace detail
+
+struct Accelerator::Impl {
+  ResolvedOptions options;
+  std::shared_ptr<detail::DistributedState> dist;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
+  std::vector<detail::PreparedModel> models;
+  bool trigger = false;
+  /// accumulate() calls so far (Accelerate's `step`); saved with the state.
+  int64_t step = 0;
+  /// The project configuration, whose iteration advances with each save_state().
+  ProjectConfiguration project;
+  /// Objects registered with register_for_checkpointing, in registration order.
+  std::vector<detail::CheckpointHooks> custom_objects;
+
+  detail::PreparedModel* find(const torch::nn::Module* module) {
+    for (auto& m : models) {
+      if (m.module == module) return &m;
+    }
+    return nullptr;
+  }
+  c10d::ProcessGroup& group() const { return *dist->group(); }
+  bool distributed() const { return dist->world_size() > 1; }
+};
+
+}  // namespace accel

@@ -1,0 +1,73 @@
+#include "durable_file.h"
+
+#include <c10/util/Exception.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace accel {
+namespace detail {
+
+DurableFile::DurableFile(std::string path)
+    : path_(std::move(path)), temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+  file_ = std::fopen(temp_path_.c_str(), "wb");
+  TORCH_CHECK(file_ != nullptr, "accel: cannot write ", path_, ": ", std::strerror(errno));
+}
+
+DurableFile::~DurableFile() {
+  if (file_ == nullptr) return;
+  std::fclose(file_);
+  std::remove(temp_path_.c_str());
+}
+
+void DurableFile::write(const void* data, size_t size) {
+  TORCH_CHECK(file_ != nullptr, "accel: ", path_, " was already committed");
+  if (size == 0) return;
+  TORCH_CHECK(std::fwrite(data, 1, size, file_) == size, "accel: writing ", path_, " failed: ",
+              std::strerror(errno));
+}
+
+void DurableFile::commit() {
+  TORCH_CHECK(file_ != nullptr, "accel: ", path_, " was already committed");
+  const bool flushed = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+  const int error = errno;
+  std::fclose(file_);
+  file_ = nullptr;
+  if (!flushed || std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    const int rename_error = flushed ? errno : error;
+    std::remove(temp_path_.c_str());
+    TORCH_CHECK(false, "accel: writing ", path_, " failed: ", std::strerror(rename_error));
+  }
+  const auto parent = std::filesystem::path(path_).parent_path();
+  sync_directory(parent.empty() ? "." : parent.string());
+}
+
+void write_file_durably(const std::string& path, const std::string& bytes) {
+  DurableFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK(in.good(), "accel: cannot read ", path, ": ", std::strerror(errno));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void sync_directory(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace detail
+}  // namespace accel

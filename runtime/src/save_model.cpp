@@ -1,0 +1,125 @@
+// Accelerator::save_model: weights for inference or sharing, sharded safetensors with an index.
+
+#include "accelerator_impl.h"
+#include "durable_file.h"
+#include "module_tensors.h"
+
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+namespace accel {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWeightsName = "model.safetensors";
+constexpr const char* kIndexName = "model.safetensors.index.json";
+
+std::string shard_name(size_t index, size_t count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+/// Shards in the module's order: a tensor that would overflow the current shard starts the next
+/// one; a tensor larger than the limit gets a shard of its own (as huggingface_hub splits).
+std::vector<NamedTensors> split_into_shards(const NamedTensors& tensors, int64_t max_shard_bytes) {
+  std::vector<NamedTensors> shards(1);
+  int64_t current = 0;
+  for (const auto& entry : tensors) {
+    const int64_t bytes = entry.second.numel() * entry.second.element_size();
+    if (!shards.back().empty() && current + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(entry);
+    current += bytes;
+  }
+  return shards;
+}
+
+/// Weight files of an earlier save that the new one did not write: its shards, and the single
+/// file or the index of the other layout.
+void remove_stale_weights(const fs::path& dir, const std::set<std::string>& written) {
+  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    const bool ours = std::regex_match(name, shard) || name == kWeightsName || name == kIndexName;
+    if (ours && entry.is_regular_file() && written.count(name) == 0) fs::remove(entry.path());
+  }
+}
+
+}  // namespace
+
+int64_t parse_size(const std::string& text) {
+  static const std::regex pattern(R"(\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|[KMGT]b|B)?\s*)",
+                                  std::regex::icase);
+  std::smatch match;
+  TORCH_CHECK(std::regex_match(text, match, pattern), "accel: invalid size '", text,
+              "' (expected a number of bytes or a size such as 10GB, 100MB, 2GiB)");
+  const double number = std::stod(match[1].str());
+  std::string unit = match[2].str();
+  double factor = 1;
+  if (!unit.empty() && unit != "B" && unit != "b") {
+    const char prefix = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
+    const int power = prefix == 'K' ? 1 : prefix == 'M' ? 2 : prefix == 'G' ? 3 : 4;
+    const bool binary = unit.size() == 3;  // KiB, MiB, GiB, TiB
+    const bool bits = unit.size() == 2 && unit[1] == 'b';
+    for (int i = 0; i < power; ++i) factor *= binary ? 1024 : 1000;
+    if (bits) factor /= 8;
+  }
+  return static_cast<int64_t>(number * factor);
+}
+
+void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
+                              const std::string& max_shard_size, bool safe_serialization) {
+  const int64_t max_shard_bytes = parse_size(max_shard_size);
+  TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
+              max_shard_size, "'");
+  if (is_main_process()) {
+    fs::create_directories(dir);
+    const fs::path folder(dir);
+    if (!safe_serialization) {
+      torch::serialize::OutputArchive archive;
+      module.save(archive);
+      detail::DurableFile file((folder / "model.pt").string());
+      archive.save_to([&](const void* data, size_t size) {
+        file.write(data, size);
+        return size;
+      });
+      file.commit();
+    } else {
+      const auto tensors = detail::module_tensors(module);
+      const auto shards = split_into_shards(tensors, max_shard_bytes);
+      const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+      std::set<std::string> written;
+      if (shards.size() == 1) {
+        save_safetensors((folder / kWeightsName).string(), shards.front(), metadata);
+        written.insert(kWeightsName);
+      } else {
+        nlohmann::json weight_map = nlohmann::json::object();
+        for (size_t i = 0; i < shards.size(); ++i) {
+          const auto name = shard_name(i, shards.size());
+          save_safetensors((folder / name).string(), shards[i], metadata);
+          written.insert(name);
+          for (const auto& entry : shards[i]) weight_map[entry.first] = name;
+        }
+        nlohmann::json index = {{"metadata", {{"total_size", safetensors_data_bytes(tensors)}}},
+                                {"weight_map", weight_map}};
+        // The index last: a reader never finds one naming shards that are not there yet.
+        detail::write_file_durably((folder / kIndexName).string(), index.dump(2) + "\n");
+        written.insert(kIndexName);
+      }
+      remove_stale_weights(folder, written);
+    }
+  }
+  wait_for_everyone();
+}
+
+}  // namespace accel

@@ -1,0 +1,169 @@
+// A training program for the checkpoint tests, started by `accel launch` (1 or 2 processes):
+//   checkpoint_worker train <steps> <out>               train, then write the final state to out
+//   checkpoint_worker save-at <k> <dir>                 train k steps, save_state(dir), exit
+//   checkpoint_worker resume <dir> <steps> <out>        load_state(dir), train, write to out
+//   checkpoint_worker save-loop <dir>                   save_state(dir) over and over, the weights
+//                                                       and momentum all equal to the save's number
+//   checkpoint_worker check <dir>                       load_state(dir); print "consistent <n>" if
+//                                                       every weight and momentum equals one n
+// "The final state" is the weights, Adam's state, the learning rate and a draw from every
+// process's generator, as one safetensors file, so runs compare byte for byte.
+
+#include <accel/accel.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+namespace {
+
+/// y = sum(x) + noise, 48 samples of 4 features, from a fixed seed.
+class SumDataset : public torch::data::datasets::Dataset<SumDataset> {
+ public:
+  SumDataset() {
+    auto generator = torch::make_generator<torch::CPUGeneratorImpl>(3);
+    x_ = torch::randn({48, 4}, generator);
+    y_ = x_.sum(1, true) + 0.1 * torch::randn({48, 1}, generator);
+  }
+  torch::data::Example<> get(size_t i) override {
+    return {x_[static_cast<int64_t>(i)], y_[static_cast<int64_t>(i)]};
+  }
+  torch::optional<size_t> size() const override { return 48; }
+
+ private:
+  torch::Tensor x_, y_;
+};
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    torch::manual_seed(11);  // the same initial weights on every process and run
+    fc1 = register_module("fc1", torch::nn::Linear(4, 8));
+    drop = register_module("drop", torch::nn::Dropout(0.25));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return fc2->forward(drop->forward(torch::relu(fc1->forward(x))));
+  }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Net);
+
+int train(const std::string& load_from, int steps, int save_at, const std::string& save_dir,
+          const std::string& out) {
+  accel::Accelerator accelerator;
+  Net model;
+  // Dropout draws from each process's own generator: resuming must restore them all.
+  torch::manual_seed(100 + static_cast<uint64_t>(accelerator.process_index()));
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::Adam(model->parameters(), 0.01));
+  auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 3, 0.7));
+  auto loader = accelerator.prepare_data_loader(
+      SumDataset().map(torch::data::transforms::Stack<>()), 8);  // shuffled (RandomSampler)
+  if (!load_from.empty()) accelerator.load_state(load_from);
+
+  int done = 0;
+  while (done < steps) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      optimizer.step();
+      scheduler.step();
+      optimizer.zero_grad();
+      ++done;
+      if (done == save_at) {
+        accelerator.save_state(save_dir);
+        return 0;
+      }
+      if (done == steps) break;
+    }
+  }
+
+  accel::NamedTensors state;
+  for (const auto& p : model->named_parameters()) state.emplace_back("param." + p.key(), p.value());
+  size_t i = 0;
+  for (const auto& p : model->parameters()) {
+    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    auto& s = static_cast<torch::optim::AdamParamState&>(*optimizer.state().at(key));
+    const auto prefix = "adam." + std::to_string(i++) + ".";
+    state.emplace_back(prefix + "step", torch::tensor(static_cast<int64_t>(s.step())));
+    state.emplace_back(prefix + "exp_avg", s.exp_avg());
+    state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
+  }
+  state.emplace_back("lr", torch::tensor(optimizer.param_groups()[0].options().get_lr(),
+                                         torch::kFloat64));
+  state.emplace_back("rng", accelerator.gather(torch::rand({3})));
+  state.emplace_back("accelerator_step", torch::tensor(accelerator.step()));
+  if (accelerator.is_main_process()) accel::save_safetensors(out, state);
+  accelerator.wait_for_everyone();
+  return 0;
+}
+
+struct Big : torch::nn::Module {
+  Big() {
+    a = register_parameter("a", torch::zeros({2048, 1024}));
+    b = register_parameter("b", torch::zeros({2048, 1024}));
+  }
+  torch::Tensor a, b;
+};
+
+/// Weights and momentum buffers all set to `value`, for the crash test.
+void fill(Big& model, torch::optim::SGD& optimizer, double value) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    p.fill_(value);
+    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(key))
+        .momentum_buffer()
+        .fill_(value);
+  }
+}
+
+int save_loop_or_check(const std::string& dir, bool check) {
+  accel::Accelerator accelerator;
+  Big model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(
+      torch::optim::SGD(model.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)));
+  // One step creates the momentum buffers.
+  for (auto& p : model.parameters()) p.mutable_grad() = torch::zeros_like(p);
+  optimizer.step();
+  if (check) {
+    accelerator.load_state(dir);
+    const double value = model.a[0][0].item<double>();
+    for (auto& p : model.parameters()) {
+      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto& momentum =
+          static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(key)).momentum_buffer();
+      if (!p.eq(value).all().item<bool>() || !momentum.eq(value).all().item<bool>()) {
+        std::cout << "inconsistent checkpoint\n";
+        return 1;
+      }
+    }
+    std::cout << "consistent " << value << std::endl;
+    return 0;
+  }
+  for (int n = 1;; ++n) {
+    fill(model, optimizer, n);
+    accelerator.save_state(dir);
+    std::cout << "saved " << n << std::endl;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "train" && argc == 4) return train("", std::atoi(argv[2]), -1, "", argv[3]);
+    if (mode == "save-at" && argc == 4) return train("", 1 << 30, std::atoi(argv[2]), argv[3], "");
+    if (mode == "resume" && argc == 5) return train(argv[2], std::atoi(argv[3]), -1, "", argv[4]);
+    if (mode == "save-loop" && argc == 3) return save_loop_or_check(argv[2], false);
+    if (mode == "check" && argc == 3) return save_loop_or_check(argv[2], true);
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "usage: checkpoint_worker train|save-at|resume|save-loop|check ...\n";
+  return 2;
+}
