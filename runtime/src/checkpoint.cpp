@@ -293,7 +293,7 @@ void Accelerator::load_state(const std::string& requested_dir) {
 
   for (size_t i = 0; i < impl_->models.size(); ++i) {
     const auto path = (dir / numbered("model", i, ".safetensors")).string();
-    detail::load_module_tensors(*impl_->models[i].module, load_safetensors(path), path);
+    detail::read_module_tensors(*impl_->models[i].module, path);
   }
   for (size_t i = 0; i < state.gates.size(); ++i) {
     auto* optimizer = state.gates[i]->optimizer();

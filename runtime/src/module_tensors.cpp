@@ -1,8 +1,15 @@
 #include "module_tensors.h"
 
+#include "safetensors_header.h"
+
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 namespace accel {
@@ -52,7 +59,7 @@ void load_module_tensors(torch::nn::Module& module,
     TORCH_CHECK(it->second.sizes() == entry.second.sizes(), "accel: ", path, ": tensor '",
                 entry.first, "' has shape ", it->second.sizes(), ", the model's has ",
                 entry.second.sizes());
-    entry.second.copy_(it->second);
+    if (!it->second.is_same(entry.second)) entry.second.copy_(it->second);
     used.insert(entry.first);
     loaded.push_back(std::move(entry));
   }
@@ -60,6 +67,63 @@ void load_module_tensors(torch::nn::Module& module,
     TORCH_CHECK(used.count(entry.first) != 0, "accel: ", path, " has a tensor '", entry.first,
                 "', which the model does not have");
   }
+}
+
+void read_module_tensors(torch::nn::Module& module, const std::string& path) {
+  SafetensorsHeader header;
+  try {
+    header = read_safetensors_header(path);
+  } catch (const SafetensorsError& e) {
+    TORCH_CHECK(false, "accel: ", e.what());
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  TORCH_CHECK(fd >= 0, "accel: cannot read ", path, ": ", std::strerror(errno));
+  auto read_exactly = [&](void* into, uint64_t bytes, uint64_t offset, const std::string& name) {
+    auto* out = static_cast<char*>(into);
+    while (bytes > 0) {
+      const ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+      if (n <= 0) {
+        const int error = errno;
+        ::close(fd);
+        TORCH_CHECK(false, "accel: reading tensor '", name, "' of ", path, " failed: ",
+                    n == 0 ? "the file ended" : std::strerror(error));
+      }
+      out += n;
+      offset += static_cast<uint64_t>(n);
+      bytes -= static_cast<uint64_t>(n);
+    }
+  };
+  // Each tensor read straight into the module's, or else as a CPU tensor of the file's dtype.
+  std::map<std::string, torch::Tensor> tensors;
+  const uint64_t data_start = 8 + header.header_bytes;
+  std::map<std::string, torch::Tensor> targets;
+  for (auto& entry : all_named_tensors(module)) targets.emplace(entry.first, entry.second);
+  for (const auto& entry : header.tensors) {
+    const auto& info = entry.second;
+    torch::Tensor into;
+    auto target = targets.find(entry.first);
+    const char* target_dtype =
+        target == targets.end() ? nullptr : safetensors_dtype_name(target->second.scalar_type());
+    const bool direct = target_dtype != nullptr && info.dtype == target_dtype &&
+                        target->second.is_cpu() && target->second.is_contiguous() &&
+                        target->second.sizes().vec() == info.shape;
+    if (direct) {
+      into = target->second;
+    } else {
+      const auto type = safetensors_torch_dtype(info.dtype);
+      TORCH_CHECK(type.has_value(), "accel: ", path, ": tensor '", entry.first, "' has dtype ",
+                  info.dtype, ", which LibTorch does not have");
+      into = torch::empty(info.shape, torch::dtype(*type));
+    }
+    {
+      torch::NoGradGuard no_grad;
+      read_exactly(into.data_ptr(), info.end - info.begin, data_start + info.begin, entry.first);
+    }
+    tensors.emplace(entry.first, into);
+  }
+  ::close(fd);
+  // Tensors read in place copy onto themselves: load_module_tensors still checks names and shapes.
+  load_module_tensors(module, tensors, path);
 }
 
 }  // namespace detail

@@ -9,6 +9,11 @@
 namespace accel {
 namespace detail {
 
+/// The safetensors name of a LibTorch dtype ("F32", "BF16", ...); null when it has none.
+const char* safetensors_dtype_name(torch::ScalarType type);
+/// The LibTorch dtype of a safetensors name; none for names LibTorch lacks (U16, F8_*, ...).
+c10::optional<torch::ScalarType> safetensors_torch_dtype(const std::string& name);
+
 /// Parameters, then buffers, in the module's order. A tensor registered under several names (tied
 /// weights) appears once, under its first name: safetensors cannot store two views of one buffer.
 NamedTensors module_tensors(const torch::nn::Module& module);
@@ -18,6 +23,11 @@ NamedTensors module_tensors(const torch::nn::Module& module);
 /// module does not have are an error too. Errors name `path` and the tensor.
 void load_module_tensors(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
                          const std::string& path);
+
+/// load_module_tensors from a safetensors file, reading each tensor's bytes straight into the
+/// module's CPU tensor where dtype and layout allow (no mapping, no intermediate copy): restoring
+/// a checkpoint runs at the speed of a plain read.
+void read_module_tensors(torch::nn::Module& module, const std::string& path);
 
 }  // namespace detail
 }  // namespace accel

@@ -1,6 +1,7 @@
 #include <accel/safetensors.h>
 
 #include "durable_file.h"
+#include "module_tensors.h"
 #include "safetensors_header.h"
 
 #include <c10/util/Exception.h>
@@ -31,19 +32,23 @@ constexpr DtypeName kDtypes[] = {
     {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"}, {torch::kFloat32, "F32"},
     {torch::kFloat64, "F64"}};
 
-const char* safetensors_name(torch::ScalarType type) {
+}  // namespace
+
+const char* detail::safetensors_dtype_name(torch::ScalarType type) {
   for (const auto& d : kDtypes) {
     if (d.type == type) return d.name;
   }
   return nullptr;
 }
 
-c10::optional<torch::ScalarType> torch_type(const std::string& name) {
+c10::optional<torch::ScalarType> detail::safetensors_torch_dtype(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return d.type;
   }
   return c10::nullopt;
 }
+
+namespace {
 
 /// A read-only file mapped copy-on-write; unmapped when the last tensor viewing it goes.
 class Mapping {
@@ -94,7 +99,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                 ": the tensor name '", entry.first, "' appears twice");
     TORCH_CHECK(entry.second.defined(), "accel: cannot write ", path, ": tensor '", entry.first,
                 "' is undefined");
-    TORCH_CHECK(safetensors_name(entry.second.scalar_type()) != nullptr, "accel: cannot write ",
+    TORCH_CHECK(detail::safetensors_dtype_name(entry.second.scalar_type()) != nullptr, "accel: cannot write ",
                 path, ": tensor '", entry.first, "' has dtype ", entry.second.scalar_type(),
                 ", which safetensors cannot store");
     ordered.push_back(&entry);
@@ -108,7 +113,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (const auto* entry : ordered) {
     const auto& t = entry->second;
     const auto bytes = static_cast<uint64_t>(t.numel() * t.element_size());
-    header[entry->first] = {{"dtype", safetensors_name(t.scalar_type())},
+    header[entry->first] = {{"dtype", detail::safetensors_dtype_name(t.scalar_type())},
                             {"shape", t.sizes().vec()},
                             {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -147,7 +152,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path) {
 
   std::map<std::string, torch::Tensor> out;
   for (const auto& entry : header.tensors) {
-    const auto type = torch_type(entry.second.dtype);
+    const auto type = detail::safetensors_torch_dtype(entry.second.dtype);
     TORCH_CHECK(type.has_value(), "accel: ", path, ": tensor '", entry.first, "' has dtype ",
                 entry.second.dtype, ", which LibTorch does not have");
     const auto options = torch::TensorOptions().dtype(*type);

@@ -1,0 +1,308 @@
+// safetensors writing and reading, save_model's sharding, save_state's naming and limits, and the
+// errors for malformed files, on one process.
+
+#include <accel/accel.h>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("accel_ckpt_unit_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
+}
+
+TEST(Safetensors, ByteLayoutIsTheReferenceFormat) {
+  TempDir dir;
+  accel::save_safetensors((dir / "a.safetensors").string(),
+                          {{"b", torch::tensor({1.0f, 2.0f})},
+                           {"a", torch::tensor({7}, torch::kInt16)}});
+  // Hand-computed: JSON header with sorted names and byte ranges, padded with spaces to a
+  // multiple of 8, its length as 8 little-endian bytes in front, then a's 2 bytes and b's 8.
+  std::string json =
+      R"({"a":{"data_offsets":[0,2],"dtype":"I16","shape":[1]},)"
+      R"("b":{"data_offsets":[2,10],"dtype":"F32","shape":[2]}})";
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string expected(8, '\0');
+  expected[0] = static_cast<char>(json.size());
+  expected += json;
+  expected += std::string("\x07\x00", 2);
+  expected += std::string("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);  // 1.0f, 2.0f
+  EXPECT_TRUE(read_bytes(dir / "a.safetensors") == expected);
+}
+
+TEST(Safetensors, EveryLibTorchDtypeRoundTrips) {
+  TempDir dir;
+  accel::NamedTensors tensors;
+  for (auto type : {torch::kBool, torch::kUInt8, torch::kInt8, torch::kInt16, torch::kInt32,
+                    torch::kInt64, torch::kFloat16, torch::kBFloat16, torch::kFloat32,
+                    torch::kFloat64}) {
+    auto t = (torch::arange(12, torch::kFloat64).reshape({3, 4}) - 5).to(type);
+    tensors.emplace_back(c10::toString(type), t);
+  }
+  tensors.emplace_back("empty", torch::zeros({0, 3}));
+  tensors.emplace_back("scalar", torch::tensor(2.5));
+  tensors.emplace_back("strided", torch::arange(16, torch::kFloat32).reshape({4, 4}).t());
+  const auto path = (dir / "all.safetensors").string();
+  accel::save_safetensors(path, tensors, {{"format", "pt"}});
+  const auto loaded = accel::load_safetensors(path);
+  ASSERT_EQ(loaded.size(), tensors.size());
+  for (const auto& entry : tensors) {
+    const auto& got = loaded.at(entry.first);
+    EXPECT_EQ(got.scalar_type(), entry.second.scalar_type()) << entry.first;
+    EXPECT_TRUE(torch::equal(got, entry.second)) << entry.first;
+  }
+}
+
+TEST(Safetensors, LoadedTensorsViewTheMappingWithoutCopying) {
+  TempDir dir;
+  const auto path = (dir / "big.safetensors").string();
+  accel::save_safetensors(path, {{"w", torch::ones({256, 256})}});
+  auto loaded = accel::load_safetensors(path);
+  auto w = loaded.at("w");
+  const auto* first = static_cast<const char*>(w.data_ptr());
+  // The data lies right after the header inside the mapping: its address is 8-byte aligned, and
+  // the storage is not an allocation of LibTorch's (whose context is the data itself) but a
+  // view whose context holds the mapping.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 8, 0u);
+  EXPECT_NE(w.storage().data_ptr().get_context(), w.storage().data_ptr().get());
+  EXPECT_NE(torch::ones({2}).storage().data_ptr().get_context(), nullptr);
+  loaded.clear();
+  fs::remove(path);  // the mapping outlives the file and the map
+  EXPECT_EQ(w.sum().item<double>(), 256.0 * 256.0);
+  w.add_(1);  // copy-on-write: allowed, private
+  EXPECT_EQ(w[0][0].item<double>(), 2.0);
+}
+
+TEST(Safetensors, MalformedFilesNameTheFileAndTheProblem) {
+  TempDir dir;
+  const auto good = (dir / "good.safetensors").string();
+  accel::save_safetensors(good, {{"w", torch::ones({4})}});
+  const auto bytes = read_bytes(good);
+  struct Case {
+    std::string name;
+    std::string bytes;
+    std::string message;
+  };
+  std::string huge_length = bytes;
+  huge_length[5] = 1;  // header length far beyond the file
+  std::string not_json = bytes;
+  not_json[8] = '[';
+  std::string bad_dtype = bytes;
+  bad_dtype.replace(bad_dtype.find("F32"), 3, "F99");
+  std::string out_of_range = bytes;
+  out_of_range.replace(out_of_range.find("[0,16]"), 6, "[0,99]");
+  std::string short_data = bytes;
+  short_data.replace(short_data.find("[0,16]"), 6, "[0,12]");
+  const std::vector<Case> cases = {
+      {"truncated", bytes.substr(0, 5), "too short"},
+      {"length", huge_length, "header"},
+      {"json", not_json, "JSON"},
+      {"dtype", bad_dtype, "F99"},
+      {"range", out_of_range, "w"},
+      {"shape", short_data, "w"},
+      {"cut", bytes.substr(0, bytes.size() - 4), "w"}};
+  for (const auto& c : cases) {
+    const auto path = dir / (c.name + ".safetensors");
+    write_bytes(path, c.bytes);
+    const auto message = error_of([&] { accel::load_safetensors(path.string()); });
+    EXPECT_NE(message.find(path.string()), std::string::npos) << c.name << ": " << message;
+    EXPECT_NE(message.find(c.message), std::string::npos) << c.name << ": " << message;
+  }
+  EXPECT_NE(error_of([&] { accel::load_safetensors((dir / "missing").string()); }).find("missing"),
+            std::string::npos);
+}
+
+TEST(SaveModel, ParseSizeFollowsAccelerate) {
+  EXPECT_EQ(accel::parse_size("100MB"), 100000000);
+  EXPECT_EQ(accel::parse_size("10GB"), 10000000000);
+  EXPECT_EQ(accel::parse_size("2GiB"), 2LL * 1024 * 1024 * 1024);
+  EXPECT_EQ(accel::parse_size("512KiB"), 512 * 1024);
+  EXPECT_EQ(accel::parse_size("5Gb"), 625000000);
+  EXPECT_EQ(accel::parse_size("1234"), 1234);
+  EXPECT_NE(error_of([] { accel::parse_size("lots"); }).find("invalid size 'lots'"),
+            std::string::npos);
+}
+
+struct ThreeLayers : torch::nn::Module {
+  ThreeLayers() {
+    a = register_module("a", torch::nn::Linear(64, 64));  // 16640 bytes
+    b = register_module("b", torch::nn::Linear(64, 64));
+    c = register_module("c", torch::nn::Linear(64, 8));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr}, c{nullptr};
+};
+
+TEST(SaveModel, ShardsWithAnIndexAndRemovesStaleShards) {
+  TempDir dir;
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  ThreeLayers model;
+  accelerator.save_model(model, dir.path().string(), "17000");
+  // In module order: a.weight 16384 + a.bias 256 | b.weight would pass 17000: a new shard,
+  // b.weight + b.bias | c.weight (2048) would pass it again | c.weight + c.bias.
+  const auto index = nlohmann::json::parse(read_bytes(dir / "model.safetensors.index.json"));
+  const int64_t total = (64 * 64 + 64) * 2 * 4 + (64 * 8 + 8) * 4;
+  EXPECT_EQ(index["metadata"]["total_size"].get<int64_t>(), total);
+  std::set<std::string> files;
+  for (auto& entry : index["weight_map"].items()) files.insert(entry.value().get<std::string>());
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(*files.begin(), "model-00001-of-00003.safetensors");
+  EXPECT_EQ(index["weight_map"]["a.weight"], "model-00001-of-00003.safetensors");
+  EXPECT_EQ(index["weight_map"]["c.bias"], "model-00003-of-00003.safetensors");
+  // Round trip through the shards.
+  ThreeLayers other;
+  torch::NoGradGuard no_grad;
+  for (const auto& file : files) {
+    for (const auto& entry : accel::load_safetensors((dir / file).string())) {
+      other.named_parameters()[entry.first].copy_(entry.second);
+    }
+  }
+  for (const auto& p : model.named_parameters()) {
+    EXPECT_TRUE(torch::equal(p.value(), other.named_parameters()[p.key()])) << p.key();
+  }
+  // One shard now: the single file, and nothing of the sharded save is left.
+  write_bytes(dir / "notes.txt", "kept");
+  accelerator.save_model(model, dir.path().string());
+  std::set<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    left.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, (std::set<std::string>{"model.safetensors", "notes.txt"}));
+  // And back to shards: the single file goes.
+  accelerator.save_model(model, dir.path().string(), "17KB");
+  EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir / "model-00003-of-00003.safetensors"));
+}
+
+TEST(SaveState, TotalLimitKeepsTheNewestCheckpoints) {
+  TempDir dir;
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true).project_config(
+      accel::ProjectConfiguration()
+          .project_dir(dir.path().string())
+          .automatic_checkpoint_naming(true)
+          .total_limit(2)));
+  torch::nn::Linear model(2, 2);
+  accelerator.prepare(model);
+  for (int i = 0; i < 11; ++i) accelerator.save_state();
+  std::set<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir / "checkpoints")) {
+    left.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, (std::set<std::string>{"checkpoint_9", "checkpoint_10"}));
+  EXPECT_EQ(accelerator.project_configuration().iteration(), 11);
+
+  // load_state() with no folder takes the newest.
+  torch::NoGradGuard no_grad;
+  const auto saved = model->weight.clone();
+  model->weight.fill_(0);
+  accelerator.load_state();
+  EXPECT_TRUE(torch::equal(model->weight, saved));
+  // Automatic naming never overwrites: a stale iteration is refused.
+  accelerator.project_configuration().iteration(10);
+  EXPECT_NE(error_of([&] { accelerator.save_state(); }).find("already exists"),
+            std::string::npos);
+}
+
+struct Counter {
+  int64_t value = 0;
+  void save(torch::serialize::OutputArchive& archive) const {
+    archive.write("value", torch::tensor(value));
+  }
+  void load(torch::serialize::InputArchive& archive) {
+    torch::Tensor t;
+    archive.read("value", t);
+    value = t.item<int64_t>();
+  }
+};
+
+TEST(SaveState, RestoresRegisteredObjectsAndRefusesMismatches) {
+  TempDir dir;
+  const auto folder = (dir / "ckpt").string();
+  {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    torch::nn::Linear model(2, 2);
+    accelerator.prepare(model);
+    Counter counter;
+    counter.value = 41;
+    accelerator.register_for_checkpointing(counter);
+    EXPECT_EQ(accelerator.save_state(folder), folder);
+    EXPECT_FALSE(fs::exists(folder + ".partial"));
+    counter.value = 0;
+    accelerator.load_state(folder);
+    EXPECT_EQ(counter.value, 41);
+  }
+  {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    torch::nn::Linear model(2, 2);
+    accelerator.prepare(model);
+    const auto message = error_of([&] { accelerator.load_state(folder); });
+    EXPECT_NE(message.find("holds 1 registered objects and this program prepared 0"),
+              std::string::npos)
+        << message;
+  }
+  {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    torch::nn::Linear model(3, 2);  // another shape
+    accelerator.prepare(model);
+    Counter counter;
+    accelerator.register_for_checkpointing(counter);
+    const auto message = error_of([&] { accelerator.load_state(folder); });
+    EXPECT_NE(message.find("model.safetensors: tensor 'weight' has shape [2, 2]"),
+              std::string::npos)
+        << message;
+  }
+  // A corrupt model file is named.
+  write_bytes(fs::path(folder) / "model.safetensors", "garbage!");
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  torch::nn::Linear model(2, 2);
+  accelerator.prepare(model);
+  Counter counter;
+  accelerator.register_for_checkpointing(counter);
+  const auto message = error_of([&] { accelerator.load_state(folder); });
+  EXPECT_NE(message.find(folder + "/model.safetensors"), std::string::npos) << message;
+  EXPECT_NE(error_of([&] { accelerator.load_state((dir / "none").string()); })
+                .find("is not a complete checkpoint"),
+            std::string::npos);
+}
+
+}  // namespace
