@@ -1,15 +1,11 @@
 #include "module_tensors.h"
 
+#include "positional_file.h"
 #include "safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 namespace accel {
@@ -26,7 +22,8 @@ NamedTensors all_named_tensors(const torch::nn::Module& module) {
 
 bool same_view(const torch::Tensor& a, const torch::Tensor& b) {
   return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
-         (a.has_storage() && b.has_storage() && a.numel() > 0 && a.data_ptr() == b.data_ptr() &&
+         (a.has_storage() && b.has_storage() && a.numel() > 0 && a.data_ptr() != nullptr &&
+          a.data_ptr() == b.data_ptr() &&
           a.sizes() == b.sizes() && a.strides() == b.strides());
 }
 
@@ -76,23 +73,7 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
   } catch (const SafetensorsError& e) {
     TORCH_CHECK(false, "accel: ", e.what());
   }
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  TORCH_CHECK(fd >= 0, "accel: cannot read ", path, ": ", std::strerror(errno));
-  auto read_exactly = [&](void* into, uint64_t bytes, uint64_t offset, const std::string& name) {
-    auto* out = static_cast<char*>(into);
-    while (bytes > 0) {
-      const ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-      if (n <= 0) {
-        const int error = errno;
-        ::close(fd);
-        TORCH_CHECK(false, "accel: reading tensor '", name, "' of ", path, " failed: ",
-                    n == 0 ? "the file ended" : std::strerror(error));
-      }
-      out += n;
-      offset += static_cast<uint64_t>(n);
-      bytes -= static_cast<uint64_t>(n);
-    }
-  };
+  const PositionalFile file(path);
   // Each tensor read straight into the module's, or else as a CPU tensor of the file's dtype.
   std::map<std::string, torch::Tensor> tensors;
   const uint64_t data_start = 8 + header.header_bytes;
@@ -117,11 +98,10 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     }
     {
       torch::NoGradGuard no_grad;
-      read_exactly(into.data_ptr(), info.end - info.begin, data_start + info.begin, entry.first);
+      file.read_at(into.data_ptr(), info.end - info.begin, data_start + info.begin, entry.first);
     }
     tensors.emplace(entry.first, into);
   }
-  ::close(fd);
   // Tensors read in place copy onto themselves: load_module_tensors still checks names and shapes.
   load_module_tensors(module, tensors, path);
 }

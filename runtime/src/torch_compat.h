@@ -137,5 +137,11 @@ inline bool fused_unscale_available(c10::DeviceType device_type) {
 #endif
 }
 
+// The dispatch key offloaded weights carry and tensor factories are routed through while an
+// empty model is built (offload.cpp). A mode key above autograd, so the fallback sees whole
+// operators before any decomposition; DeferredInit is reserved for torchdistX's deferred
+// initialisation, the same kind of use, and exists from 1.13 through 2.x.
+constexpr c10::DispatchKey kOffloadDispatchKey = c10::DispatchKey::DeferredInit;
+
 }  // namespace detail
 }  // namespace accel

@@ -12,6 +12,9 @@
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/data_loader.h>
+#include <accel/device_map.h>
+#include <accel/dispatch.h>
+#include <accel/empty_weights.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>

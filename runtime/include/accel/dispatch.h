@@ -1,0 +1,96 @@
+#pragma once
+
+// Loading a checkpoint into a (usually empty) model with its weights spread over GPUs, the CPU
+// and the disk, and running it there.
+//
+// LibTorch modules have no forward hooks, so accel does not hook modules: a weight left on the
+// CPU (with a GPU executing) or on the disk becomes an offloaded tensor, a storage-less tensor on
+// the meta device that carries where its bytes are. When an operator receives one, accel's
+// dispatcher fallback reads it to the execution device, runs the operator, and drops the copy
+// as soon as nothing refers to it (for a Linear: after its matmul). The model's own forward is
+// untouched; any module, built-in or user-written, works. Ops that receive no offloaded tensor
+// run as usual. The dispatch key used is DeferredInit (torchdistX's), so the two cannot be used
+// in one process.
+
+#include <accel/detail/module_ref.h>
+#include <accel/device_map.h>
+
+#include <torch/types.h>
+
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace accel {
+
+class DispatchOptions {
+ public:
+  /// "auto" or "balanced" (spread over the GPUs, then CPU, then disk), "balanced_low_0" (as
+  /// little as possible on GPU 0), "sequential" (fill each device in turn).
+  DispatchOptions& device_map(std::string strategy);
+  /// An explicit map; every tensor of the model must be covered.
+  DispatchOptions& device_map(DeviceMap map);
+  TORCH_ARG(MaxMemory, max_memory);
+  TORCH_ARG(std::vector<std::string>, no_split_module_classes);
+  /// Where weights go that must live on disk but cannot be read from the checkpoint as they are
+  /// (a dtype change). Needed only then.
+  TORCH_ARG(std::string, offload_folder);
+  /// Floating-point weights are converted to this dtype; others keep theirs.
+  TORCH_ARG(c10::optional<torch::ScalarType>, dtype) = c10::nullopt;
+  /// Offload buffers with their modules; by default they sit on the execution device.
+  TORCH_ARG(bool, offload_buffers) = false;
+  /// Weights placed on the CPU are views of the memory-mapped checkpoint instead of copies: the
+  /// load costs no reading, and pages come in on first use.
+  TORCH_ARG(bool, zero_copy) = false;
+
+ public:
+  const std::string& strategy() const { return strategy_; }
+  const DeviceMap& explicit_map() const { return map_; }
+
+ private:
+  std::string strategy_ = "auto";
+  DeviceMap map_;
+};
+
+struct DispatchResult {
+  /// The device map used (inferred or given).
+  DeviceMap device_map;
+  /// Where every operator runs: the first GPU in the map, else the CPU. Weights held on other
+  /// GPUs are fetched from there; inputs should be on this device.
+  torch::Device execution_device = torch::kCPU;
+  /// Bytes of weights per device in the map.
+  std::map<std::string, int64_t> bytes_per_device;
+};
+
+namespace detail {
+DispatchResult dispatch_module(torch::nn::Module& model, const std::string& checkpoint,
+                               const DispatchOptions& options);
+}  // namespace detail
+
+/// Loads `checkpoint` (a model.safetensors file, a model.safetensors.index.json, or a folder
+/// holding either, as save_model writes) into `model` and places every weight where the device
+/// map says. Weights mapped to "disk" stay in the checkpoint's file and are read for each op
+/// that uses them. Every tensor of the model must be in the checkpoint with its shape; errors
+/// name the file and the tensor. Results equal those of the fully loaded model.
+template <typename M>
+DispatchResult load_checkpoint_and_dispatch(M& model, const std::string& checkpoint,
+                                            const DispatchOptions& options = {}) {
+  return detail::dispatch_module(detail::module_ref(model), checkpoint, options);
+}
+
+/// What the offload fallback has done in this process.
+struct OffloadStatistics {
+  int64_t materialisations = 0;   // offloaded tensors brought to the execution device
+  int64_t bytes_read = 0;         // bytes read from disk for them
+  int64_t live_bytes = 0;         // bytes of CPU copies read from disk that are alive now
+  int64_t peak_live_bytes = 0;    // the most alive at once
+};
+OffloadStatistics offload_statistics();
+void reset_offload_statistics();
+
+/// True when `tensor` is an offloaded weight (see above).
+bool is_offloaded(const torch::Tensor& tensor);
+
+}  // namespace accel

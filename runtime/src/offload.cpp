@@ -1,0 +1,274 @@
+#include "offload.h"
+
+#include "torch_compat.h"
+
+#include <accel/dispatch.h>
+#include <accel/empty_weights.h>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <sys/mman.h>
+
+#include <atomic>
+
+namespace accel {
+namespace detail {
+namespace {
+
+thread_local FactoryRouter* t_router = nullptr;
+constexpr int64_t kSmallFactoryElements = 4096;
+
+struct Counters {
+  std::atomic<int64_t> materialisations{0};
+  std::atomic<int64_t> bytes_read{0};
+  std::atomic<int64_t> live_bytes{0};
+  std::atomic<int64_t> peak_live_bytes{0};
+};
+Counters& counters() {
+  static Counters instance;
+  return instance;
+}
+
+void delete_offloaded_weight(void* context) { delete static_cast<OffloadedWeight*>(context); }
+
+const OffloadedWeight* offloaded_weight(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.key_set().has(kOffloadDispatchKey) || !tensor.has_storage()) {
+    return nullptr;
+  }
+  const auto& data = tensor.storage().data_ptr();
+  if (data.get_deleter() != &delete_offloaded_weight) return nullptr;
+  return static_cast<const OffloadedWeight*>(data.get_context());
+}
+
+/// A CPU tensor over pages of its own, returned to the system when the tensor dies, so that
+/// weights read for one operator do not linger in the heap (or in the resident set).
+at::Tensor read_from_file(const OffloadedWeight& weight) {
+  const int64_t numel = c10::multiply_integers(weight.sizes);
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(weight.stored_dtype));
+  const auto options = at::TensorOptions().dtype(weight.stored_dtype);
+  if (bytes == 0) return at::empty(weight.sizes, options);
+  void* pages = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK(pages != MAP_FAILED, "accel: no memory to read offloaded weight '", weight.name, "' (",
+              bytes, " bytes)");
+  auto& c = counters();
+  const int64_t live = c.live_bytes.fetch_add(bytes) + bytes;
+  int64_t peak = c.peak_live_bytes.load();
+  while (live > peak && !c.peak_live_bytes.compare_exchange_weak(peak, live)) {
+  }
+  auto release = [bytes](void* p) {
+    ::munmap(p, static_cast<size_t>(bytes));
+    counters().live_bytes.fetch_sub(bytes);
+  };
+  try {
+    weight.file->read_at(pages, static_cast<uint64_t>(bytes), weight.offset, weight.name);
+  } catch (...) {
+    release(pages);
+    throw;
+  }
+  c.bytes_read.fetch_add(bytes);
+  return at::from_blob(pages, weight.sizes, release, options);
+}
+
+at::Tensor materialise(const OffloadedWeight& weight) {
+  at::Tensor value = weight.file ? read_from_file(weight) : weight.held;
+  if (value.scalar_type() != weight.dtype) value = value.to(weight.dtype);
+  if (value.device() != weight.execution_device) value = value.to(weight.execution_device);
+  counters().materialisations.fetch_add(1);
+  return value;
+}
+
+/// Calls `visit` on every tensor among the operator's arguments (plain, in lists, optional),
+/// letting it replace them.
+template <typename Visit>
+void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack, Visit visit) {
+  const size_t count = op.schema().arguments().size();
+  for (size_t i = stack->size() - count; i < stack->size(); ++i) {
+    c10::IValue& value = (*stack)[i];
+    if (value.isTensor()) {
+      at::Tensor tensor = value.toTensor();
+      if (visit(tensor)) value = std::move(tensor);
+    } else if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        at::Tensor tensor = list.get(k);
+        if (visit(tensor)) list.set(k, std::move(tensor));
+      }
+    } else if (value.isList()) {
+      auto list = value.toList();
+      for (size_t k = 0; k < list.size(); ++k) {
+        c10::IValue element = list.get(k);
+        if (!element.isTensor()) continue;
+        at::Tensor tensor = element.toTensor();
+        if (visit(tensor)) list.set(k, c10::IValue(std::move(tensor)));
+      }
+    }
+  }
+}
+
+/// Offloaded arguments are replaced by copies on the execution device, the other tensors are
+/// moved there too (module inputs, activations), and the operator runs on them. The copies die
+/// with the last result that refers to them.
+void run_with_materialised_weights(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
+  c10::optional<c10::Device> execution;
+  for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+    const OffloadedWeight* weight = offloaded_weight(tensor);
+    if (weight == nullptr) return false;
+    execution = weight->execution_device;
+    tensor = materialise(*weight);
+    return true;
+  });
+  if (execution && !execution->is_cpu()) {
+    for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+      if (!tensor.defined() || tensor.device() == *execution) return false;
+      if (tensor.is_cpu() && tensor.dim() == 0) return false;  // scalars mix with any device
+      tensor = tensor.to(*execution);
+      return true;
+    });
+  }
+  op.callBoxed(stack);
+}
+
+void offload_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
+  c10::impl::ExcludeDispatchKeyGuard no_reentry(kOffloadDispatchKey);
+  if (t_router != nullptr) {
+    t_router->route(op, stack);
+  } else {
+    run_with_materialised_weights(op, stack);
+  }
+}
+
+const torch::Library& fallback_registration() {
+  static const auto* library = [] {
+    auto* lib = new torch::Library(torch::Library::IMPL, "_", kOffloadDispatchKey, __FILE__, __LINE__);
+    lib->fallback(torch::CppFunction::makeFromBoxedFunction<&offload_fallback>());
+    return lib;
+  }();
+  return *library;
+}
+// Registered when the library loads; fallback_registration() is also called by every entry
+// point below, so a static link that drops this initialiser still registers it.
+const torch::Library& g_registration = fallback_registration();
+
+}  // namespace
+
+void offload_in_place(const at::Tensor& tensor, OffloadedWeight weight) {
+  fallback_registration();
+  const auto type = c10::scalarTypeToTypeMeta(weight.dtype);
+  const int64_t bytes = c10::multiply_integers(weight.sizes) * static_cast<int64_t>(type.itemsize());
+  const auto sizes = weight.sizes;
+  auto* context = new OffloadedWeight(std::move(weight));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                       c10::DataPtr(nullptr, context, &delete_offloaded_weight, c10::Device(c10::kMeta)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet({kOffloadDispatchKey, c10::DispatchKey::Meta}), type);
+  impl->set_sizes_contiguous(sizes);
+  tensor.unsafeGetTensorImpl()->shallow_copy_from(impl);
+}
+
+void empty_in_place(const at::Tensor& tensor) {
+  assign_in_place(tensor, at::empty_strided(tensor.sizes(), tensor.strides(),
+                                            at::TensorOptions().dtype(tensor.dtype()).device(c10::kMeta)));
+}
+
+void assign_in_place(const at::Tensor& tensor, const at::Tensor& value) {
+  tensor.unsafeGetTensorImpl()->shallow_copy_from(value.getIntrusivePtr());
+}
+
+FactoryRouter::FactoryRouter(std::function<bool(int64_t)> to_meta, bool remember_results)
+    : to_meta_(std::move(to_meta)),
+      remember_results_(remember_results),
+      previous_(t_router),
+      route_factories_(kOffloadDispatchKey) {
+  fallback_registration();
+  t_router = this;
+}
+
+FactoryRouter::~FactoryRouter() { t_router = previous_; }
+
+int64_t FactoryRouter::call_that_made(const at::Tensor& tensor) const {
+  auto it = results_.find(tensor.unsafeGetTensorImpl());
+  return it == results_.end() ? -1 : it->second.first;
+}
+
+void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
+  bool has_tensor_argument = false;
+  for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+    has_tensor_argument = has_tensor_argument || tensor.defined();
+    return false;
+  });
+  if (has_tensor_argument) {
+    op.callBoxed(stack);
+    return;
+  }
+  const int64_t call = calls_++;
+  const auto& schema = op.schema();
+  const size_t count = schema.returns().size();
+  c10::optional<size_t> device_argument;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (schema.arguments()[i].name() == "device") device_argument = i;
+  }
+  bool to_meta = device_argument.has_value() && to_meta_(call);
+  if (to_meta) {
+    // The same call with device=meta: shapes and dtypes without storage. (Including the Meta
+    // key in the thread's dispatch set instead leaves later CPU calls of some operators, such
+    // as tril, dispatching to Meta in LibTorch 1.13.)
+    const size_t first = stack->size() - schema.arguments().size();
+    const std::vector<c10::IValue> arguments(stack->begin() + static_cast<ptrdiff_t>(first), stack->end());
+    (*stack)[first + *device_argument] = c10::IValue(c10::Device(c10::kMeta));
+    op.callBoxed(stack);
+    bool small = true;
+    for (size_t i = stack->size() - count; i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().numel() > kSmallFactoryElements) small = false;
+    }
+    if (small) {
+      stack->resize(stack->size() - count);
+      stack->insert(stack->end(), arguments.begin(), arguments.end());
+      op.callBoxed(stack);
+      to_meta = false;
+    }
+  } else {
+    op.callBoxed(stack);
+  }
+  if (!remember_results_) return;
+  for (size_t i = stack->size() - count; i < stack->size(); ++i) {
+    if ((*stack)[i].isTensor()) {
+      // A weak reference: it keeps the address from being reused without raising the use count,
+      // which LibTorch's factory wrappers check before reusing the tensor as a variable.
+      const at::Tensor& result = (*stack)[i].toTensor();
+      results_.emplace(result.unsafeGetTensorImpl(),
+                       std::make_pair(call, c10::weak_intrusive_ptr<c10::TensorImpl>(result.getIntrusivePtr())));
+    }
+  }
+}
+
+}  // namespace detail
+
+OffloadStatistics offload_statistics() {
+  auto& c = detail::counters();
+  OffloadStatistics s;
+  s.materialisations = c.materialisations.load();
+  s.bytes_read = c.bytes_read.load();
+  s.live_bytes = c.live_bytes.load();
+  s.peak_live_bytes = c.peak_live_bytes.load();
+  return s;
+}
+
+void reset_offload_statistics() {
+  auto& c = detail::counters();
+  c.materialisations = 0;
+  c.bytes_read = 0;
+  c.peak_live_bytes = c.live_bytes.load();
+}
+
+bool is_offloaded(const torch::Tensor& tensor) { return detail::offloaded_weight(tensor) != nullptr; }
+
+bool is_empty_weight(const torch::Tensor& tensor) { return tensor.defined() && tensor.is_meta(); }
+
+}  // namespace accel
+
+
