@@ -10,6 +10,7 @@ packages=(
   googletest libgtest-dev           # tests
   clang-14 libclang-cpp14-dev libclang-14-dev llvm-14-dev  # accel-migrate (Clang LibTooling)
   llvm-14-tools python3 patch       # its lit + FileCheck tests
+  libclang-rt-14-dev                # libFuzzer, for the safetensors header fuzz test
 )
 
 missing=()

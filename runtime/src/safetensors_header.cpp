@@ -33,16 +33,12 @@ int64_t safetensors_dtype_size(const std::string& dtype) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-SafetensorsHeader read_safetensors_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot be read");
-  const auto file_size = static_cast<uint64_t>(in.tellg());
-  if (file_size < 8) fail(path, "is " + std::to_string(file_size) + " bytes, too short for a header");
-  in.seekg(0);
-  unsigned char length_bytes[8];
-  in.read(reinterpret_cast<char*>(length_bytes), 8);
+namespace {
+
+/// The header length the first 8 bytes give, checked against the limit and the file's size.
+uint64_t header_length(const std::string& path, const unsigned char* first8, uint64_t file_size) {
   uint64_t length = 0;
-  for (int i = 7; i >= 0; --i) length = (length << 8) | length_bytes[i];
+  for (int i = 7; i >= 0; --i) length = (length << 8) | first8[i];
   if (length > kMaxHeaderBytes) {
     fail(path, "header length " + std::to_string(length) + " is over the 100 MB limit");
   }
@@ -50,8 +46,11 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     fail(path, "header length " + std::to_string(length) + " runs past the end of the file (" +
                    std::to_string(file_size) + " bytes)");
   }
-  std::string text(length, '\0');
-  in.read(&text[0], static_cast<std::streamsize>(length));
+  return length;
+}
+
+SafetensorsHeader parse_header_json(const std::string& path, const std::string& text, uint64_t file_size) {
+  const uint64_t length = text.size();
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
@@ -87,7 +86,9 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
     if (!value["shape"].is_array()) fail(path, where + "shape is not a list");
     for (const auto& d : value["shape"]) {
       if (!d.is_number_unsigned()) fail(path, where + "shape holds a non-negative integer only");
-      entry.shape.push_back(d.get<int64_t>());
+      const uint64_t extent = d.get<uint64_t>();
+      if (extent > static_cast<uint64_t>(INT64_MAX)) fail(path, where + "shape holds an extent too large");
+      entry.shape.push_back(static_cast<int64_t>(extent));
     }
     const auto& offsets = value["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
@@ -101,7 +102,12 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
                      std::to_string(entry.end) + ") are outside the data buffer of " +
                      std::to_string(header.data_bytes) + " bytes");
     }
-    const uint64_t expected = static_cast<uint64_t>(entry.numel() * element);
+    uint64_t expected = static_cast<uint64_t>(element);
+    for (int64_t d : entry.shape) {
+      if (__builtin_mul_overflow(expected, static_cast<uint64_t>(d), &expected)) {
+        fail(path, where + "shape " + value["shape"].dump() + " is too large");
+      }
+    }
     if (entry.end - entry.begin != expected) {
       fail(path, where + "shape and dtype need " + std::to_string(expected) + " bytes but data_offsets span " +
                      std::to_string(entry.end - entry.begin));
@@ -127,6 +133,29 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
                    " bytes of the buffer belong to no tensor");
   }
   return header;
+}
+
+}  // namespace
+
+SafetensorsHeader parse_safetensors_header(const std::string& name, const char* data, size_t size) {
+  if (size < 8) fail(name, "is " + std::to_string(size) + " bytes, too short for a header");
+  const uint64_t length = header_length(name, reinterpret_cast<const unsigned char*>(data), size);
+  return parse_header_json(name, std::string(data + 8, length), size);
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, "cannot be read");
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  if (file_size < 8) fail(path, "is " + std::to_string(file_size) + " bytes, too short for a header");
+  in.seekg(0);
+  unsigned char first8[8];
+  in.read(reinterpret_cast<char*>(first8), 8);
+  const uint64_t length = header_length(path, first8, file_size);
+  std::string text(length, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(length));
+  if (!in) fail(path, "ended while its header was read");
+  return parse_header_json(path, text, file_size);
 }
 
 std::vector<std::string> read_safetensors_index(const std::string& path) {

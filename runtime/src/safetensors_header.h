@@ -41,6 +41,9 @@ int64_t safetensors_dtype_size(const std::string& dtype);
 /// overlapping, and together covering it. Throws SafetensorsError.
 SafetensorsHeader read_safetensors_header(const std::string& path);
 
+/// The same checks on a file held in memory (`data`, `size` bytes), named `name` in errors.
+SafetensorsHeader parse_safetensors_header(const std::string& name, const char* data, size_t size);
+
 /// The shard files a model.safetensors.index.json names (weight_map values), in order, with
 /// paths relative to the index's folder resolved. Throws SafetensorsError.
 std::vector<std::string> read_safetensors_index(const std::string& path);

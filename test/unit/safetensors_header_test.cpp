@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 
 namespace accel {
 namespace detail {
@@ -72,6 +74,11 @@ TEST(SafetensorsHeader, MalformedFilesNameTheFileAndTheProblem) {
             UINT64_MAX, "data overlaps the previous tensor"},
            {"gap", "{" + w + "[4,12]}}", 12, UINT64_MAX, "bytes 0..4 of the buffer belong to no tensor"},
            {"tail", "{" + w + "[0,8]}}", 16, UINT64_MAX, "the last 8 bytes of the buffer belong to no tensor"},
+           {"extent", R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,8]}})", 8,
+            UINT64_MAX, "tensor 'w': shape holds an extent too large"},
+           // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits; it must not pass as an empty tensor.
+           {"wrap", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0,
+            UINT64_MAX, "tensor 'w': shape [4294967296,4294967296] is too large"},
        }) {
     const auto path = write_file(c.name, c.header, c.data, c.declared);
     const auto message = error_of(path);
@@ -82,6 +89,43 @@ TEST(SafetensorsHeader, MalformedFilesNameTheFileAndTheProblem) {
   const auto short_path = temp_path("short");
   std::ofstream(short_path, std::ios::binary) << "abc";
   EXPECT_NE(error_of(short_path).find("is 3 bytes, too short for a header"), std::string::npos);
+}
+
+TEST(SafetensorsHeader, ParsesAFileHeldInMemoryWithTheSameChecks) {
+  const std::string json = R"({"w":{"dtype":"I16","shape":[3],"data_offsets":[0,6]}})";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(json.size());
+  bytes += json + std::string(6, '\0');
+  const auto header = parse_safetensors_header("in-memory", bytes.data(), bytes.size());
+  EXPECT_EQ(header.tensors.at("w").numel(), 3);
+  try {
+    parse_safetensors_header("in-memory", bytes.data(), bytes.size() - 1);
+    ADD_FAILURE() << "a truncated buffer was accepted";
+  } catch (const SafetensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("in-memory"), std::string::npos) << e.what();
+  }
+}
+
+// The fuzzer's seed corpus means what its names say: valid_* files parse, bad_* files are refused.
+TEST(SafetensorsHeader, FuzzSeedCorpusIsValidWhereItSaysSo) {
+  int seen = 0;
+  for (const auto& file : std::filesystem::directory_iterator(ACCEL_FUZZ_CORPUS_DIR)) {
+    const std::string name = file.path().filename().string();
+    std::ifstream in(file.path(), std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const bool valid = name.rfind("valid_", 0) == 0;
+    ASSERT_TRUE(valid || name.rfind("bad_", 0) == 0) << name << " is neither valid_* nor bad_*";
+    bool accepted = true;
+    try {
+      parse_safetensors_header(name, bytes.data(), bytes.size());
+    } catch (const SafetensorsError& e) {
+      accepted = false;
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(accepted, valid) << name;
+    ++seen;
+  }
+  EXPECT_GE(seen, 10);
 }
 
 TEST(SafetensorsIndex, NamesShardsOnceAndRejectsPathsOutsideTheFolder) {
