@@ -21,15 +21,31 @@ bool conflict(const Edit &A, const Edit &B) {
     return B.Offset > A.Offset && B.Offset < AEnd;
   return A.Offset < BEnd && B.Offset < AEnd;
 }
+
+// A replacement by one check that lies wholly inside another replacement by the same check is
+// already part of it: e.g. `torch::Device(torch::kCUDA, 0)` inside a device initializer that is
+// replaced as a whole.
+bool covers(const Edit &Outer, const Edit &Inner) {
+  return Outer.Check == Inner.Check && Outer.Length > 0 && Inner.Length > 0 &&
+         Outer.Offset <= Inner.Offset && Inner.Offset + Inner.Length <= Outer.Offset + Outer.Length;
+}
 } // namespace
 
 bool EditSet::add(const Edit &E) {
-  for (const Edit &Existing : Edits) {
-    if (sameEdit(Existing, E))
+  std::vector<size_t> Covered;
+  for (size_t I = 0; I < Edits.size(); ++I) {
+    const Edit &Existing = Edits[I];
+    if (sameEdit(Existing, E) || covers(Existing, E))
       return true;
+    if (covers(E, Existing)) {
+      Covered.push_back(I);
+      continue;
+    }
     if (conflict(Existing, E))
       return false;
   }
+  for (auto I = Covered.rbegin(); I != Covered.rend(); ++I)
+    Edits.erase(Edits.begin() + static_cast<std::ptrdiff_t>(*I));
   Edits.push_back(E);
   return true;
 }

@@ -199,13 +199,16 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   context.sharding.even_batches = impl_->options.even_batches;
   context.sharding.num_processes = num_processes();
   context.sharding.process_index = process_index();
-  if (impl_->options.seed) {
-    context.seed = *impl_->options.seed;
-  } else {
-    // Rank 0's default seed: a program that seeds each process differently must still shuffle
-    // the same way everywhere, or the shards would overlap.
-    const auto seed = static_cast<int64_t>(detail::default_generator_seed());
-    context.seed = static_cast<uint64_t>(broadcast_object(seed));
+  context.seed = impl_->options.seed;
+  if (impl_->distributed()) {
+    // A program that seeds each process differently must still shuffle the same way everywhere,
+    // or the shards would overlap: the main process's generator state decides the order.
+    Impl* impl = impl_.get();
+    context.main_process_state = [impl](const torch::Tensor& state) {
+      auto shared = state.clone();
+      detail::broadcast(impl->group(), shared, 0);
+      return shared;
+    };
   }
   context.device = impl_->device;
   context.device_placement = impl_->options.device_placement;

@@ -128,23 +128,30 @@ int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options) 
   return static_cast<int64_t>(dataset_size % global_batch);
 }
 
-ScopedDefaultGeneratorSeed::ScopedDefaultGeneratorSeed(uint64_t seed) {
+ScopedDefaultGenerator::ScopedDefaultGenerator(uint64_t seed) {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   saved_state_ = generator.get_state();
   generator.set_current_seed(seed);
 }
 
-ScopedDefaultGeneratorSeed::~ScopedDefaultGeneratorSeed() {
+ScopedDefaultGenerator::ScopedDefaultGenerator(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  saved_state_ = generator.get_state();
+  generator.set_state(state);
+}
+
+ScopedDefaultGenerator::~ScopedDefaultGenerator() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(saved_state_);
 }
 
-uint64_t default_generator_seed() {
+torch::Tensor default_generator_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.current_seed();
+  return generator.get_state();
 }
 
 SplitRange split_range(size_t size, int64_t count, int64_t index, bool apply_padding) {

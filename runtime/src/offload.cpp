@@ -13,6 +13,8 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 
 namespace accel {
 namespace detail {
@@ -43,25 +45,69 @@ const OffloadedWeight* offloaded_weight(const at::Tensor& tensor) {
   return static_cast<const OffloadedWeight*>(data.get_context());
 }
 
-/// A CPU tensor over pages of its own, returned to the system when the tensor dies, so that
-/// weights read for one operator do not linger in the heap (or in the resident set).
+/// Pages for weights read from disk. A block released by one operator is kept for the next read
+/// of the same size (a model's layers repeat their shapes), so a forward pass faults in about
+/// one layer's worth of pages instead of the whole model's. The pool holds at most twice as many
+/// bytes as were ever alive at once (room for a layer's few distinct shapes); the rest is unmapped.
+class ReadPages {
+ public:
+  static ReadPages& instance() {
+    static ReadPages pages;
+    return pages;
+  }
+
+  void* take(size_t bytes, const std::string& name) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto found = free_.find(bytes);
+      if (found != free_.end()) {
+        void* block = found->second;
+        free_.erase(found);
+        pooled_bytes_ -= bytes;
+        return block;
+      }
+    }
+    // MAP_POPULATE faults the block in one call rather than one trap per page.
+    void* block = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    TORCH_CHECK(block != MAP_FAILED, "accel: no memory to read offloaded weight '", name, "' (", bytes, " bytes)");
+    return block;
+  }
+
+  void give_back(void* block, size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto limit = 2 * static_cast<size_t>(counters().peak_live_bytes.load());
+      if (pooled_bytes_ + bytes <= limit) {
+        free_.emplace(bytes, block);
+        pooled_bytes_ += bytes;
+        return;
+      }
+    }
+    ::munmap(block, bytes);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;
+  size_t pooled_bytes_ = 0;
+};
+
+/// A CPU tensor over pages of its own (see ReadPages), so that weights read for one operator do
+/// not linger in the heap or in the resident set.
 at::Tensor read_from_file(const OffloadedWeight& weight) {
   const int64_t numel = c10::multiply_integers(weight.sizes);
   const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(weight.stored_dtype));
   const auto options = at::TensorOptions().dtype(weight.stored_dtype);
   if (bytes == 0) return at::empty(weight.sizes, options);
-  void* pages = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  TORCH_CHECK(pages != MAP_FAILED, "accel: no memory to read offloaded weight '", weight.name, "' (",
-              bytes, " bytes)");
+  void* pages = ReadPages::instance().take(static_cast<size_t>(bytes), weight.name);
   auto& c = counters();
   const int64_t live = c.live_bytes.fetch_add(bytes) + bytes;
   int64_t peak = c.peak_live_bytes.load();
   while (live > peak && !c.peak_live_bytes.compare_exchange_weak(peak, live)) {
   }
   auto release = [bytes](void* p) {
-    ::munmap(p, static_cast<size_t>(bytes));
     counters().live_bytes.fetch_sub(bytes);
+    ReadPages::instance().give_back(p, static_cast<size_t>(bytes));
   };
   try {
     weight.file->read_at(pages, static_cast<uint64_t>(bytes), weight.offset, weight.name);

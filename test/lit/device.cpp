@@ -27,6 +27,11 @@ int main(int argc, char **argv) {
   // CHECK: {{^ *}}a = accelerator.device();
   torch::Device e("cuda:0");
   // CHECK: {{^ *}}torch::Device e(accelerator.device());
+  // A device constructed inside the initializer is part of the one replacement, not a conflict.
+  torch::Device f = torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0)
+                                                : torch::Device(torch::kCPU);
+  // CHECK: {{^ *}}torch::Device f = accelerator.device();
+  // CHECK-NOT: {{^ *}}: torch::Device(torch::kCPU);
 
   // Negative: explicit CPU devices and copies stay.
   torch::Device cpu(torch::kCPU);
@@ -38,6 +43,7 @@ int main(int argc, char **argv) {
 
   // Chosen by the user: reported, not rewritten.
   torch::Device chosen(std::string(argc > 1 ? argv[1] : "cpu"));
-  // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:24: warning: the device is chosen from user input and is left as it is; {{.*}} [accel-migrate-device]
+  // MSG-NOT: differently
+  // MSG: {{.*}}.tmp.cpp:[[@LINE-2]]:24: warning: the device is chosen from user input and is left as it is; {{.*}} [accel-migrate-device]
   // CHECK: {{^ *}}torch::Device chosen(std::string(argc > 1 ? argv[1] : "cpu"));
 }

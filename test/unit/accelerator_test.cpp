@@ -217,6 +217,33 @@ TEST(Accelerator, LoaderShufflesBySeedAndEpochAndCanSkip) {
   EXPECT_EQ(sequential->size(), 5u);
 }
 
+// Without a seed option, a prepared shuffling loader on one process draws the same orders as a
+// plain LibTorch loader and leaves the default generator where the plain program would have it,
+// so a migrated program reproduces its original.
+TEST(Accelerator, UnseededLoaderShufflesAsPlainLibTorchOnOneProcess) {
+  using Random = torch::data::samplers::RandomSampler;
+  auto epochs_of = [](auto& loader) {
+    std::vector<std::vector<int64_t>> epochs;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      std::vector<int64_t> order;
+      for (auto& batch : *loader) order.insert(order.end(), batch.begin(), batch.end());
+      epochs.push_back(order);
+    }
+    return epochs;
+  };
+  torch::manual_seed(3);
+  auto plain = torch::data::make_data_loader<Random>(RangeDataset(50), 8);
+  const auto plain_epochs = epochs_of(plain);
+  const auto plain_next = torch::rand({4});
+
+  torch::manual_seed(3);
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  auto prepared = accelerator.prepare_data_loader<Random>(RangeDataset(50), 8);
+  EXPECT_EQ(epochs_of(prepared), plain_epochs);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), plain_next));
+  EXPECT_NE(plain_epochs[0], plain_epochs[1]);
+}
+
 TEST(Accelerator, LoaderWithWorkersCannotBeTakenOver) {
   accel::Accelerator accelerator;
   auto loader = torch::data::make_data_loader<Sequential>(

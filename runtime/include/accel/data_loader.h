@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <type_traits>
@@ -42,28 +43,29 @@ std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
 /// (no sample is duplicated then).
 int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options);
 
-/// Seeds the default CPU generator for its lifetime and restores the previous state afterwards, so
-/// a sampler that shuffles with the default generator draws the same order on every process.
-class ScopedDefaultGeneratorSeed {
+/// Sets the default CPU generator (to a seed, or to a saved state) for its lifetime and restores
+/// the previous state afterwards.
+class ScopedDefaultGenerator {
  public:
-  explicit ScopedDefaultGeneratorSeed(uint64_t seed);
-  ~ScopedDefaultGeneratorSeed();
-  ScopedDefaultGeneratorSeed(const ScopedDefaultGeneratorSeed&) = delete;
-  ScopedDefaultGeneratorSeed& operator=(const ScopedDefaultGeneratorSeed&) = delete;
+  explicit ScopedDefaultGenerator(uint64_t seed);
+  explicit ScopedDefaultGenerator(const torch::Tensor& state);
+  ~ScopedDefaultGenerator();
+  ScopedDefaultGenerator(const ScopedDefaultGenerator&) = delete;
+  ScopedDefaultGenerator& operator=(const ScopedDefaultGenerator&) = delete;
 
  private:
   torch::Tensor saved_state_;
 };
 
-/// The current seed of the default CPU generator (the default data seed).
-uint64_t default_generator_seed();
+/// A copy of the default CPU generator's state.
+torch::Tensor default_generator_state();
 
-/// Drains `sampler` for one epoch of `dataset_size` samples, shuffled with `seed`.
+/// Drains `sampler` for one epoch of `dataset_size` samples, drawing from the default generator
+/// as a LibTorch data loader would.
 template <typename Sampler>
-std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, uint64_t seed) {
+std::vector<size_t> drain_sampler(Sampler& sampler, size_t dataset_size) {
   static_assert(std::is_same<typename Sampler::BatchRequestType, std::vector<size_t>>::value,
                 "accel data loaders shard index-based samplers (batch requests of indices)");
-  ScopedDefaultGeneratorSeed seeded(seed);
   sampler.reset(dataset_size);
   std::vector<size_t> order;
   order.reserve(dataset_size);
@@ -71,6 +73,20 @@ std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, uint64_t 
     order.insert(order.end(), chunk->begin(), chunk->end());
   }
   return order;
+}
+
+/// One epoch's order shuffled with `seed`, leaving the default generator as it was.
+template <typename Sampler>
+std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, uint64_t seed) {
+  ScopedDefaultGenerator seeded(seed);
+  return drain_sampler(sampler, dataset_size);
+}
+
+/// One epoch's order drawn from the generator state `state`, leaving the default generator as it was.
+template <typename Sampler>
+std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, const torch::Tensor& state) {
+  ScopedDefaultGenerator from(state);
+  return drain_sampler(sampler, dataset_size);
 }
 
 /// Moves every tensor in a batch to `device`; other values pass through.
@@ -97,7 +113,11 @@ std::vector<T> to_device(std::vector<T> values, const torch::Device& device) {
 /// What a prepared loader needs from its Accelerator.
 struct LoaderContext {
   ShardingOptions sharding;
-  uint64_t seed = 0;
+  /// AcceleratorOptions::seed: epoch e shuffles with seed + e. Without it, the order is drawn
+  /// from the default generator, as a plain LibTorch loader does.
+  c10::optional<uint64_t> seed;
+  /// With several processes: returns the main process's value of a generator state (a collective).
+  std::function<torch::Tensor(const torch::Tensor&)> main_process_state;
   torch::Device device = torch::kCPU;
   bool device_placement = true;
   std::shared_ptr<GradientState> state;
@@ -105,9 +125,12 @@ struct LoaderContext {
 
 }  // namespace detail
 
-/// A data loader prepared by `Accelerator`: each process reads only its shard of every epoch,
-/// shuffling (when the sampler shuffles) is the same on every process (seed + epoch), and batches
-/// arrive on the accelerator's device. Iterate it as a LibTorch loader: `for (auto& batch : *loader)`.
+/// A data loader prepared by `Accelerator`: each process reads only its shard of every epoch, and
+/// batches arrive on the accelerator's device. Shuffling is the same on every process: by default
+/// the order is drawn from the main process's default generator, which advances exactly as under a
+/// plain LibTorch loader (so one process reproduces the unprepared program; the other processes'
+/// generators advance alike but keep their own streams); with AcceleratorOptions::seed, epoch e
+/// shuffles with seed + e and leaves the generators alone. Iterate it as a LibTorch loader: `for (auto& batch : *loader)`.
 ///
 /// Batches are read on the calling thread.
 template <typename Dataset, typename Sampler>
@@ -155,8 +178,7 @@ class DataLoader : private detail::StatefulPart {
   /// Starts an epoch: plans this process's batches and reads the first.
   Iterator begin() {
     const size_t size = *dataset_.size();
-    plan_ = detail::shard_batches(detail::epoch_order(sampler_, size, context_.seed + epoch_),
-                                  context_.sharding);
+    plan_ = detail::shard_batches(draw_epoch_order(size), context_.sharding);
     position_ = std::min(skip_, plan_.size());
     skip_ = 0;
     context_.state->remainder = detail::sharding_remainder(size, context_.sharding);
@@ -190,6 +212,27 @@ class DataLoader : private detail::StatefulPart {
   const torch::data::FullDataLoaderOptions& options() const { return options_; }
 
  private:
+  std::vector<size_t> draw_epoch_order(size_t size) {
+    torch::Tensor resume_from = std::move(resume_generator_);
+    resume_generator_ = torch::Tensor();
+    if (context_.seed) return detail::epoch_order(sampler_, size, *context_.seed + epoch_);
+    // Resuming mid-epoch: the order this epoch was drawn with; the generators were restored by
+    // load_state to where they were at the save, past that draw.
+    if (skip_ > 0 && resume_from.defined()) return detail::epoch_order(sampler_, size, resume_from);
+    epoch_generator_ = detail::default_generator_state();
+    auto order = detail::drain_sampler(sampler_, size);
+    // A sampler that drew from the generator shuffles: every process takes the main process's
+    // order. (Samplers are alike on every process, so all of them take part or none.)
+    if (context_.main_process_state && !torch::equal(detail::default_generator_state(), epoch_generator_)) {
+      const torch::Tensor main_state = context_.main_process_state(epoch_generator_);
+      if (!torch::equal(main_state, epoch_generator_)) {
+        order = detail::epoch_order(sampler_, size, main_state);
+        epoch_generator_ = main_state;
+      }
+    }
+    return order;
+  }
+
   void load_current() {
     if (position_ >= plan_.size()) {
       current_.reset();
@@ -212,7 +255,7 @@ class DataLoader : private detail::StatefulPart {
   void save_state(torch::serialize::OutputArchive& archive) const override {
     archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
     archive.write("batches_done", torch::tensor(static_cast<int64_t>(batches_done())));
-    archive.write("seed", torch::tensor(static_cast<int64_t>(context_.seed)));
+    if (epoch_generator_.defined()) archive.write("epoch_generator", epoch_generator_);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
     auto read = [&](const char* key) {
@@ -222,7 +265,8 @@ class DataLoader : private detail::StatefulPart {
     };
     epoch_ = static_cast<size_t>(read("epoch"));
     skip_ = static_cast<size_t>(read("batches_done"));
-    context_.seed = static_cast<uint64_t>(read("seed"));
+    torch::Tensor generator;
+    if (archive.try_read("epoch_generator", generator)) resume_generator_ = generator;
     current_.reset();
     plan_.clear();
   }
@@ -235,6 +279,8 @@ class DataLoader : private detail::StatefulPart {
   size_t position_ = 0;
   size_t skip_ = 0;
   size_t epoch_ = 0;
+  torch::Tensor epoch_generator_;  // the state this epoch's order was drawn from
+  torch::Tensor resume_generator_;  // the same, read by load_state
   c10::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
 };

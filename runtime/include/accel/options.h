@@ -60,7 +60,8 @@ struct AcceleratorOptions {
   TORCH_ARG(c10::optional<bool>, step_scheduler_with_optimizer) = c10::nullopt;
 
   /// Seed of the shuffling of prepared data loaders; epoch e shuffles with seed + e on every
-  /// process (`ACCEL_SEED`, default: the main process's default CPU generator seed).
+  /// process (`ACCEL_SEED`). Without it, loaders shuffle with the main process's default CPU
+  /// generator, consuming it as a plain LibTorch loader does.
   TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
 
   /// "NO_SHARD" (data parallel), "SHARD_GRAD_OP", "FULL_SHARD" or "HYBRID_SHARD"
