@@ -29,7 +29,7 @@ void collectParameterOwners(const Expr *Init, std::vector<const ValueDecl *> &Ow
     std::vector<const ValueDecl *> *Out;
     bool VisitCXXMemberCallExpr(CXXMemberCallExpr *MC) {
       const auto *MD = MC->getMethodDecl();
-      if (MD && (MD->getName() == "parameters" || MD->getName() == "named_parameters"))
+      if (MD && (plainName(MD) == "parameters" || plainName(MD) == "named_parameters"))
         if (const ValueDecl *Root = rootDecl(MC->getImplicitObjectArgument()))
           if (isModule(Root->getType()))
             Out->push_back(Root);
@@ -109,7 +109,7 @@ public:
     // accelerator.prepare(model): the model is prepared already.
     if (const auto *MC = dyn_cast<CXXMemberCallExpr>(CE))
       if (const auto *MD = MC->getMethodDecl();
-          MD && MD->getName() == "prepare" && MC->getNumArgs() == 1 &&
+          MD && plainName(MD) == "prepare" && MC->getNumArgs() == 1 &&
           isAccelerator(QualType(MD->getParent()->getTypeForDecl(), 0)))
         if (const ValueDecl *Root = rootDecl(MC->getArg(0)))
           Facts.Prepared.insert(Root);

@@ -129,7 +129,7 @@ const ValueDecl *rootDecl(const Expr *E) {
     if (const auto *MC = dyn_cast<CXXMemberCallExpr>(E)) {
       // ModuleHolder::operator-> / ptr() / get(): still the same object.
       const auto *MD = MC->getMethodDecl();
-      if (MD && (MD->getName() == "ptr" || MD->getName() == "get")) {
+      if (MD && (plainName(MD) == "ptr" || plainName(MD) == "get")) {
         E = MC->getImplicitObjectArgument();
         continue;
       }
@@ -239,7 +239,7 @@ bool isAcceleratorMethodCall(const CallExpr *CE, StringRef Name) {
     return false;
   if (!isAccelerator(QualType(MC->getMethodDecl()->getParent()->getTypeForDecl(), 0)))
     return false;
-  return Name.empty() || MC->getMethodDecl()->getName() == Name;
+  return Name.empty() || plainName(MC->getMethodDecl()) == Name;
 }
 
 } // namespace
@@ -263,7 +263,7 @@ bool containsBackward(const Stmt *S) {
     if (isAcceleratorMethodCall(CE, "backward"))
       return true;
     const auto *MC = dyn_cast<CXXMemberCallExpr>(CE);
-    return MC && MC->getMethodDecl() && MC->getMethodDecl()->getName() == "backward" &&
+    return MC && MC->getMethodDecl() && plainName(MC->getMethodDecl()) == "backward" &&
            isTensor(QualType(MC->getMethodDecl()->getParent()->getTypeForDecl(), 0));
   });
   Finder.TraverseStmt(const_cast<Stmt *>(S));

@@ -12,6 +12,12 @@
 
 namespace accel::migrate {
 
+/// D's name when it is a plain identifier; empty for operators, constructors, destructors and
+/// conversions (whose getName() asserts).
+inline llvm::StringRef plainName(const clang::NamedDecl *D) {
+  return D && D->getDeclName().isIdentifier() ? D->getName() : llvm::StringRef();
+}
+
 /// True for T (through references, const and typedefs) naming the class QualifiedName or one
 /// derived from it. Class templates match by their template's name ("torch::nn::ModuleHolder").
 bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);

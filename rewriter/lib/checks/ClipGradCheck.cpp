@@ -27,7 +27,7 @@ void ClipGradCheck::check(const MatchFinder::MatchResult &Result) {
   if (!Callee || !Context.canEdit(Name, Call->getSourceRange()))
     return;
   const std::vector<const Expr *> Args = explicitArgs(Call);
-  const bool IsNorm = Fn->getName() == "clip_grad_norm_";
+  const bool IsNorm = plainName(Fn) == "clip_grad_norm_";
   if (IsNorm && Args.size() > 3) {
     warn(Call->getBeginLoc(), "clip_grad_norm_ with error_if_nonfinite is left as it is; "
                               "accelerator.clip_grad_norm_ takes (parameters, max_norm, norm_type)");

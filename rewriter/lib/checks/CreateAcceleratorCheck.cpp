@@ -26,7 +26,7 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
   }
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && !Method->isStatic()) {
     warn(Fn->getLocation(),
-         llvm::Twine("method '") + Fn->getName() +
+         llvm::Twine("method '") + Fn->getNameAsString() +
              "' uses the accelerator; give its class an accel::Accelerator& member (or "
              "parameter) named 'accelerator' by hand");
     return;
@@ -48,7 +48,7 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
   const auto &Calls = Context.facts().callsTo(Fn);
   if (Calls.empty())
     warn(Fn->getLocation(),
-         llvm::Twine("'") + Fn->getName() +
+         llvm::Twine("'") + Fn->getNameAsString() +
              "' now takes the accelerator as its first parameter; pass it at its calls in "
              "other files");
   for (const CallExpr *Call : Calls) {

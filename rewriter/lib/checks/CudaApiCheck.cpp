@@ -32,7 +32,7 @@ void CudaApiCheck::check(const MatchFinder::MatchResult &Result) {
   if (!Context.isEditable(Call->getBeginLoc()))
     return;
   const std::string Qualified = Fn->getQualifiedNameAsString();
-  const StringRef Name = Fn->getName();
+  const StringRef Name = plainName(Fn);
   if (Qualified == "torch::cuda::manual_seed" || Qualified == "torch::cuda::manual_seed_all") {
     warn(Call->getBeginLoc(),
          "torch::cuda::" + Name.str() +

@@ -26,7 +26,7 @@ bool isReducedToScalar(const VarDecl *Var) {
   const auto *Call = dyn_cast<CXXMemberCallExpr>(Init);
   if (!Call || !Call->getMethodDecl() || !explicitArgs(Call).empty())
     return false;
-  const StringRef Method = Call->getMethodDecl()->getName();
+  const StringRef Method = plainName(Call->getMethodDecl());
   return Method == "sum" || Method == "mean" || Method == "item" || Method == "norm" ||
          Method == "max" || Method == "min" || Method == "all" || Method == "any";
 }
@@ -50,7 +50,7 @@ struct MetricLeaves : RecursiveASTVisitor<MetricLeaves> {
         continue;
       const auto *Call = dyn_cast<CXXMemberCallExpr>(P);
       return Call && Call->getMethodDecl() &&
-             Call->getMethodDecl()->getName() == "gather_for_metrics";
+             plainName(Call->getMethodDecl()) == "gather_for_metrics";
     }
     return false;
   }

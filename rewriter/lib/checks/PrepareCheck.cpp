@@ -29,7 +29,7 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
     return false;
   E = E->IgnoreImplicit();
   if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
-    return Member->getMethodDecl() && Member->getMethodDecl()->getName() == "to" &&
+    return Member->getMethodDecl() && plainName(Member->getMethodDecl()) == "to" &&
            rootDecl(Member->getImplicitObjectArgument()) == Model;
   if (const auto *Call = dyn_cast<CallExpr>(E))
     if (const FunctionDecl *Callee = Call->getDirectCallee();

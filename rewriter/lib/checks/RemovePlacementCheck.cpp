@@ -40,7 +40,7 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
   const Expr *Object = Call->getImplicitObjectArgument();
   const std::vector<const Expr *> Args = explicitArgs(Call);
   const FunctionDecl *Fn = Context.enclosingFunction(Call);
-  const bool IsCuda = Method->getName() == "cuda";
+  const bool IsCuda = plainName(Method) == "cuda";
   if (!IsCuda && (Args.empty() || !isManagedDevice(Args[0], Fn)))
     return;
   // With a dtype after the device, only the device goes: x.to(device, kHalf) -> x.to(kHalf).
