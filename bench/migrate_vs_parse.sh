@@ -34,9 +34,9 @@ cp examples/spirals/train.cpp "$work/c.cpp"
 cp examples/classifier/train.cpp "$work/d.cpp"
 t_serial=() t_parallel=()
 for _ in $(seq "$reps"); do
-  start=$(now); "$migrate" --quiet --diff -j 1 "$work"/*.cpp -- "${flags[@]}" > /dev/null; end=$(now)
+  start=$(now); "$migrate" --quiet --diff -j 1 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
   t_serial+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
-  start=$(now); "$migrate" --quiet --diff -j 2 "$work"/*.cpp -- "${flags[@]}" > /dev/null; end=$(now)
+  start=$(now); "$migrate" --quiet --diff -j 2 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
   t_parallel+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
 done
 s1=$(median "${t_serial[@]}") s2=$(median "${t_parallel[@]}")
