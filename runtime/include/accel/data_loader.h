@@ -130,7 +130,8 @@ struct LoaderContext {
 /// the order is drawn from the main process's default generator, which advances exactly as under a
 /// plain LibTorch loader (so one process reproduces the unprepared program; the other processes'
 /// generators advance alike but keep their own streams); with AcceleratorOptions::seed, epoch e
-/// shuffles with seed + e and leaves the generators alone. Iterate it as a LibTorch loader: `for (auto& batch : *loader)`.
+/// shuffles with seed + e and leaves the generators alone. Iterate it as a LibTorch loader:
+/// `for (auto& batch : *loader)`.
 ///
 /// Batches are read on the calling thread.
 template <typename Dataset, typename Sampler>
@@ -213,8 +214,7 @@ class DataLoader : private detail::StatefulPart {
 
  private:
   std::vector<size_t> draw_epoch_order(size_t size) {
-    torch::Tensor resume_from = std::move(resume_generator_);
-    resume_generator_ = torch::Tensor();
+    const torch::Tensor resume_from = std::exchange(resume_generator_, torch::Tensor());
     if (context_.seed) return detail::epoch_order(sampler_, size, *context_.seed + epoch_);
     // Resuming mid-epoch: the order this epoch was drawn with; the generators were restored by
     // load_state to where they were at the save, past that draw.
