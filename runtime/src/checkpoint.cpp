@@ -200,6 +200,10 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     }
   }
   // Every process its own generators.
+  TORCH_CHECK(fs::is_directory(staging), "accel: save_state: ", staging.string(),
+              " does not exist where process ", process_index(),
+              " runs; machines that do not share a filesystem need "
+              "project_configuration().save_on_each_node(true)");
   save_archive(staging / ("random_states_" + std::to_string(process_index()) + ".pt"),
                [&](auto& archive) {
                  archive.write("cpu", cpu_generator_state());

@@ -6,6 +6,7 @@
 //                                                       and momentum all equal to the save's number
 //   checkpoint_worker check <dir>                       load_state(dir); print "consistent <n>" if
 //                                                       every weight and momentum equals one n
+// With CHECKPOINT_SAVE_ON_EACH_NODE=1 the project configuration has save_on_each_node.
 // "The final state" is the weights, Adam's state, the learning rate and a draw from every
 // process's generator, as one safetensors file, so runs compare byte for byte.
 
@@ -52,6 +53,9 @@ TORCH_MODULE(Net);
 int train(const std::string& load_from, int steps, int save_at, const std::string& save_dir,
           const std::string& out) {
   accel::Accelerator accelerator;
+  const char* on_each_node = std::getenv("CHECKPOINT_SAVE_ON_EACH_NODE");
+  accelerator.project_configuration().save_on_each_node(on_each_node != nullptr &&
+                                                        std::string(on_each_node) == "1");
   Net model;
   // Dropout draws from each process's own generator: resuming must restore them all.
   torch::manual_seed(100 + static_cast<uint64_t>(accelerator.process_index()));

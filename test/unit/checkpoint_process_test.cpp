@@ -1,7 +1,9 @@
 // Checkpoints across real processes started by our launcher: a run resumed from save_state ends
 // bit-identical to an uninterrupted one (1 and 2 processes, mid-epoch, shuffled), and a process
-// killed while saving leaves the previous checkpoint loadable.
+// killed while saving leaves the previous checkpoint loadable; with save_on_each_node, two
+// "machines" (two launchers on this host, each with its own folder) each hold a whole checkpoint.
 
+#include "support/ports.h"
 #include "support/subprocess.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -92,6 +95,82 @@ TEST_P(CheckpointProcesses, LoadingWithAnotherProcessCountIsRefused) {
 
 INSTANTIATE_TEST_SUITE_P(Processes, CheckpointProcesses, ::testing::Values(1, 2),
                          [](const auto& info) { return std::to_string(info.param); });
+
+// Two launchers on this host, one per machine, 2 processes each: a 4-process job. Each machine is
+// given its own arguments, as each real machine would name a folder on its own disk.
+std::pair<accel_test::RunResult, accel_test::RunResult> launch_two_machines(
+    const std::vector<std::string>& machine0_args, const std::vector<std::string>& machine1_args,
+    const std::map<std::string, std::string>& env) {
+  const std::string port = std::to_string(accel_test::free_port());
+  auto launch = [&](int machine, const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {kAccel, "launch", "--num_processes", "4", "--num_machines",
+                                     "2", "--machine_rank", std::to_string(machine),
+                                     "--main_process_ip", "127.0.0.1", "--main_process_port",
+                                     port, kWorker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, env, 240);
+  };
+  accel_test::RunResult first;
+  std::thread machine0([&] { first = launch(0, machine0_args); });
+  auto second = launch(1, machine1_args);
+  machine0.join();
+  return {first, second};
+}
+
+TEST(CheckpointNodes, SaveOnEachNodeLeavesAWholeCheckpointOnEveryMachine) {
+  const auto dir = fs::temp_directory_path() / ("accel_nodes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const fs::path node[2] = {dir / "node0", dir / "node1"};
+  for (const auto& folder : node) fs::create_directories(folder);
+  const std::map<std::string, std::string> env = {{"ACCEL_TIMEOUT", "60"},
+                                                  {"CHECKPOINT_SAVE_ON_EACH_NODE", "1"}};
+
+  auto straight = run({kAccel, "launch", "--num_processes", "4", kWorker, "train", "10",
+                       (dir / "straight.safetensors").string()},
+                      env, 240);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  // Step 5 is mid-epoch: 6 batches over 4 processes are 2 steps an epoch.
+  auto saved = launch_two_machines({"save-at", "5", (node[0] / "checkpoint").string()},
+                                   {"save-at", "5", (node[1] / "checkpoint").string()}, env);
+  ASSERT_EQ(saved.first.exit_code, 0) << saved.first.output;
+  ASSERT_EQ(saved.second.exit_code, 0) << saved.second.output;
+  for (int machine = 0; machine < 2; ++machine) {
+    const auto checkpoint = node[machine] / "checkpoint";
+    for (const char* file : {"accel_state.json", "model.safetensors", "optimizer.pt",
+                             "scheduler.pt", "data_loader.pt"}) {
+      EXPECT_TRUE(fs::exists(checkpoint / file)) << checkpoint / file;
+    }
+    // Each process's generators on its own machine only.
+    for (int rank = 0; rank < 4; ++rank) {
+      const auto rng = checkpoint / ("random_states_" + std::to_string(rank) + ".pt");
+      EXPECT_EQ(fs::exists(rng), rank / 2 == machine) << rng;
+    }
+    EXPECT_FALSE(fs::exists(checkpoint.string() + ".partial"));
+  }
+
+  auto resumed = launch_two_machines(
+      {"resume", (node[0] / "checkpoint").string(), "5", (node[0] / "resumed.safetensors").string()},
+      {"resume", (node[1] / "checkpoint").string(), "5", (node[1] / "resumed.safetensors").string()},
+      env);
+  ASSERT_EQ(resumed.first.exit_code, 0) << resumed.first.output;
+  ASSERT_EQ(resumed.second.exit_code, 0) << resumed.second.output;
+  const auto expected = read_bytes(dir / "straight.safetensors");
+  ASSERT_GT(expected.size(), 100u);
+  EXPECT_TRUE(read_bytes(node[0] / "resumed.safetensors") == expected)
+      << "a run resumed on two machines from their own folders differs from the straight run";
+
+  // Without save_on_each_node, the second machine has no folder to write its generators into.
+  auto shared = launch_two_machines({"save-at", "1", (node[0] / "shared").string()},
+                                    {"save-at", "1", (node[1] / "shared").string()},
+                                    {{"ACCEL_TIMEOUT", "60"}});
+  EXPECT_NE(shared.second.exit_code, 0);
+  EXPECT_NE(shared.second.output.find("machines that do not share a filesystem need "
+                                      "project_configuration().save_on_each_node(true)"),
+            std::string::npos)
+      << shared.second.output;
+  fs::remove_all(dir);
+}
 
 TEST(CheckpointCrash, KilledWhileSavingLeavesTheLastCompleteCheckpoint) {
   const auto dir = fs::temp_directory_path() / ("accel_crash_" + std::to_string(::getpid()));

@@ -1,35 +1,22 @@
 // Faults with real processes: `accel launch` stops the job when a rank fails or when it is
 // interrupted, and a rank that cannot reach the main process fails with a clear message.
 
+#include "support/ports.h"
 #include "support/subprocess.h"
 
 #include <gtest/gtest.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <fstream>
 #include <thread>
 
 namespace {
 
+using accel_test::free_port;
+using accel_test::port_in_use;
 using accel_test::run;
 
 const std::string kAccel = ACCEL_CLI_PATH;
 const std::string kWorker = FAULT_WORKER_PATH;
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Running, not a zombie: a killed grandchild is re-parented to PID 1, which in a container may
 // never reap it.
@@ -38,17 +25,6 @@ bool alive(pid_t pid) {
   std::string pid_field, comm, state;
   if (!(stat >> pid_field >> comm >> state)) return false;
   return state != "Z" && state != "X";
-}
-
-bool port_in_use(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return connected;
 }
 
 pid_t read_pid(const std::string& path) {

@@ -10,6 +10,11 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
 
 namespace {
 
@@ -58,6 +63,88 @@ TEST(MixedPrecision, Bf16AutocastInsideScopesOnly) {
     EXPECT_EQ(torch::matmul(x, x.t()).scalar_type(), torch::kBFloat16);
   }
   EXPECT_EQ(model->forward(x).scalar_type(), torch::kFloat32);
+}
+
+/// Returns its linear layer's output, the argmax indices and a deliberately bf16 copy.
+struct ThreeOutputs : torch::nn::Module {
+  ThreeOutputs() { fc = register_module("fc", torch::nn::Linear(4, 3)); }
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+    auto y = fc->forward(x);
+    return {y, y.argmax(1), y.to(torch::kBFloat16)};
+  }
+  torch::nn::Linear fc{nullptr};
+};
+
+TEST(MixedPrecision, ForwardComputesInBf16AndHandsBackFp32) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true).mixed_precision("bf16"));
+  torch::nn::Linear model(4, 3);
+  accelerator.prepare(model);
+  const auto x = torch::randn({8, 4});
+  const auto out = accelerator.forward(model, x);
+  EXPECT_EQ(out.scalar_type(), torch::kFloat32);
+  torch::Tensor in_scope;
+  {
+    auto scope = accelerator.autocast();
+    in_scope = model->forward(x);
+  }
+  ASSERT_EQ(in_scope.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(out, in_scope.to(torch::kFloat32)));
+  // Computed in bf16: not the fp32 forward's values, though close to them.
+  const auto full = model->forward(x);
+  EXPECT_FALSE(torch::equal(out, full));
+  EXPECT_TRUE(torch::allclose(out, full, /*rtol=*/0.02, /*atol=*/0.02));
+  // Autocast is off again afterwards, and gradients flow through the conversion in fp32.
+  EXPECT_EQ(torch::matmul(x, x.t()).scalar_type(), torch::kFloat32);
+  accelerator.backward(torch::mse_loss(accelerator.forward(model, x), torch::zeros({8, 3})));
+  ASSERT_TRUE(model->weight.grad().defined());
+  EXPECT_EQ(model->weight.grad().scalar_type(), torch::kFloat32);
+  EXPECT_GT(model->weight.grad().abs().sum().item<double>(), 0.0);
+
+  // A module by reference and by shared pointer; tuple outputs are converted element by element.
+  auto three = std::make_shared<ThreeOutputs>();
+  accelerator.prepare(three);
+  auto by_pointer = accelerator.forward(three, x);
+  auto by_reference = accelerator.forward(*three, x);
+  EXPECT_EQ(std::get<0>(by_pointer).scalar_type(), torch::kFloat32);
+  EXPECT_EQ(std::get<1>(by_pointer).scalar_type(), torch::kLong);
+  EXPECT_EQ(std::get<2>(by_pointer).scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(std::get<0>(by_pointer), std::get<0>(by_reference)));
+}
+
+TEST(MixedPrecision, ForwardWithoutMixedPrecisionIsThePlainCall) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true).mixed_precision("no"));
+  ThreeOutputs model;
+  accelerator.prepare(model);
+  const auto x = torch::randn({8, 4});
+  const auto out = accelerator.forward(model, x);
+  const auto plain = model.forward(x);
+  EXPECT_TRUE(torch::equal(std::get<0>(out), std::get<0>(plain)));
+  // Nothing converted: the module's own bf16 output stays bf16.
+  EXPECT_EQ(std::get<2>(out).scalar_type(), torch::kBFloat16);
+}
+
+TEST(MixedPrecision, ConvertToFp32LooksThroughContainers) {
+  const auto half = torch::ones({2}, torch::kHalf);
+  const auto bf16 = torch::ones({2}, torch::kBFloat16);
+  const auto index = torch::arange(3);
+  const auto f64 = torch::ones({1}, torch::kFloat64);
+  EXPECT_EQ(accel::convert_to_fp32(half).scalar_type(), torch::kFloat32);
+  EXPECT_EQ(accel::convert_to_fp32(f64).scalar_type(), torch::kFloat64);
+  EXPECT_FALSE(accel::convert_to_fp32(torch::Tensor()).defined());
+
+  const auto list = accel::convert_to_fp32(std::vector<torch::Tensor>{half, index});
+  EXPECT_EQ(list[0].scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(list[1].is_same(index));
+  const auto named = accel::convert_to_fp32(std::map<std::string, torch::Tensor>{{"a", bf16}});
+  EXPECT_EQ(named.at("a").scalar_type(), torch::kFloat32);
+  const auto hashed =
+      accel::convert_to_fp32(std::unordered_map<int, torch::Tensor>{{1, half}});
+  EXPECT_EQ(hashed.at(1).scalar_type(), torch::kFloat32);
+  const auto nested = accel::convert_to_fp32(
+      std::make_tuple(std::vector<std::pair<std::string, torch::Tensor>>{{"b", bf16}}, 7, index));
+  EXPECT_EQ(std::get<0>(nested)[0].second.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(std::get<1>(nested), 7);
+  EXPECT_TRUE(std::get<2>(nested).is_same(index));
 }
 
 TEST(MixedPrecision, NoMixedPrecisionLeavesAutocastOff) {

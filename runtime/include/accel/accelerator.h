@@ -44,6 +44,23 @@ struct has_archive_save_load<
                 std::declval<T&>().load(std::declval<torch::serialize::InputArchive&>()), void())>
     : std::true_type {};
 
+/// `model->forward(args...)` for a module holder or shared pointer, `model.forward(args...)` for
+/// a module.
+template <typename M, typename... Args>
+auto call_forward(torch::nn::ModuleHolder<M>& model, Args&&... args)
+    -> decltype(model->forward(std::forward<Args>(args)...)) {
+  return model->forward(std::forward<Args>(args)...);
+}
+template <typename M, typename... Args>
+auto call_forward(const std::shared_ptr<M>& model, Args&&... args)
+    -> decltype(model->forward(std::forward<Args>(args)...)) {
+  return model->forward(std::forward<Args>(args)...);
+}
+template <typename M, typename... Args>
+auto call_forward(M& model, Args&&... args) -> decltype(model.forward(std::forward<Args>(args)...)) {
+  return model.forward(std::forward<Args>(args)...);
+}
+
 }  // namespace detail
 
 /// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
@@ -244,8 +261,27 @@ class Accelerator {
   /// Autocast to the mixed-precision dtype on `device()` while the guard lives (bf16 or fp16);
   /// a guard that changes nothing with mixed_precision "no". accumulate() opens one itself.
   /// LibTorch modules have no forward hooks, so a prepared model's forward runs in mixed precision
-  /// inside these scopes only: call it there.
+  /// inside these scopes, or through `forward()`, only. Inside a scope its outputs keep the
+  /// autocast dtype; `forward()` hands them back in fp32.
   AutocastGuard autocast() const;
+
+  /// Calls `model->forward(args...)` as Accelerate calls a prepared model: with mixed precision,
+  /// under autocast, and with the fp16/bf16 tensors of the result handed back in fp32 (see
+  /// `convert_to_fp32`), so a loss or metric computed from them runs in full precision. With
+  /// mixed_precision "no", exactly `model->forward(args...)`.
+  ///
+  /// Example:
+  /// ```
+  /// auto logits = accelerator.forward(model, batch.data);  // fp32, computed in bf16
+  /// ```
+  template <typename M, typename... Args>
+  auto forward(M& model, Args&&... args)
+      -> std::decay_t<decltype(detail::call_forward(model, std::forward<Args>(args)...))> {
+    auto guard = autocast();
+    auto output = detail::call_forward(model, std::forward<Args>(args)...);
+    if (!guard.active()) return output;
+    return convert_to_fp32(output);
+  }
 
   /// True when the last synchronisation step() of a prepared optimizer did not update the
   /// parameters because, with fp16, a gradient was inf or nan (the loss scale was lowered).
