@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <regex>
 
 namespace accel {
@@ -244,7 +245,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   return dir.string();
 }
 
-void Accelerator::load_state(const std::string& requested_dir) {
+void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   auto& project = impl_->project;
   fs::path dir = requested_dir;
   if (dir.empty()) {
@@ -278,11 +279,19 @@ void Accelerator::load_state(const std::string& requested_dir) {
   };
   TORCH_CHECK(count("format") == kFormatVersion, "accel: ", state_path.string(),
               " has format ", count("format"), "; this libaccel reads format ", kFormatVersion);
-  TORCH_CHECK(count("num_processes") == num_processes(), "accel: ", dir.string(),
-              " was saved by ", count("num_processes"), " processes and this job has ",
-              num_processes(), "; random generators and data-loader positions are per process, "
-              "so resume with the same number of processes (or load the weights alone with "
-              "accel::load_safetensors)");
+  const int64_t saved_processes = count("num_processes");
+  TORCH_CHECK(saved_processes == num_processes() || options.allow_process_count_change(),
+              "accel: ", dir.string(), " was saved by ", saved_processes,
+              " processes and this job has ", num_processes(),
+              "; random generators and data-loader positions are per process, so resume with the "
+              "same number of processes, or pass "
+              "accel::LoadStateOptions().allow_process_count_change(true)");
+  if (saved_processes != num_processes() && is_main_process()) {
+    std::cerr << "accel: loading " << dir.string() << ", saved by " << saved_processes
+              << " processes, into " << num_processes()
+              << ": data loaders resume at the round holding the first batch no saved process had "
+                 "started, and processes without a saved generator keep their own\n";
+  }
   auto& state = *impl_->gradient_state;
   auto expect = [&](const char* key, size_t have, const char* what) {
     TORCH_CHECK(count(key) == static_cast<int64_t>(have), "accel: ", dir.string(), " holds ",
@@ -324,21 +333,23 @@ void Accelerator::load_state(const std::string& requested_dir) {
     load_archive(dir / ("custom_checkpoint_" + std::to_string(i) + ".pt"),
                  [&](auto& archive) { impl_->custom_objects[i].load(archive); });
   }
-  load_archive(dir / ("random_states_" + std::to_string(process_index()) + ".pt"),
-               [&](auto& archive) {
-                 torch::Tensor cpu;
-                 archive.read("cpu", cpu);
-                 set_cpu_generator_state(cpu);
+  const auto generators = dir / ("random_states_" + std::to_string(process_index()) + ".pt");
+  if (process_index() < saved_processes) {
+    load_archive(generators, [&](auto& archive) {
+      torch::Tensor cpu;
+      archive.read("cpu", cpu);
+      set_cpu_generator_state(cpu);
 #ifdef ACCEL_WITH_CUDA
-                 for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
-                   torch::Tensor saved;
-                   if (!archive.try_read("cuda" + std::to_string(d), saved)) continue;
-                   auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
-                   std::lock_guard<std::mutex> lock(gen.mutex());
-                   gen.set_state(saved);
-                 }
+      for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
+        torch::Tensor saved;
+        if (!archive.try_read("cuda" + std::to_string(d), saved)) continue;
+        auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(saved);
+      }
 #endif
-               });
+    });
+  }
   impl_->step = count("step");
   wait_for_everyone();
 }

@@ -2,6 +2,11 @@
 //   checkpoint_worker train <steps> <out>               train, then write the final state to out
 //   checkpoint_worker save-at <k> <dir>                 train k steps, save_state(dir), exit
 //   checkpoint_worker resume <dir> <steps> <out>        load_state(dir), train, write to out
+//   checkpoint_worker save-and-list <k> <dir>           train k steps, save_state(dir), then print
+//                                                       "remaining: ..." (the targets the rest of
+//                                                       the epoch holds, over all processes)
+//   checkpoint_worker load-and-list <dir>               load_state(dir) allowing another process
+//                                                       count, print the same
 //   checkpoint_worker save-loop <dir>                   save_state(dir) over and over, the weights
 //                                                       and momentum all equal to the save's number
 //   checkpoint_worker check <dir>                       load_state(dir); print "consistent <n>" if
@@ -12,9 +17,13 @@
 
 #include <accel/accel.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -50,8 +59,22 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+/// Prints the given batches' targets from all processes, sorted, as one line.
+void print_targets(accel::Accelerator& accelerator, const std::vector<torch::Tensor>& batches) {
+  std::vector<float> targets;
+  for (const auto& target : batches) {
+    auto all = accelerator.gather(target).flatten().contiguous();
+    targets.insert(targets.end(), all.data_ptr<float>(), all.data_ptr<float>() + all.numel());
+  }
+  std::sort(targets.begin(), targets.end());
+  std::ostringstream line;
+  line << "remaining:" << std::fixed << std::setprecision(5);
+  for (float value : targets) line << ' ' << value;
+  accelerator.print(line.str());
+}
+
 int train(const std::string& load_from, int steps, int save_at, const std::string& save_dir,
-          const std::string& out) {
+          const std::string& out, bool list_rest_of_epoch = false) {
   accel::Accelerator accelerator;
   const char* on_each_node = std::getenv("CHECKPOINT_SAVE_ON_EACH_NODE");
   accelerator.project_configuration().save_on_each_node(on_each_node != nullptr &&
@@ -64,11 +87,26 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
   auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 3, 0.7));
   auto loader = accelerator.prepare_data_loader(
       SumDataset().map(torch::data::transforms::Stack<>()), 8);  // shuffled (RandomSampler)
-  if (!load_from.empty()) accelerator.load_state(load_from);
+  if (!load_from.empty()) {
+    accelerator.load_state(load_from,
+                           accel::LoadStateOptions().allow_process_count_change(list_rest_of_epoch));
+  }
+  if (list_rest_of_epoch && !load_from.empty()) {
+    std::vector<torch::Tensor> rest;
+    for (auto& batch : *loader) rest.push_back(batch.target);
+    print_targets(accelerator, rest);
+    return 0;
+  }
 
   int done = 0;
+  bool listing = false;  // after the save, only collect the rest of the epoch
+  std::vector<torch::Tensor> rest;
   while (done < steps) {
     for (auto& batch : *loader) {
+      if (listing) {
+        rest.push_back(batch.target);
+        continue;
+      }
       auto step = accelerator.accumulate(model);
       accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
       optimizer.step();
@@ -77,9 +115,14 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
       ++done;
       if (done == save_at) {
         accelerator.save_state(save_dir);
-        return 0;
+        if (!list_rest_of_epoch) return 0;
+        listing = true;
       }
       if (done == steps) break;
+    }
+    if (listing) {
+      print_targets(accelerator, rest);
+      return 0;
     }
   }
 
@@ -162,12 +205,17 @@ int main(int argc, char** argv) {
     if (mode == "train" && argc == 4) return train("", std::atoi(argv[2]), -1, "", argv[3]);
     if (mode == "save-at" && argc == 4) return train("", 1 << 30, std::atoi(argv[2]), argv[3], "");
     if (mode == "resume" && argc == 5) return train(argv[2], std::atoi(argv[3]), -1, "", argv[4]);
+    if (mode == "save-and-list" && argc == 4) {
+      return train("", 1 << 30, std::atoi(argv[2]), argv[3], "", true);
+    }
+    if (mode == "load-and-list" && argc == 3) return train(argv[2], 0, -1, "", "", true);
     if (mode == "save-loop" && argc == 3) return save_loop_or_check(argv[2], false);
     if (mode == "check" && argc == 3) return save_loop_or_check(argv[2], true);
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: checkpoint_worker train|save-at|resume|save-loop|check ...\n";
+  std::cerr << "usage: checkpoint_worker "
+               "train|save-at|resume|save-and-list|load-and-list|save-loop|check ...\n";
   return 2;
 }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -91,6 +92,42 @@ TEST_P(CheckpointProcesses, LoadingWithAnotherProcessCountIsRefused) {
                                " processes and this job has " + std::to_string(other)),
             std::string::npos)
       << result.output;
+}
+
+std::vector<double> remaining_targets(const std::string& output) {
+  std::smatch line;
+  if (!std::regex_search(output, line, std::regex(R"(remaining:([^\n]*))"))) return {};
+  std::istringstream values(line[1].str());
+  std::vector<double> out;
+  for (double value; values >> value;) out.push_back(value);
+  return out;
+}
+
+TEST_P(CheckpointProcesses, AllowedProcessCountChangeResumesTheRestOfTheEpoch) {
+  // 48 samples in batches of 8: 6 batches an epoch. Step 5 is mid-epoch on 1 process (batch 5
+  // of 6) and on 2 (each at its batch 2 of 3, global batches 4 and 5 left).
+  const auto checkpoint = dir_ / "checkpoint";
+  auto saved = launch({"save-and-list", "5", checkpoint.string()});
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  const auto expected = remaining_targets(saved.output);
+  ASSERT_FALSE(expected.empty()) << saved.output;
+
+  const int other = GetParam() == 1 ? 2 : 1;
+  auto loaded = run({kAccel, "launch", "--num_processes", std::to_string(other), kWorker,
+                     "load-and-list", checkpoint.string()},
+                    {{"ACCEL_TIMEOUT", "60"}}, 240);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  EXPECT_NE(loaded.output.find("saved by " + std::to_string(GetParam()) + " processes, into " +
+                               std::to_string(other)),
+            std::string::npos)
+      << loaded.output;
+  const auto actual = remaining_targets(loaded.output);
+  // Every sample the saved run had not reached comes; earlier ones only to complete the round
+  // the resume starts in (1 -> 2 processes: global batch 4 again; 2 -> 1: nothing again).
+  EXPECT_TRUE(std::includes(actual.begin(), actual.end(), expected.begin(), expected.end()))
+      << saved.output << "\n" << loaded.output;
+  EXPECT_EQ(actual.size(), GetParam() == 1 ? expected.size() + 8 : expected.size());
+  EXPECT_EQ(expected.size(), GetParam() == 1 ? 8u : 16u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, CheckpointProcesses, ::testing::Values(1, 2),

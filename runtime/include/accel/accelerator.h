@@ -473,10 +473,10 @@ class Accelerator {
   std::string save_state(const std::string& dir = "");
 
   /// Restores what save_state wrote, in the same preparation order, from `dir` (or, with
-  /// automatic checkpoint naming and no `dir`, the newest checkpoint). A checkpoint written by a
-  /// different number of processes is refused: random generators and data positions are per
-  /// process. Loaders continue mid-epoch where the saved run was.
-  void load_state(const std::string& dir = "");
+  /// automatic checkpoint naming and no `dir`, the newest checkpoint). Loaders continue mid-epoch
+  /// where the saved run was. A checkpoint written by a different number of processes is refused
+  /// (random generators and data positions are per process) unless `options` allow it.
+  void load_state(const std::string& dir = "", const LoadStateOptions& options = {});
 
   /// Adds `object` to what save_state/load_state handle. It needs
   /// `void save(torch::serialize::OutputArchive&) const` and

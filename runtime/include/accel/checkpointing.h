@@ -34,6 +34,16 @@ struct ProjectConfiguration {
   TORCH_ARG(bool, save_on_each_node) = false;
 };
 
+/// How `Accelerator::load_state` treats a checkpoint.
+struct LoadStateOptions {
+  /// Resume a checkpoint saved by a different number of processes instead of refusing it.
+  /// Models, optimizers, schedulers, the scaler, registered objects and the step load as usual;
+  /// data loaders resume at the round (one batch per process) holding the first batch no saved
+  /// process had started, so mid-epoch up to one round's earlier batches are read again;
+  /// processes without a saved generator keep their own. The main process says so on stderr.
+  TORCH_ARG(bool, allow_process_count_change) = false;
+};
+
 /// Bytes in a size written as Accelerate writes them: "10GB" (10^10), "100MB" (10^8), "2GiB"
 /// (2 * 2^30), "512KiB", "5Gb" (gigabits: 5 * 10^9 / 8), or a plain number of bytes.
 /// Throws c10::Error naming the text.

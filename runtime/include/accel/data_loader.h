@@ -255,6 +255,7 @@ class DataLoader : private detail::StatefulPart {
   void save_state(torch::serialize::OutputArchive& archive) const override {
     archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
     archive.write("batches_done", torch::tensor(static_cast<int64_t>(batches_done())));
+    archive.write("num_processes", torch::tensor(context_.sharding.num_processes));
     if (epoch_generator_.defined()) archive.write("epoch_generator", epoch_generator_);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
@@ -265,6 +266,13 @@ class DataLoader : private detail::StatefulPart {
     };
     epoch_ = static_cast<size_t>(read("epoch"));
     skip_ = static_cast<size_t>(read("batches_done"));
+    torch::Tensor saved_processes;
+    if (!context_.sharding.split_batches && archive.try_read("num_processes", saved_processes)) {
+      // Each process takes every n-th batch: the saved run had started batches_done * n_saved of
+      // the epoch's batches, and this one resumes at the round holding the first unstarted one.
+      skip_ = skip_ * static_cast<size_t>(saved_processes.item<int64_t>()) /
+              static_cast<size_t>(context_.sharding.num_processes);
+    }
     torch::Tensor generator;
     if (archive.try_read("epoch_generator", generator)) resume_generator_ = generator;
     current_.reset();
