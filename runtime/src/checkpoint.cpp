@@ -5,7 +5,6 @@
 #include "durable_file.h"
 #include "module_tensors.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
@@ -128,18 +127,6 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
   }
 }
 
-torch::Tensor cpu_generator_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_cpu_generator_state(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
-
 }  // namespace
 
 ProjectConfiguration& Accelerator::project_configuration() { return impl_->project; }
@@ -207,7 +194,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
               "project_configuration().save_on_each_node(true)");
   save_archive(staging / ("random_states_" + std::to_string(process_index()) + ".pt"),
                [&](auto& archive) {
-                 archive.write("cpu", cpu_generator_state());
+                 archive.write("cpu", detail::default_generator_state());
 #ifdef ACCEL_WITH_CUDA
                  for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
                    auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
@@ -338,7 +325,7 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
     load_archive(generators, [&](auto& archive) {
       torch::Tensor cpu;
       archive.read("cpu", cpu);
-      set_cpu_generator_state(cpu);
+      detail::set_default_generator_state(cpu);
 #ifdef ACCEL_WITH_CUDA
       for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
         torch::Tensor saved;

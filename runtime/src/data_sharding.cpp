@@ -128,30 +128,30 @@ int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options) 
   return static_cast<int64_t>(dataset_size % global_batch);
 }
 
-ScopedDefaultGenerator::ScopedDefaultGenerator(uint64_t seed) {
+ScopedDefaultGenerator::ScopedDefaultGenerator(uint64_t seed)
+    : saved_state_(default_generator_state()) {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
-  saved_state_ = generator.get_state();
   generator.set_current_seed(seed);
 }
 
-ScopedDefaultGenerator::ScopedDefaultGenerator(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  saved_state_ = generator.get_state();
-  generator.set_state(state);
+ScopedDefaultGenerator::ScopedDefaultGenerator(const torch::Tensor& state)
+    : saved_state_(default_generator_state()) {
+  set_default_generator_state(state);
 }
 
-ScopedDefaultGenerator::~ScopedDefaultGenerator() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(saved_state_);
-}
+ScopedDefaultGenerator::~ScopedDefaultGenerator() { set_default_generator_state(saved_state_); }
 
 torch::Tensor default_generator_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
+}
+
+void set_default_generator_state(const torch::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
 }
 
 SplitRange split_range(size_t size, int64_t count, int64_t index, bool apply_padding) {

@@ -59,6 +59,8 @@ class ScopedDefaultGenerator {
 
 /// A copy of the default CPU generator's state.
 torch::Tensor default_generator_state();
+/// Puts the default CPU generator in `state` (one from default_generator_state()).
+void set_default_generator_state(const torch::Tensor& state);
 
 /// Drains `sampler` for one epoch of `dataset_size` samples, drawing from the default generator
 /// as a LibTorch data loader would.
