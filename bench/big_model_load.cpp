@@ -70,7 +70,8 @@ size_t read_all(const std::vector<std::string>& files, char* buffer, bool advanc
   for (const auto& file : files) {
     const int fd = ::open(file.c_str(), O_RDONLY);
     if (fd < 0) std::abort();
-    for (ssize_t n; (n = ::read(fd, buffer + (advance ? total : 0), kChunk)) > 0;) total += static_cast<size_t>(n);
+    for (ssize_t n; (n = ::read(fd, buffer + (advance ? total : 0), kChunk)) > 0;)
+      total += static_cast<size_t>(n);
     ::close(fd);
   }
   return total;
@@ -110,8 +111,10 @@ int child(const std::vector<std::string>& args) {
       options.device_map(accel::DeviceMap{{"", "cpu"}}).zero_copy(mode == "zero-copy");
     }
     accel::DispatchResult placed;
-    report["load_seconds"] = accel_bench::seconds([&] { placed = accel::load_checkpoint_and_dispatch(model, dir, options); });
-    for (const auto& entry : placed.bytes_per_device) report["bytes_" + entry.first] = static_cast<double>(entry.second);
+    report["load_seconds"] = accel_bench::seconds(
+        [&] { placed = accel::load_checkpoint_and_dispatch(model, dir, options); });
+    for (const auto& entry : placed.bytes_per_device)
+      report["bytes_" + entry.first] = static_cast<double>(entry.second);
     if (mode != "zero-copy") {
       torch::manual_seed(1);
       // A short prompt: the first forward's cost is then mostly getting the weights, not the math.
@@ -152,7 +155,8 @@ Report run_child(const std::vector<std::string>& args) {
   ::close(pipe_fds[1]);
   std::string output;
   char buffer[4096];
-  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) output.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;)
+    output.append(buffer, static_cast<size_t>(n));
   ::close(pipe_fds[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -185,17 +189,23 @@ double median_of(const std::vector<Report>& runs, const std::string& key) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "--child") return child(std::vector<std::string>(argv + 2, argv + argc));
+  if (argc > 1 && std::string(argv[1]) == "--child")
+    return child(std::vector<std::string>(argv + 2, argv + argc));
   int64_t layers = 10, width = 2048, budget_mb = 512;
   int repeats = 5;
   std::string base = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--layers") layers = std::atoll(argv[i + 1]);
-    else if (flag == "--width") width = std::atoll(argv[i + 1]);
-    else if (flag == "--cpu-budget-mb") budget_mb = std::atoll(argv[i + 1]);
-    else if (flag == "--repeats") repeats = std::atoi(argv[i + 1]);
-    else if (flag == "--dir") base = argv[i + 1];
+    if (flag == "--layers")
+      layers = std::atoll(argv[i + 1]);
+    else if (flag == "--width")
+      width = std::atoll(argv[i + 1]);
+    else if (flag == "--cpu-budget-mb")
+      budget_mb = std::atoll(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
+    else if (flag == "--dir")
+      base = argv[i + 1];
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -238,27 +248,39 @@ int main(int argc, char** argv) {
   const double mb = 1024.0 * 1024.0;
   const double t_stream = median_of(stream, "seconds"), t_memory = median_of(memory, "seconds");
   const double t_full = median_of(full, "load_seconds");
-  const double t_offload = median_of(offload, "load_seconds") + median_of(offload, "forward_seconds");
-  std::printf("checkpoint: %d layers x width %d, %.0f MB; medians of %d runs, each in a fresh process\n",
-              static_cast<int>(layers), static_cast<int>(width), large_bytes / mb, repeats);
+  const double t_offload =
+      median_of(offload, "load_seconds") + median_of(offload, "forward_seconds");
+  std::printf(
+      "checkpoint: %d layers x width %d, %.0f MB; medians of %d runs, each in a fresh process\n",
+      static_cast<int>(layers), static_cast<int>(width), large_bytes / mb, repeats);
   std::printf("  raw read, 8 MB buffer       %7.3f s  %7.0f MB/s  peak RSS %6.0f MB\n", t_stream,
               large_bytes / mb / t_stream, median_of(stream, "peak_rss_kb") / 1024);
   std::printf("  raw read into memory        %7.3f s  %7.0f MB/s  peak RSS %6.0f MB\n", t_memory,
               large_bytes / mb / t_memory, median_of(memory, "peak_rss_kb") / 1024);
-  std::printf("  full load on the CPU        %7.3f s  %7.0f MB/s  peak RSS %6.0f MB  throughput vs raw read into memory %.2f\n",
-              t_full, large_bytes / mb / t_full, median_of(full, "peak_rss_kb") / 1024, t_memory / t_full);
+  std::printf(
+      "  full load on the CPU        %7.3f s  %7.0f MB/s  peak RSS %6.0f MB  throughput vs raw "
+      "read into memory %.2f\n",
+      t_full, large_bytes / mb / t_full, median_of(full, "peak_rss_kb") / 1024, t_memory / t_full);
   std::printf("    its first forward (4 tokens) %.3f s\n", median_of(full, "forward_seconds"));
-  std::printf("  cpu budget %lld MB + disk:   load %.3f s + first forward %.3f s = %.3f s to first forward;"
-              " peak RSS %.0f MB (%.0f MB on cpu, %.0f MB on disk); logits equal the full load's\n",
-              static_cast<long long>(budget_mb), median_of(offload, "load_seconds"),
-              median_of(offload, "forward_seconds"), t_offload, median_of(offload, "peak_rss_kb") / 1024,
-              median_of(offload, "bytes_cpu") / mb, median_of(offload, "bytes_disk") / mb);
+  std::printf(
+      "  cpu budget %lld MB + disk:   load %.3f s + first forward %.3f s = %.3f s to first forward;"
+      " peak RSS %.0f MB (%.0f MB on cpu, %.0f MB on disk); logits equal the full load's\n",
+      static_cast<long long>(budget_mb), median_of(offload, "load_seconds"),
+      median_of(offload, "forward_seconds"), t_offload, median_of(offload, "peak_rss_kb") / 1024,
+      median_of(offload, "bytes_cpu") / mb, median_of(offload, "bytes_disk") / mb);
   std::printf("    %.0f offloaded weights read, at most %.0f MB of them alive at once\n",
-              median_of(offload, "offload_reads"), median_of(offload, "offload_peak_live_bytes") / mb);
-  std::printf("    time to first forward / raw read, 8 MB buffer %.2f; / (raw read into memory + full model's forward) %.2f\n",
-              t_offload / t_stream, t_offload / (t_memory + median_of(full, "forward_seconds")));
-  const double z_large = median_of(zero_large, "load_seconds"), z_small = median_of(zero_small, "load_seconds");
-  std::printf("  zero-copy load (no first touch): %.0f MB in %.4f s, %.0f MB in %.4f s: ratio %.2f for %.1fx the bytes\n",
-              large_bytes / mb, z_large, small_bytes / mb, z_small, z_large / z_small, large_bytes / small_bytes);
+              median_of(offload, "offload_reads"),
+              median_of(offload, "offload_peak_live_bytes") / mb);
+  std::printf(
+      "    time to first forward / raw read, 8 MB buffer %.2f; / (raw read into memory + full "
+      "model's forward) %.2f\n",
+      t_offload / t_stream, t_offload / (t_memory + median_of(full, "forward_seconds")));
+  const double z_large = median_of(zero_large, "load_seconds"),
+               z_small = median_of(zero_small, "load_seconds");
+  std::printf(
+      "  zero-copy load (no first touch): %.0f MB in %.4f s, %.0f MB in %.4f s: ratio %.2f for "
+      "%.1fx the bytes\n",
+      large_bytes / mb, z_large, small_bytes / mb, z_small, z_large / z_small,
+      large_bytes / small_bytes);
   return 0;
 }

@@ -68,8 +68,10 @@ class ReadPages {
       }
     }
     // MAP_POPULATE faults the block in one call rather than one trap per page.
-    void* block = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    TORCH_CHECK(block != MAP_FAILED, "accel: no memory to read offloaded weight '", name, "' (", bytes, " bytes)");
+    void* block = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    TORCH_CHECK(block != MAP_FAILED, "accel: no memory to read offloaded weight '", name, "' (",
+                bytes, " bytes)");
     return block;
   }
 

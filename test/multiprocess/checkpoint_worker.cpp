@@ -88,8 +88,8 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
   auto loader = accelerator.prepare_data_loader(
       SumDataset().map(torch::data::transforms::Stack<>()), 8);  // shuffled (RandomSampler)
   if (!load_from.empty()) {
-    accelerator.load_state(load_from,
-                           accel::LoadStateOptions().allow_process_count_change(list_rest_of_epoch));
+    accelerator.load_state(
+        load_from, accel::LoadStateOptions().allow_process_count_change(list_rest_of_epoch));
   }
   if (list_rest_of_epoch && !load_from.empty()) {
     std::vector<torch::Tensor> rest;

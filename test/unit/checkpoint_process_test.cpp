@@ -10,9 +10,9 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -125,7 +125,8 @@ TEST_P(CheckpointProcesses, AllowedProcessCountChangeResumesTheRestOfTheEpoch) {
   // Every sample the saved run had not reached comes; earlier ones only to complete the round
   // the resume starts in (1 -> 2 processes: global batch 4 again; 2 -> 1: nothing again).
   EXPECT_TRUE(std::includes(actual.begin(), actual.end(), expected.begin(), expected.end()))
-      << saved.output << "\n" << loaded.output;
+      << saved.output << "\n"
+      << loaded.output;
   EXPECT_EQ(actual.size(), GetParam() == 1 ? expected.size() + 8 : expected.size());
   EXPECT_EQ(expected.size(), GetParam() == 1 ? 8u : 16u);
 }
@@ -140,10 +141,19 @@ std::pair<accel_test::RunResult, accel_test::RunResult> launch_two_machines(
     const std::map<std::string, std::string>& env) {
   const std::string port = std::to_string(accel_test::free_port());
   auto launch = [&](int machine, const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kAccel, "launch", "--num_processes", "4", "--num_machines",
-                                     "2", "--machine_rank", std::to_string(machine),
-                                     "--main_process_ip", "127.0.0.1", "--main_process_port",
-                                     port, kWorker};
+    std::vector<std::string> argv = {kAccel,
+                                     "launch",
+                                     "--num_processes",
+                                     "4",
+                                     "--num_machines",
+                                     "2",
+                                     "--machine_rank",
+                                     std::to_string(machine),
+                                     "--main_process_ip",
+                                     "127.0.0.1",
+                                     "--main_process_port",
+                                     port,
+                                     kWorker};
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv, env, 240);
   };
@@ -186,10 +196,11 @@ TEST(CheckpointNodes, SaveOnEachNodeLeavesAWholeCheckpointOnEveryMachine) {
     EXPECT_FALSE(fs::exists(checkpoint.string() + ".partial"));
   }
 
-  auto resumed = launch_two_machines(
-      {"resume", (node[0] / "checkpoint").string(), "5", (node[0] / "resumed.safetensors").string()},
-      {"resume", (node[1] / "checkpoint").string(), "5", (node[1] / "resumed.safetensors").string()},
-      env);
+  auto resumed = launch_two_machines({"resume", (node[0] / "checkpoint").string(), "5",
+                                      (node[0] / "resumed.safetensors").string()},
+                                     {"resume", (node[1] / "checkpoint").string(), "5",
+                                      (node[1] / "resumed.safetensors").string()},
+                                     env);
   ASSERT_EQ(resumed.first.exit_code, 0) << resumed.first.output;
   ASSERT_EQ(resumed.second.exit_code, 0) << resumed.second.output;
   const auto expected = read_bytes(dir / "straight.safetensors");

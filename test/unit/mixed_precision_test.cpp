@@ -137,8 +137,7 @@ TEST(MixedPrecision, ConvertToFp32LooksThroughContainers) {
   EXPECT_TRUE(list[1].is_same(index));
   const auto named = accel::convert_to_fp32(std::map<std::string, torch::Tensor>{{"a", bf16}});
   EXPECT_EQ(named.at("a").scalar_type(), torch::kFloat32);
-  const auto hashed =
-      accel::convert_to_fp32(std::unordered_map<int, torch::Tensor>{{1, half}});
+  const auto hashed = accel::convert_to_fp32(std::unordered_map<int, torch::Tensor>{{1, half}});
   EXPECT_EQ(hashed.at(1).scalar_type(), torch::kFloat32);
   const auto nested = accel::convert_to_fp32(
       std::make_tuple(std::vector<std::pair<std::string, torch::Tensor>>{{"b", bf16}}, 7, index));

@@ -110,7 +110,8 @@ TEST(SafetensorsHeader, ParsesAFileHeldInMemoryWithTheSameChecks) {
 TEST(SafetensorsHeader, FuzzSeedCorpusIsValidWhereItSaysSo) {
   int seen = 0;
   // CMake compiles sources by their absolute paths; the corpus lives beside test/unit.
-  const auto corpus = std::filesystem::path(__FILE__).parent_path().parent_path() / "fuzz/corpus/safetensors_header";
+  const auto corpus = std::filesystem::path(__FILE__).parent_path().parent_path() /
+                      "fuzz/corpus/safetensors_header";
   for (const auto& file : std::filesystem::directory_iterator(corpus)) {
     const std::string name = file.path().filename().string();
     std::ifstream in(file.path(), std::ios::binary);

@@ -57,7 +57,8 @@ auto call_forward(const std::shared_ptr<M>& model, Args&&... args)
   return model->forward(std::forward<Args>(args)...);
 }
 template <typename M, typename... Args>
-auto call_forward(M& model, Args&&... args) -> decltype(model.forward(std::forward<Args>(args)...)) {
+auto call_forward(M& model, Args&&... args)
+    -> decltype(model.forward(std::forward<Args>(args)...)) {
   return model.forward(std::forward<Args>(args)...);
 }
 

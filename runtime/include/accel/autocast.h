@@ -88,8 +88,8 @@ std::pair<A, B> convert_to_fp32(const std::pair<A, B>& value) {
 }
 template <typename... T>
 std::tuple<T...> convert_to_fp32(const std::tuple<T...>& value) {
-  return std::apply(
-      [](const T&... items) { return std::tuple<T...>(convert_to_fp32(items)...); }, value);
+  return std::apply([](const T&... items) { return std::tuple<T...>(convert_to_fp32(items)...); },
+                    value);
 }
 template <typename K, typename V>
 std::map<K, V> convert_to_fp32(const std::map<K, V>& values) {

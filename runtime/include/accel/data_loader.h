@@ -84,7 +84,7 @@ std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, uint64_t 
   return drain_sampler(sampler, dataset_size);
 }
 
-/// One epoch's order drawn from the generator state `state`, leaving the default generator as it was.
+/// One epoch's order drawn from the generator state `state`, leaving the default one as it was.
 template <typename Sampler>
 std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, const torch::Tensor& state) {
   ScopedDefaultGenerator from(state);
@@ -225,7 +225,8 @@ class DataLoader : private detail::StatefulPart {
     auto order = detail::drain_sampler(sampler_, size);
     // A sampler that drew from the generator shuffles: every process takes the main process's
     // order. (Samplers are alike on every process, so all of them take part or none.)
-    if (context_.main_process_state && !torch::equal(detail::default_generator_state(), epoch_generator_)) {
+    if (context_.main_process_state &&
+        !torch::equal(detail::default_generator_state(), epoch_generator_)) {
       const torch::Tensor main_state = context_.main_process_state(epoch_generator_);
       if (!torch::equal(main_state, epoch_generator_)) {
         order = detail::epoch_order(sampler_, size, main_state);
@@ -289,7 +290,7 @@ class DataLoader : private detail::StatefulPart {
   size_t position_ = 0;
   size_t skip_ = 0;
   size_t epoch_ = 0;
-  torch::Tensor epoch_generator_;  // the state this epoch's order was drawn from
+  torch::Tensor epoch_generator_;   // the state this epoch's order was drawn from
   torch::Tensor resume_generator_;  // the same, read by load_state
   c10::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
