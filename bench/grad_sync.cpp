@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run with: accel launch --num_processes 2 %s\n", argv[0]);
     return 2;
   }
-  auto& group = *accel::detail::DistributedState::get(accelerator.options())->group();
+  auto& group = *accel::detail::DistributedState::get(accelerator.options())->device_group();
   const auto x = torch::randn({32, width});
 
   auto prepared = make_model(width, layers);

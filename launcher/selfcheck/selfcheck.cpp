@@ -30,7 +30,13 @@ std::pair<torch::Tensor, torch::Tensor> regression_data(int64_t samples) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `accel env` asks what the LibTorch this was linked against sees, without starting a job.
+  if (argc > 1 && std::string(argv[1]) == "--runtime-info") {
+    std::cout << "cuda_available " << (torch::cuda::is_available() ? "yes" : "no") << "\n"
+              << "cuda_devices " << torch::cuda::device_count() << "\n";
+    return 0;
+  }
   accel::Accelerator accelerator;
   const int64_t n = accelerator.num_processes();
   const int64_t rank = accelerator.process_index();

@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
   }
   if (env->parsed()) {
     accel::launcher::print_environment(
-        std::cout, env_config_file.value_or(accel::launcher::default_config_path()));
+        std::cout, env_config_file.value_or(accel::launcher::default_config_path()),
+        selfcheck_path());
     return 0;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -40,15 +41,47 @@ int gpu_count() {
   return count;
 }
 
-void print_environment(std::ostream& out, const std::string& config_path) {
+namespace {
+
+// What LibTorch itself reports about CUDA, asked of accel-selfcheck (the launcher does not link
+// LibTorch): "yes (N devices)", "no", or why it could not be asked.
+std::string cuda_available(const std::string& selfcheck) {
+  const std::string command = "'" + selfcheck + "' --runtime-info 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "unknown (could not run " + selfcheck + ")";
+  std::string output;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  std::string available, devices;
+  std::istringstream lines(output);
+  std::string key, value;
+  while (lines >> key >> value) {
+    if (key == "cuda_available") available = value;
+    if (key == "cuda_devices") devices = value;
+  }
+  if (status != 0 || available.empty()) return "unknown (" + selfcheck + " did not answer)";
+  return available == "yes" ? "yes (" + devices + " devices)" : "no";
+}
+
+}  // namespace
+
+void print_environment(std::ostream& out, const std::string& config_path,
+                       const std::string& selfcheck) {
   utsname uts{};
   ::uname(&uts);
   std::string cpu = first_line_with("/proc/cpuinfo", "model name\t: ");
   out << "- accel version: " << ACCEL_VERSION << "\n";
   out << "- LibTorch version (built against): " << TORCH_VERSION << "\n";
   out << "- LibTorch CUDA build: " << (ACCEL_TORCH_HAS_CUDA ? "yes" : "no") << "\n";
-  out << "- NCCL backend: " << (ACCEL_TORCH_HAS_CUDA ? "yes" : "no (CPU build of LibTorch)")
-      << "\n";
+  out << "- CUDA available: " << cuda_available(selfcheck) << "\n";
+  if (ACCEL_TORCH_HAS_CUDA) {
+    out << "- NCCL backend: yes, built with NCCL "
+        << (std::string(ACCEL_NCCL_VERSION).empty() ? "(version unknown)" : ACCEL_NCCL_VERSION)
+        << "\n";
+  } else {
+    out << "- NCCL backend: no (CPU build of LibTorch)\n";
+  }
   out << "- Gloo backend: yes\n";
   out << "- NVIDIA GPUs: " << gpu_count() << "\n";
   out << "- CPU: " << (cpu.empty() ? std::string(uts.machine) : cpu) << ", "

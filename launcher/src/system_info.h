@@ -12,7 +12,9 @@ namespace launcher {
 int gpu_count();
 
 /// Writes the report for a bug report: versions, backends, hardware, OS and the active config.
-void print_environment(std::ostream& out, const std::string& config_path);
+/// `selfcheck` (accel-selfcheck, linked against LibTorch) is asked whether CUDA is available.
+void print_environment(std::ostream& out, const std::string& config_path,
+                       const std::string& selfcheck);
 
 }  // namespace launcher
 }  // namespace accel

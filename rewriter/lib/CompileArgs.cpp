@@ -4,6 +4,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <cstdlib>
@@ -37,7 +38,42 @@ bool exists(const std::string &Dir, llvm::StringRef Rel) {
   return llvm::sys::fs::exists(Path);
 }
 
+/// The value of `#define Name <number>` in the file at Path, or -1.
+int definedNumber(const std::string &Path, llvm::StringRef Name) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path);
+  if (!Buffer)
+    return -1;
+  llvm::SmallVector<llvm::StringRef, 64> Lines;
+  (*Buffer)->getBuffer().split(Lines, '\n');
+  for (llvm::StringRef Line : Lines) {
+    Line = Line.trim();
+    if (!Line.consume_front("#define") || !Line.ltrim().consume_front(Name))
+      continue;
+    int Value = -1;
+    if (!Line.trim().getAsInteger(10, Value))
+      return Value;
+  }
+  return -1;
+}
+
 } // namespace
+
+std::string torchCxxStandard(const std::vector<std::string> &IncludeDirs) {
+  for (const std::string &Dir : IncludeDirs) {
+    // 2.x keeps the numbers in torch/headeronly/version.h; older releases in torch/version.h.
+    for (const char *Rel : {"torch/headeronly/version.h", "torch/version.h"}) {
+      llvm::SmallString<256> Path(Dir);
+      llvm::sys::path::append(Path, Rel);
+      const int Major = definedNumber(std::string(Path), "TORCH_VERSION_MAJOR");
+      const int Minor = definedNumber(std::string(Path), "TORCH_VERSION_MINOR");
+      if (Major < 0 || Minor < 0)
+        continue;
+      // From 2.14 LibTorch's headers refuse anything older than C++20.
+      return Major > 2 || (Major == 2 && Minor >= 14) ? "-std=c++20" : "-std=c++17";
+    }
+  }
+  return "-std=c++17";
+}
 
 std::vector<std::string> torchIncludeDirs() {
   std::vector<std::string> Roots;
@@ -66,8 +102,9 @@ std::vector<std::string> torchIncludeDirs() {
 }
 
 std::vector<std::string> defaultCompileArgs() {
-  std::vector<std::string> Args = {"-std=c++17"};
-  for (const std::string &Dir : torchIncludeDirs()) {
+  const std::vector<std::string> TorchDirs = torchIncludeDirs();
+  std::vector<std::string> Args = {torchCxxStandard(TorchDirs)};
+  for (const std::string &Dir : TorchDirs) {
     // The compiler's own directories stay where they are: adding them again with -isystem
     // breaks libstdc++'s #include_next.
     if (Dir == "/usr/include" || Dir == "/usr/local/include")

@@ -11,7 +11,12 @@ namespace accel::migrate {
 /// directory contains torch/torch.h or torch/csrc/api/include/torch/torch.h.
 std::vector<std::string> torchIncludeDirs();
 
-/// Arguments for a plain one-file program that includes <torch/torch.h>: C++17 plus LibTorch's
+/// The -std flag LibTorch's headers in `IncludeDirs` need: -std=c++20 from LibTorch 2.14 (whose
+/// headers refuse older standards), else -std=c++17. A compile database's own -std wins over it.
+std::string torchCxxStandard(const std::vector<std::string> &IncludeDirs);
+
+/// Arguments for a plain one-file program that includes <torch/torch.h>: the -std LibTorch needs
+/// (see torchCxxStandard) plus LibTorch's
 /// and libaccel's include directories as system directories (so they are never edited).
 std::vector<std::string> defaultCompileArgs();
 

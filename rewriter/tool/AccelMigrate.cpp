@@ -169,15 +169,18 @@ int main(int argc, const char **argv) {
   } else if (!Database) {
     Database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
   } else {
-    // '--' given: the user's arguments, plus LibTorch's includes unless they name them.
-    std::vector<std::string> Args;
-    bool NamesTorch = false;
+    // '--' given: the user's arguments, plus LibTorch's includes unless they name them, and the
+    // standard LibTorch needs unless they choose one.
+    bool NamesTorch = false, NamesStandard = false;
     for (const clang::tooling::CompileCommand &Command : Database->getAllCompileCommands())
-      for (const std::string &Arg : Command.CommandLine)
+      for (const std::string &Arg : Command.CommandLine) {
         NamesTorch = NamesTorch || llvm::StringRef(Arg).contains("torch");
+        NamesStandard = NamesStandard || llvm::StringRef(Arg).startswith("-std=");
+      }
     if (!NamesTorch)
       for (const std::string &Arg : defaultCompileArgs())
-        Options.ExtraArgs.push_back(Arg);
+        if (!NamesStandard || !llvm::StringRef(Arg).startswith("-std="))
+          Options.ExtraArgs.push_back(Arg);
   }
   return runMigration(*Database, Files, Options, llvm::outs(), llvm::errs());
 }

@@ -78,10 +78,10 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
 
 namespace {
 
-c10::optional<c10::ScalarType> mixed_precision_dtype(const std::string& mixed_precision) {
+std::optional<c10::ScalarType> mixed_precision_dtype(const std::string& mixed_precision) {
   if (mixed_precision == "bf16") return c10::ScalarType::BFloat16;
   if (mixed_precision == "fp16") return c10::ScalarType::Half;
-  return c10::nullopt;
+  return std::nullopt;
 }
 
 /// Refuses at construction what would fail (or silently run in fp32) at the first step.
@@ -159,7 +159,8 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
-    prepared.sync = std::make_unique<detail::GradientSynchronizer>(model, impl_->dist->group());
+    prepared.sync = std::make_unique<detail::GradientSynchronizer>(model, impl_->dist->device_group(),
+                                                                   impl_->host_group());
   }
   impl_->models.push_back(std::move(prepared));
 }
@@ -206,7 +207,7 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
     Impl* impl = impl_.get();
     context.main_process_state = [impl](const torch::Tensor& state) {
       auto shared = state.clone();
-      detail::broadcast(impl->group(), shared, 0);
+      detail::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
       return shared;
     };
   }
@@ -227,7 +228,7 @@ void Accelerator::warn_if_workers_requested(size_t workers) const {
 // ---- Training loop --------------------------------------------------------------------------------
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
-                           c10::optional<bool> retain_graph, bool create_graph) {
+                           std::optional<bool> retain_graph, bool create_graph) {
   const int64_t steps = impl_->options.gradient_accumulation_steps;
   torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
@@ -310,9 +311,9 @@ void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
 
 torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   if (!impl_->distributed()) return tensor;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "gather", tensor);
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
-  return torch::cat(detail::all_gather(impl_->group(), input), 0);
+  return torch::cat(detail::all_gather(impl_->device_group(), input), 0);
 }
 
 int64_t Accelerator::remainder_to_keep() const {
@@ -329,8 +330,8 @@ torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
   auto out = tensor.clone();
   if (!impl_->distributed()) return out;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "reduce", tensor);
-  detail::all_reduce(impl_->group(), out, reduction);
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "reduce", tensor);
+  detail::all_reduce(impl_->device_group(), out, reduction);
   return out;
 }
 
@@ -341,9 +342,9 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
               dim, " (tensor has ", tensor.dim(), " dimensions)");
   if (dim < 0) dim += tensor.dim();
   auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
-  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "pad_across_processes", sizes);
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "pad_across_processes", sizes);
   int64_t longest = 0;
-  for (const auto& s : detail::all_gather(impl_->group(), sizes)) {
+  for (const auto& s : detail::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
     longest = std::max(longest, s[dim].item<int64_t>());
   }
   if (longest == tensor.size(dim)) return tensor;
@@ -357,10 +358,10 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
 
 torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) {
   if (!impl_->distributed()) return tensor;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->group(), "broadcast", tensor);
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "broadcast", tensor);
   auto target = tensor;
   TORCH_CHECK(target.is_contiguous(), "accel: broadcast needs a contiguous tensor");
-  detail::broadcast(impl_->group(), target, from);
+  detail::broadcast(impl_->device_group(), target, from);
   return target;
 }
 
@@ -368,7 +369,7 @@ std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value
   if (!impl_->distributed()) return {value};
   const auto bytes = torch::pickle_save(value);
   std::vector<c10::IValue> out;
-  for (const auto& part : detail::all_gather_bytes(impl_->group(),
+  for (const auto& part : detail::all_gather_bytes(impl_->host_group(),
                                                    std::string(bytes.begin(), bytes.end()))) {
     out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
   }
@@ -379,10 +380,10 @@ c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from
   if (!impl_->distributed()) return value;
   const auto pickled = torch::pickle_save(value);
   auto length = torch::tensor({static_cast<int64_t>(pickled.size())}, torch::kInt64);
-  detail::broadcast(impl_->group(), length, from);
+  detail::broadcast(impl_->host_group(), length, from);  // pickled bytes stay on the CPU
   auto buffer = torch::zeros({std::max<int64_t>(length.item<int64_t>(), 1)}, torch::kUInt8);
   if (process_index() == from) std::memcpy(buffer.data_ptr(), pickled.data(), pickled.size());
-  detail::broadcast(impl_->group(), buffer, from);
+  detail::broadcast(impl_->host_group(), buffer, from);
   const char* data = static_cast<const char*>(buffer.data_ptr());
   return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
 }
@@ -407,14 +408,14 @@ torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,
 // ---- Process control ------------------------------------------------------------------------------
 
 void Accelerator::wait_for_everyone() {
-  if (impl_->distributed()) detail::barrier(impl_->group());
+  if (impl_->distributed()) detail::barrier(impl_->device_group());
 }
 
 void Accelerator::set_trigger() { impl_->trigger = true; }
 
 bool Accelerator::check_trigger() {
   auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
-  if (impl_->distributed()) detail::all_reduce(impl_->group(), flag, Reduction::Sum);
+  if (impl_->distributed()) detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
   if (flag.item<int64_t>() == 0) return false;
   impl_->trigger = false;
   return true;

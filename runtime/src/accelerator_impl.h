@@ -44,7 +44,10 @@ struct Accelerator::Impl {
     }
     return nullptr;
   }
-  c10d::ProcessGroup& group() const { return *dist->group(); }
+  /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
+  c10d::ProcessGroup& device_group() const { return *dist->device_group(); }
+  /// The runtime's own CPU-side collectives: always Gloo.
+  c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
   bool distributed() const { return dist->world_size() > 1; }
 };
 

@@ -6,7 +6,7 @@
 
 namespace accel {
 
-AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::optional<c10::ScalarType> dtype)
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype)
     : device_type_(device_type) {
   if (!dtype) return;
   TORCH_CHECK(detail::autocast_supports(device_type, *dtype), "accel: autocast to ",

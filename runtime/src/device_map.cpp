@@ -188,7 +188,7 @@ MaxMemory parse_max_memory(const std::map<std::string, std::string>& sizes) {
 }
 
 std::map<std::string, int64_t> compute_module_sizes(const torch::nn::Module& model,
-                                                    c10::optional<torch::ScalarType> dtype) {
+                                                    std::optional<torch::ScalarType> dtype) {
   std::map<std::string, int64_t> sizes;
   sizes[""] = 0;
   for (const auto& entry : detail::module_tensors(model)) {

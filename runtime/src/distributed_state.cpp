@@ -54,6 +54,31 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
 
 }  // namespace
 
+JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                          bool nccl, std::shared_ptr<::gloo::transport::Device> gloo_device,
+                          std::chrono::milliseconds timeout) {
+  JobGroups groups;
+  // The backends rendezvous under their own prefixes, so the same store serves both.
+  auto gloo = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store), rank, size,
+                                std::move(gloo_device), timeout);
+  groups.host = make_process_group(store, rank, size, gloo);
+  if (!nccl) {
+    groups.device = groups.host;
+    groups.backend = "gloo";
+    return groups;
+  }
+#ifdef USE_C10D_NCCL
+  auto backend = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank,
+                                   size, timeout);
+  groups.device = make_process_group(store, rank, size, gloo, backend);
+  groups.backend = "nccl";
+  return groups;
+#else
+  TORCH_CHECK(false, "accel: this libaccel was built against a LibTorch without CUDA, so it has no "
+              "NCCL backend for CUDA tensors");
+#endif
+}
+
 std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& options) {
   static std::mutex mutex;
   static std::shared_ptr<DistributedState> state;
@@ -71,23 +96,15 @@ DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptio
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store);
   const int rank = static_cast<int>(identity_.rank);
   const int size = static_cast<int>(identity_.world_size);
-#ifdef USE_C10D_NCCL
-  if (device(options.cpu).is_cuda()) {
-    group_ = make_nccl_group(prefixed, rank, size, options.timeout);
-    backend_ = "nccl";
-    return;
-  }
-#endif
   try {
-    group_ = make_gloo_group(prefixed, rank, size,
-                             gloo_device(process_environment(), identity_.master_addr),
-                             options.timeout);
+    groups_ = make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
+                              gloo_device(process_environment(), identity_.master_addr),
+                              options.timeout);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "accel: rank ", rank, " could not connect to the other ", size - 1,
                 " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,
                 "): ", e.what());
   }
-  backend_ = "gloo";
 }
 
 torch::Device DistributedState::device(bool cpu) const {

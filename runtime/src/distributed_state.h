@@ -11,11 +11,31 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
+namespace gloo {
+namespace transport {
+class Device;
+}  // namespace transport
+}  // namespace gloo
+
 namespace accel {
 namespace detail {
+
+/// The process groups of one job (see DistributedState).
+struct JobGroups {
+  c10::intrusive_ptr<c10d::ProcessGroup> device;
+  c10::intrusive_ptr<c10d::ProcessGroup> host;
+  std::string backend = "none";
+};
+
+/// Builds a job's groups over `store`: one Gloo backend shared by both groups, and with `nccl` an
+/// NCCL backend for the device group's CUDA tensors. `gloo_device` is Gloo's network device.
+JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                          bool nccl, std::shared_ptr<::gloo::transport::Device> gloo_device,
+                          std::chrono::milliseconds timeout);
 
 class DistributedState {
  public:
@@ -25,10 +45,15 @@ class DistributedState {
   const ProcessIdentity& identity() const { return identity_; }
   int64_t rank() const { return identity_.rank; }
   int64_t world_size() const { return identity_.world_size; }
-  /// The collective group; null in a one-process job.
-  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
-  /// "gloo", "nccl", or "none" for one process.
-  const std::string& backend() const { return backend_; }
+  /// The group for tensors on the job's device and the user's collectives: CPU tensors go
+  /// through Gloo and, in a CUDA job, CUDA tensors through NCCL (`cpu:gloo,cuda:nccl`). Null in a
+  /// one-process job.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& device_group() const { return groups_.device; }
+  /// Gloo alone, for the runtime's own CPU-side collectives (object gathers, model checks,
+  /// triggers, loader state), which an NCCL-only group would reject. Null in a one-process job.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& host_group() const { return groups_.host; }
+  /// The device group's backend for device tensors: "gloo", "nccl", or "none" for one process.
+  const std::string& backend() const { return groups_.backend; }
 
   /// The device for an Accelerator of this process: `cuda:LOCAL_RANK` when CUDA is available and
   /// `cpu` is false, else the CPU.
@@ -38,8 +63,7 @@ class DistributedState {
   DistributedState(ProcessIdentity identity, const ResolvedOptions& options);
 
   ProcessIdentity identity_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  std::string backend_ = "none";
+  JobGroups groups_;
 };
 
 }  // namespace detail

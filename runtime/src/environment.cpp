@@ -11,22 +11,22 @@ namespace accel {
 namespace detail {
 
 EnvLookup process_environment() {
-  return [](const std::string& name) -> c10::optional<std::string> {
+  return [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
-    if (value == nullptr) return c10::nullopt;
+    if (value == nullptr) return std::nullopt;
     return std::string(value);
   };
 }
 
-c10::optional<std::string> env_string(const EnvLookup& env, const std::string& name) {
+std::optional<std::string> env_string(const EnvLookup& env, const std::string& name) {
   auto value = env(name);
-  if (!value || value->empty()) return c10::nullopt;
+  if (!value || value->empty()) return std::nullopt;
   return value;
 }
 
-c10::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
+std::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
-  if (!value) return c10::nullopt;
+  if (!value) return std::nullopt;
   std::string lower = *value;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -36,9 +36,9 @@ c10::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
   return false;
 }
 
-c10::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {
+std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
-  if (!value) return c10::nullopt;
+  if (!value) return std::nullopt;
   size_t used = 0;
   int64_t parsed = 0;
   try {
@@ -87,7 +87,7 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
                 " (expected 0 <= rank < ", names.world_size, " = ", id.world_size, ")");
     id.local_rank = env_int(env, names.local_rank).value_or(id.rank);
     // SLURM_NTASKS_PER_NODE may read "2(x3)"; only a plain number is a usable local size.
-    c10::optional<int64_t> local_world;
+    std::optional<int64_t> local_world;
     try {
       local_world = env_int(env, names.local_world_size);
     } catch (const c10::Error&) {

@@ -4,16 +4,16 @@
 // or MPI variables) and typed ACCEL_* values. Lookups go through an EnvLookup so tests can pass a
 // map instead of the real environment.
 
-#include <c10/util/Optional.h>
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace accel {
 namespace detail {
 
-using EnvLookup = std::function<c10::optional<std::string>(const std::string& name)>;
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
 /// The process's real environment.
 EnvLookup process_environment();
@@ -35,9 +35,9 @@ struct ProcessIdentity {
 ProcessIdentity detect_process_identity(const EnvLookup& env);
 
 /// Typed reads of one variable; unset or empty gives nullopt, malformed throws naming it.
-c10::optional<bool> env_bool(const EnvLookup& env, const std::string& name);
-c10::optional<int64_t> env_int(const EnvLookup& env, const std::string& name);
-c10::optional<std::string> env_string(const EnvLookup& env, const std::string& name);
+std::optional<bool> env_bool(const EnvLookup& env, const std::string& name);
+std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name);
+std::optional<std::string> env_string(const EnvLookup& env, const std::string& name);
 
 }  // namespace detail
 }  // namespace accel

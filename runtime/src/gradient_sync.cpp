@@ -1,11 +1,11 @@
 #include "gradient_sync.h"
 
 #include "collectives.h"
+#include "torch_compat.h"
 
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
-#include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <c10/util/Exception.h>
 
@@ -36,8 +36,9 @@ void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor
 }  // namespace
 
 GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
-                                           c10::intrusive_ptr<c10d::ProcessGroup> group)
-    : group_(std::move(group)) {
+                                           c10::intrusive_ptr<c10d::ProcessGroup> device_group,
+                                           c10d::ProcessGroup& host_group)
+    : group_(std::move(device_group)) {
   std::vector<torch::Tensor> states;
   for (const auto& p : module.parameters()) {
     states.push_back(p);
@@ -47,7 +48,7 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
     states.push_back(b);
     buffers_.push_back(b);
   }
-  check_same_model(*group_, parameters_);
+  check_same_model(host_group, parameters_);
   {
     torch::NoGradGuard no_grad;
     if (!states.empty()) c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
@@ -61,15 +62,10 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   std::vector<int64_t> indices(parameters_.size());
   std::iota(indices.rbegin(), indices.rend(), 0);
   std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> limits;
-  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
+  std::tie(buckets, std::ignore) = c10d::compute_bucket_assignment_by_size(
       ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(kBucketBytes)},
       std::vector<bool>(parameters_.size(), false), indices);
-  reducer_ = std::make_unique<c10d::Reducer>(
-      parameters_, std::move(buckets), std::move(limits), group_,
-      std::vector<bool>(parameters_.size(), false), kBucketBytes,
-      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
-      std::unordered_map<size_t, std::string>{}, kFirstBucketBytes);
+  reducer_ = make_reducer(parameters_, std::move(buckets), group_, kBucketBytes, kFirstBucketBytes);
 }
 
 GradientSynchronizer::~GradientSynchronizer() = default;

@@ -24,10 +24,12 @@ constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
 
 class GradientSynchronizer {
  public:
-  /// Checks that every process built the same model, copies rank 0's parameters and buffers to all
-  /// processes, and installs the reducer's hooks.
+  /// Checks that every process built the same model (over `host_group`, on the CPU), copies rank
+  /// 0's parameters and buffers to all processes and installs the reducer's hooks (over
+  /// `device_group`, where the model lives).
   GradientSynchronizer(const torch::nn::Module& module,
-                       c10::intrusive_ptr<c10d::ProcessGroup> group);
+                       c10::intrusive_ptr<c10d::ProcessGroup> device_group,
+                       c10d::ProcessGroup& host_group);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

@@ -6,13 +6,15 @@
 
 #include <torch/nn/module.h>
 
+#include <optional>
+
 namespace accel {
 namespace detail {
 
 /// The safetensors name of a LibTorch dtype ("F32", "BF16", ...); null when it has none.
 const char* safetensors_dtype_name(torch::ScalarType type);
 /// The LibTorch dtype of a safetensors name; none for names LibTorch lacks (U16, F8_*, ...).
-c10::optional<torch::ScalarType> safetensors_torch_dtype(const std::string& name);
+std::optional<torch::ScalarType> safetensors_torch_dtype(const std::string& name);
 
 /// Parameters, then buffers, in the module's order. A tensor registered under several names (tied
 /// weights) appears once, under its first name: safetensors cannot store two views of one buffer.

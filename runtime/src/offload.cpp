@@ -161,7 +161,7 @@ void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IV
 /// moved there too (module inputs, activations), and the operator runs on them. The copies die
 /// with the last result that refers to them.
 void run_with_materialised_weights(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
-  c10::optional<c10::Device> execution;
+  std::optional<c10::Device> execution;
   for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
     const OffloadedWeight* weight = offloaded_weight(tensor);
     if (weight == nullptr) return false;
@@ -256,7 +256,7 @@ void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue
   const int64_t call = calls_++;
   const auto& schema = op.schema();
   const size_t count = schema.returns().size();
-  c10::optional<size_t> device_argument;
+  std::optional<size_t> device_argument;
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (schema.arguments()[i].name() == "device") device_argument = i;
   }

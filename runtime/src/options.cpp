@@ -8,7 +8,7 @@ namespace accel {
 namespace {
 
 template <typename T>
-T pick(const c10::optional<T>& in_code, const c10::optional<T>& from_env, T fallback) {
+T pick(const std::optional<T>& in_code, const std::optional<T>& from_env, T fallback) {
   if (in_code) return *in_code;
   if (from_env) return *from_env;
   return fallback;

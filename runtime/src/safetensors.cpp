@@ -41,11 +41,11 @@ const char* detail::safetensors_dtype_name(torch::ScalarType type) {
   return nullptr;
 }
 
-c10::optional<torch::ScalarType> detail::safetensors_torch_dtype(const std::string& name) {
+std::optional<torch::ScalarType> detail::safetensors_torch_dtype(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return d.type;
   }
-  return c10::nullopt;
+  return std::nullopt;
 }
 
 namespace {

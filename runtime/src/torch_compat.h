@@ -1,18 +1,21 @@
 #pragma once
 
-// Every LibTorch-version-specific piece of libaccel lives here. (The 2.x branches follow the 2.x
-// headers; this project's CI has LibTorch 1.13 only.)
+// Every LibTorch-version-specific piece of libaccel lives here. accel supports LibTorch 2.6 and
+// later (tested with 2.11, the pinned wheel); cmake/AccelFindTorch.cmake refuses older ones and
+// picks C++20 from 2.14, whose headers refuse C++17.
 //
-// - c10d: in 1.13 ProcessGroupGloo and ProcessGroupNCCL are ProcessGroups; in 2.x they are Backends
-//   that a ProcessGroup dispatches to.
-// - autocast: 1.13 has one setter per device type (set_cpu_enabled, set_autocast_gpu_dtype);
-//   2.4 takes the device type as an argument and deprecates the old names.
-// - loss scaling: the fused unscale-and-check kernel has a CPU implementation from 2.3 on.
+// - c10d: ProcessGroupGloo and ProcessGroupNCCL are Backends that a ProcessGroup dispatches to by
+//   tensor device (`cpu:gloo,cuda:nccl`), set with ProcessGroup(store, rank, size) + setBackend.
+// - c10d::Reducer: 2.x dropped the per-bucket size limits from its constructor and added the
+//   unused-parameter, Python-reducer and bucket-cap-list arguments.
+// - autocast: the device type is an argument (2.4 on); the fused unscale-and-check kernel has a
+//   CPU implementation (2.3 on).
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/version.h>
 
 #include <ATen/autocast_mode.h>
@@ -27,120 +30,107 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <vector>
+
+#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6)
+#error "accel needs LibTorch 2.6 or later"
+#endif
 
 namespace accel {
 namespace detail {
 
-inline c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(
+// ---- c10d ----------------------------------------------------------------------------------------
+
+inline c10::intrusive_ptr<c10d::Backend> make_gloo_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::shared_ptr<::gloo::transport::Device> device, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
   options->devices.push_back(std::move(device));
-#if TORCH_VERSION_MAJOR >= 2
-  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
-  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
-  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
-  return group;
-#else
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-#endif
 }
 
 #ifdef USE_C10D_NCCL
-inline c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(
+inline c10::intrusive_ptr<c10d::Backend> make_nccl_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
-#if TORCH_VERSION_MAJOR >= 2
-  auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
-  group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
-  group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, backend);
-  return group;
-#else
   return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-#endif
 }
 #endif
+
+/// A process group that sends CPU tensors through `gloo` and, when `nccl` is given, CUDA tensors
+/// through it (PyTorch's `cpu:gloo,cuda:nccl`). Its default backend (barriers, and tensors of any
+/// other device) is NCCL when there is one.
+inline c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    const c10::intrusive_ptr<c10d::Backend>& gloo,
+    const c10::intrusive_ptr<c10d::Backend>& nccl = {}) {
+  using BackendType = c10d::ProcessGroup::BackendType;
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  group->setBackend(c10::DeviceType::CPU, BackendType::GLOO, gloo);
+  if (nccl) {
+    group->setBackend(c10::DeviceType::CUDA, BackendType::NCCL, nccl);
+    group->setDefaultBackend(BackendType::NCCL);
+  } else {
+    group->setDefaultBackend(BackendType::GLOO);
+  }
+  return group;
+}
+
+/// c10d's Reducer (DistributedDataParallel's engine) over `group`, with `buckets` of parameter
+/// indices; rebuilt buckets are capped at `first_bucket_bytes` for the first, `bucket_bytes` after.
+inline std::unique_ptr<c10d::Reducer> make_reducer(
+    std::vector<at::Tensor> parameters, std::vector<std::vector<size_t>> buckets,
+    c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t bucket_bytes,
+    int64_t first_bucket_bytes) {
+  const auto count = parameters.size();
+  return std::make_unique<c10d::Reducer>(
+      std::move(parameters), std::move(buckets), std::move(group),
+      /*expect_sparse_gradients=*/std::vector<bool>(count, false), bucket_bytes,
+      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+      /*param_names=*/std::unordered_map<size_t, std::string>{}, first_bucket_bytes,
+      /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
+      /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
+}
 
 // ---- autocast ------------------------------------------------------------------------------------
 
-#define ACCEL_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||        \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-
 inline bool autocast_enabled(c10::DeviceType device_type) {
-#if ACCEL_TORCH_AT_LEAST(2, 4)
   return at::autocast::is_autocast_enabled(device_type);
-#else
-  return device_type == c10::DeviceType::CUDA ? at::autocast::is_enabled()
-                                              : at::autocast::is_cpu_enabled();
-#endif
 }
 
 inline void set_autocast_enabled(c10::DeviceType device_type, bool enabled) {
-#if ACCEL_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_enabled(device_type, enabled);
-#else
-  if (device_type == c10::DeviceType::CUDA) {
-    at::autocast::set_enabled(enabled);
-  } else {
-    at::autocast::set_cpu_enabled(enabled);
-  }
-#endif
 }
 
 inline c10::ScalarType autocast_dtype(c10::DeviceType device_type) {
-#if ACCEL_TORCH_AT_LEAST(2, 4)
   return at::autocast::get_autocast_dtype(device_type);
-#else
-  return device_type == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
-                                              : at::autocast::get_autocast_cpu_dtype();
-#endif
 }
 
 inline void set_autocast_dtype(c10::DeviceType device_type, c10::ScalarType dtype) {
-#if ACCEL_TORCH_AT_LEAST(2, 4)
   at::autocast::set_autocast_dtype(device_type, dtype);
-#else
-  if (device_type == c10::DeviceType::CUDA) {
-    at::autocast::set_autocast_gpu_dtype(dtype);
-  } else {
-    at::autocast::set_autocast_cpu_dtype(dtype);
-  }
-#endif
 }
 
 /// Lower-precision dtypes autocast supports on `device_type` in this LibTorch.
 inline bool autocast_supports(c10::DeviceType device_type, c10::ScalarType dtype) {
-  if (device_type == c10::DeviceType::CUDA) {
-    return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
-  }
-#if ACCEL_TORCH_AT_LEAST(2, 3)
-  return dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16;
-#else
-  return device_type == c10::DeviceType::CPU && dtype == c10::ScalarType::BFloat16;
-#endif
+  const bool device = device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
+  return device && (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16);
 }
 
 // ---- loss scaling --------------------------------------------------------------------------------
 
 /// Whether at::_amp_foreach_non_finite_check_and_unscale_ has a kernel for `device_type`.
 inline bool fused_unscale_available(c10::DeviceType device_type) {
-#if ACCEL_TORCH_AT_LEAST(2, 3)
   return device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
-#else
-  return device_type == c10::DeviceType::CUDA;
-#endif
 }
 
 // The dispatch key offloaded weights carry and tensor factories are routed through while an
 // empty model is built (offload.cpp). A mode key above autograd, so the fallback sees whole
 // operators before any decomposition; DeferredInit is reserved for torchdistX's deferred
-// initialisation, the same kind of use, and exists from 1.13 through 2.x.
+// initialisation, the same kind of use, and exists through 2.x.
 constexpr c10::DispatchKey kOffloadDispatchKey = c10::DispatchKey::DeferredInit;
 
 }  // namespace detail

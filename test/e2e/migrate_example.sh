@@ -47,6 +47,11 @@ if ! diff -u "$work/plain.txt" "$work/one.txt"; then
   echo "migrated $example on one process differs from the plain program"; exit 1
 fi
 
+if [ "${ACCEL_E2E_ONE_PROCESS:-0}" = 1 ]; then
+  # scripts/gpu-check.sh: one GPU cannot hold two NCCL ranks; the plain and the migrated program
+  # ran on it above and printed the same.
+  echo "migration end-to-end test of $example passed on one process"; exit 0
+fi
 (cd "$work/run-two" && "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/train" > ../two.txt)
 cat "$work/two.txt"
 count() { grep -c -- "$1" "$2" || true; }

@@ -130,7 +130,7 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
   for (const auto& p : model->named_parameters()) state.emplace_back("param." + p.key(), p.value());
   size_t i = 0;
   for (const auto& p : model->parameters()) {
-    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    const auto key = static_cast<void*>(p.unsafeGetTensorImpl());
     auto& s = static_cast<torch::optim::AdamParamState&>(*optimizer.state().at(key));
     const auto prefix = "adam." + std::to_string(i++) + ".";
     state.emplace_back(prefix + "step", torch::tensor(static_cast<int64_t>(s.step())));
@@ -159,7 +159,7 @@ void fill(Big& model, torch::optim::SGD& optimizer, double value) {
   torch::NoGradGuard no_grad;
   for (auto& p : model.parameters()) {
     p.fill_(value);
-    const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+    const auto key = static_cast<void*>(p.unsafeGetTensorImpl());
     static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(key))
         .momentum_buffer()
         .fill_(value);
@@ -179,7 +179,7 @@ int save_loop_or_check(const std::string& dir, bool check) {
     accelerator.load_state(dir);
     const double value = model.a[0][0].item<double>();
     for (auto& p : model.parameters()) {
-      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = static_cast<void*>(p.unsafeGetTensorImpl());
       const auto& momentum =
           static_cast<torch::optim::SGDParamState&>(*optimizer.state().at(key)).momentum_buffer();
       if (!p.eq(value).all().item<bool>() || !momentum.eq(value).all().item<bool>()) {

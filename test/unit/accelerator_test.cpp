@@ -33,7 +33,7 @@ std::pair<double, double> train_plain(size_t batch_size, int epochs) {
 }
 
 // The training step as user code often has it: through the base optimizer class, whose
-// zero_grad() is not virtual in LibTorch 1.13.
+// zero_grad() is not virtual in LibTorch.
 void step_through_base(torch::optim::Optimizer& optimizer) {
   optimizer.step();
   optimizer.zero_grad();
@@ -129,7 +129,28 @@ TEST(Accelerator, GatedOptimizerKeepsGradientsOnMicroSteps) {
     step_through_base(optimizer);
   }
   EXPECT_FLOAT_EQ(model->a.item<float>(), -0.4f);
+  // LibTorch 2.x's default: gradients set to none, not zeroed.
+  EXPECT_FALSE(model->a.grad().defined());
+}
+
+TEST(Accelerator, PreparedZeroGradTakesSetToNoneAsLibTorchDoes) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto x = torch::ones({4, 1});
+  for (int micro = 0; micro < 2; ++micro) {
+    auto step = accelerator.accumulate(model);
+    accelerator.backward(model->forward(x).sum());
+    optimizer.zero_grad(false);  // a no-op on the micro-step, zeroes on the synchronising one
+    if (micro == 0) {
+      EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 2.0);
+    }
+  }
+  ASSERT_TRUE(model->a.grad().defined());
   EXPECT_EQ(model->a.grad().item<double>(), 0.0);
+  optimizer.zero_grad();
+  EXPECT_FALSE(model->a.grad().defined());
 }
 
 TEST(Accelerator, SchedulerStepsOncePerOptimizerStepOnOneProcess) {

@@ -12,9 +12,9 @@ namespace detail {
 namespace {
 
 EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values](const std::string& name) -> c10::optional<std::string> {
+  return [values](const std::string& name) -> std::optional<std::string> {
     auto it = values.find(name);
-    if (it == values.end()) return c10::nullopt;
+    if (it == values.end()) return std::nullopt;
     return it->second;
   };
 }
@@ -117,11 +117,11 @@ TEST(ProcessIdentity, MalformedValuesNameTheVariable) {
 
 TEST(EnvValues, BooleansAndIntegers) {
   auto env = env_of({{"T", "true"}, {"N", "0"}, {"BAD", "maybe"}, {"I", "12"}, {"E", ""}});
-  EXPECT_EQ(env_bool(env, "T"), c10::optional<bool>(true));
-  EXPECT_EQ(env_bool(env, "N"), c10::optional<bool>(false));
+  EXPECT_EQ(env_bool(env, "T"), std::optional<bool>(true));
+  EXPECT_EQ(env_bool(env, "N"), std::optional<bool>(false));
   EXPECT_FALSE(env_bool(env, "E").has_value());
   EXPECT_FALSE(env_bool(env, "MISSING").has_value());
-  EXPECT_EQ(env_int(env, "I"), c10::optional<int64_t>(12));
+  EXPECT_EQ(env_int(env, "I"), std::optional<int64_t>(12));
   expect_error([&] { env_bool(env, "BAD"); }, "Invalid BAD: 'maybe'");
   expect_error([&] { env_int(env, "T"); }, "Invalid T: 'true' (expected an integer)");
 }

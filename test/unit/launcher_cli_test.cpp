@@ -248,3 +248,22 @@ TEST_F(LauncherCli, SelfCheckPassesInTheConfiguredSetup) {
 }
 
 }  // namespace
+
+TEST(LauncherEnv, ReportsLibTorchCudaAndTheNcclItWasBuiltWith) {
+  auto result = run({kAccel, "env"}, {});
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find(std::string("- LibTorch version (built against): ") +
+                               ACCEL_EXPECTED_TORCH_VERSION),
+            std::string::npos)
+      << result.output;
+  // What LibTorch reports on this machine: a GPU machine has NVIDIA's driver entries.
+  const bool gpu = std::system("ls /proc/driver/nvidia/gpus/* > /dev/null 2>&1") == 0;
+  EXPECT_NE(result.output.find(gpu ? "- CUDA available: yes (" : "- CUDA available: no\n"),
+            std::string::npos)
+      << result.output;
+  const std::string nccl = ACCEL_EXPECTED_NCCL_VERSION;
+  EXPECT_NE(result.output.find(nccl.empty() ? std::string("- NCCL backend: no")
+                                            : "- NCCL backend: yes, built with NCCL " + nccl),
+            std::string::npos)
+      << result.output;
+}

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <iostream>
 #include <memory>
@@ -251,7 +252,7 @@ class Accelerator {
   /// Runs `loss.backward(...)` after dividing the loss by the accumulation steps; prepared models
   /// average their gradients across processes on synchronisation steps.
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
-                c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
+                std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
 
   /// Opens one accumulation micro-step for `models` (see AccumulateScope).
   template <typename... Models>

@@ -3,9 +3,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
-#include <c10/util/Optional.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -32,7 +32,7 @@ class [[nodiscard]] AutocastGuard {
  public:
   /// Enables autocast to `dtype` on `device_type`; with `dtype` unset, changes nothing. Throws
   /// when this LibTorch cannot autocast to `dtype` there (1.13's CPU autocast is bf16 only).
-  AutocastGuard(c10::DeviceType device_type, c10::optional<c10::ScalarType> dtype);
+  AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype);
   AutocastGuard(AutocastGuard&& other) noexcept;
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;

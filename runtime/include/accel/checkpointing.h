@@ -2,9 +2,9 @@
 
 #include <torch/arg.h>
 
-#include <c10/util/Optional.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -26,7 +26,7 @@ struct ProjectConfiguration {
   TORCH_ARG(bool, automatic_checkpoint_naming) = false;
   /// With automatic naming, only this many checkpoints are kept: the oldest go once a new one is
   /// complete.
-  TORCH_ARG(c10::optional<int64_t>, total_limit) = c10::nullopt;
+  TORCH_ARG(std::optional<int64_t>, total_limit) = std::nullopt;
   /// The number the next automatically named checkpoint gets; each save_state() increments it.
   TORCH_ARG(int64_t, iteration) = 0;
   /// Each machine's first process writes the checkpoint to its own disk (no shared filesystem);

@@ -9,13 +9,13 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
-#include <c10/util/Optional.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -117,7 +117,7 @@ struct LoaderContext {
   ShardingOptions sharding;
   /// AcceleratorOptions::seed: epoch e shuffles with seed + e. Without it, the order is drawn
   /// from the default generator, as a plain LibTorch loader does.
-  c10::optional<uint64_t> seed;
+  std::optional<uint64_t> seed;
   /// With several processes: returns the main process's value of a generator state (a collective).
   std::function<torch::Tensor(const torch::Tensor&)> main_process_state;
   torch::Device device = torch::kCPU;
@@ -292,7 +292,7 @@ class DataLoader : private detail::StatefulPart {
   size_t epoch_ = 0;
   torch::Tensor epoch_generator_;   // the state this epoch's order was drawn from
   torch::Tensor resume_generator_;  // the same, read by load_state
-  c10::optional<BatchType> current_;
+  std::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
 };
 

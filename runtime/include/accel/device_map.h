@@ -6,10 +6,10 @@
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 
-#include <c10/util/Optional.h>
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +29,7 @@ MaxMemory parse_max_memory(const std::map<std::string, std::string>& sizes);
 /// total). With `dtype`, floating-point tensors count at the smaller of their size and its.
 /// Works on empty (meta) models. Tied weights count once.
 std::map<std::string, int64_t> compute_module_sizes(const torch::nn::Module& model,
-                                                    c10::optional<torch::ScalarType> dtype = c10::nullopt);
+                                                    std::optional<torch::ScalarType> dtype = std::nullopt);
 
 struct DeviceMapOptions {
   /// Budgets; empty means what the machine has: each GPU's free memory and the CPU's available
@@ -39,7 +39,7 @@ struct DeviceMapOptions {
   /// matches by its name as Module::name() reports it, with or without namespace and "Impl".
   TORCH_ARG(std::vector<std::string>, no_split_module_classes);
   /// The dtype the weights will be loaded in.
-  TORCH_ARG(c10::optional<torch::ScalarType>, dtype) = c10::nullopt;
+  TORCH_ARG(std::optional<torch::ScalarType>, dtype) = std::nullopt;
   /// Merge entries whose submodules all went to one device.
   TORCH_ARG(bool, clean_result) = true;
 };

@@ -17,9 +17,9 @@
 
 #include <torch/types.h>
 
-#include <c10/util/Optional.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +38,7 @@ class DispatchOptions {
   /// (a dtype change). Needed only then.
   TORCH_ARG(std::string, offload_folder);
   /// Floating-point weights are converted to this dtype; others keep theirs.
-  TORCH_ARG(c10::optional<torch::ScalarType>, dtype) = c10::nullopt;
+  TORCH_ARG(std::optional<torch::ScalarType>, dtype) = std::nullopt;
   /// Offload buffers with their modules; by default they sit on the execution device.
   TORCH_ARG(bool, offload_buffers) = false;
   /// Weights placed on the CPU are views of the memory-mapped checkpoint instead of copies: the

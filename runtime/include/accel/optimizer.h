@@ -17,7 +17,7 @@ namespace accel {
 /// program passed the optimizer before (including as `torch::optim::Optimizer&`), but `step()` and
 /// `zero_grad()` do nothing on gradient-accumulation micro-steps (`sync_gradients()` false).
 ///
-/// `zero_grad()` is not virtual in LibTorch 1.13; calls through a base reference are kept right
+/// `zero_grad()` is not virtual in LibTorch; calls through a base reference are kept right
 /// by the accumulate scope, which sets the parameter lists aside for the micro-step (see
 /// `detail::OptimizerGate`).
 template <typename O>
@@ -49,9 +49,10 @@ class AcceleratedOptimizer : public O {
     return loss;
   }
 
-  /// Zeroes the gradients on synchronisation steps only, so accumulation keeps them.
-  void zero_grad() {
-    if (state_->sync_gradients) O::zero_grad();
+  /// Clears the gradients on synchronisation steps only, so accumulation keeps them. As
+  /// LibTorch's own, `set_to_none` (the default) leaves them undefined rather than zero.
+  void zero_grad(bool set_to_none = true) {
+    if (state_->sync_gradients) O::zero_grad(set_to_none);
   }
 
   /// The optimizer as the program built it.

@@ -5,10 +5,10 @@
 
 #include <torch/arg.h>
 
-#include <c10/util/Optional.h>
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -27,27 +27,27 @@ namespace accel {
 struct AcceleratorOptions {
   /// Move prepared models and data-loader batches to `device()` (`ACCEL_DEVICE_PLACEMENT`,
   /// default true).
-  TORCH_ARG(c10::optional<bool>, device_placement) = c10::nullopt;
+  TORCH_ARG(std::optional<bool>, device_placement) = std::nullopt;
 
   /// The data loader's batch size is the global batch, split across processes, instead of the
   /// per-process batch (`ACCEL_SPLIT_BATCHES`, default false).
-  TORCH_ARG(c10::optional<bool>, split_batches) = c10::nullopt;
+  TORCH_ARG(std::optional<bool>, split_batches) = std::nullopt;
 
   /// Complete the last round of batches by cycling from the start of the data set so that every
   /// process sees the same number of batches (`ACCEL_EVEN_BATCHES`, default true).
-  TORCH_ARG(c10::optional<bool>, even_batches) = c10::nullopt;
+  TORCH_ARG(std::optional<bool>, even_batches) = std::nullopt;
 
   /// Number of micro-steps whose gradients are accumulated before the optimizer steps
   /// (`ACCEL_GRADIENT_ACCUMULATION_STEPS`, default 1).
-  TORCH_ARG(c10::optional<int64_t>, gradient_accumulation_steps) = c10::nullopt;
+  TORCH_ARG(std::optional<int64_t>, gradient_accumulation_steps) = std::nullopt;
 
   /// Run on the CPU even where CUDA is available (`ACCEL_USE_CPU`, default false).
-  TORCH_ARG(c10::optional<bool>, cpu) = c10::nullopt;
+  TORCH_ARG(std::optional<bool>, cpu) = std::nullopt;
 
   /// "no", "bf16", "fp16" or "fp8" (`ACCEL_MIXED_PRECISION`, default "no"). bf16 autocasts inside
   /// `accumulate()` and `autocast()` scopes (CPU, and CUDA devices that have bf16); fp16 does too
   /// and scales the loss (CUDA only). fp8 needs a backend libaccel does not include.
-  TORCH_ARG(c10::optional<std::string>, mixed_precision) = c10::nullopt;
+  TORCH_ARG(std::optional<std::string>, mixed_precision) = std::nullopt;
 
   /// The fp16 loss scaler's settings (Accelerate's GradScalerKwargs); used with fp16 only.
   TORCH_ARG(GradScalerOptions, grad_scaler) = {};
@@ -57,21 +57,21 @@ struct AcceleratorOptions {
 
   /// Prepared schedulers step once per optimizer step, times the number of processes unless
   /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
-  TORCH_ARG(c10::optional<bool>, step_scheduler_with_optimizer) = c10::nullopt;
+  TORCH_ARG(std::optional<bool>, step_scheduler_with_optimizer) = std::nullopt;
 
   /// Seed of the shuffling of prepared data loaders; epoch e shuffles with seed + e on every
   /// process (`ACCEL_SEED`). Without it, loaders shuffle with the main process's default CPU
   /// generator, consuming it as a plain LibTorch loader does.
-  TORCH_ARG(c10::optional<uint64_t>, seed) = c10::nullopt;
+  TORCH_ARG(std::optional<uint64_t>, seed) = std::nullopt;
 
   /// "NO_SHARD" (data parallel), "SHARD_GRAD_OP", "FULL_SHARD" or "HYBRID_SHARD"
   /// (`ACCEL_SHARDING_STRATEGY`, default "NO_SHARD").
-  TORCH_ARG(c10::optional<std::string>, sharding_strategy) = c10::nullopt;
+  TORCH_ARG(std::optional<std::string>, sharding_strategy) = std::nullopt;
 
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
-  TORCH_ARG(c10::optional<std::chrono::milliseconds>, timeout) = c10::nullopt;
+  TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
 };
 
 /// `AcceleratorOptions` with every field resolved against the environment and the defaults.
@@ -85,7 +85,7 @@ struct ResolvedOptions {
   GradScalerOptions grad_scaler;
   ProjectConfiguration project_config;
   bool step_scheduler_with_optimizer = true;
-  c10::optional<uint64_t> seed;
+  std::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.

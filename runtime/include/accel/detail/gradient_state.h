@@ -72,7 +72,7 @@ struct GradientState {
 };
 
 /// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called
-/// through `torch::optim::Optimizer&`, where it is not virtual (LibTorch 1.13): while closed, the
+/// through `torch::optim::Optimizer&`, where it is not virtual (LibTorch 2.x): while closed, the
 /// parameter groups' parameter lists are held aside, so the base class finds nothing to zero or
 /// update. Options (learning rates) stay in place for schedulers. Registers itself with the
 /// GradientState for its lifetime; the owning optimizer re-seats it when it is moved.

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The project's Python environment: the pinned `torch` wheel (its LibTorch is what accel builds
+# against) and Python Accelerate (the reference for behaviour and speed), in a virtual environment
+# keyed by the pinned versions, so a second checkout neither downloads nor unpacks them again.
+#
+#   scripts/python-env.sh              prints the environment's folder
+#   scripts/python-env.sh --install    creates it if it is missing or incomplete, then prints it
+#   scripts/python-env.sh --torch-dir  prints the LibTorch root inside it (.../site-packages/torch)
+#
+# ACCEL_VENV overrides the folder; the default is $XDG_CACHE_HOME/accel (else ~/.cache/accel).
+set -euo pipefail
+
+torch_version=2.11.0
+accelerate_version=1.15.0
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/accel
+venv=${ACCEL_VENV:-$cache/venv-torch-$torch_version-accelerate-$accelerate_version}
+marker="$venv/.accel-complete"
+
+install() {
+  [ -f "$marker" ] && return 0
+  echo "python-env: creating $venv (torch==$torch_version, accelerate==$accelerate_version)" >&2
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check \
+    "torch==$torch_version" "accelerate==$accelerate_version" safetensors numpy >&2
+  # The marker is written last, so an interrupted install is redone rather than half reused.
+  echo "torch==$torch_version accelerate==$accelerate_version" > "$marker"
+}
+
+case "${1:-}" in
+  --install) install; echo "$venv" ;;
+  --torch-dir)
+    [ -f "$marker" ] || { echo "python-env: $venv is not installed; run scripts/install-deps.sh" >&2; exit 1; }
+    for dir in "$venv"/lib/python3*/site-packages/torch; do echo "$dir"; done ;;
+  "") echo "$venv" ;;
+  *) echo "usage: $0 [--install | --torch-dir]" >&2; exit 2 ;;
+esac

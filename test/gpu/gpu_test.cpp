@@ -1,0 +1,170 @@
+// The CUDA paths, on a machine with a CUDA GPU (scripts/gpu-check.sh runs them; CI builds them and
+// leaves them out with -LE gpu). Without a GPU every test fails: none of them is skipped into a
+// pass.
+
+#include <accel/accel.h>
+
+#include <gtest/gtest.h>
+
+#include "../../examples/gpt/gpt.h"
+#include "distributed_state.h"
+#include "collectives.h"
+#include "support/datasets.h"
+#include "support/temp_dir.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <limits>
+#include <string>
+
+namespace {
+
+using accel_test::TempDir;
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(torch::cuda::is_available())
+        << "the gpu tests need a CUDA GPU; run them through scripts/gpu-check.sh on one";
+  }
+};
+
+// ---- One job, two backends ------------------------------------------------------------------------
+
+TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto groups = accel::detail::make_job_groups(
+      store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
+      std::chrono::seconds(60));
+  EXPECT_EQ(groups.backend, "nccl");
+  EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
+  EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
+  EXPECT_EQ(groups.host->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
+
+  // CUDA tensors through NCCL, CPU tensors through Gloo, in the same device group.
+  auto on_gpu = torch::arange(4, torch::dtype(torch::kFloat).device(torch::kCUDA, 0));
+  accel::detail::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
+  EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::arange(4, torch::kFloat)));
+  auto on_cpu = torch::arange(4, torch::kFloat);
+  accel::detail::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
+  EXPECT_TRUE(torch::equal(on_cpu, torch::arange(4, torch::kFloat)));
+  // The runtime's own CPU-side collectives go through the host group.
+  const auto gathered = accel::detail::all_gather_bytes(*groups.host, "rank 0");
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_EQ(gathered[0], "rank 0");
+  accel::detail::barrier(*groups.device);
+}
+
+// ---- Mixed precision ------------------------------------------------------------------------------
+
+TEST_F(Gpu, Bf16AndFp16AutocastOnCuda0) {
+  for (const std::string precision : {"bf16", "fp16"}) {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().mixed_precision(precision));
+    ASSERT_EQ(accelerator.device(), torch::Device(torch::kCUDA, 0));
+    torch::nn::Linear linear(16, 8);
+    accelerator.prepare(linear);
+    auto x = torch::randn({4, 16}, torch::device(accelerator.device()));
+    const auto dtype = precision == "bf16" ? torch::kBFloat16 : torch::kHalf;
+    {
+      auto scope = accelerator.autocast();
+      EXPECT_EQ(linear->forward(x).scalar_type(), dtype) << precision;
+    }
+    EXPECT_EQ(linear->forward(x).scalar_type(), torch::kFloat) << precision;
+    const auto out = accelerator.forward(linear, x);
+    EXPECT_EQ(out.scalar_type(), torch::kFloat) << precision;
+    EXPECT_LT((out - linear->forward(x)).abs().max().item<double>(), 0.05) << precision;
+  }
+}
+
+TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().mixed_precision("fp16").grad_scaler(
+          accel::GradScalerOptions().init_scale(1024).growth_interval(2)));
+  accel_test::RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 1, 0.5));
+  auto* scaler = accelerator.scaler();
+  ASSERT_NE(scaler, nullptr);
+  auto x = torch::ones({4, 1}, torch::device(accelerator.device()));
+  auto y = torch::full({4, 1}, 5.0, torch::device(accelerator.device()));
+  auto step = [&](double poison) {
+    auto scope = accelerator.accumulate(model);
+    accelerator.backward(torch::mse_loss(model->forward(x), y));
+    if (poison != 0) model->a.mutable_grad().fill_(poison);
+    optimizer.step();
+    scheduler.step();
+    optimizer.zero_grad();
+  };
+  const double a0 = model->a.item<double>();
+  step(std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(accelerator.optimizer_step_was_skipped());
+  EXPECT_EQ(model->a.item<double>(), a0);
+  EXPECT_EQ(scaler->get_scale(), 512.0);
+  EXPECT_DOUBLE_EQ(optimizer.param_groups()[0].options().get_lr(), 0.1);
+
+  step(0);
+  EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+  EXPECT_NE(model->a.item<double>(), a0);
+  EXPECT_EQ(scaler->get_scale(), 512.0);
+  step(0);
+  EXPECT_EQ(scaler->get_scale(), 1024.0);  // two clean steps: the interval
+}
+
+// ---- Checkpoints ----------------------------------------------------------------------------------
+
+TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
+  TempDir dir("accel_gpu_state");
+  accel::Accelerator accelerator;
+  accel_test::RegressionModel model;
+  accelerator.prepare(model);
+  torch::manual_seed(7);
+  torch::randn({3}, torch::device(torch::kCUDA));  // move the CUDA generator off its seed
+  accelerator.save_state(dir.path().string());
+  const auto first = torch::randn({1000}, torch::device(torch::kCUDA)).cpu();
+  torch::randn({1000}, torch::device(torch::kCUDA));  // and further
+  accelerator.load_state(dir.path().string());
+  const auto again = torch::randn({1000}, torch::device(torch::kCUDA)).cpu();
+  EXPECT_TRUE(torch::equal(first, again));
+}
+
+// ---- Big-model inference --------------------------------------------------------------------------
+
+TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
+  TempDir dir("accel_gpu_dispatch");
+  gpt::Config config;
+  config.vocab = 64;
+  config.context = 16;
+  config.width = 32;
+  config.layers = 4;
+  torch::manual_seed(0);
+  gpt::Gpt reference(config);
+  const int64_t total = accel::compute_module_sizes(*reference)[""];
+  accel::Accelerator saver(accel::AcceleratorOptions().cpu(true));
+  saver.save_model(reference, dir.path().string(), std::to_string(total / 3) + "B");
+  const auto ids = torch::randint(config.vocab, {2, config.context}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  reference->to(torch::kCUDA);
+  const auto expected = reference->forward(ids.to(torch::kCUDA)).cpu();
+
+  auto model = accel::init_empty_weights([&] { return gpt::Gpt(config); });
+  // A third on the GPU, a third in CPU memory, the rest on disk.
+  const auto placed = accel::load_checkpoint_and_dispatch(
+      model, dir.path().string(),
+      accel::DispatchOptions()
+          .max_memory({{"cuda:0", total / 3}, {"cpu", total / 3}})
+          .no_split_module_classes({"Block"}));
+  EXPECT_EQ(placed.execution_device, torch::Device(torch::kCUDA, 0));
+  EXPECT_GT(placed.bytes_per_device.at("cuda:0"), 0);
+  EXPECT_GT(placed.bytes_per_device.at("cpu"), 0);
+  EXPECT_GT(placed.bytes_per_device.at("disk"), 0);
+  accel::reset_offload_statistics();
+  const auto logits = model->forward(ids.to(torch::kCUDA)).cpu();
+  EXPECT_GT(accel::offload_statistics().bytes_read, 0);  // weights really came from disk
+  ASSERT_EQ(logits.sizes(), expected.sizes());
+  EXPECT_FALSE(logits.isnan().any().item<bool>());
+  EXPECT_LE((logits - expected).abs().max().item<double>(), 1e-5);
+}
+
+}  // namespace
