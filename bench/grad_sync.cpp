@@ -136,13 +136,17 @@ int main(int argc, char** argv) {
                 accel_bench::median(t_unsynced) * 1e3);
     std::printf("  raw flat all-reduce of the same bytes: %.1f ms (%.2f GB/s)\n",
                 accel_bench::median(t_flat) * 1e3, bytes / accel_bench::median(t_flat) / 1e9);
-    std::printf("step time ratio (prepared / naive, median): %.3f\n", accel_bench::median(step_ratio));
-    std::printf("bucketed all-reduce bandwidth ratio (%zu buckets / one flat all-reduce, median): "
-                "%.3f  [target >= 0.9]\n",
-                buckets.size(), accel_bench::median(bucket_ratio));
-    std::printf("in-backward sync bandwidth ratio (exposed sync incl. bucket copies / flat, "
-                "median): %.3f\n",
+    // The headline measures accel: the time its reducer adds to backward (bucket copies and the
+    // all-reduces it starts from autograd hooks, less what overlaps the backward itself) against
+    // one raw all-reduce of the same bytes.
+    std::printf("gradient sync vs a flat all-reduce of the same bytes, inside backward (flat / "
+                "(prepared - no sync), median): %.3f  [target >= 0.9]\n",
                 accel_bench::median(bandwidth_ratio));
+    std::printf("  step time ratio (prepared / naive per-tensor all-reduce, median): %.3f\n",
+                accel_bench::median(step_ratio));
+    // Not accel's code: the floor the bucket layout itself sets (raw c10d on both sides).
+    std::printf("  raw bucketed all-reduce (%zu buckets) / one flat all-reduce, median: %.3f\n",
+                buckets.size(), accel_bench::median(bucket_ratio));
   }
   return 0;
 }

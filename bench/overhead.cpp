@@ -52,12 +52,25 @@ int main(int argc, char** argv) {
   }
   std::vector<double> ratios, plain_times, accel_times;
   for (int r = 0; r < repetitions; ++r) {
-    const double plain = accel_bench::seconds([&] {
-      for (int s = 0; s < steps; ++s) plain_step();
-    });
-    const double accelerated = accel_bench::seconds([&] {
-      for (int s = 0; s < steps; ++s) accelerated_step();
-    });
+    auto time_plain = [&] {
+      return accel_bench::seconds([&] {
+        for (int s = 0; s < steps; ++s) plain_step();
+      });
+    };
+    auto time_accelerated = [&] {
+      return accel_bench::seconds([&] {
+        for (int s = 0; s < steps; ++s) accelerated_step();
+      });
+    };
+    // Alternate which runs first, so neither always inherits the other's cache and clock state.
+    double plain = 0, accelerated = 0;
+    if (r % 2 == 0) {
+      plain = time_plain();
+      accelerated = time_accelerated();
+    } else {
+      accelerated = time_accelerated();
+      plain = time_plain();
+    }
     plain_times.push_back(plain / steps);
     accel_times.push_back(accelerated / steps);
     ratios.push_back(accelerated / plain);

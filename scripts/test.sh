@@ -1,26 +1,47 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds with Ninja, runs the suite through ctest
-# (unit, multi-process, fault and install tests), then again built with AddressSanitizer and
-# UndefinedBehaviorSanitizer.
+# Runs every test: installs what is missing (Debian packages; the pinned torch wheel and Python
+# Accelerate in the reused virtual environment), builds with Ninja against the wheel's LibTorch
+# (CUDA 13 build: every CUDA and NCCL path is compiled and linked), runs the suite through ctest
+# (unit, multi-process, fault, install, accel-migrate lit and end to end), then builds what the
+# sanitizers protect (the runtime and its multi-process tests, accel-migrate) with
+# AddressSanitizer and UndefinedBehaviorSanitizer and runs those tests again.
+# Tests labelled `gpu` need a CUDA GPU: they are built here and run by scripts/gpu-check.sh.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
+start=$SECONDS
+phase() { echo "== $1 (at $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s)"; }
 
 scripts/install-deps.sh
 
-echo "== build (RelWithDebInfo)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j "$jobs"
-echo "== tests"
-ctest --test-dir build --output-on-failure -j "$jobs"
+# ccache, shared by every checkout on this machine: paths are taken relative to the checkout, so
+# a fresh clone reuses what an earlier one compiled. PCH builds need the sloppiness settings.
+launcher=()
+if command -v ccache > /dev/null; then
+  export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  ccache -z > /dev/null
+fi
 
-echo "== build (AddressSanitizer + UndefinedBehaviorSanitizer)"
-# Debug keeps LLVM's and our assertions on. The rewriter runs its lit tests sanitized too; the end
-# to end tests (a user's unsanitized build linking libaccel) and the fuzzer (its own sanitizers)
-# are labelled no-sanitize.
+phase "build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}"
+cmake --build build -j "$jobs"
+phase "tests"
+ctest --test-dir build --output-on-failure -j "$jobs" -LE gpu
+echo "built, not run here (they need a CUDA GPU; scripts/gpu-check.sh runs them):"
+ctest --test-dir build -N -L gpu | grep "Test *#" || true
+
+phase "build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+# Debug keeps LLVM's and our assertions on. ASan's shadow memory must leave the CUDA driver's
+# mappings alone (protect_shadow_gap=0); LibTorch's CUDA libraries are loaded even on a CPU run.
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
-  -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_REWRITER=ON
+  -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_REWRITER=ON "${launcher[@]}"
 cmake --build build-sanitize -j "$jobs"
-echo "== tests under sanitizers"
-ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -LE no-sanitize
+phase "tests under sanitizers"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0}
+ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -LE "no-sanitize|gpu"
+
+[ ${#launcher[@]} -gt 0 ] && ccache -s | grep -E "Hits|Misses|hit rate" || true
+phase "done"

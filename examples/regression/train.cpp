@@ -1,11 +1,14 @@
 // Linear regression on synthetic data, written against libaccel: run it plainly (one process) or
-// with `accel launch --num_processes 2 ./train`. Each process reads batches of 16, so two
-// processes train with a global batch of 32: the fit agrees closely, and evaluation counts every
-// test sample exactly once either way.
+// with `accel launch --num_processes 2 ./train`. Each process reads batches of 16 (or the second
+// argument), so two processes train with a global batch of 32: with gradients averaged they fit
+// exactly what one process does with batches of 32, and evaluation counts every test sample
+// exactly once either way.
+//   train [EPOCHS [BATCH_SIZE]]
 
 #include <accel/accel.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -28,6 +31,7 @@ class Regression : public torch::data::datasets::Dataset<Regression> {
 
 int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 5;
+  const size_t batch_size = argc > 2 ? static_cast<size_t>(std::atoi(argv[2])) : 16;
   accel::Accelerator accelerator;
 
   auto model = torch::nn::Linear(1, 1);
@@ -36,7 +40,7 @@ int main(int argc, char** argv) {
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
   auto train = accelerator.prepare(torch::data::make_data_loader(
-      Regression(256, 1).map(torch::data::transforms::Stack<>()), 16));
+      Regression(256, 1).map(torch::data::transforms::Stack<>()), batch_size));
   auto test = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
       Regression(101, 2).map(torch::data::transforms::Stack<>()), 10);
 
@@ -59,8 +63,10 @@ int main(int argc, char** argv) {
     squared_error += (prediction - target).pow(2).sum().item<double>();
     samples += target.size(0);
   }
-  accelerator.print("processes ", accelerator.num_processes(), " weight ",
-                    model->weight.item<double>(), " bias ", model->bias.item<double>());
+  char fit[64];
+  std::snprintf(fit, sizeof(fit), "weight %.7f bias %.7f", model->weight.item<double>(),
+                model->bias.item<double>());
+  accelerator.print("processes ", accelerator.num_processes(), " ", fit);
   accelerator.print("test samples ", samples, " mse ", squared_error / samples);
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 namespace accel {
 namespace detail {
@@ -70,6 +72,38 @@ constexpr Names kSchemes[] = {
     {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "mpi"},
 };
 
+// SLURM writes per-node task counts compressed: "2(x3),1" is 2, 2, 2, 1. The count on node
+// `node`; `node` unknown (-1) is fine when every node runs the same number.
+std::optional<int64_t> slurm_tasks_on_node(const std::string& name, const std::string& value,
+                                           int64_t node) {
+  std::vector<int64_t> counts;
+  std::stringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    int64_t count = 0, repeat = 1;
+    char open = 0, x = 0, close = 0;
+    std::istringstream in(item);
+    const bool plain = static_cast<bool>(in >> count) && in.peek() == EOF;
+    std::istringstream again(item);
+    const bool repeated = !plain && static_cast<bool>(again >> count >> open >> x >> repeat >> close) &&
+                          open == '(' && x == 'x' && close == ')' && again.peek() == EOF;
+    TORCH_CHECK((plain || repeated) && count > 0 && repeat > 0, "Invalid ", name, ": '", value,
+                "' (expected counts such as 4 or 2(x3),1)");
+    counts.insert(counts.end(), static_cast<size_t>(repeat), count);
+  }
+  TORCH_CHECK(!counts.empty(), "Invalid ", name, ": '", value, "' (expected counts such as 4)");
+  if (node >= 0) {
+    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "Invalid SLURM_NODEID: ", node,
+                " (", name, " '", value, "' names ", counts.size(), " nodes)");
+    return counts[static_cast<size_t>(node)];
+  }
+  const bool uniform = std::all_of(counts.begin(), counts.end(),
+                                   [&](int64_t c) { return c == counts.front(); });
+  TORCH_CHECK(uniform, "accel: ", name, " '", value, "' gives nodes different task counts; "
+              "set SLURM_NODEID (srun does) or LOCAL_WORLD_SIZE");
+  return counts.front();
+}
+
 }  // namespace
 
 ProcessIdentity detect_process_identity(const EnvLookup& env) {
@@ -86,12 +120,15 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
     TORCH_CHECK(id.rank >= 0 && id.rank < id.world_size, "Invalid ", names.rank, ": ", id.rank,
                 " (expected 0 <= rank < ", names.world_size, " = ", id.world_size, ")");
     id.local_rank = env_int(env, names.local_rank).value_or(id.rank);
-    // SLURM_NTASKS_PER_NODE may read "2(x3)"; only a plain number is a usable local size.
     std::optional<int64_t> local_world;
-    try {
+    if (id.source == "slurm") {
+      // SLURM_NTASKS_PER_NODE may read "2(x3)": this node's count from the compressed form.
+      if (auto value = env_string(env, names.local_world_size)) {
+        local_world = slurm_tasks_on_node(names.local_world_size, *value,
+                                          env_int(env, "SLURM_NODEID").value_or(-1));
+      }
+    } else {
       local_world = env_int(env, names.local_world_size);
-    } catch (const c10::Error&) {
-      if (id.source != "slurm") throw;
     }
     id.local_world_size = local_world.value_or(id.world_size);
     TORCH_CHECK(id.local_rank >= 0 && id.local_rank < id.local_world_size, "Invalid ",

@@ -210,7 +210,14 @@ TEST(SaveState, TotalLimitKeepsTheNewestCheckpoints) {
           .total_limit(2)));
   torch::nn::Linear model(2, 2);
   accelerator.prepare(model);
-  for (int i = 0; i < 11; ++i) accelerator.save_state();
+  // Each checkpoint holds different weights (all i), so loading the wrong one shows.
+  for (int i = 0; i < 11; ++i) {
+    {
+      torch::NoGradGuard no_grad;
+      model->weight.fill_(i);
+    }
+    accelerator.save_state();
+  }
   std::set<std::string> left;
   for (const auto& entry : fs::directory_iterator(dir / "checkpoints")) {
     left.insert(entry.path().filename().string());
@@ -218,12 +225,12 @@ TEST(SaveState, TotalLimitKeepsTheNewestCheckpoints) {
   EXPECT_EQ(left, (std::set<std::string>{"checkpoint_9", "checkpoint_10"}));
   EXPECT_EQ(accelerator.project_configuration().iteration(), 11);
 
-  // load_state() with no folder takes the newest.
+  // load_state() with no folder takes the newest: checkpoint_10, which sorts before checkpoint_9
+  // as text.
   torch::NoGradGuard no_grad;
-  const auto saved = model->weight.clone();
-  model->weight.fill_(0);
+  model->weight.fill_(-1);
   accelerator.load_state();
-  EXPECT_TRUE(torch::equal(model->weight, saved));
+  EXPECT_TRUE(torch::equal(model->weight, torch::full({2, 2}, 10.0))) << model->weight;
   // Automatic naming never overwrites: a stale iteration is refused.
   accelerator.project_configuration().iteration(10);
   EXPECT_NE(error_of([&] { accelerator.save_state(); }).find("already exists"),

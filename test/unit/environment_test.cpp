@@ -64,13 +64,30 @@ TEST(ProcessIdentity, SlurmVariablesAndNodeList) {
   EXPECT_EQ(id.master_addr, "gpu07");
 }
 
-TEST(ProcessIdentity, SlurmTasksPerNodeInCompressedFormIsTolerated) {
+TEST(ProcessIdentity, SlurmTasksPerNodeInCompressedFormGivesThisNodesCount) {
   auto id = detect_process_identity(env_of({{"SLURM_PROCID", "1"},
                                             {"SLURM_NTASKS", "6"},
                                             {"SLURM_LOCALID", "1"},
                                             {"SLURM_NTASKS_PER_NODE", "2(x3)"}}));
   EXPECT_EQ(id.world_size, 6);
-  EXPECT_EQ(id.local_world_size, 6);
+  EXPECT_EQ(id.local_world_size, 2);
+  // Nodes with different counts: this node's, from SLURM_NODEID.
+  auto last = detect_process_identity(env_of({{"SLURM_PROCID", "6"},
+                                              {"SLURM_NTASKS", "7"},
+                                              {"SLURM_LOCALID", "0"},
+                                              {"SLURM_NODEID", "3"},
+                                              {"SLURM_NTASKS_PER_NODE", "2(x3),1"}}));
+  EXPECT_EQ(last.local_world_size, 1);
+  auto unknown_node = env_of({{"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "7"},
+                              {"SLURM_LOCALID", "0"},
+                              {"SLURM_NTASKS_PER_NODE", "2(x3),1"}});
+  EXPECT_THROW(detect_process_identity(unknown_node), c10::Error);
+  auto malformed = env_of({{"SLURM_PROCID", "0"},
+                           {"SLURM_NTASKS", "2"},
+                           {"SLURM_LOCALID", "0"},
+                           {"SLURM_NTASKS_PER_NODE", "2(3)"}});
+  EXPECT_THROW(detect_process_identity(malformed), c10::Error);
 }
 
 TEST(ProcessIdentity, OpenMpiAndPmiVariables) {
