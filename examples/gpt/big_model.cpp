@@ -7,6 +7,7 @@
 #include "gpt.h"
 
 #include <accel/accel.h>
+#include <torch/torch.h>
 
 #include <cstdlib>
 #include <filesystem>

@@ -2,6 +2,7 @@
 // the main process ("PASS name" / "FAIL name: why"); the exit code is non-zero if any failed.
 
 #include <accel/accel.h>
+#include <torch/torch.h>
 
 #include <functional>
 #include <iostream>

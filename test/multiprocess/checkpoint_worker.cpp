@@ -16,6 +16,7 @@
 // process's generator, as one safetensors file, so runs compare byte for byte.
 
 #include <accel/accel.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdlib>

@@ -126,9 +126,11 @@ TEST(Safetensors, MalformedFilesNameTheFileAndTheProblem) {
       {"length", huge_length, "header"},
       {"json", not_json, "JSON"},
       {"dtype", bad_dtype, "F99"},
-      {"range", out_of_range, "w"},
-      {"shape", short_data, "w"},
-      {"cut", bytes.substr(0, bytes.size() - 4), "w"}};
+      {"range", out_of_range,
+       "tensor 'w': data_offsets [0, 99) are outside the data buffer of 16 bytes"},
+      {"shape", short_data, "tensor 'w': shape and dtype need 16 bytes but data_offsets span 12"},
+      {"cut", bytes.substr(0, bytes.size() - 4),
+       "tensor 'w': data_offsets [0, 16) are outside the data buffer of 12 bytes"}};
   for (const auto& c : cases) {
     const auto path = dir / (c.name + ".safetensors");
     write_bytes(path, c.bytes);
