@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs accel into a fresh prefix, builds examples/regression out of tree with nothing but
 # find_package(accel), and runs it as one plain process and as 2 processes under the installed
-# `accel launch`: both see all 101 test samples once, and 2 processes with batches of 16 fit what
-# one process fits with batches of 32 (the same global batches), which holds only when gradients
-# are averaged across the processes.
+# `accel launch`: both see all 101 test samples once and fit about the same line, and the 2
+# processes end with identical weights, which holds only when gradients are averaged across them
+# (each trains on its own shard).
 set -euo pipefail
 build_dir=$1
 source_dir=$2
@@ -19,19 +19,20 @@ cmake -S "$source_dir/examples/regression" -B "$work/example" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$work/example" > /dev/null
 
-"$work/example/train" 1 32 | tee "$work/one.txt"
-"$work/prefix/bin/accel" launch --num_processes 2 "$work/example/train" 1 16 | tee "$work/two.txt"
+"$work/example/train" 3 | tee "$work/one.txt"
+"$work/prefix/bin/accel" launch --num_processes 2 "$work/example/train" 3 | tee "$work/two.txt"
 
-grep -q "processes 1 " "$work/one.txt"
-grep -q "processes 2 " "$work/two.txt"
+grep -q "processes 1 .* ranks agree yes$" "$work/one.txt"
+grep -q "processes 2 .* ranks agree yes$" "$work/two.txt"
 grep -q "test samples 101 " "$work/one.txt"
 grep -q "test samples 101 " "$work/two.txt"
+# Same global batch, same data: the fits agree closely.
 field() { sed -n "s/.* $2 \([-0-9.]*\).*/\1/p" "$1"; }
 for name in weight bias; do
   a=$(field "$work/one.txt" $name) b=$(field "$work/two.txt" $name)
   awk -v a="$a" -v b="$b" -v n="$name" 'BEGIN {
     if (a == "" || b == "") { print "no " n " in the output"; exit 1 }
     d = a - b; if (d < 0) d = -d
-    if (d > 1e-5) { print n " differs: one process " a ", two processes " b; exit 1 } }'
+    if (d > 0.05) { print n " differs: one process " a ", two processes " b; exit 1 } }'
 done
 echo "install test passed"
