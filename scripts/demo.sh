@@ -27,7 +27,10 @@ cmake -S "$demo" -B "$demo/build" -G Ninja -DCMAKE_PREFIX_PATH="$root/build/inst
   -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$demo/build" > /dev/null
 
+# Run inside the demo folder: the program saves its optimizer beside itself.
+bin=$root/$bin
+cd "$demo"
 echo "== one process"
-"$demo/build/train"
+./build/train
 echo "== accel launch --num_processes 2"
-"$bin/accel" launch --num_processes 2 "$demo/build/train"
+"$bin/accel" launch --num_processes 2 ./build/train
