@@ -42,4 +42,4 @@ if dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok i
        "wheel and puts it first in CMAKE_PREFIX_PATH, but removing libtorch-dev is safer" >&2
 fi
 
-"$root/scripts/python-env.sh" --install
+"$root/scripts/python-env.sh" --install > /dev/null

@@ -31,7 +31,7 @@ namespace accel {
 class [[nodiscard]] AutocastGuard {
  public:
   /// Enables autocast to `dtype` on `device_type`; with `dtype` unset, changes nothing. Throws
-  /// when this LibTorch cannot autocast to `dtype` there (1.13's CPU autocast is bf16 only).
+  /// when LibTorch cannot autocast to `dtype` there (it can to fp16 and bf16 on CPU and CUDA).
   AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype);
   AutocastGuard(AutocastGuard&& other) noexcept;
   AutocastGuard(const AutocastGuard&) = delete;
