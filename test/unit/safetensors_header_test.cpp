@@ -109,9 +109,9 @@ TEST(SafetensorsHeader, ParsesAFileHeldInMemoryWithTheSameChecks) {
 // The fuzzer's seed corpus means what its names say: valid_* files parse, bad_* files are refused.
 TEST(SafetensorsHeader, FuzzSeedCorpusIsValidWhereItSaysSo) {
   int seen = 0;
-  // CMake compiles sources by their absolute paths; the corpus lives beside test/unit.
-  const auto corpus = std::filesystem::path(__FILE__).parent_path().parent_path() /
-                      "fuzz/corpus/safetensors_header";
+  // Named by CMake: __FILE__ is relative when ccache rewrites paths for reuse across checkouts.
+  const auto corpus =
+      std::filesystem::path(ACCEL_TEST_SOURCE_DIR) / "fuzz/corpus/safetensors_header";
   for (const auto& file : std::filesystem::directory_iterator(corpus)) {
     const std::string name = file.path().filename().string();
     std::ifstream in(file.path(), std::ios::binary);
