@@ -41,6 +41,7 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=
 cmake --build build-sanitize -j "$jobs"
 phase "tests under sanitizers"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/test/sanitizers/lsan.supp}
 ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -LE "no-sanitize|gpu"
 
 [ ${#launcher[@]} -gt 0 ] && ccache -s | grep -E "Hits|Misses|hit rate" || true

@@ -16,7 +16,7 @@ config.substitutions.append(("%migrate", config.accel_migrate + " " + pch_args))
 
 config.environment["PATH"] = os.pathsep.join(
     [config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
-for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "HOME"]:
+for var in ["ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "HOME"]:
     if var in os.environ:
         config.environment[var] = os.environ[var]
 
