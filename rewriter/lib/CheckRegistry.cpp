@@ -11,6 +11,7 @@
 #include "checks/GatherForMetricsCheck.h"
 #include "checks/MainProcessCheck.h"
 #include "checks/PrepareCheck.h"
+#include "checks/ReduceMetricsCheck.h"
 #include "checks/RemovePlacementCheck.h"
 
 namespace accel::migrate {
@@ -32,6 +33,8 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"accumulate", "training-loop bodies run in an accumulate scope", make<AccumulateCheck>},
       {"gather-for-metrics", "evaluation metrics count every process's samples once",
        make<GatherForMetricsCheck>},
+      {"reduce-metrics", "training-loop sums and counts are summed across processes after the loop",
+       make<ReduceMetricsCheck>},
       {"clip-grad", "gradient clipping goes through the accelerator", make<ClipGradCheck>},
       {"main-process", "saving and printing happen on the main process only",
        make<MainProcessCheck>},

@@ -68,8 +68,10 @@ std::string EditSet::apply(llvm::StringRef Code,
     if (E->Offset < Pos || E->Offset + E->Length > Code.size())
       continue; // cannot happen for edits accepted by add(); kept defensive for stale offsets
     Out.append(Code.data() + Pos, E->Offset - Pos);
-    if (ChangedRanges && !E->Text.empty())
-      ChangedRanges->emplace_back(Out.size(), E->Text.size());
+    // Without the trailing line end: formatting stops at the inserted lines, not the next one.
+    const size_t Formatted = llvm::StringRef(E->Text).rtrim(" \t\n").size();
+    if (ChangedRanges && E->Reformat && Formatted > 0)
+      ChangedRanges->emplace_back(Out.size(), Formatted);
     Out += E->Text;
     Pos = E->Offset + E->Length;
   }

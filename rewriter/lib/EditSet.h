@@ -20,6 +20,9 @@ struct Edit {
   unsigned Length = 0;
   std::string Text;
   std::string Check;
+  /// Whether the inserted text is formatted in the file's style afterwards. Whole new lines are;
+  /// text replacing tokens inside a line the user wrote is not, so the line keeps its layout.
+  bool Reformat = false;
 };
 
 class EditSet {
@@ -29,8 +32,8 @@ public:
   bool empty() const { return Edits.empty(); }
   const std::vector<Edit> &edits() const { return Edits; }
 
-  /// Applies the edits to Code. ChangedRanges receives the [offset, length) ranges of inserted
-  /// text in the result (deletions leave no range), for formatting only what changed.
+  /// Applies the edits to Code. ChangedRanges receives the [offset, length) ranges in the
+  /// result of inserted text to be formatted (deletions leave no range).
   std::string apply(llvm::StringRef Code,
                     std::vector<std::pair<unsigned, unsigned>> *ChangedRanges = nullptr) const;
 

@@ -1,6 +1,7 @@
 //===- MigrationContext.cpp -----------------------------------------------------------------===//
 #include "MigrationContext.h"
 
+#include "SourceStyle.h"
 #include "TorchPatterns.h"
 
 #include "clang/AST/ExprCXX.h"
@@ -94,7 +95,7 @@ std::string MigrationContext::indentation(SourceLocation Loc) const {
   Loc = SM.getFileLoc(Loc);
   const auto [FID, Offset] = SM.getDecomposedLoc(Loc);
   const StringRef Buffer = SM.getBufferData(FID);
-  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+  size_t LineStart = Buffer.rfind('\n', Offset);
   LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
   size_t End = LineStart;
   while (End < Buffer.size() && (Buffer[End] == ' ' || Buffer[End] == '\t'))
@@ -127,6 +128,22 @@ std::string MigrationContext::indentStep(SourceLocation Loc) const {
   return std::string(Tabs ? 1 : Best, Tabs ? '\t' : ' ');
 }
 
+std::string MigrationContext::referenceDeclaration(SourceLocation Loc, StringRef Type,
+                                                   StringRef Name) const {
+  const SourceManager &SM = Ctx.getSourceManager();
+  Loc = SM.getFileLoc(Loc);
+  const format::FormatStyle Style = styleOf(pathOf(Loc), SM.getBufferData(SM.getFileID(Loc)));
+  switch (Style.PointerAlignment) {
+  case format::FormatStyle::PAS_Left:
+    return (Type + "& " + Name).str();
+  case format::FormatStyle::PAS_Middle:
+    return (Type + " & " + Name).str();
+  case format::FormatStyle::PAS_Right:
+    break;
+  }
+  return (Type + " &" + Name).str();
+}
+
 SourceLocation MigrationContext::afterStatement(const Stmt *S) const {
   const SourceManager &SM = Ctx.getSourceManager();
   const SourceLocation End = S->getEndLoc();
@@ -139,7 +156,8 @@ SourceLocation MigrationContext::afterStatement(const Stmt *S) const {
   return Lexer::getLocForEndOfToken(End, 0, SM, Ctx.getLangOpts());
 }
 
-void MigrationContext::addEdit(StringRef Check, CharSourceRange Range, StringRef NewText) {
+void MigrationContext::addEdit(StringRef Check, CharSourceRange Range, StringRef NewText,
+                               bool Reformat) {
   const SourceManager &SM = Ctx.getSourceManager();
   CharSourceRange FileRange = Lexer::makeFileCharRange(Range, SM, Ctx.getLangOpts());
   if (FileRange.isInvalid() || !isEditable(FileRange.getBegin()))
@@ -149,7 +167,7 @@ void MigrationContext::addEdit(StringRef Check, CharSourceRange Range, StringRef
   if (BeginFID != EndFID || EndOffset < BeginOffset)
     return;
   FileResult &File = Result.Files[pathOf(FileRange.getBegin())];
-  Edit E{BeginOffset, EndOffset - BeginOffset, NewText.str(), Check.str()};
+  Edit E{BeginOffset, EndOffset - BeginOffset, NewText.str(), Check.str(), Reformat};
   if (!File.Edits.add(E)) {
     const PresumedLoc P = SM.getPresumedLoc(FileRange.getBegin());
     File.Warnings.insert(Warning{pathOf(FileRange.getBegin()), P.getLine(), P.getColumn(),
@@ -166,7 +184,10 @@ void MigrationContext::replace(StringRef Check, CharSourceRange Range, StringRef
   addEdit(Check, Range, NewText);
 }
 void MigrationContext::insert(StringRef Check, SourceLocation Loc, StringRef NewText) {
-  addEdit(Check, CharSourceRange::getCharRange(Loc, Loc), NewText);
+  addEdit(Check, CharSourceRange::getCharRange(Loc, Loc), NewText, NewText.contains('\n'));
+}
+void MigrationContext::insertVerbatim(StringRef Check, SourceLocation Loc, StringRef NewText) {
+  addEdit(Check, CharSourceRange::getCharRange(Loc, Loc), NewText, false);
 }
 
 void MigrationContext::insertLineAfter(StringRef Check, const Stmt *S, StringRef Indent,
@@ -232,19 +253,19 @@ void MigrationContext::warn(StringRef Check, SourceLocation Loc, const llvm::Twi
   // The comment goes on its own line above; not again when a previous run left it.
   const auto [FID, Offset] = SM.getDecomposedLoc(Loc);
   const StringRef Buffer = SM.getBufferData(FID);
-  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+  size_t LineStart = Buffer.rfind('\n', Offset);
   LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
   const std::string Comment = "// accel-migrate: " + Text;
   const size_t PrevEnd = LineStart == 0 ? StringRef::npos : LineStart - 1;
   if (PrevEnd != StringRef::npos) {
-    size_t PrevStart = Buffer.rfind('\n', PrevEnd == 0 ? 0 : PrevEnd - 1);
+    size_t PrevStart = Buffer.rfind('\n', PrevEnd);
     PrevStart = PrevStart == StringRef::npos ? 0 : PrevStart + 1;
     if (Buffer.substr(PrevStart, PrevEnd - PrevStart).trim() == Comment)
       return;
   }
   const SourceLocation LineLoc = SM.getLocForStartOfFile(FID).getLocWithOffset(LineStart);
   addEdit(Check, CharSourceRange::getCharRange(LineLoc, LineLoc),
-          indentation(LineLoc) + Comment + "\n");
+          indentation(LineLoc) + Comment + "\n", /*Reformat=*/false); // a long line, left whole
 }
 
 const Stmt *MigrationContext::parentStmt(const Stmt *S) {

@@ -51,6 +51,9 @@ public:
   std::string indentation(clang::SourceLocation Loc) const;
   /// One indentation step, guessed from the file (two spaces when it cannot tell).
   std::string indentStep(clang::SourceLocation Loc) const;
+  /// `Type& Name`, `Type &Name` or `Type & Name`, as the file at Loc places its references.
+  std::string referenceDeclaration(clang::SourceLocation Loc, llvm::StringRef Type,
+                                   llvm::StringRef Name) const;
   /// The location just past a statement's terminating semicolon (or its closing brace).
   clang::SourceLocation afterStatement(const clang::Stmt *S) const;
 
@@ -61,7 +64,10 @@ public:
 
   void replace(llvm::StringRef Check, clang::SourceRange TokenRange, llvm::StringRef NewText);
   void replace(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText);
+  /// Inserts NewText at Loc; text that holds whole new lines is formatted in the file's style.
   void insert(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef NewText);
+  /// Inserts NewText at Loc exactly as given (a guard that must stay on its statement's line).
+  void insertVerbatim(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef NewText);
   /// Removes a statement with its semicolon; the whole line when nothing else is on it.
   void removeStatement(llvm::StringRef Check, const clang::Stmt *S);
   /// Counts one applied transformation, anchored at Loc (counted once however often it is seen).
@@ -100,7 +106,8 @@ public:
 
 private:
   bool isEditableFile(clang::FileID FID) const;
-  void addEdit(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText);
+  void addEdit(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText,
+               bool Reformat = false);
 
   clang::ASTContext &Ctx;
   const MigrateOptions &Options;

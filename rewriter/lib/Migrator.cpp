@@ -5,11 +5,10 @@
 #include "FileIO.h"
 #include "MigrationAction.h"
 #include "MigrationResult.h"
+#include "SourceStyle.h"
 #include "UnifiedDiff.h"
 
 #include "clang/Basic/FileManager.h"
-#include "clang/Format/Format.h"
-#include "clang/Tooling/Core/Replacement.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -46,29 +45,6 @@ std::string displayPath(const std::string &Path) {
     Cwd = RealCwd;
   const std::string Prefix = std::string(Cwd) + "/";
   return llvm::StringRef(Path).startswith(Prefix) ? Path.substr(Prefix.size()) : Path;
-}
-
-// Re-formats only the inserted text, with the project's .clang-format when there is one.
-std::string formatChanged(const std::string &Path, const std::string &Code,
-                          const std::vector<std::pair<unsigned, unsigned>> &Changed) {
-  std::vector<tooling::Range> Ranges;
-  for (const auto &[Offset, Length] : Changed)
-    Ranges.emplace_back(Offset, Length);
-  if (Ranges.empty())
-    return Code;
-  auto Style = format::getStyle("file", Path, "LLVM", Code);
-  if (!Style) {
-    llvm::consumeError(Style.takeError());
-    Style = format::getLLVMStyle();
-  }
-  Style->SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
-  const tooling::Replacements Fixes = format::reformat(*Style, Code, Ranges, Path);
-  auto Formatted = tooling::applyAllReplacements(Code, Fixes);
-  if (!Formatted) {
-    llvm::consumeError(Formatted.takeError());
-    return Code;
-  }
-  return *Formatted;
 }
 
 struct MergedFile {
@@ -156,7 +132,8 @@ int runMigration(const tooling::CompilationDatabase &Database,
     File.Original = *Content;
     std::vector<std::pair<unsigned, unsigned>> Changed;
     File.Migrated = File.Result.Edits.apply(File.Original, &Changed);
-    File.Migrated = formatChanged(Path, File.Migrated, Changed);
+    File.Migrated = restoreWhitespaceOnlyChanges(
+        File.Original, formatInserted(Path, File.Migrated, Changed));
   }
 
   // Warnings, in file and line order.
@@ -242,6 +219,8 @@ int runMigration(const tooling::CompilationDatabase &Database,
                                            {"changes", std::move(JsonCounts)},
                                            {"total_changes", Total},
                                            {"warnings", static_cast<int64_t>(Warnings)},
+                                           {"whitespace_only_lines",
+                                            countWhitespaceOnlyChanges(File.Original, File.Migrated)},
                                            {"changed", File.Migrated != File.Original}});
   }
   llvm::json::Array JsonFailed;

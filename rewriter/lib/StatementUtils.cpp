@@ -11,6 +11,20 @@ using namespace clang;
 
 namespace accel::migrate {
 
+const Expr *stripTemporaries(const Expr *E) {
+  while (true) {
+    E = E->IgnoreParenImpCasts();
+    if (const auto *M = dyn_cast<MaterializeTemporaryExpr>(E))
+      E = M->getSubExpr();
+    else if (const auto *B = dyn_cast<CXXBindTemporaryExpr>(E))
+      E = B->getSubExpr();
+    else if (const auto *C = dyn_cast<CXXConstructExpr>(E); C && C->getNumArgs() == 1)
+      E = C->getArg(0);
+    else
+      return E;
+  }
+}
+
 std::vector<const Expr *> explicitArgs(const CallExpr *Call) {
   std::vector<const Expr *> Args;
   for (const Expr *Arg : Call->arguments())

@@ -10,6 +10,8 @@
 
 namespace accel::migrate {
 
+/// E without parentheses, implicit casts, temporaries and copies: the expression as written.
+const clang::Expr *stripTemporaries(const clang::Expr *E);
 /// The arguments written at the call (default arguments left out).
 std::vector<const clang::Expr *> explicitArgs(const clang::CallExpr *Call);
 

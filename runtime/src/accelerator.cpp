@@ -316,6 +316,62 @@ torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   return torch::cat(detail::all_gather(impl_->device_group(), input), 0);
 }
 
+std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
+  if (!impl_->distributed()) return tensors;
+  // Each tensor's bytes, one after the other, in one buffer per process: one all-gather.
+  std::vector<torch::Tensor> parts;
+  std::vector<int64_t> offsets{0};
+  for (const auto& tensor : tensors) {
+    TORCH_CHECK(tensor.device() == tensors[0].device(),
+                "gather_for_metrics: the tensors gathered together must be on one device (",
+                tensors[0].device(), " and ", tensor.device(), ")");
+    if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
+    parts.push_back(tensor.contiguous().flatten().view(torch::kUInt8));
+    offsets.push_back(offsets.back() + parts.back().numel());
+    // Each tensor starts 16-byte aligned, so its bytes can be viewed as its dtype again.
+    if (const int64_t pad = (16 - offsets.back() % 16) % 16; pad > 0) {
+      parts.push_back(torch::zeros({pad}, parts.back().options()));
+      offsets.back() += pad;
+    }
+  }
+  const auto per_process = detail::all_gather(impl_->device_group(), torch::cat(parts));
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto shape = tensors[i].dim() == 0 ? std::vector<int64_t>{1} : tensors[i].sizes().vec();
+    std::vector<torch::Tensor> pieces;
+    for (const auto& bytes : per_process) {
+      const int64_t length = tensors[i].numel() * tensors[i].element_size();
+      pieces.push_back(bytes.narrow(0, offsets[i], length)
+                           .view(tensors[i].scalar_type())
+                           .view(shape));
+    }
+    out.push_back(torch::cat(pieces, 0));
+  }
+  return out;
+}
+
+double Accelerator::reduce_number(double value, Reduction reduction) {
+  if (!impl_->distributed()) return value;
+  auto tensor = torch::tensor({value}, torch::kFloat64);
+  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  return tensor.item<double>();
+}
+
+int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
+  if (!impl_->distributed()) return value;
+  auto tensor = torch::tensor({value}, torch::kInt64);
+  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  return tensor.item<int64_t>();
+}
+
+std::ostream& Accelerator::main_process_only(std::ostream& stream) {
+  if (is_main_process()) return stream;
+  // An ostream without a buffer sets badbit on every write and formats nothing.
+  static thread_local std::ostream discard(nullptr);
+  discard.clear();
+  return discard;
+}
+
 int64_t Accelerator::remainder_to_keep() const {
   const auto& state = *impl_->gradient_state;
   return state.end_of_dataloader && state.remainder > 0 ? state.remainder : -1;

@@ -34,7 +34,14 @@ void all_reduce(c10d::ProcessGroup& group, torch::Tensor& tensor, Reduction redu
   }
   std::vector<torch::Tensor> tensors{tensor};
   group.allreduce(tensors, options)->wait();
-  if (reduction == Reduction::Mean) tensor.div_(group.getSize());
+  if (reduction == Reduction::Mean) {
+    // Integer tensors stay integers (rounded toward zero), as a C++ division would.
+    if (c10::isIntegralType(tensor.scalar_type(), /*includeBool=*/false)) {
+      tensor.div_(group.getSize(), "trunc");
+    } else {
+      tensor.div_(group.getSize());
+    }
+  }
 }
 
 void broadcast(c10d::ProcessGroup& group, torch::Tensor& tensor, int64_t root) {

@@ -13,14 +13,28 @@ int main() {
   for (const auto &batch : *loader) {
     auto output = model->forward(batch.data);
     auto pred = output.argmax(1);
+    // One collective for every tensor the metrics start from, before the first metric:
+    // CHECK: {{^}}    auto [all_output, all_target] = accelerator.gather_for_metrics(output, batch.target);
+    // CHECK: {{^}}    correct += all_output.argmax(1).eq(all_target).sum().item<int64_t>();
     correct += pred.eq(batch.target).sum().item<int64_t>();
-    // CHECK: {{^ *}}correct += accelerator.gather_for_metrics(pred).eq(accelerator.gather_for_metrics(batch.target)).sum().item<int64_t>();
+    // A count of samples reads the gathered batch:
+    // CHECK: {{^}}    total += all_target.size(0);
     total += batch.target.size(0);
-    // CHECK: {{^ *}}total += accelerator.gather_for_metrics(batch.target).size(0);
     auto batch_loss = torch::nll_loss(output, batch.target).sum();
+    // A per-batch scalar computed from the batch is computed again from the gathered batch:
+    // CHECK: {{^}}    loss_sum += torch::nll_loss(all_output, all_target).sum().item<double>();
     loss_sum += batch_loss.item<double>();
-    // A per-process scalar cannot be gathered per sample: left alone.
-    // CHECK: {{^ *}}loss_sum += batch_loss.item<double>();
+  }
+  // A mean loss times the batch size: the sum over the gathered samples, and the size counts
+  // them without gathering the inputs.
+  double running_loss = 0;
+  for (const auto &batch : *loader) {
+    auto data = batch.data.to(torch::kCPU);
+    auto output = model->forward(data);
+    auto loss = torch::nn::functional::cross_entropy(output, batch.target);
+    // CHECK: {{^}}    auto [all_output, all_target] = accelerator.gather_for_metrics(output, batch.target);
+    // CHECK: {{^}}    running_loss += torch::nn::functional::cross_entropy(all_output, all_target).item<double>() * all_output.size(0);
+    running_loss += loss.item<double>() * data.size(0);
   }
   // Training loops are not evaluation loops.
   for (const auto &batch : *loader) {

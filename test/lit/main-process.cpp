@@ -13,20 +13,28 @@ int main() {
   torch::optim::SGD optimizer(model->parameters(), 0.1);
   banner();
   std::cout << "epoch 1" << std::endl;
-  // CHECK: {{^}}  if (accelerator.is_main_process())
-  // CHECK-NEXT: {{^}}    std::cout << "epoch 1" << std::endl;
+  // Streams: the same std::cout (formatting state and all) on the main process, nothing re-indented.
+  // CHECK: {{^}}  accelerator.main_process_only(std::cout) << "epoch 1" << std::endl;
+  std::cout << std::fixed
+            << 1.5 << "\n";
+  // CHECK: {{^}}  accelerator.main_process_only(std::cout) << std::fixed
+  // CHECK-NEXT: {{^}}            << 1.5 << "\n";
   for (int i = 0; i < 2; ++i)
     std::printf("step %d\n", i);
-  // CHECK: {{^}}  for (int i = 0; i < 2; ++i) {
-  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process())
-  // CHECK-NEXT: {{^}}      std::printf("step %d\n", i);
-  // CHECK-NEXT: {{^}}  }
+  // CHECK: {{^}}  for (int i = 0; i < 2; ++i)
+  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process()) std::printf("step %d\n", i);
+  if (model->is_training())
+    std::printf("training\n");
+  else
+    std::puts("evaluating");
+  // CHECK: {{^}}  if (model->is_training())
+  // CHECK-NEXT: {{^}}    { if (accelerator.is_main_process()) std::printf("training\n"); }
+  // CHECK-NEXT: {{^}}  else
+  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process()) std::puts("evaluating");
   std::printf("a\n");
   std::puts("b");
-  // CHECK: {{^}}  if (accelerator.is_main_process()) {
-  // CHECK-NEXT: {{^}}    std::printf("a\n");
-  // CHECK-NEXT: {{^}}    std::puts("b");
-  // CHECK-NEXT: {{^}}  }
+  // CHECK: {{^}}  if (accelerator.is_main_process()) std::printf("a\n");
+  // CHECK-NEXT: {{^}}  if (accelerator.is_main_process()) std::puts("b");
   torch::save(model, "model.pt");
   // CHECK: {{^}}  accelerator.wait_for_everyone();
   // CHECK-NEXT: {{^}}  if (accelerator.is_main_process())

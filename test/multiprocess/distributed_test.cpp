@@ -51,6 +51,25 @@ TEST_F(TwoProcesses, GatherReduceBroadcast) {
   // Nested containers.
   auto gathered = accelerator.gather(std::map<std::string, torch::Tensor>{{"x", mine}});
   expect(gathered.at("x"), {1, 2, 3, 4});
+  // Numbers: a running loss and a count of correct predictions.
+  EXPECT_EQ(accelerator.reduce(0.25 + rank()), 1.5);
+  EXPECT_EQ(accelerator.reduce(size_t{7} + rank()), size_t{15});
+  EXPECT_EQ(accelerator.reduce(int64_t{3} + 2 * rank(), accel::Reduction::Mean), 4);
+  EXPECT_EQ(accelerator.reduce(int{3} + 2 * rank(), accel::Reduction::Max), 5);
+}
+
+TEST_F(TwoProcesses, GatherForMetricsOfSeveralTensorsKeepsEachDtypeAndShape) {
+  accel::Accelerator accelerator;
+  auto logits = torch::arange(6, torch::kFloat).view({3, 2}) + 10 * rank();
+  auto labels = torch::full({3}, rank(), torch::kLong);
+  auto mask = torch::tensor({true, false, rank() == 1});
+  auto loss = torch::tensor(0.5 + rank(), torch::kDouble);  // 0-dim: one element per process
+  auto [all_logits, all_labels, all_mask, all_loss] =
+      accelerator.gather_for_metrics(logits, labels, mask, loss);
+  EXPECT_TRUE(torch::equal(all_logits, torch::cat({logits - 10 * rank(), logits - 10 * rank() + 10})));
+  EXPECT_TRUE(torch::equal(all_labels, torch::tensor({0, 0, 0, 1, 1, 1}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(all_mask, torch::tensor({true, false, false, true, false, true})));
+  EXPECT_TRUE(torch::equal(all_loss, torch::tensor({0.5, 1.5}, torch::kDouble)));
 }
 
 TEST_F(TwoProcesses, ObjectsPaddingAndSplitting) {

@@ -38,7 +38,8 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
     if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
       continue;
     const std::string Parameter =
-        std::string("accel::Accelerator& accelerator") + (Decl->getNumParams() > 0 ? ", " : "");
+        Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator", "accelerator") +
+        (Decl->getNumParams() > 0 ? ", " : "");
     Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1), Parameter);
     Context.applied(Name, Loc.getLParenLoc());
     Edited = true;

@@ -5,8 +5,12 @@
 #include "TorchPatterns.h"
 
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Lex/Lexer.h"
+
+#include <map>
+#include <set>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -15,108 +19,416 @@ namespace accel::migrate {
 
 namespace {
 
-// A tensor reduced to a scalar per process (x.sum(), x.item()) cannot be gathered per sample.
-bool isReducedToScalar(const VarDecl *Var) {
-  const Expr *Init = Var->getInit();
-  if (!Init)
+const Expr *bare(const Expr *E) { return stripTemporaries(E); }
+
+bool isAcceleratorMethod(const CallExpr *Call, std::initializer_list<llvm::StringRef> Names) {
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+  if (!Member || !Member->getMethodDecl() ||
+      !isAccelerator(Member->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
     return false;
-  Init = Init->IgnoreImplicit();
-  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Init); Construct && Construct->getNumArgs() == 1)
-    Init = Construct->getArg(0)->IgnoreImplicit();
-  const auto *Call = dyn_cast<CXXMemberCallExpr>(Init);
-  if (!Call || !Call->getMethodDecl() || !explicitArgs(Call).empty())
-    return false;
-  const StringRef Method = plainName(Call->getMethodDecl());
-  return Method == "sum" || Method == "mean" || Method == "item" || Method == "norm" ||
-         Method == "max" || Method == "min" || Method == "all" || Method == "any";
+  const llvm::StringRef Method = plainName(Member->getMethodDecl());
+  return std::find(Names.begin(), Names.end(), Method) != Names.end();
 }
 
-struct MetricLeaves : RecursiveASTVisitor<MetricLeaves> {
-  MigrationContext *Context;
-  const CXXForRangeStmt *Loop;
-  std::vector<const Expr *> Leaves;
+// `x.size(0)`: a count of samples.
+const Expr *countedTensor(const Expr *E) {
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(bare(E));
+  if (!Call || !Call->getMethodDecl() || plainName(Call->getMethodDecl()) != "size" ||
+      Call->getNumArgs() != 1 || !isTensor(Call->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
+    return nullptr;
+  const auto *Zero = dyn_cast<IntegerLiteral>(bare(Call->getArg(0)));
+  return Zero && Zero->getValue() == 0 ? Call->getImplicitObjectArgument()->IgnoreParenImpCasts()
+                                       : nullptr;
+}
 
-  bool declaredInLoop(const VarDecl *Var) const {
-    const SourceManager &SM = Context->sourceManager();
-    const SourceRange R = Loop->getSourceRange();
-    return Var == Loop->getLoopVariable() ||
-           (!SM.isBeforeInTranslationUnit(Var->getLocation(), R.getBegin()) &&
-            !SM.isBeforeInTranslationUnit(R.getEnd(), Var->getLocation()));
-  }
-  bool alreadyGathered(const Expr *E) const {
-    const Stmt *Current = E;
-    for (const Stmt *P = Context->parentStmt(Current); P; P = Context->parentStmt(P)) {
-      if (isa<ImplicitCastExpr>(P) || isa<MaterializeTemporaryExpr>(P) || isa<CXXConstructExpr>(P))
-        continue;
-      const auto *Call = dyn_cast<CXXMemberCallExpr>(P);
-      return Call && Call->getMethodDecl() &&
-             plainName(Call->getMethodDecl()) == "gather_for_metrics";
+// Calls that only compute on tensors: Tensor methods, LibTorch's free functions and operators,
+// and loss modules. A model's forward is not one of them.
+struct PureComputation : RecursiveASTVisitor<PureComputation> {
+  bool Pure = true;
+  bool VisitCallExpr(CallExpr *Call) {
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
+      if (isTensor(Member->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
+        return true;
     }
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+      if (Op->getOperator() == OO_Call) {
+        const auto *Class = Op->getArg(0)->getType()->getAsCXXRecordDecl();
+        Pure = Pure && Class && llvm::StringRef(Class->getQualifiedNameAsString()).startswith("torch::nn::") &&
+               Class->getName().endswith("Loss");
+        return Pure;
+      }
+      return true;
+    }
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee || isa<CXXMethodDecl>(Callee)) {
+      Pure = false; // a model's forward, a method of the user's
+      return false;
+    }
+    const std::string Qualified = Callee->getQualifiedNameAsString();
+    Pure = Pure && (llvm::StringRef(Qualified).startswith("torch::") ||
+                    llvm::StringRef(Qualified).startswith("at::"));
+    return Pure;
+  }
+  bool TraverseLambdaExpr(LambdaExpr *) {
+    Pure = false;
     return false;
   }
-  void consider(const Expr *E, const VarDecl *Var) {
-    if (!isTensor(E->getType()) || !declaredInLoop(Var) || alreadyGathered(E))
-      return;
-    if (Var != Loop->getLoopVariable() && isReducedToScalar(Var))
-      return;
-    Leaves.push_back(E);
+};
+
+// One evaluation loop: what its metric accumulations read, and how they are rewritten.
+class EvaluationLoop {
+public:
+  EvaluationLoop(MigrationContext &Context, const CXXForRangeStmt *Loop)
+      : Context(Context), Loop(Loop) {}
+
+  // A tensor the metrics read per batch: a loop variable, a member of it (batch.target), or a
+  // variable declared in the loop.
+  bool isBatchValue(const Expr *E) const {
+    E = bare(E);
+    if (!isTensor(E->getType()))
+      return false;
+    if (const auto *Member = dyn_cast<MemberExpr>(E))
+      return rootDecl(Member) == Loop->getLoopVariable();
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        return Var == Loop->getLoopVariable() || (declaredInLoop(Var) && !isGathered(Var));
+    return false;
   }
-  bool TraverseMemberExpr(MemberExpr *ME) {
-    // batch.target: a member of the loop variable is one leaf, not to be split further.
-    if (isTensor(ME->getType()))
-      if (const auto *Var = dyn_cast_or_null<VarDecl>(rootDecl(ME));
-          Var && Var == Loop->getLoopVariable()) {
-        consider(ME, Var);
+
+  const VarDecl *varOf(const Expr *E) const {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(bare(E)))
+      return dyn_cast<VarDecl>(Ref->getDecl());
+    return nullptr;
+  }
+
+  // A variable computed from batch values by LibTorch operations (not placement or a view of
+  // one batch value, which is gathered as it is): rewritten from the gathered tensors.
+  const Expr *derivation(const VarDecl *Var) const {
+    if (!Var || Var == Loop->getLoopVariable() || !Var->getInit())
+      return nullptr;
+    const Expr *Init = bare(Var->getInit());
+    const Expr *Stripped = Init;
+    while (const auto *Call = dyn_cast<CXXMemberCallExpr>(Stripped)) {
+      const llvm::StringRef Method = plainName(Call->getMethodDecl());
+      if (!isTensor(Call->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()) ||
+          !(Method == "to" || Method == "view" || Method == "reshape" || Method == "squeeze" ||
+            Method == "unsqueeze" || Method == "flatten" || Method == "contiguous" ||
+            Method == "float" || Method == "toType" || Method == "cuda" || Method == "cpu"))
+        break;
+      Stripped = bare(Call->getImplicitObjectArgument());
+    }
+    if (isBatchValue(Stripped))
+      return nullptr; // batch.data.to(device), a copy or a view: gathered as it is
+    PureComputation Check;
+    Check.TraverseStmt(const_cast<Expr *>(Init));
+    return Check.Pure ? Init : nullptr;
+  }
+
+  // Rewrites E's text: batch values become their gathered names, derived variables their
+  // derivation from gathered tensors, counts of samples the gathered count.
+  std::string rewrite(const Expr *E) {
+    std::map<unsigned, std::pair<unsigned, std::string>> Replacements; // offset -> (end, text)
+    collect(E, Replacements);
+    const SourceManager &SM = Context.sourceManager();
+    const CharSourceRange Range = Lexer::makeFileCharRange(
+        CharSourceRange::getTokenRange(E->getSourceRange()), SM, Context.ast().getLangOpts());
+    const unsigned Begin = SM.getFileOffset(Range.getBegin()), End = SM.getFileOffset(Range.getEnd());
+    const std::string Text = Context.text(Range);
+    std::string Out;
+    unsigned Pos = Begin;
+    for (const auto &[Offset, Replacement] : Replacements) {
+      if (Offset < Pos || Replacement.first > End)
+        continue;
+      Out += Text.substr(Pos - Begin, Offset - Pos) + Replacement.second;
+      Pos = Replacement.first;
+    }
+    return Out + Text.substr(Pos - Begin);
+  }
+
+  // First pass over an accumulated value: the batch values it needs gathered.
+  void need(const Expr *E, bool CountsOnly) {
+    struct Walker : RecursiveASTVisitor<Walker> {
+      EvaluationLoop *Self;
+      bool CountsOnly;
+      bool TraverseCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+        if (const Expr *Counted = countedTensor(Call)) {
+          if (CountsOnly)
+            Self->needCount(Counted);
+          return true;
+        }
+        return RecursiveASTVisitor::TraverseCXXMemberCallExpr(Call);
+      }
+      bool TraverseMemberExpr(MemberExpr *ME) {
+        if (!CountsOnly && Self->isBatchValue(ME)) {
+          Self->needValue(ME);
+          return true;
+        }
+        return RecursiveASTVisitor::TraverseMemberExpr(ME);
+      }
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        if (!CountsOnly && Self->isBatchValue(Ref))
+          Self->needValue(Ref);
         return true;
       }
-    return RecursiveASTVisitor::TraverseMemberExpr(ME);
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    } W;
+    W.Self = this;
+    W.CountsOnly = CountsOnly;
+    W.TraverseStmt(const_cast<Expr *>(E));
   }
-  bool VisitDeclRefExpr(DeclRefExpr *DRE) {
-    if (const auto *Var = dyn_cast<VarDecl>(DRE->getDecl()); Var && Var->isLocalVarDecl())
-      consider(DRE, Var);
-    return true;
+
+  void needValue(const Expr *E) {
+    if (const Expr *Derived = derivation(varOf(E))) {
+      need(Derived, false);
+      return;
+    }
+    addSource(E);
   }
-  bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  void needCount(const Expr *Counted) {
+    if (!isBatchValue(Counted))
+      return;
+    if (const Expr *Derived = derivation(varOf(Counted))) {
+      need(Derived, true);
+      return;
+    }
+    // Any gathered batch value counts the samples; gather this one only if nothing else is.
+    CountFallbacks.push_back(Counted);
+  }
+  void resolveCounts() {
+    if (Sources.empty() && !CountFallbacks.empty())
+      addSource(CountFallbacks.front());
+  }
+
+  void addSource(const Expr *E) {
+    const std::string Text = Context.text(bare(E)->getSourceRange());
+    for (const Source &S : Sources)
+      if (S.Text == Text)
+        return;
+    std::string Name = Text;
+    if (const auto *Member = dyn_cast<MemberExpr>(bare(E)))
+      Name = Member->getMemberDecl()->getNameAsString();
+    Sources.push_back({Text, "all_" + Name, varOf(E)});
+  }
+
+  struct Source {
+    std::string Text;     // as written: output, batch.target
+    std::string Gathered; // all_output, all_target
+    const VarDecl *Var;   // null for a member of the loop variable
+  };
+  std::vector<Source> Sources;
+
+private:
+  bool declaredInLoop(const VarDecl *Var) const {
+    const SourceManager &SM = Context.sourceManager();
+    const SourceRange R = Loop->getSourceRange();
+    return !SM.isBeforeInTranslationUnit(Var->getLocation(), R.getBegin()) &&
+           !SM.isBeforeInTranslationUnit(R.getEnd(), Var->getLocation());
+  }
+  // Already the result of a gather (a previous migration).
+  static bool isGathered(const VarDecl *Var) {
+    if (isa<DecompositionDecl>(Var))
+      return true;
+    if (!Var->getInit())
+      return false;
+    if (const auto *Call = dyn_cast<CallExpr>(bare(Var->getInit())))
+      return isAcceleratorMethod(Call, {"gather_for_metrics", "gather", "reduce"});
+    return false;
+  }
+
+  const std::string *gatheredName(const Expr *E) const {
+    const std::string Text = Context.text(bare(E)->getSourceRange());
+    for (const Source &S : Sources)
+      if (S.Text == Text)
+        return &S.Gathered;
+    return nullptr;
+  }
+
+  void replaceAt(std::map<unsigned, std::pair<unsigned, std::string>> &Out, const Expr *E,
+                 std::string Text) const {
+    const SourceManager &SM = Context.sourceManager();
+    const CharSourceRange Range = Lexer::makeFileCharRange(
+        CharSourceRange::getTokenRange(E->getSourceRange()), SM, Context.ast().getLangOpts());
+    if (Range.isInvalid())
+      return;
+    Out[SM.getFileOffset(Range.getBegin())] = {SM.getFileOffset(Range.getEnd()), std::move(Text)};
+  }
+
+  void collect(const Expr *E, std::map<unsigned, std::pair<unsigned, std::string>> &Out) {
+    struct Walker : RecursiveASTVisitor<Walker> {
+      EvaluationLoop *Self;
+      std::map<unsigned, std::pair<unsigned, std::string>> *Out;
+      bool TraverseCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+        if (const Expr *Counted = countedTensor(Call); Counted && Self->isBatchValue(Counted)) {
+          const std::string *Name = Self->gatheredName(Counted);
+          if (!Name && !Self->derivation(Self->varOf(Counted)) && !Self->Sources.empty())
+            Name = &Self->Sources.front().Gathered;
+          if (Name) {
+            Self->replaceAt(*Out, Call, *Name + ".size(0)");
+            return true;
+          }
+        }
+        return RecursiveASTVisitor::TraverseCXXMemberCallExpr(Call);
+      }
+      bool TraverseMemberExpr(MemberExpr *ME) {
+        if (Self->isBatchValue(ME)) {
+          if (const std::string *Name = Self->gatheredName(ME))
+            Self->replaceAt(*Out, ME, *Name);
+          return true;
+        }
+        return RecursiveASTVisitor::TraverseMemberExpr(ME);
+      }
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        if (!Self->isBatchValue(Ref))
+          return true;
+        if (const Expr *Derived = Self->derivation(Self->varOf(Ref))) {
+          std::string Text = Self->rewrite(Derived);
+          if (!isa<CallExpr>(bare(Derived)) && !isa<DeclRefExpr>(bare(Derived)) &&
+              !isa<MemberExpr>(bare(Derived)))
+            Text = "(" + Text + ")";
+          Self->replaceAt(*Out, Ref, Text);
+        } else if (const std::string *Name = Self->gatheredName(Ref)) {
+          Self->replaceAt(*Out, Ref, *Name);
+        }
+        return true;
+      }
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    } W;
+    W.Self = this;
+    W.Out = &Out;
+    W.TraverseStmt(const_cast<Expr *>(E));
+  }
+
+  MigrationContext &Context;
+  const CXXForRangeStmt *Loop;
+  std::vector<const Expr *> CountFallbacks;
 };
+
+// The accumulated value of `acc += value` (or `acc = acc + value`, written as += only).
+const Expr *accumulatedValue(const Stmt *S) {
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
+    return BO->getRHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->getOperator() == OO_PlusEqual && Op->getNumArgs() == 2)
+    return Op->getArg(1);
+  return nullptr;
+}
+
+bool containsGather(const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    bool Found = false;
+    bool VisitCallExpr(CallExpr *Call) {
+      Found = Found || isAcceleratorMethod(Call, {"gather_for_metrics", "gather", "reduce"});
+      return !Found;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
+}
 
 } // namespace
 
+std::optional<SourceLocation> GatherForMetricsCheck::lineAbove(SourceLocation Loc) {
+  // The start of Loc's line when only indentation precedes it, moved up past the comment lines
+  // right above (they describe the statement and stay with it).
+  const SourceManager &SM = Context.sourceManager();
+  const auto [FID, Offset] = SM.getDecomposedLoc(SM.getFileLoc(Loc));
+  const llvm::StringRef Buffer = SM.getBufferData(FID);
+  auto lineStart = [&](size_t Pos) {
+    const size_t NewLine = Pos == 0 ? llvm::StringRef::npos : Buffer.rfind('\n', Pos);
+    return NewLine == llvm::StringRef::npos ? size_t{0} : NewLine + 1;
+  };
+  size_t Start = lineStart(Offset);
+  if (!Buffer.substr(Start, Offset - Start).trim().empty())
+    return std::nullopt;
+  while (Start > 0) {
+    const size_t Previous = lineStart(Start - 1);
+    if (!Buffer.substr(Previous, Start - Previous).trim().startswith("//"))
+      break;
+    Start = Previous;
+  }
+  return SM.getLocForStartOfFile(FID).getLocWithOffset(static_cast<int>(Start));
+}
+
 void GatherForMetricsCheck::registerMatchers(MatchFinder &Finder) {
-  Finder.addMatcher(
-      cxxForRangeStmt(forEachDescendant(
-                          stmt(anyOf(binaryOperator(hasOperatorName("+=")),
-                                     cxxOperatorCallExpr(hasOverloadedOperatorName("+="))))
-                              .bind("accumulation")))
-          .bind("loop"),
-      this);
+  Finder.addMatcher(cxxForRangeStmt(hasBody(compoundStmt())).bind("loop"), this);
 }
 
 void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
-  const auto *Accumulation = Result.Nodes.getNodeAs<Stmt>("accumulation");
   // Evaluation loops only: over a prepared loader, no backward.
   if (!iteratesPreparedLoader(Context, Loop) || containsBackward(Loop->getBody()))
     return;
-  const Expr *Value = nullptr;
-  if (const auto *BO = dyn_cast<BinaryOperator>(Accumulation))
-    Value = BO->getRHS();
-  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Accumulation); Op && Op->getNumArgs() == 2)
-    Value = Op->getArg(1);
-  if (!Value || !Context.canEdit(Name, Accumulation->getSourceRange()))
+  const auto *Body = cast<CompoundStmt>(Loop->getBody());
+
+  // The accumulations, each with the statement of the body that holds it.
+  struct Accumulation {
+    const Stmt *Statement;
+    const Expr *Value;
+    const Stmt *TopLevel;
+  };
+  std::vector<Accumulation> Accumulations;
+  for (const Stmt *Top : Body->body()) {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      std::vector<std::pair<const Stmt *, const Expr *>> Found;
+      bool VisitStmt(Stmt *S) {
+        if (const Expr *Value = accumulatedValue(S))
+          Found.emplace_back(S, Value);
+        return true;
+      }
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+      bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; } // an inner loop: its own
+    } F;
+    F.TraverseStmt(const_cast<Stmt *>(Top));
+    for (const auto &[S, Value] : F.Found)
+      if (!containsGather(Value) && Context.canEdit(Name, S->getSourceRange()))
+        Accumulations.push_back({S, Value, Top});
+  }
+  if (Accumulations.empty())
     return;
-  MetricLeaves Finder;
-  Finder.Context = &Context;
-  Finder.Loop = Loop;
-  Finder.TraverseStmt(const_cast<Expr *>(Value));
-  if (Finder.Leaves.empty())
+
+  EvaluationLoop Eval(Context, Loop);
+  for (const Accumulation &A : Accumulations)
+    Eval.need(A.Value, false);
+  for (const Accumulation &A : Accumulations)
+    Eval.need(A.Value, true);
+  Eval.resolveCounts();
+  if (Eval.Sources.empty())
     return;
-  const std::string Acc = accelerator(Accumulation);
+
+  // The gather goes before the first accumulation, once every gathered variable is declared.
+  const SourceManager &SM = Context.sourceManager();
+  const Stmt *Before = Accumulations.front().TopLevel;
+  for (const auto &S : Eval.Sources)
+    if (S.Var && S.Var != Loop->getLoopVariable() &&
+        SM.isBeforeInTranslationUnit(Before->getBeginLoc(), S.Var->getLocation())) {
+      warn(Accumulations.front().Statement->getBeginLoc(),
+           "'" + S.Text + "' is computed after the first metric that needs it; gather the "
+           "batch's outputs and targets with accelerator.gather_for_metrics by hand");
+      return;
+    }
+
+  const std::string Acc = accelerator(Before);
   if (Acc.empty())
     return;
-  for (const Expr *Leaf : Finder.Leaves)
-    Context.replace(Name, Leaf->getSourceRange(),
-                    Acc + ".gather_for_metrics(" + Context.text(Leaf->getSourceRange()) + ")");
-  Context.applied(Name, Accumulation->getBeginLoc());
+  std::string Names, Values;
+  for (const auto &S : Eval.Sources) {
+    Names += (Names.empty() ? "" : ", ") + S.Gathered;
+    Values += (Values.empty() ? "" : ", ") + S.Text;
+  }
+  const std::string Declaration =
+      Eval.Sources.size() == 1 ? "auto " + Names + " = " + Acc + ".gather_for_metrics(" + Values + ");"
+                               : "auto [" + Names + "] = " + Acc + ".gather_for_metrics(" + Values + ");";
+  const std::string Indent = Context.indentation(Before->getBeginLoc());
+  if (const auto LineStart = lineAbove(Before->getBeginLoc()))
+    Context.insert(Name, *LineStart, Indent + Declaration + "\n");
+  else
+    Context.insert(Name, Before->getBeginLoc(), Declaration + " ");
+  for (const Accumulation &A : Accumulations) {
+    const std::string Rewritten = Eval.rewrite(A.Value);
+    if (Rewritten != Context.text(A.Value->getSourceRange()))
+      Context.replace(Name, A.Value->getSourceRange(), Rewritten);
+  }
+  Context.applied(Name, Before->getBeginLoc());
 }
 
 } // namespace accel::migrate

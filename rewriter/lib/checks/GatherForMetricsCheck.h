@@ -3,17 +3,31 @@
 
 #include "MigrationCheck.h"
 
+#include <optional>
+
 namespace accel::migrate {
 
-/// In evaluation loops (over a prepared loader, without backward), the batch tensors
-/// that feed a metric accumulation (`correct += pred.eq(target).sum()...`,
-/// `total += target.size(0)`) go through `accelerator.gather_for_metrics` first, so every
-/// process counts the whole evaluation set once.
+/// In evaluation loops (over a prepared loader, without backward), the metrics accumulated per
+/// batch (`correct += pred.eq(target).sum().item<int64_t>()`, `loss_sum += loss.item<double>() *
+/// data.size(0)`, `total += target.size(0)`) are computed from the whole evaluation batch of
+/// every process, so each sample is counted once on any number of processes:
+///
+///  - the per-sample tensors the metrics start from (the model's output, the targets) are
+///    gathered together, in one collective, by one `auto [all_output, all_target] =
+///    accelerator.gather_for_metrics(output, target);` before the first accumulation;
+///  - values derived from them by LibTorch operations (argmax, eq, a loss) are computed again
+///    from the gathered tensors inside the accumulation, so a mean loss times the batch size
+///    stays the sum over the samples, and `.item()` never sees a gathered vector;
+///  - `x.size(0)` of a batch tensor counts the gathered batch, without gathering x.
 class GatherForMetricsCheck : public MigrationCheck {
 public:
-  explicit GatherForMetricsCheck(MigrationContext &Context) : MigrationCheck("gather-for-metrics", Context) {}
+  explicit GatherForMetricsCheck(MigrationContext &Context)
+      : MigrationCheck("gather-for-metrics", Context) {}
   void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
   void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
+
+private:
+  std::optional<clang::SourceLocation> lineAbove(clang::SourceLocation Loc);
 };
 
 } // namespace accel::migrate

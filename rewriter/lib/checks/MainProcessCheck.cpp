@@ -16,16 +16,21 @@ namespace accel::migrate {
 
 namespace {
 
-bool isStdout(const Expr *E) {
-  // The leftmost operand of a << chain.
+// The leftmost operand of a << chain when it is std::cout, or null.
+const DeclRefExpr *stdoutOperand(const Stmt *S) {
+  const auto *E = dyn_cast<Expr>(S);
+  if (!E)
+    return nullptr;
   while (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E->IgnoreImplicit())) {
     if (Op->getOperator() != OO_LessLess || Op->getNumArgs() != 2)
       break;
     E = Op->getArg(0);
   }
   const auto *DRE = dyn_cast<DeclRefExpr>(E->IgnoreImplicit());
-  return DRE && DRE->getDecl()->getQualifiedNameAsString() == "std::cout";
+  return DRE && DRE->getDecl()->getQualifiedNameAsString() == "std::cout" ? DRE : nullptr;
 }
+
+bool isStdout(const Expr *E) { return stdoutOperand(E) != nullptr; }
 
 } // namespace
 
@@ -72,9 +77,10 @@ void MainProcessCheck::onEndOfTranslationUnit() {
     Context.applied(Name, Save->getBeginLoc());
   }
 
-  // Printing, only in code that trains or evaluates; adjacent prints share one guard.
-  std::map<const CompoundStmt *, std::vector<const Stmt *>> ByBlock;
-  std::vector<const Stmt *> Single;
+  // Printing, only in code that trains or evaluates. Nothing is re-indented: a stream statement
+  // writes to `accelerator.main_process_only(std::cout)` instead of std::cout (the same stream,
+  // formatting state included, on the main process; a discarding one elsewhere), and printf gets
+  // a guard on its own line's start.
   for (const Stmt *Print : Prints) {
     if (guardedByMainProcess(Context, Print) || !Context.canEdit(Name, Print->getSourceRange()))
       continue;
@@ -86,58 +92,22 @@ void MainProcessCheck::onEndOfTranslationUnit() {
                               containsPreparedLoaderLoop(Context, Fn->getBody());
     if (!TrainingCode)
       continue;
-    if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Context.parentStmt(Print)))
-      ByBlock[Block].push_back(Print);
-    else
-      Single.push_back(Print);
-  }
-  for (const Stmt *Print : Single) {
     const std::string Acc = accelerator(Print);
     if (Acc.empty())
       continue;
-    Context.insert(Name, Print->getBeginLoc(), "{ if (" + Acc + ".is_main_process()) ");
-    Context.insert(Name, Context.afterStatement(Print), " }");
+    if (const Expr *Stream = stdoutOperand(Print)) {
+      Context.replace(Name, Stream->getSourceRange(),
+                      Acc + ".main_process_only(" + Context.text(Stream->getSourceRange()) + ")");
+    } else if (const auto *If = dyn_cast_or_null<IfStmt>(Context.parentStmt(Print));
+               !If || If->getThen() != Print || !If->getElse()) {
+      // Also the body of a for or an if without else: the guard is a statement of its own.
+      Context.insertVerbatim(Name, Print->getBeginLoc(), "if (" + Acc + ".is_main_process()) ");
+    } else {
+      // The then-branch of an if with an else: braces, or the else would follow the guard.
+      Context.insertVerbatim(Name, Print->getBeginLoc(), "{ if (" + Acc + ".is_main_process()) ");
+      Context.insertVerbatim(Name, Context.afterStatement(Print), " }");
+    }
     Context.applied(Name, Print->getBeginLoc());
-  }
-  for (auto &[Block, Members] : ByBlock) {
-    // Runs of adjacent statements, in source order.
-    std::vector<std::vector<const Stmt *>> Runs;
-    const Stmt *Previous = nullptr;
-    for (const Stmt *Child : Block->body()) {
-      const bool IsMember = std::find(Members.begin(), Members.end(), Child) != Members.end();
-      if (IsMember && Previous && !Runs.empty() && Runs.back().back() == Previous)
-        Runs.back().push_back(Child);
-      else if (IsMember)
-        Runs.push_back({Child});
-      Previous = Child;
-    }
-    for (const auto &Run : Runs) {
-      const std::string Acc = accelerator(Run.front());
-      if (Acc.empty())
-        continue;
-      const std::string Guard = "if (" + Acc + ".is_main_process()) ";
-      if (Run.size() == 1) {
-        Context.insert(Name, Run.front()->getBeginLoc(), Guard);
-      } else {
-        // Re-indent the run inside the new block.
-        const std::string Indent = Context.indentation(Run.front()->getBeginLoc());
-        const std::string Step = Context.indentStep(Run.front()->getBeginLoc());
-        const SourceLocation Begin = Run.front()->getBeginLoc();
-        const SourceLocation End = Context.afterStatement(Run.back());
-        const std::string Original = Context.text(CharSourceRange::getCharRange(Begin, End));
-        std::string Body = Indent + Step;
-        for (const char C : Original) {
-          Body += C;
-          if (C == '\n')
-            Body += Step;
-        }
-        // The first line's indentation is already in the file before Begin.
-        Context.replace(Name, CharSourceRange::getCharRange(Begin, End),
-                        Guard + "{\n" + Body + "\n" + Indent + "}");
-      }
-      for (const Stmt *Print : Run)
-        Context.applied(Name, Print->getBeginLoc());
-    }
   }
 }
 

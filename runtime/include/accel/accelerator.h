@@ -337,11 +337,20 @@ class Accelerator {
   T gather_for_metrics(const T& value) {
     return truncate_to_remainder(gather_any(value));
   }
+  /// Tensors go in one all-gather together (an evaluation batch's outputs and targets cost one
+  /// collective, not one each); other values are gathered one by one.
   template <typename T, typename U, typename... Rest>
   std::tuple<T, U, Rest...> gather_for_metrics(const T& first, const U& second,
                                                const Rest&... rest) {
-    return std::tuple<T, U, Rest...>(gather_for_metrics(first), gather_for_metrics(second),
-                                     gather_for_metrics(rest)...);
+    if constexpr (std::is_same_v<T, torch::Tensor> && std::is_same_v<U, torch::Tensor> &&
+                  (std::is_same_v<Rest, torch::Tensor> && ...)) {
+      auto gathered = gather_together({first, second, rest...});
+      for (auto& tensor : gathered) tensor = truncate_to_remainder(std::move(tensor));
+      return tuple_of(gathered, std::make_index_sequence<2 + sizeof...(Rest)>());
+    } else {
+      return std::tuple<T, U, Rest...>(gather_for_metrics(first), gather_for_metrics(second),
+                                       gather_for_metrics(rest)...);
+    }
   }
 
   /// One value from every process, in rank order. T must convert to and from `c10::IValue`
@@ -365,6 +374,16 @@ class Accelerator {
 
   /// Reduces `tensor` across processes into a new tensor.
   torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::Sum);
+  /// Reduces a number across processes: a running loss or a count of correct predictions summed
+  /// over every process's share of the data. Integers stay exact; Mean of integers rounds down.
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  T reduce(T value, Reduction reduction = Reduction::Sum) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return static_cast<T>(reduce_number(static_cast<double>(value), reduction));
+    } else {
+      return static_cast<T>(reduce_number(static_cast<int64_t>(value), reduction));
+    }
+  }
   /// Pads `tensor` along `dim` to the largest size any process has.
   torch::Tensor pad_across_processes(const torch::Tensor& tensor, int64_t dim = 0,
                                      double pad_index = 0, bool pad_first = false);
@@ -418,6 +437,9 @@ class Accelerator {
   void on_main_process(Fn&& fn) {
     if (is_main_process()) std::forward<Fn>(fn)();
   }
+  /// `stream` itself on the main process (its formatting state included) and a stream that
+  /// discards what it is given on the others: `accelerator.main_process_only(std::cout) << ...`.
+  std::ostream& main_process_only(std::ostream& stream);
   /// Writes the arguments (as `operator<<` does) and a newline on the main process only.
   template <typename... Args>
   void print(const Args&... args) {
@@ -544,6 +566,15 @@ class Accelerator {
   void save_module(const torch::nn::Module& module, const std::string& dir,
                    const std::string& max_shard_size, bool safe_serialization);
   void register_checkpoint_hooks(detail::CheckpointHooks hooks);
+
+  /// gather() of several tensors in one collective (same device; shapes equal across processes).
+  std::vector<torch::Tensor> gather_together(const std::vector<torch::Tensor>& tensors);
+  template <size_t... I>
+  static auto tuple_of(std::vector<torch::Tensor>& tensors, std::index_sequence<I...>) {
+    return std::make_tuple(std::move(tensors[I])...);
+  }
+  double reduce_number(double value, Reduction reduction);
+  int64_t reduce_number(int64_t value, Reduction reduction);
 
   torch::Tensor gather_any(const torch::Tensor& tensor) { return gather(tensor); }
   template <typename T>

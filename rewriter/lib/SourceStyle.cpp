@@ -1,0 +1,242 @@
+//===- SourceStyle.cpp ----------------------------------------------------------------------===//
+#include "SourceStyle.h"
+
+#include "LineDiff.h"
+
+#include "clang/Tooling/Core/Replacement.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace clang;
+
+namespace accel::migrate {
+
+namespace {
+
+bool hasStyleFile(llvm::StringRef Path) {
+  llvm::SmallString<256> Dir(Path);
+  llvm::sys::fs::make_absolute(Dir);
+  for (llvm::StringRef D = llvm::sys::path::parent_path(Dir); !D.empty();
+       D = llvm::sys::path::parent_path(D)) {
+    for (const char *Name : {".clang-format", "_clang-format"}) {
+      llvm::SmallString<256> Candidate(D);
+      llvm::sys::path::append(Candidate, Name);
+      if (llvm::sys::fs::exists(Candidate))
+        return true;
+    }
+  }
+  return false;
+}
+
+// Everything but spaces, tabs and line ends: two lines with the same tokens compare equal.
+std::string withoutWhitespace(llvm::StringRef Text) {
+  std::string Out;
+  for (char C : Text)
+    if (C != ' ' && C != '\t' && C != '\n' && C != '\r')
+      Out += C;
+  return Out;
+}
+
+// A changed block of a line diff: lines [RemoveBegin, RemoveEnd) of the original became lines
+// [AddBegin, AddEnd) of the migrated text.
+struct ChangedBlock {
+  size_t RemoveBegin, RemoveEnd, AddBegin, AddEnd;
+};
+
+std::vector<ChangedBlock> changedBlocks(const std::vector<LineOp> &Ops) {
+  std::vector<ChangedBlock> Blocks;
+  size_t A = 0, B = 0;
+  for (size_t K = 0; K < Ops.size();) {
+    if (Ops[K] == LineOp::Keep) {
+      ++A, ++B, ++K;
+      continue;
+    }
+    ChangedBlock Block{A, A, B, B};
+    for (; K < Ops.size() && Ops[K] != LineOp::Keep; ++K)
+      Ops[K] == LineOp::Remove ? ++A : ++B;
+    Block.RemoveEnd = A;
+    Block.AddEnd = B;
+    Blocks.push_back(Block);
+  }
+  return Blocks;
+}
+
+// For each added line of a block, the removed line it equals but for whitespace (a longest
+// common subsequence, so the order is kept), or -1.
+std::vector<long> whitespaceMatches(const std::vector<std::string> &Removed,
+                                    const std::vector<std::string> &Added) {
+  const size_t N = Removed.size(), M = Added.size();
+  std::vector<std::vector<unsigned>> L(N + 1, std::vector<unsigned>(M + 1, 0));
+  for (size_t I = N; I-- > 0;)
+    for (size_t J = M; J-- > 0;)
+      L[I][J] = !Removed[I].empty() && Removed[I] == Added[J] ? L[I + 1][J + 1] + 1
+                                                              : std::max(L[I + 1][J], L[I][J + 1]);
+  std::vector<long> Match(M, -1);
+  for (size_t I = 0, J = 0; I < N && J < M;) {
+    if (!Removed[I].empty() && Removed[I] == Added[J]) {
+      Match[J] = static_cast<long>(I);
+      ++I, ++J;
+    } else if (L[I + 1][J] >= L[I][J + 1]) {
+      ++I;
+    } else {
+      ++J;
+    }
+  }
+  return Match;
+}
+
+} // namespace
+
+format::FormatStyle derivedStyle(llvm::StringRef Code) {
+  format::FormatStyle Style = format::getLLVMStyle();
+  std::map<unsigned, unsigned> StepCounts; // indentation increase between lines -> count
+  unsigned TabLines = 0, SpaceLines = 0, Longest = 0;
+  unsigned PointerLeft = 0, PointerRight = 0, PointerMiddle = 0;
+  unsigned PreviousIndent = 0;
+  for (llvm::StringRef Line : splitLines(Code)) {
+    Line = Line.rtrim("\r\n");
+    Longest = std::max<unsigned>(Longest, static_cast<unsigned>(Line.size()));
+    const llvm::StringRef Body = Line.ltrim(" \t");
+    if (Body.empty() || Body.startswith("//") || Body.startswith("*") || Body.startswith("#"))
+      continue;
+    const unsigned Indent = static_cast<unsigned>(Line.size() - Body.size());
+    if (Indent > 0)
+      (Line[0] == '\t' ? TabLines : SpaceLines) += 1;
+    if (Indent > PreviousIndent && Line[0] != '\t')
+      ++StepCounts[Indent - PreviousIndent];
+    PreviousIndent = Indent;
+    // `auto& x`, `auto &x`, `auto & x` (and `*`) where a declaration names a variable.
+    for (size_t Pos = 0; (Pos = Body.find_first_of("&*", Pos)) != llvm::StringRef::npos; ++Pos) {
+      if (Pos == 0 || Pos + 1 >= Body.size() || Body[Pos + 1] == '&' || Body[Pos + 1] == '=' ||
+          Body[Pos - 1] == '&' || Body[Pos - 1] == '(')
+        continue;
+      const bool SpaceBefore = Body[Pos - 1] == ' ', SpaceAfter = Body[Pos + 1] == ' ';
+      const char Before = SpaceBefore ? (Pos >= 2 ? Body[Pos - 2] : ' ') : Body[Pos - 1];
+      const char After = SpaceAfter ? (Pos + 2 < Body.size() ? Body[Pos + 2] : ' ') : Body[Pos + 1];
+      // A type name (or > of a template) before, an identifier after: a declarator.
+      if (!(std::isalnum(static_cast<unsigned char>(Before)) || Before == '>' || Before == '_') ||
+          !(std::isalpha(static_cast<unsigned char>(After)) || After == '_'))
+        continue;
+      if (!SpaceBefore && SpaceAfter)
+        ++PointerLeft;
+      else if (SpaceBefore && !SpaceAfter)
+        ++PointerRight;
+      else if (SpaceBefore && SpaceAfter)
+        ++PointerMiddle; // also `a * b` and `a & b`; counts only if nothing else is seen
+    }
+  }
+  if (TabLines > SpaceLines) {
+    Style.UseTab = format::FormatStyle::UT_Always;
+    Style.IndentWidth = Style.TabWidth = 4;
+  } else if (!StepCounts.empty()) {
+    // The most common increase of indentation from one line to the next is the step.
+    const auto Step = std::max_element(StepCounts.begin(), StepCounts.end(),
+                                       [](const auto &A, const auto &B) { return A.second < B.second; });
+    Style.IndentWidth = std::clamp(Step->first, 1u, 8u);
+  }
+  Style.ContinuationIndentWidth = Style.IndentWidth < 4 ? 4 : Style.IndentWidth;
+  Style.AccessModifierOffset = -static_cast<int>(Style.IndentWidth) / 2;
+  if (PointerLeft > PointerRight)
+    Style.PointerAlignment = format::FormatStyle::PAS_Left;
+  else if (PointerRight > 0 || PointerMiddle == 0)
+    Style.PointerAlignment = format::FormatStyle::PAS_Right;
+  else
+    Style.PointerAlignment = format::FormatStyle::PAS_Middle;
+  Style.DerivePointerAlignment = false;
+  // The longest line shows how far the author lets lines run (never less than 80).
+  Style.ColumnLimit = std::max(80u, Longest);
+  return Style;
+}
+
+format::FormatStyle styleOf(llvm::StringRef Path, llvm::StringRef Code) {
+  if (hasStyleFile(Path)) {
+    auto Style = format::getStyle("file", Path, "LLVM", Code);
+    if (Style)
+      return *Style;
+    llvm::consumeError(Style.takeError()); // a broken .clang-format: what the file shows
+  }
+  return derivedStyle(Code);
+}
+
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
+                           const std::vector<std::pair<unsigned, unsigned>> &Changed) {
+  std::vector<tooling::Range> Ranges;
+  for (const auto &[Offset, Length] : Changed)
+    Ranges.emplace_back(Offset, Length);
+  if (Ranges.empty())
+    return Migrated.str();
+  format::FormatStyle Style = styleOf(Path, Migrated);
+  Style.SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
+  const tooling::Replacements Fixes = format::reformat(Style, Migrated, Ranges, Path);
+  auto Formatted = tooling::applyAllReplacements(Migrated, Fixes);
+  if (!Formatted) {
+    llvm::consumeError(Formatted.takeError());
+    return Migrated.str();
+  }
+  return *Formatted;
+}
+
+std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const auto A = splitLines(Original), B = splitLines(Migrated);
+  const std::vector<LineOp> Ops = diffLines(A, B);
+  std::vector<llvm::StringRef> Out(B.begin(), B.end());
+  std::vector<bool> Dropped(B.size(), false);
+  std::vector<std::pair<size_t, std::vector<llvm::StringRef>>> Replaced; // whole blocks
+  for (const ChangedBlock &Block : changedBlocks(Ops)) {
+    std::string RemovedText, AddedText;
+    std::vector<std::string> Removed, Added;
+    for (size_t I = Block.RemoveBegin; I < Block.RemoveEnd; ++I) {
+      Removed.push_back(withoutWhitespace(A[I]));
+      RemovedText += Removed.back();
+    }
+    for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J) {
+      Added.push_back(withoutWhitespace(B[J]));
+      AddedText += Added.back();
+    }
+    if (Block.RemoveBegin < Block.RemoveEnd && RemovedText == AddedText) {
+      // Re-wrapped or re-indented as a whole: the original lines, as they were.
+      for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J)
+        Dropped[J] = true;
+      Replaced.emplace_back(Block.AddBegin,
+                            std::vector<llvm::StringRef>(A.begin() + Block.RemoveBegin,
+                                                         A.begin() + Block.RemoveEnd));
+      continue;
+    }
+    const std::vector<long> Match = whitespaceMatches(Removed, Added);
+    for (size_t J = 0; J < Match.size(); ++J)
+      if (Match[J] >= 0)
+        Out[Block.AddBegin + J] = A[Block.RemoveBegin + static_cast<size_t>(Match[J])];
+  }
+  std::string Result;
+  size_t NextBlock = 0;
+  for (size_t J = 0; J <= Out.size(); ++J) {
+    while (NextBlock < Replaced.size() && Replaced[NextBlock].first == J) {
+      for (llvm::StringRef Line : Replaced[NextBlock].second)
+        Result += Line.str();
+      ++NextBlock;
+    }
+    if (J < Out.size() && !Dropped[J])
+      Result += Out[J].str();
+  }
+  return Result;
+}
+
+unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const auto A = splitLines(Original), B = splitLines(Migrated);
+  unsigned Count = 0;
+  for (const ChangedBlock &Block : changedBlocks(diffLines(A, B))) {
+    std::vector<std::string> Removed, Added;
+    for (size_t I = Block.RemoveBegin; I < Block.RemoveEnd; ++I)
+      Removed.push_back(withoutWhitespace(A[I]));
+    for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J)
+      Added.push_back(withoutWhitespace(B[J]));
+    for (long M : whitespaceMatches(Removed, Added))
+      Count += M >= 0;
+  }
+  return Count;
+}
+
+} // namespace accel::migrate

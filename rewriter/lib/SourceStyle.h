@@ -1,0 +1,40 @@
+//===- SourceStyle.h - Writing in the style of the file being migrated ----------------*- C++ -*-===//
+//
+// A migration diff is read by a reviewer: it must show the migration and nothing else. Inserted
+// text is formatted in the file's own style (its .clang-format, or what the file itself shows:
+// indentation width, tabs, where `&` and `*` go, how long its lines run), and no line outside an
+// edit changes, not even in its whitespace.
+//
+//===----------------------------------------------------------------------------------------===//
+#pragma once
+
+#include "clang/Format/Format.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::migrate {
+
+/// The style of the file at Path with contents Code: the nearest .clang-format (or
+/// _clang-format) above it when there is one, else one derived from Code.
+clang::format::FormatStyle styleOf(llvm::StringRef Path, llvm::StringRef Code);
+
+/// The style Code shows: indentation step and tabs, pointer alignment and column limit, on top
+/// of LLVM's.
+clang::format::FormatStyle derivedStyle(llvm::StringRef Code);
+
+/// Formats the given [offset, length) ranges of Migrated (the inserted text) in Path's style.
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
+                           const std::vector<std::pair<unsigned, unsigned>> &Ranges);
+
+/// Migrated with every line that differs from Original only in whitespace put back as it was
+/// (a changed block that is the same text re-wrapped is put back whole).
+std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated);
+
+/// The number of lines of Migrated that differ from a removed line of Original only in
+/// whitespace: what a reviewer would see as noise. 0 after restoreWhitespaceOnlyChanges.
+unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated);
+
+} // namespace accel::migrate

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# accel-migrate on a program written the way public LibTorch tutorials are (test/e2e/corpus/NAME:
+# its own CMake project, its own style). Installs accel into a fresh prefix, builds and runs the
+# plain program, migrates a copy with the installed accel-migrate, and checks that
+#  - a second migration finds nothing to do (--check),
+#  - no line of the diff changed only in whitespace,
+#  - the migrated program builds with find_package(accel) and, on one process, prints exactly
+#    what the plain program printed,
+#  - under `accel launch --num_processes 2` each line named by an `once` rule appears once, and
+#    each `value` rule's number is within its tolerance of the one-process run.
+#   migrate_corpus.sh BUILD_DIR SOURCE_DIR NAME
+# NAME/corpus.conf sets: binary (the executable's name), sources (the files to migrate, and any
+# compiler arguments after --), once (regexes), values (entries "REGEX|TOLERANCE", the regex
+# capturing the number in its first group).
+set -euo pipefail
+build_dir=$1 source_dir=$2 name=$3
+program="$source_dir/test/e2e/corpus/$name"
+binary= sources= once=() values=()
+# shellcheck source=/dev/null
+source "$program/corpus.conf"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
+mkdir -p "$work/run-plain" "$work/run-one" "$work/run-two"
+cp -r "$program" "$work/src"
+rm -f "$work/src/corpus.conf"
+cp -r "$work/src" "$work/original"
+
+cmake -S "$work/src" -B "$work/plain" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$work/plain" > /dev/null
+(cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt)
+
+# Migrate in place, timed; the statistics say how many lines changed only in whitespace.
+start=$(date +%s.%N)
+(cd "$work/src" && eval "\"$work/prefix/bin/accel-migrate\" --stats-json=\"$work/stats.json\" $sources")
+end=$(date +%s.%N)
+(cd "$work/src" && eval "\"$work/prefix/bin/accel-migrate\" --check $sources")
+diff -ru "$work/original" "$work/src" > "$work/migration.diff" || true
+cat "$work/migration.diff"
+python3 - "$work/stats.json" "$start" "$end" <<'PY'
+import json, sys
+stats = json.load(open(sys.argv[1]))
+files = stats["files"]
+changes = sum(f["total_changes"] for f in files)
+warnings = sum(f["warnings"] for f in files)
+noise = sum(f["whitespace_only_lines"] for f in files)
+seconds = float(sys.argv[3]) - float(sys.argv[2])
+print(f"migration: {len(files)} file(s), {changes} changes, {warnings} warnings, "
+      f"{noise} whitespace-only lines, {seconds:.1f} s ({seconds / len(files):.1f} s per file)")
+if noise:
+    sys.exit("lines changed only in whitespace: the diff must show the migration alone")
+PY
+
+cmake -S "$work/src" -B "$work/migrated" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+cmake --build "$work/migrated" > /dev/null
+(cd "$work/run-one" && "$work/migrated/$binary" > ../one.txt)
+if ! diff -u "$work/plain.txt" "$work/one.txt"; then
+  echo "migrated $name on one process differs from the plain program"; exit 1
+fi
+
+(cd "$work/run-two" && "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" \
+  > ../two.txt)
+cat "$work/two.txt"
+for pattern in "${once[@]}"; do
+  n=$(grep -cE -- "$pattern" "$work/two.txt" || true)
+  if [ "$n" -ne 1 ]; then echo "2 processes printed '$pattern' $n times, expected once"; exit 1; fi
+done
+for entry in "${values[@]}"; do
+  pattern=${entry%|*} tolerance=${entry##*|}
+  one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s/.*$pattern.*/\\1/")
+  two=$(grep -E -- "$pattern" "$work/two.txt" | tail -1 | sed -E "s/.*$pattern.*/\\1/")
+  awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" 'BEGIN {
+    d = a - b; if (d < 0) d = -d
+    printf "%s: one process %s, two processes %s (tolerance %s)\n", p, a, b, t
+    if (a == "" || b == "" || d > t) exit 1 }'
+done
+echo "migration end-to-end test of $name passed"

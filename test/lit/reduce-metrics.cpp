@@ -1,0 +1,46 @@
+// RUN: cp %s %t.cpp
+// RUN: %migrate --only=reduce-metrics %t.cpp
+// RUN: FileCheck %s --input-file=%t.cpp
+// RUN: %migrate --only=reduce-metrics --check %t.cpp
+#include <torch/torch.h>
+#include <cstdio>
+
+int main() {
+  torch::nn::Linear model(4, 3);
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  auto dataset = torch::data::datasets::MNIST("unused").map(torch::data::transforms::Stack<>());
+  auto loader = torch::data::make_data_loader(std::move(dataset), 4);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    double running_loss = 0;
+    size_t correct = 0;
+    int64_t batches = 0;
+    auto loss_sum = torch::zeros({});
+    double unused_after = 0;
+    const double scale = 2.0;
+    for (auto &batch : *loader) {
+      auto output = model->forward(batch.data);
+      auto loss = torch::nll_loss(output, batch.target);
+      loss.backward();
+      running_loss += loss.item<double>() * batch.data.size(0);
+      correct += output.argmax(1).eq(batch.target).sum().item<int64_t>();
+      ++batches;
+      loss_sum += loss.detach();
+      unused_after += scale;
+    }
+    // Summed across processes right after the loop, each once per epoch; what the loop only
+    // reads, or what is not read after it, is left alone.
+    // CHECK: {{^}}    }
+    // CHECK-NEXT: {{^}}    running_loss = accelerator.reduce(running_loss);
+    // CHECK-NEXT: {{^}}    correct = accelerator.reduce(correct);
+    // CHECK-NEXT: {{^}}    batches = accelerator.reduce(batches);
+    // CHECK-NEXT: {{^}}    loss_sum = accelerator.reduce(loss_sum);
+    // CHECK: {{^}}    std::printf
+    std::printf("%f %zu %f\n", running_loss / 60000, correct, loss_sum.item<double>() / batches);
+  }
+  // Evaluation loops (no backward) are gather-for-metrics' business.
+  double eval_loss = 0;
+  for (auto &batch : *loader)
+    eval_loss += model->forward(batch.data).sum().item<double>();
+  // CHECK-NOT: {{^ *}}eval_loss = accelerator
+  std::printf("%f\n", eval_loss);
+}
