@@ -179,64 +179,84 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
   return *Formatted;
 }
 
-std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
-  const auto A = splitLines(Original), B = splitLines(Migrated);
-  const std::vector<LineOp> Ops = diffLines(A, B);
-  std::vector<llvm::StringRef> Out(B.begin(), B.end());
-  std::vector<bool> Dropped(B.size(), false);
-  std::vector<std::pair<size_t, std::vector<llvm::StringRef>>> Replaced; // whole blocks
-  for (const ChangedBlock &Block : changedBlocks(Ops)) {
-    std::string RemovedText, AddedText;
-    std::vector<std::string> Removed, Added;
-    for (size_t I = Block.RemoveBegin; I < Block.RemoveEnd; ++I) {
-      Removed.push_back(withoutWhitespace(A[I]));
-      RemovedText += Removed.back();
-    }
-    for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J) {
-      Added.push_back(withoutWhitespace(B[J]));
-      AddedText += Added.back();
-    }
-    if (Block.RemoveBegin < Block.RemoveEnd && RemovedText == AddedText) {
-      // Re-wrapped or re-indented as a whole: the original lines, as they were.
-      for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J)
-        Dropped[J] = true;
-      Replaced.emplace_back(Block.AddBegin,
-                            std::vector<llvm::StringRef>(A.begin() + Block.RemoveBegin,
-                                                         A.begin() + Block.RemoveEnd));
-      continue;
-    }
-    const std::vector<long> Match = whitespaceMatches(Removed, Added);
-    for (size_t J = 0; J < Match.size(); ++J)
-      if (Match[J] >= 0)
-        Out[Block.AddBegin + J] = A[Block.RemoveBegin + static_cast<size_t>(Match[J])];
-  }
-  std::string Result;
-  size_t NextBlock = 0;
-  for (size_t J = 0; J <= Out.size(); ++J) {
-    while (NextBlock < Replaced.size() && Replaced[NextBlock].first == J) {
-      for (llvm::StringRef Line : Replaced[NextBlock].second)
-        Result += Line.str();
-      ++NextBlock;
-    }
-    if (J < Out.size() && !Dropped[J])
-      Result += Out[J].str();
-  }
-  return Result;
-}
+namespace {
 
-unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
-  const auto A = splitLines(Original), B = splitLines(Migrated);
-  unsigned Count = 0;
+// How to put back what formatting changed only in whitespace: for each added line of Migrated,
+// whether it goes (Dropped), and the original lines that go before each added line index.
+struct RestorePlan {
+  std::vector<bool> Dropped;
+  std::map<size_t, std::vector<llvm::StringRef>> InsertBefore;
+  unsigned NoiseLines = 0; // added lines that differed from original ones in whitespace only
+};
+
+RestorePlan planRestore(const std::vector<llvm::StringRef> &A,
+                        const std::vector<llvm::StringRef> &B) {
+  RestorePlan Plan;
+  Plan.Dropped.assign(B.size(), false);
+  auto restoreRange = [&](size_t RemoveBegin, size_t RemoveEnd, size_t AddBegin, size_t AddEnd) {
+    if (RemoveBegin == RemoveEnd || AddBegin == AddEnd)
+      return;
+    std::string Removed, Added;
+    for (size_t I = RemoveBegin; I < RemoveEnd; ++I)
+      Removed += withoutWhitespace(A[I]);
+    for (size_t J = AddBegin; J < AddEnd; ++J)
+      Added += withoutWhitespace(B[J]);
+    if (Removed.empty() || Removed != Added)
+      return;
+    // The same text re-wrapped or re-indented: the original lines, as they were.
+    for (size_t J = AddBegin; J < AddEnd; ++J)
+      Plan.Dropped[J] = true;
+    Plan.NoiseLines += static_cast<unsigned>(AddEnd - AddBegin);
+    auto &Lines = Plan.InsertBefore[AddBegin];
+    Lines.insert(Lines.end(), A.begin() + RemoveBegin, A.begin() + RemoveEnd);
+  };
   for (const ChangedBlock &Block : changedBlocks(diffLines(A, B))) {
     std::vector<std::string> Removed, Added;
     for (size_t I = Block.RemoveBegin; I < Block.RemoveEnd; ++I)
       Removed.push_back(withoutWhitespace(A[I]));
     for (size_t J = Block.AddBegin; J < Block.AddEnd; ++J)
       Added.push_back(withoutWhitespace(B[J]));
-    for (long M : whitespaceMatches(Removed, Added))
-      Count += M >= 0;
+    // Lines equal but for whitespace, in order; the stretches between them may be re-wrapped.
+    const std::vector<long> Match = whitespaceMatches(Removed, Added);
+    size_t PrevRemove = Block.RemoveBegin, PrevAdd = Block.AddBegin;
+    for (size_t J = 0; J <= Match.size(); ++J) {
+      if (J < Match.size() && Match[J] < 0)
+        continue;
+      const size_t Remove = J < Match.size() ? Block.RemoveBegin + static_cast<size_t>(Match[J])
+                                             : Block.RemoveEnd;
+      const size_t Add = Block.AddBegin + J;
+      restoreRange(PrevRemove, Remove, PrevAdd, Add);
+      if (J == Match.size())
+        break;
+      Plan.Dropped[Add] = true;
+      Plan.InsertBefore[Add].push_back(A[Remove]);
+      ++Plan.NoiseLines;
+      PrevRemove = Remove + 1;
+      PrevAdd = Add + 1;
+    }
   }
-  return Count;
+  return Plan;
+}
+
+} // namespace
+
+std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const auto A = splitLines(Original), B = splitLines(Migrated);
+  const RestorePlan Plan = planRestore(A, B);
+  std::string Result;
+  for (size_t J = 0; J <= B.size(); ++J) {
+    if (auto It = Plan.InsertBefore.find(J); It != Plan.InsertBefore.end())
+      for (llvm::StringRef Line : It->second)
+        Result += Line.str();
+    if (J < B.size() && !Plan.Dropped[J])
+      Result += B[J].str();
+  }
+  return Result;
+}
+
+unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const auto A = splitLines(Original), B = splitLines(Migrated);
+  return planRestore(A, B).NoiseLines;
 }
 
 } // namespace accel::migrate

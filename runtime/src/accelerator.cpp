@@ -247,12 +247,16 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   }
   for (auto* m : syncing) {
     m->force_sync = false;
-    // DistributedDataParallel broadcasts buffers before each forward; here the forward has
-    // already run, so every process continues from rank 0's post-forward buffers instead.
-    m->sync->sync_buffers();
     m->sync->prepare_for_backward();
   }
   scaled.backward(gradient, retain_graph, create_graph);
+  // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
+  // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
+  // before this backward would change them under it. After it, every process starts its next
+  // forward from rank 0's buffers, as under DDP. A retained graph may still need them as they are.
+  if (!retain_graph.value_or(create_graph)) {
+    for (auto* m : syncing) m->sync->sync_buffers();
+  }
 }
 
 bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {

@@ -69,8 +69,8 @@ for pattern in "${once[@]}"; do
 done
 for entry in "${values[@]}"; do
   pattern=${entry%|*} tolerance=${entry##*|}
-  one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s/.*$pattern.*/\\1/")
-  two=$(grep -E -- "$pattern" "$work/two.txt" | tail -1 | sed -E "s/.*$pattern.*/\\1/")
+  one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+  two=$(grep -E -- "$pattern" "$work/two.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
   awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" 'BEGIN {
     d = a - b; if (d < 0) d = -d
     printf "%s: one process %s, two processes %s (tolerance %s)\n", p, a, b, t

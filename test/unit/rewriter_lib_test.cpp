@@ -2,6 +2,7 @@
 // into, the unified diff --diff prints, and the atomic file writer.
 
 #include "EditSet.h"
+#include "SourceStyle.h"
 #include "FileIO.h"
 #include "UnifiedDiff.h"
 
@@ -50,12 +51,37 @@ TEST(EditSet, AnEditInsideAnotherOfTheSameCheckIsPartOfIt) {
 
 TEST(EditSet, InsertionsAtOneOffsetKeepTheirOrderAndReportChangedRanges) {
   EditSet Set;
-  EXPECT_TRUE(Set.add(replace(3, 0, "a")));
-  EXPECT_TRUE(Set.add(replace(3, 0, "b")));
-  EXPECT_TRUE(Set.add(replace(3, 2, "R")));
+  Edit A = replace(3, 0, "a\n"), R = replace(3, 2, "R");
+  A.Reformat = R.Reformat = true;
+  EXPECT_TRUE(Set.add(A));
+  EXPECT_TRUE(Set.add(replace(3, 0, "b"))); // text inside a user's line: not to be formatted
+  EXPECT_TRUE(Set.add(R));
   std::vector<std::pair<unsigned, unsigned>> Changed;
-  EXPECT_EQ(Set.apply("0123456", &Changed), "012abR56");
-  EXPECT_EQ(Changed, (std::vector<std::pair<unsigned, unsigned>>{{3, 1}, {4, 1}, {5, 1}}));
+  EXPECT_EQ(Set.apply("0123456", &Changed), "012a\nbR56");
+  // The trailing line end is not part of the range: formatting stops before the next line.
+  EXPECT_EQ(Changed, (std::vector<std::pair<unsigned, unsigned>>{{3, 1}, {6, 1}}));
+}
+
+TEST(SourceStyle, LinesChangedOnlyInWhitespaceArePutBack) {
+  const std::string Original = "int f() {\n    for (auto& x : v)\n        g(x,\n          y);\n}\n";
+  // A formatter re-indented the loop, re-wrapped the call and moved the `&`; one real insertion.
+  const std::string Formatted = "int f() {\n  h();\n  for (auto &x : v)\n    g(x, y);\n}\n";
+  EXPECT_EQ(countWhitespaceOnlyChanges(Original, Formatted), 2u); // the loop and the call
+  const std::string Restored = restoreWhitespaceOnlyChanges(Original, Formatted);
+  EXPECT_EQ(Restored, "int f() {\n  h();\n    for (auto& x : v)\n        g(x,\n          y);\n}\n");
+  EXPECT_EQ(countWhitespaceOnlyChanges(Original, Restored), 0u);
+}
+
+TEST(SourceStyle, DerivedFromTheFileItself) {
+  const auto Four = derivedStyle("int f(int& a) {\n    if (a) {\n        return 1;\n    }\n    return 0;\n}\n");
+  EXPECT_EQ(Four.IndentWidth, 4u);
+  EXPECT_EQ(Four.PointerAlignment, clang::format::FormatStyle::PAS_Left);
+  EXPECT_EQ(Four.ColumnLimit, 80u);
+  const auto Two = derivedStyle("void g(Net &net, int *p) {\n  net.run(p);\n}\n" +
+                                std::string(100, '/') + "\n");
+  EXPECT_EQ(Two.IndentWidth, 2u);
+  EXPECT_EQ(Two.PointerAlignment, clang::format::FormatStyle::PAS_Right);
+  EXPECT_EQ(Two.ColumnLimit, 100u);
 }
 
 TEST(UnifiedDiff, HunksWithContextAndNothingForEqualTexts) {
