@@ -88,14 +88,24 @@ std::vector<long> whitespaceMatches(const std::vector<std::string> &Removed,
   return Match;
 }
 
+unsigned mostCommon(const std::map<unsigned, unsigned> &Counts) {
+  return std::max_element(Counts.begin(), Counts.end(), [](const auto &A, const auto &B) {
+           return A.second < B.second;
+         })->first;
+}
+
 } // namespace
 
 format::FormatStyle derivedStyle(llvm::StringRef Code) {
   format::FormatStyle Style = format::getLLVMStyle();
+  Style.InheritsParentConfig = false; // clang 14 leaves it unset, and copying an unset bool is UB
   std::map<unsigned, unsigned> StepCounts; // indentation increase between lines -> count
   unsigned TabLines = 0, SpaceLines = 0, Longest = 0;
   unsigned PointerLeft = 0, PointerRight = 0, PointerMiddle = 0;
+  std::map<unsigned, unsigned> ContinuationCounts; // the same after a line that goes on
   unsigned PreviousIndent = 0;
+  char PreviousEnd = ';';
+  bool PreviousOpensBody = false;
   for (llvm::StringRef Line : splitLines(Code)) {
     Line = Line.rtrim("\r\n");
     Longest = std::max<unsigned>(Longest, static_cast<unsigned>(Line.size()));
@@ -105,9 +115,26 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
     const unsigned Indent = static_cast<unsigned>(Line.size() - Body.size());
     if (Indent > 0)
       (Line[0] == '\t' ? TabLines : SpaceLines) += 1;
-    if (Indent > PreviousIndent && Line[0] != '\t')
-      ++StepCounts[Indent - PreviousIndent];
+    // A block's indentation shows after a line that opens one; after a line that stops
+    // mid-statement (`=`, `(`, `,`), the continuation indentation shows instead.
+    if (Indent > PreviousIndent && Line[0] != '\t') {
+      if (PreviousEnd == '{' || PreviousOpensBody)
+        ++StepCounts[Indent - PreviousIndent];
+      else if (PreviousEnd != ';' && PreviousEnd != '}')
+        ++ContinuationCounts[Indent - PreviousIndent];
+    }
     PreviousIndent = Indent;
+    const llvm::StringRef Statement = Body.split("//").first.rtrim();
+    PreviousEnd = Statement.empty() ? ';' : Statement.back();
+    // `if (...)`, `for (...)`, `else` with an unbraced body on the next line.
+    PreviousOpensBody = Statement == "else" ||
+                        (PreviousEnd == ')' && (Statement.startswith("if ") ||
+                                                Statement.startswith("if(") ||
+                                                Statement.startswith("for ") ||
+                                                Statement.startswith("for(") ||
+                                                Statement.startswith("while ") ||
+                                                Statement.startswith("while(") ||
+                                                Statement.startswith("else if")));
     // `auto& x`, `auto &x`, `auto & x` (and `*`) where a declaration names a variable.
     for (size_t Pos = 0; (Pos = Body.find_first_of("&*", Pos)) != llvm::StringRef::npos; ++Pos) {
       if (Pos == 0 || Pos + 1 >= Body.size() || Body[Pos + 1] == '&' || Body[Pos + 1] == '=' ||
@@ -132,12 +159,12 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
     Style.UseTab = format::FormatStyle::UT_Always;
     Style.IndentWidth = Style.TabWidth = 4;
   } else if (!StepCounts.empty()) {
-    // The most common increase of indentation from one line to the next is the step.
-    const auto Step = std::max_element(StepCounts.begin(), StepCounts.end(),
-                                       [](const auto &A, const auto &B) { return A.second < B.second; });
-    Style.IndentWidth = std::clamp(Step->first, 1u, 8u);
+    // The most common increase of indentation into a block is the step.
+    Style.IndentWidth = std::clamp(mostCommon(StepCounts), 1u, 8u);
   }
   Style.ContinuationIndentWidth = Style.IndentWidth < 4 ? 4 : Style.IndentWidth;
+  if (!ContinuationCounts.empty() && TabLines <= SpaceLines)
+    Style.ContinuationIndentWidth = std::clamp(mostCommon(ContinuationCounts), 1u, 16u);
   Style.AccessModifierOffset = -static_cast<int>(Style.IndentWidth) / 2;
   if (PointerLeft > PointerRight)
     Style.PointerAlignment = format::FormatStyle::PAS_Left;
@@ -154,8 +181,11 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
 format::FormatStyle styleOf(llvm::StringRef Path, llvm::StringRef Code) {
   if (hasStyleFile(Path)) {
     auto Style = format::getStyle("file", Path, "LLVM", Code);
-    if (Style)
+    if (Style) {
+      // Set before the copy: clang 14's getStyle can leave this bool unset, and copying it is UB.
+      Style->InheritsParentConfig = false;
       return *Style;
+    }
     llvm::consumeError(Style.takeError()); // a broken .clang-format: what the file shows
   }
   return derivedStyle(Code);
@@ -170,7 +200,18 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
     return Migrated.str();
   format::FormatStyle Style = styleOf(Path, Migrated);
   Style.SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
-  const tooling::Replacements Fixes = format::reformat(Style, Migrated, Ranges, Path);
+  // clang-format also touches the lines around a range (the statement before an inserted line,
+  // the rest of a block whose braces it re-indents). Only its changes to whitespace that lies
+  // inside an inserted range, or leads into one, are kept: the author's lines stay as written.
+  tooling::Replacements Fixes;
+  for (const tooling::Replacement &Fix : format::reformat(Style, Migrated, Ranges, Path)) {
+    const unsigned Begin = Fix.getOffset(), End = Begin + Fix.getLength();
+    const bool Inside = llvm::any_of(Ranges, [&](const tooling::Range &R) {
+      return Begin < R.getOffset() + R.getLength() && End > R.getOffset();
+    });
+    if (Inside)
+      llvm::cantFail(Fixes.add(Fix));
+  }
   auto Formatted = tooling::applyAllReplacements(Migrated, Fixes);
   if (!Formatted) {
     llvm::consumeError(Formatted.takeError());

@@ -217,14 +217,6 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   return context;
 }
 
-void Accelerator::warn_if_workers_requested(size_t workers) const {
-  static bool warned = false;
-  if (workers == 0 || warned || !is_main_process()) return;
-  warned = true;
-  std::cerr << "accel: prepared data loaders read batches on the calling thread; workers="
-            << workers << " is not used\n";
-}
-
 // ---- Training loop --------------------------------------------------------------------------------
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,

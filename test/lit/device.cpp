@@ -2,6 +2,7 @@
 // RUN: %migrate --only=device %t.cpp 2>&1 | FileCheck %s --check-prefix=MSG
 // RUN: FileCheck %s --input-file=%t.cpp
 #include <torch/torch.h>
+#include <cstdio>
 #include <string>
 
 void use(torch::Device) {}
@@ -32,6 +33,26 @@ int main(int argc, char **argv) {
                                                 : torch::Device(torch::kCPU);
   // CHECK: {{^ *}}torch::Device f = accelerator.device();
   // CHECK-NOT: {{^ *}}: torch::Device(torch::kCPU);
+
+  // The tutorials' idiom: one definition from the accelerator, and the if goes with it.
+  torch::Device g(torch::kCPU);
+  if (torch::cuda::is_available()) {
+    g = torch::Device(torch::kCUDA);
+  }
+  // CHECK: {{^ *}}torch::Device g(accelerator.device());
+  // CHECK-NOT: {{^ *}}g = 
+  // An if that does more keeps the rest.
+  torch::Device h = torch::kCPU;
+  if (torch::cuda::is_available()) {
+    std::puts("CUDA is available! Training on GPU.");
+    h = torch::kCUDA;
+  }
+  // CHECK: {{^ *}}torch::Device h = accelerator.device();
+  // CHECK-NEXT: {{^ *}}if (torch::cuda::is_available()) {
+  // CHECK-NEXT: {{^ *}}std::puts("CUDA is available! Training on GPU.");
+  // CHECK-NEXT: {{^ *}}}
+  use(g);
+  use(h);
 
   // Negative: explicit CPU devices and copies stay.
   torch::Device cpu(torch::kCPU);

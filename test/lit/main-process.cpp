@@ -37,8 +37,7 @@ int main() {
   // CHECK-NEXT: {{^}}  if (accelerator.is_main_process()) std::puts("b");
   torch::save(model, "model.pt");
   // CHECK: {{^}}  accelerator.wait_for_everyone();
-  // CHECK-NEXT: {{^}}  if (accelerator.is_main_process())
-  // CHECK-NEXT: {{^}}    torch::save(model, "model.pt");
+  // CHECK-NEXT: {{^}}  if (accelerator.is_main_process()) torch::save(model, "model.pt");
   std::cerr << "stderr stays on every process" << std::endl;
   // CHECK: {{^}}  std::cerr << "stderr stays on every process" << std::endl;
 }

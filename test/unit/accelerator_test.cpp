@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
+#include <thread>
 
 namespace {
 
@@ -263,6 +266,79 @@ TEST(Accelerator, UnseededLoaderShufflesAsPlainLibTorchOnOneProcess) {
   EXPECT_EQ(epochs_of(prepared), plain_epochs);
   EXPECT_TRUE(torch::equal(torch::rand({4}), plain_next));
   EXPECT_NE(plain_epochs[0], plain_epochs[1]);
+
+  // Taking over a loader LibTorch built: its sampler drew a permutation already, and the prepared
+  // loader's own must not draw a second one.
+  torch::manual_seed(3);
+  auto taken = accelerator.prepare(torch::data::make_data_loader<Random>(RangeDataset(50), 8));
+  EXPECT_EQ(epochs_of(taken), plain_epochs);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), plain_next));
+}
+
+// A dataset whose reads take uneven time, so that worker threads finish out of order.
+class SlowRangeDataset : public torch::data::datasets::Dataset<SlowRangeDataset, int64_t> {
+ public:
+  explicit SlowRangeDataset(size_t size, size_t fail_at = SIZE_MAX)
+      : size_(size), fail_at_(fail_at) {}
+  int64_t get(size_t index) override {
+    TORCH_CHECK(index != fail_at_, "sample ", index, " is unreadable");
+    std::this_thread::sleep_for(std::chrono::microseconds((index * 7919) % 13 * 200));
+    return static_cast<int64_t>(index);
+  }
+  torch::optional<size_t> size() const override { return size_; }
+
+ private:
+  size_t size_;
+  size_t fail_at_;
+};
+
+// workers(n) and max_jobs as in LibTorch: the same batches in the same order as with 0 workers,
+// epoch after epoch, after a loop left early, and from a resume position.
+TEST(Accelerator, LoaderWorkersKeepTheOrderOfZeroWorkers) {
+  using Random = torch::data::samplers::RandomSampler;
+  auto read = [](auto& loader, size_t limit = SIZE_MAX) {
+    std::vector<std::vector<int64_t>> batches;
+    for (auto& batch : *loader) {
+      if (batches.size() == limit) break;
+      batches.push_back(batch);
+    }
+    return batches;
+  };
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  auto serial = accelerator.prepare_data_loader<Random>(SlowRangeDataset(60), 4);
+  auto threaded = accelerator.prepare_data_loader<Random>(
+      SlowRangeDataset(60), torch::data::DataLoaderOptions(4).workers(3).max_jobs(5));
+  // Each epoch draws its order from the default generator: both loaders draw from one seed.
+  auto compare = [&](uint64_t seed, size_t limit = SIZE_MAX) {
+    torch::manual_seed(seed);
+    const auto with_workers = read(threaded, limit);
+    torch::manual_seed(seed);
+    const auto without = read(serial, limit);
+    EXPECT_EQ(with_workers, without);
+    return with_workers;
+  };
+  EXPECT_EQ(compare(1).size(), 15u);
+  EXPECT_NE(compare(2), compare(3));
+  // Left after 3 batches: the next epoch starts cleanly.
+  EXPECT_EQ(compare(4, 3).size(), 3u);
+  compare(5);
+  serial->skip_first_batches(7);
+  threaded->skip_first_batches(7);
+  EXPECT_EQ(compare(6).size(), 15u - 7u);
+}
+
+TEST(Accelerator, LoaderWorkersErrorReachesTheLoop) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  auto loader = accelerator.prepare_data_loader<Sequential>(
+      SlowRangeDataset(20, /*fail_at=*/9), torch::data::DataLoaderOptions(2).workers(2));
+  size_t read = 0;
+  try {
+    for (auto& batch : *loader) read += batch.size();
+    ADD_FAILURE() << "expected the worker's error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sample 9 is unreadable"), std::string::npos);
+  }
+  EXPECT_EQ(read, 8u);
 }
 
 TEST(Accelerator, LoaderWithWorkersCannotBeTakenOver) {

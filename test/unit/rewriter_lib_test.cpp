@@ -84,6 +84,40 @@ TEST(SourceStyle, DerivedFromTheFileItself) {
   EXPECT_EQ(Two.ColumnLimit, 100u);
 }
 
+// Two-space blocks whose statements wrap with four: the wrapped lines are not the block step.
+TEST(SourceStyle, ContinuationLinesDoNotSetTheIndentation) {
+  const std::string Code = "int main() {\n"
+                           "  auto loader = make(\n"
+                           "      std::move(data),\n"
+                           "      options);\n"
+                           "  torch::Tensor labels =\n"
+                           "      torch::empty(n);\n"
+                           "  std::printf(\n"
+                           "      \"%d\",\n"
+                           "      n);\n"
+                           "  if (n)\n"
+                           "    return 1;\n"
+                           "}\n";
+  const auto Style = derivedStyle(Code);
+  EXPECT_EQ(Style.IndentWidth, 2u);
+  EXPECT_EQ(Style.ContinuationIndentWidth, 4u);
+}
+
+// An inserted line is formatted; the author's statement before it, wrapped in a way the
+// formatter would join, is left as written.
+TEST(SourceStyle, FormattingStaysInsideTheInsertedLines) {
+  const std::string Migrated = "void f() {\n"
+                               "  g(1,\n"
+                               "    2);\n"
+                               "      h(  3 );\n"
+                               "  k(4);\n"
+                               "}\n";
+  const unsigned Offset = static_cast<unsigned>(Migrated.find("      h("));
+  const unsigned Length = static_cast<unsigned>(std::string("      h(  3 );").size());
+  EXPECT_EQ(formatInserted("/nonexistent/f.cpp", Migrated, {{Offset, Length}}),
+            "void f() {\n  g(1,\n    2);\n  h(3);\n  k(4);\n}\n");
+}
+
 TEST(UnifiedDiff, HunksWithContextAndNothingForEqualTexts) {
   EXPECT_EQ(unifiedDiff("a/f", "b/f", "same\n", "same\n"), "");
   const std::string Old = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";

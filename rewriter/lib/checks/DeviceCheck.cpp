@@ -7,6 +7,8 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include <optional>
+
 using namespace clang;
 using namespace clang::ast_matchers;
 
@@ -31,6 +33,62 @@ const Expr *userChosenString(const Expr *Init) {
   return F.Found;
 }
 
+// `device = torch::Device(torch::kCUDA)` alone (or beside other statements) in the body of an
+// `if (torch::cuda::is_available())` with no else, whose variable is defined in the statement
+// before the if: that definition, and the if that only adjusts it.
+struct ConditionalDevice {
+  const VarDecl *Var = nullptr;
+  const DeclStmt *Definition = nullptr;
+  const IfStmt *If = nullptr;
+  const Stmt *Statement = nullptr; // the assignment's statement
+  bool OnlyStatement = false; // the assignment is all the if does
+};
+
+std::optional<ConditionalDevice> conditionalDevice(MigrationContext &Context,
+                                                   const CXXOperatorCallExpr *Assign) {
+  const auto *Ref = dyn_cast<DeclRefExpr>(Assign->getArg(0)->IgnoreParenImpCasts());
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  if (!Var || !Var->hasLocalStorage() || isa<ParmVarDecl>(Var) || !Var->getInit())
+    return std::nullopt;
+  ConditionalDevice Found;
+  Found.Var = Var;
+  const Stmt *Body = Assign;
+  const Stmt *Parent = Context.parentStmt(Assign);
+  while (isa_and_nonnull<ExprWithCleanups>(Parent)) { // the statement is the whole expression
+    Body = Parent;
+    Parent = Context.parentStmt(Parent);
+  }
+  Found.Statement = Body;
+  if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Parent)) {
+    Found.OnlyStatement = Block->size() == 1;
+    Body = Block;
+    Parent = Context.parentStmt(Block);
+  } else {
+    Found.OnlyStatement = true;
+  }
+  Found.If = dyn_cast_or_null<IfStmt>(Parent);
+  const FunctionDecl *Fn = Context.enclosingFunction(Assign);
+  if (!Found.If || Found.If->getThen() != Body || Found.If->getElse() || Found.If->getInit() ||
+      Found.If->getConditionVariable() || !mentionsCuda(Found.If->getCond(), Fn) ||
+      mentionsCuda(Var->getInit(), Fn))
+    return std::nullopt;
+  // The definition is the statement just before the if.
+  const auto *Enclosing = dyn_cast_or_null<CompoundStmt>(Context.parentStmt(Found.If));
+  if (!Enclosing)
+    return std::nullopt;
+  const Stmt *Previous = nullptr;
+  for (const Stmt *S : Enclosing->body()) {
+    if (S == Found.If)
+      break;
+    Previous = S;
+  }
+  const auto *Definition = dyn_cast_or_null<DeclStmt>(Previous);
+  if (!Definition || !Definition->isSingleDecl() || Definition->getSingleDecl() != Var)
+    return std::nullopt;
+  Found.Definition = Definition;
+  return Found;
+}
+
 } // namespace
 
 void DeviceCheck::registerMatchers(MatchFinder &Finder) {
@@ -40,6 +98,22 @@ void DeviceCheck::registerMatchers(MatchFinder &Finder) {
   Finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assign"), this);
   Finder.addMatcher(cxxTemporaryObjectExpr().bind("temporary"), this);
   Finder.addMatcher(cxxFunctionalCastExpr().bind("temporary"), this);
+}
+
+void DeviceCheck::replaceInitializer(const VarDecl *Var, const std::string &Value) {
+  const Expr *Init = Var->getInit();
+  const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
+  if (Var->getInitStyle() != VarDecl::CInit && Construct &&
+      Construct->getParenOrBraceRange().isValid()) {
+    // torch::Device device(torch::kCUDA, 0)  ->  torch::Device device(accelerator.device())
+    const SourceRange Parens = Construct->getParenOrBraceRange();
+    Context.replace(Name,
+                    CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
+                                                  Parens.getEnd()),
+                    Value);
+  } else {
+    Context.replace(Name, Init->getSourceRange(), Value);
+  }
 }
 
 void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
@@ -61,18 +135,7 @@ void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
     const std::string Acc = accelerator(Init);
     if (Acc.empty())
       return;
-    const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
-    if (Var->getInitStyle() != VarDecl::CInit && Construct &&
-        Construct->getParenOrBraceRange().isValid()) {
-      // torch::Device device(torch::kCUDA, 0)  ->  torch::Device device(accelerator.device())
-      const SourceRange Parens = Construct->getParenOrBraceRange();
-      Context.replace(Name,
-                      CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
-                                                    Parens.getEnd()),
-                      Acc + ".device()");
-    } else {
-      Context.replace(Name, Init->getSourceRange(), Acc + ".device()");
-    }
+    replaceInitializer(Var, Acc + ".device()");
     Context.applied(Name, Var->getLocation());
     return;
   }
@@ -88,6 +151,17 @@ void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
     const std::string Acc = accelerator(Assign);
     if (Acc.empty())
       return;
+    if (auto Idiom = conditionalDevice(Context, Assign);
+        Idiom && Context.canEdit(Name, Idiom->Var->getInit()->getSourceRange()) &&
+        Context.canEdit(Name, Idiom->If->getSourceRange())) {
+      // torch::Device device(torch::kCPU); if (torch::cuda::is_available()) device = ...;
+      //   ->  torch::Device device(accelerator.device());
+      replaceInitializer(Idiom->Var, Acc + ".device()");
+      Context.removeStatement(Name, Idiom->OnlyStatement ? static_cast<const Stmt *>(Idiom->If)
+                                                         : Idiom->Statement);
+      Context.applied(Name, Idiom->Var->getLocation());
+      return;
+    }
     Context.replace(Name, Value->getSourceRange(), Acc + ".device()");
     Context.applied(Name, Assign->getBeginLoc());
     return;

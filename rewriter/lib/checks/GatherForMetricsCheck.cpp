@@ -89,10 +89,21 @@ public:
       return false;
     if (const auto *Member = dyn_cast<MemberExpr>(E))
       return rootDecl(Member) == Loop->getLoopVariable();
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
       if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
         return Var == Loop->getLoopVariable() || (declaredInLoop(Var) && !isGathered(Var));
+      // `auto [recon, mu, logvar] = model->forward(x)`: each binding is gathered as it is.
+      if (const VarDecl *Decomposed = decompositionOf(Ref))
+        return declaredInLoop(Decomposed) && !isGathered(Decomposed);
+    }
     return false;
+  }
+
+  static const VarDecl *decompositionOf(const Expr *E) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(bare(E)))
+      if (const auto *Binding = dyn_cast<BindingDecl>(Ref->getDecl()))
+        return dyn_cast_or_null<VarDecl>(Binding->getDecomposedDecl());
+    return nullptr;
   }
 
   const VarDecl *varOf(const Expr *E) const {
@@ -207,13 +218,15 @@ public:
     std::string Name = Text;
     if (const auto *Member = dyn_cast<MemberExpr>(bare(E)))
       Name = Member->getMemberDecl()->getNameAsString();
-    Sources.push_back({Text, "all_" + Name, varOf(E)});
+    const VarDecl *Declared = varOf(E);
+    Sources.push_back({Text, "all_" + Name, Declared ? Declared : decompositionOf(E)});
   }
 
   struct Source {
     std::string Text;     // as written: output, batch.target
     std::string Gathered; // all_output, all_target
-    const VarDecl *Var;   // null for a member of the loop variable
+    const VarDecl *Var;   // its declaration (a binding's decomposition); null for a member of
+                          // the loop variable
   };
   std::vector<Source> Sources;
 
@@ -226,8 +239,6 @@ private:
   }
   // Already the result of a gather (a previous migration).
   static bool isGathered(const VarDecl *Var) {
-    if (isa<DecompositionDecl>(Var))
-      return true;
     if (!Var->getInit())
       return false;
     if (const auto *Call = dyn_cast<CallExpr>(bare(Var->getInit())))

@@ -199,8 +199,9 @@ class Accelerator {
         options().split_batches ? 1 : num_processes());
   }
 
-  /// Prepares a loader made by `torch::data::make_data_loader` (with no worker threads): the
-  /// dataset is taken over and each process reads only its shard.
+  /// Prepares a loader made by `torch::data::make_data_loader` (with no worker threads: those
+  /// hold the only copies of the dataset): the dataset is taken over and each process reads only
+  /// its shard.
   template <typename Dataset, typename Sampler>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare(
       std::unique_ptr<torch::data::StatelessDataLoader<Dataset, Sampler>> loader) {
@@ -214,7 +215,15 @@ class Accelerator {
                 "(workers > 0); use accelerator.prepare_data_loader(dataset, options) instead");
     Dataset taken = std::move(*dataset);
     const size_t size = *taken.size();
-    return prepare_data_loader(std::move(taken), Sampler(size), loader->options());
+    // The loader's own sampler already drew its first permutation (LibTorch's RandomSampler does
+    // at construction); its replacement must not draw another, or the program's later random
+    // numbers would differ from the unprepared program's.
+    std::optional<Sampler> sampler;
+    {
+      detail::ScopedDefaultGenerator unchanged(detail::default_generator_state());
+      sampler.emplace(size);
+    }
+    return prepare_data_loader(std::move(taken), std::move(*sampler), loader->options());
   }
 
   /// Builds a prepared loader with `make_data_loader`'s arguments.
@@ -241,7 +250,6 @@ class Accelerator {
   template <typename Dataset, typename Sampler>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
       Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
-    warn_if_workers_requested(options.workers);
     return std::make_unique<DataLoader<Dataset, Sampler>>(
         std::move(dataset), std::move(sampler), std::move(options),
         loader_context(options.batch_size));
@@ -559,7 +567,6 @@ class Accelerator {
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
   std::shared_ptr<detail::GradientState> gradient_state() const;
   detail::LoaderContext loader_context(size_t batch_size);
-  void warn_if_workers_requested(size_t workers) const;
   void trigger_sync(const torch::nn::Module* model);
   /// With fp16: divides the prepared optimizers' gradients by the loss scale (before clipping).
   void unscale_gradients();

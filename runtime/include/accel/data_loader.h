@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/detail/batch_prefetcher.h>
 #include <accel/detail/gradient_state.h>
 
 #include <torch/data/dataloader.h>
@@ -135,7 +136,10 @@ struct LoaderContext {
 /// shuffles with seed + e and leaves the generators alone. Iterate it as a LibTorch loader:
 /// `for (auto& batch : *loader)`.
 ///
-/// Batches are read on the calling thread.
+/// With `workers(n)` in its options, n threads read batches ahead (at most `max_jobs`, by default
+/// 2n), each from its own copy of the dataset as in LibTorch; batches still arrive in the planned
+/// order, so the epoch is the same as with 0 workers. Device placement happens on the calling
+/// thread. Without workers, batches are read on the calling thread.
 template <typename Dataset, typename Sampler>
 class DataLoader : private detail::StatefulPart {
  public:
@@ -176,6 +180,16 @@ class DataLoader : private detail::StatefulPart {
                 "accel: a prepared data loader needs a dataset with a known size");
     context_.sharding.batch_size = options_.batch_size;
     context_.sharding.drop_last = options_.drop_last;
+    if (options_.workers > 0) {
+      if constexpr (std::is_copy_constructible<Dataset>::value) {
+        prefetcher_ = std::make_unique<detail::BatchPrefetcher<Dataset>>(
+            dataset_, options_.workers, options_.max_jobs);
+      } else {
+        TORCH_CHECK(false, "accel: workers(", options_.workers,
+                    ") needs a copyable dataset: each worker reads from its own copy, as in "
+                    "LibTorch");
+      }
+    }
   }
 
   /// Starts an epoch: plans this process's batches and reads the first.
@@ -185,6 +199,7 @@ class DataLoader : private detail::StatefulPart {
     position_ = std::min(skip_, plan_.size());
     skip_ = 0;
     context_.state->remainder = detail::sharding_remainder(size, context_.sharding);
+    if (prefetcher_) prefetcher_->start(plan_, position_);
     load_current();
     return Iterator(this);
   }
@@ -246,7 +261,8 @@ class DataLoader : private detail::StatefulPart {
       return;
     }
     context_.state->end_of_dataloader = position_ + 1 == plan_.size();
-    BatchType batch = dataset_.get_batch(plan_[position_]);
+    BatchType batch =
+        prefetcher_ ? prefetcher_->take(position_) : dataset_.get_batch(plan_[position_]);
     if (context_.device_placement) batch = detail::to_device(std::move(batch), context_.device);
     current_ = std::move(batch);
   }
@@ -294,6 +310,7 @@ class DataLoader : private detail::StatefulPart {
   torch::Tensor resume_generator_;  // the same, read by load_state
   std::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
+  std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 
 }  // namespace accel
