@@ -132,8 +132,10 @@ std::string MigrationContext::referenceDeclaration(SourceLocation Loc, StringRef
                                                    StringRef Name) const {
   const SourceManager &SM = Ctx.getSourceManager();
   Loc = SM.getFileLoc(Loc);
-  const format::FormatStyle Style = styleOf(pathOf(Loc), SM.getBufferData(SM.getFileID(Loc)));
-  switch (Style.PointerAlignment) {
+  format::FormatStyle::PointerAlignmentStyle Alignment = format::FormatStyle::PAS_Right;
+  withStyleOf(pathOf(Loc), SM.getBufferData(SM.getFileID(Loc)),
+              [&](format::FormatStyle &Style) { Alignment = Style.PointerAlignment; });
+  switch (Alignment) {
   case format::FormatStyle::PAS_Left:
     return (Type + "& " + Name).str();
   case format::FormatStyle::PAS_Middle:

@@ -178,28 +178,24 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   return Style;
 }
 
-format::FormatStyle styleOf(llvm::StringRef Path, llvm::StringRef Code) {
+void withStyleOf(llvm::StringRef Path, llvm::StringRef Code,
+                 llvm::function_ref<void(format::FormatStyle &)> Use) {
   if (hasStyleFile(Path)) {
     auto Style = format::getStyle("file", Path, "LLVM", Code);
     if (Style) {
-      // Set before the copy: clang 14's getStyle can leave this bool unset, and copying it is UB.
-      Style->InheritsParentConfig = false;
-      return *Style;
+      Use(*Style);
+      return;
     }
     llvm::consumeError(Style.takeError()); // a broken .clang-format: what the file shows
   }
-  return derivedStyle(Code);
+  format::FormatStyle Derived = derivedStyle(Code);
+  Use(Derived);
 }
 
-std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
-                           const std::vector<std::pair<unsigned, unsigned>> &Changed) {
-  std::vector<tooling::Range> Ranges;
-  for (const auto &[Offset, Length] : Changed)
-    Ranges.emplace_back(Offset, Length);
-  if (Ranges.empty())
-    return Migrated.str();
-  format::FormatStyle Style = styleOf(Path, Migrated);
-  Style.SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
+namespace {
+
+std::string formatRanges(const format::FormatStyle &Style, llvm::StringRef Path,
+                         llvm::StringRef Migrated, const std::vector<tooling::Range> &Ranges) {
   // clang-format also touches the lines around a range (the statement before an inserted line,
   // the rest of a block whose braces it re-indents). Only its changes to whitespace that lies
   // inside an inserted range, or leads into one, are kept: the author's lines stay as written.
@@ -219,6 +215,24 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
   }
   return *Formatted;
 }
+
+} // namespace
+
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
+                           const std::vector<std::pair<unsigned, unsigned>> &Changed) {
+  std::vector<tooling::Range> Ranges;
+  for (const auto &[Offset, Length] : Changed)
+    Ranges.emplace_back(Offset, Length);
+  if (Ranges.empty())
+    return Migrated.str();
+  std::string Result = Migrated.str();
+  withStyleOf(Path, Migrated, [&](format::FormatStyle &Style) {
+    Style.SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
+    Result = formatRanges(Style, Path, Migrated, Ranges);
+  });
+  return Result;
+}
+
 
 namespace {
 

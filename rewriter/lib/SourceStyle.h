@@ -12,14 +12,19 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <utility>
 #include <vector>
 
 namespace accel::migrate {
 
-/// The style of the file at Path with contents Code: the nearest .clang-format (or
-/// _clang-format) above it when there is one, else one derived from Code.
-clang::format::FormatStyle styleOf(llvm::StringRef Path, llvm::StringRef Code);
+/// Calls Use with the style of the file at Path with contents Code: the nearest .clang-format
+/// (or _clang-format) above it when there is one, else one derived from Code. The style is lent,
+/// not returned: clang 14's parsed FormatStyle can hold fields left unset, and copying it reads
+/// them (undefined behaviour that UBSan reports).
+void withStyleOf(llvm::StringRef Path, llvm::StringRef Code,
+                 llvm::function_ref<void(clang::format::FormatStyle &)> Use);
 
 /// The style Code shows: indentation step and tabs, pointer alignment and column limit, on top
 /// of LLVM's.
