@@ -51,7 +51,8 @@ bool EditSet::add(const Edit &E) {
 }
 
 std::string EditSet::apply(llvm::StringRef Code,
-                           std::vector<std::pair<unsigned, unsigned>> *ChangedRanges) const {
+                           std::vector<std::pair<unsigned, unsigned>> *ChangedRanges,
+                           std::vector<std::pair<unsigned, unsigned>> *RewrittenRanges) const {
   std::vector<const Edit *> Sorted;
   for (const Edit &E : Edits)
     Sorted.push_back(&E);
@@ -72,6 +73,8 @@ std::string EditSet::apply(llvm::StringRef Code,
     const size_t Formatted = llvm::StringRef(E->Text).rtrim(" \t\n").size();
     if (ChangedRanges && E->Reformat && Formatted > 0)
       ChangedRanges->emplace_back(Out.size(), Formatted);
+    else if (RewrittenRanges && !E->Reformat && !E->Text.empty())
+      RewrittenRanges->emplace_back(Out.size(), E->Text.size());
     Out += E->Text;
     Pos = E->Offset + E->Length;
   }

@@ -33,9 +33,12 @@ public:
   const std::vector<Edit> &edits() const { return Edits; }
 
   /// Applies the edits to Code. ChangedRanges receives the [offset, length) ranges in the
-  /// result of inserted text to be formatted (deletions leave no range).
+  /// result of inserted text to be formatted (deletions leave no range); RewrittenRanges those
+  /// of the other new text (replacements and inline insertions), formatted only where they make
+  /// a line too long.
   std::string apply(llvm::StringRef Code,
-                    std::vector<std::pair<unsigned, unsigned>> *ChangedRanges = nullptr) const;
+                    std::vector<std::pair<unsigned, unsigned>> *ChangedRanges = nullptr,
+                    std::vector<std::pair<unsigned, unsigned>> *RewrittenRanges = nullptr) const;
 
 private:
   std::vector<Edit> Edits; // in order of arrival

@@ -209,6 +209,31 @@ void MigrationContext::insertLineAfter(StringRef Check, const Stmt *S, StringRef
   insert(Check, End, ("\n" + Indent + Line).str());
 }
 
+void MigrationContext::insertLineBefore(StringRef Check, SourceLocation Loc, StringRef Line) {
+  const SourceManager &SM = Ctx.getSourceManager();
+  const auto [FID, Offset] = SM.getDecomposedLoc(SM.getFileLoc(Loc));
+  const StringRef Buffer = SM.getBufferData(FID);
+  size_t LineStart = Offset;
+  while (LineStart > 0 && (Buffer[LineStart - 1] == ' ' || Buffer[LineStart - 1] == '\t'))
+    --LineStart;
+  if (LineStart > 0 && Buffer[LineStart - 1] != '\n') {
+    insertVerbatim(Check, Loc, (Line + " ").str());
+    return;
+  }
+  insertVerbatim(Check, Loc.getLocWithOffset(static_cast<int>(LineStart) - static_cast<int>(Offset)),
+         (indentation(Loc) + Line + "\n").str());
+}
+
+SourceLocation MigrationContext::afterPreviousToken(SourceLocation Loc) const {
+  const SourceManager &SM = Ctx.getSourceManager();
+  const auto [FID, Offset] = SM.getDecomposedLoc(SM.getFileLoc(Loc));
+  const StringRef Buffer = SM.getBufferData(FID);
+  size_t Pos = Offset;
+  while (Pos > 0 && isspace(static_cast<unsigned char>(Buffer[Pos - 1])))
+    --Pos;
+  return Loc.getLocWithOffset(static_cast<int>(Pos) - static_cast<int>(Offset));
+}
+
 void MigrationContext::removeStatement(StringRef Check, const Stmt *S) {
   const SourceManager &SM = Ctx.getSourceManager();
   SourceLocation Begin = S->getBeginLoc();
@@ -311,6 +336,17 @@ std::string MigrationContext::requireAccelerator(const FunctionDecl *Fn) {
     return "accelerator";
   }
   NeedAccelerator.insert(Fn);
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn);
+      Method && !Method->isStatic() && !Method->getParent()->isLambda())
+    return requireMemberAccelerator(Method->getParent());
+  return "accelerator";
+}
+
+std::string MigrationContext::requireMemberAccelerator(const CXXRecordDecl *Class) {
+  Class = Class->getCanonicalDecl();
+  if (std::string Existing = Facts.acceleratorMemberOf(Class); !Existing.empty())
+    return Existing;
+  NeedMemberAccelerator.insert(Class);
   return "accelerator";
 }
 

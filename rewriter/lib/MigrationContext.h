@@ -62,6 +62,12 @@ public:
   void insertLineAfter(llvm::StringRef Check, const clang::Stmt *S, llvm::StringRef Indent,
                        llvm::StringRef Line);
 
+  /// Inserts Line as a line of its own before the line holding Loc, indented like it; when
+  /// other code precedes Loc on its line, inserts it (and a space) at Loc instead.
+  void insertLineBefore(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef Line);
+  /// Loc moved back over the whitespace before it: just past the previous token.
+  clang::SourceLocation afterPreviousToken(clang::SourceLocation Loc) const;
+
   void replace(llvm::StringRef Check, clang::SourceRange TokenRange, llvm::StringRef NewText);
   void replace(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText);
   /// Inserts NewText at Loc; text that holds whole new lines is formatted in the file's style.
@@ -90,8 +96,15 @@ public:
     return NeedAccelerator;
   }
   bool hostNeedsAccelerator() const { return HostNeedsAccelerator; }
-  /// Notes that Fn (not the host) needs the Accelerator; returns the name to use in it.
+  /// Notes that Fn (not the host) needs the Accelerator; returns the name to use in it. A
+  /// method reaches it through a member of its class, so its class is noted too.
   std::string requireAccelerator(const clang::FunctionDecl *Fn);
+  /// Notes that a class must hold an accel::Accelerator& member; returns the member's name.
+  std::string requireMemberAccelerator(const clang::CXXRecordDecl *Class);
+  /// Classes that need an Accelerator member, in discovery order.
+  const llvm::SetVector<const clang::CXXRecordDecl *> &classesNeedingAccelerator() const {
+    return NeedMemberAccelerator;
+  }
 
   /// The #include directives of the file at Path, in order.
   const std::vector<IncludeDirective> &includesOf(const std::string &Path) const;
@@ -117,6 +130,7 @@ private:
   std::string MainDirectory;
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
   llvm::SetVector<const clang::FunctionDecl *> NeedAccelerator;
+  llvm::SetVector<const clang::CXXRecordDecl *> NeedMemberAccelerator;
   bool HostNeedsAccelerator = false;
   const IncludeIndex *Includes = nullptr;
 };

@@ -130,10 +130,10 @@ int runMigration(const tooling::CompilationDatabase &Database,
       return ExitFileError;
     }
     File.Original = *Content;
-    std::vector<std::pair<unsigned, unsigned>> Changed;
-    File.Migrated = File.Result.Edits.apply(File.Original, &Changed);
+    std::vector<std::pair<unsigned, unsigned>> Inserted, Rewritten;
+    File.Migrated = File.Result.Edits.apply(File.Original, &Inserted, &Rewritten);
     File.Migrated = restoreWhitespaceOnlyChanges(
-        File.Original, formatInserted(Path, File.Migrated, Changed));
+        File.Original, formatInserted(Path, File.Original, File.Migrated, Inserted, Rewritten));
   }
 
   // Warnings, in file and line order.

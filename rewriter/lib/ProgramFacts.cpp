@@ -3,6 +3,7 @@
 
 #include "TorchPatterns.h"
 
+#include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
@@ -57,6 +58,43 @@ public:
     return true;
   }
 
+  bool VisitFieldDecl(FieldDecl *FD) {
+    const auto *Class = dyn_cast<CXXRecordDecl>(FD->getParent());
+    if (!Class || isa<ClassTemplateSpecializationDecl>(Class) || !IsEditable(FD->getLocation()))
+      return true;
+    const QualType T = FD->getType();
+    if (isAccelerator(T) && T->isReferenceType()) {
+      Facts.AcceleratorMembers[Class->getCanonicalDecl()] = FD->getNameAsString();
+    } else if (isOptimizer(T)) {
+      if (isClassOrDerived(T, "accel::AcceleratedOptimizer"))
+        Facts.Prepared.insert(FD);
+      noteMemberOptimizer(FD, FD->getInClassInitializer());
+    }
+    return true;
+  }
+
+  bool VisitCXXConstructorDecl(CXXConstructorDecl *Ctor) {
+    if (Ctor->isTemplateInstantiation() || isa<ClassTemplateSpecializationDecl>(Ctor->getParent()))
+      return true;
+    for (const CXXCtorInitializer *Init : Ctor->inits()) {
+      const FieldDecl *Member = Init->getMember();
+      if (!Init->isWritten() || !Member || !isOptimizer(Member->getType()) ||
+          !IsEditable(Member->getLocation()))
+        continue;
+      Facts.MemberInitializers[Member].push_back({Ctor, Init});
+      noteMemberOptimizer(Member, Init->getInit());
+    }
+    return true;
+  }
+
+  bool VisitCXXConstructExpr(CXXConstructExpr *E) {
+    const CXXConstructorDecl *Ctor = E->getConstructor();
+    if (!Ctor || Ctor->isCopyOrMoveConstructor() || !IsEditable(Ctor->getParent()->getLocation()))
+      return true;
+    noteConstruction(Ctor->getParent(), E);
+    return true;
+  }
+
   bool VisitVarDecl(VarDecl *VD) {
     if (!VD->isLocalVarDecl() || isa<ParmVarDecl>(VD) || !IsEditable(VD->getLocation()))
       return true;
@@ -85,6 +123,7 @@ public:
             Model && !isa<ParmVarDecl>(Model) && Model->isLocalVarDecl() &&
             Facts.ModelSet.insert(Model).second)
           Facts.Models.push_back(Model);
+      noteMemberModels(Owners);
       noteHostCandidate(Fn);
     } else if (isScheduler(T)) {
       Facts.Schedulers.push_back(VD);
@@ -104,8 +143,17 @@ public:
   }
 
   bool VisitCallExpr(CallExpr *CE) {
-    if (const FunctionDecl *Callee = CE->getDirectCallee())
+    if (const FunctionDecl *Callee = CE->getDirectCallee()) {
       Facts.Calls[patternOf(Callee)].push_back(CE);
+      // std::make_unique<T>(args) / std::make_shared<T>(args) construct a T.
+      const std::string Name = Callee->getQualifiedNameAsString();
+      if (const TemplateArgumentList *Args = Callee->getTemplateSpecializationArgs();
+          Args && Args->size() > 0 && Args->get(0).getKind() == TemplateArgument::Type &&
+          (Name == "std::make_unique" || Name == "std::make_shared"))
+        if (const CXXRecordDecl *Made = Args->get(0).getAsType()->getAsCXXRecordDecl();
+            Made && IsEditable(Made->getLocation()))
+          noteConstruction(Made, CE);
+    }
     // accelerator.prepare(model): the model is prepared already.
     if (const auto *MC = dyn_cast<CXXMemberCallExpr>(CE))
       if (const auto *MD = MC->getMethodDecl();
@@ -124,6 +172,33 @@ public:
   }
 
 private:
+  void noteMemberOptimizer(const FieldDecl *Optimizer, const Expr *Init) {
+    if (std::find(Facts.MemberOptimizers.begin(), Facts.MemberOptimizers.end(), Optimizer) ==
+        Facts.MemberOptimizers.end())
+      Facts.MemberOptimizers.push_back(Optimizer);
+    std::vector<const ValueDecl *> Owners;
+    if (Init)
+      collectParameterOwners(Init, Owners);
+    noteMemberModels(Owners);
+  }
+
+  // Model members whose parameters an optimizer takes.
+  void noteMemberModels(const std::vector<const ValueDecl *> &Owners) {
+    for (const ValueDecl *Owner : Owners)
+      if (const auto *Model = dyn_cast<FieldDecl>(Owner);
+          Model && IsEditable(Model->getLocation()) && Facts.ModelSet.insert(Model).second)
+        Facts.MemberModels.push_back(Model);
+  }
+
+  void noteConstruction(const CXXRecordDecl *Class, const Expr *E) {
+    auto &Sites = Facts.Constructions[Class->getCanonicalDecl()];
+    // A construction in a template is seen in its pattern and in each instantiation.
+    for (const Expr *Seen : Sites)
+      if (Seen->getBeginLoc() == E->getBeginLoc())
+        return;
+    Sites.push_back(E);
+  }
+
   void noteHostCandidate(const FunctionDecl *Fn) {
     if (!FirstCandidate)
       FirstCandidate = Fn;
@@ -141,10 +216,14 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable)
     Collector.TraverseDecl(D);
   Collector.finish();
   // A model prepared by hand counts as a model even without an optimizer in sight.
-  for (const ValueDecl *D : Prepared)
+  for (const ValueDecl *D : Prepared) {
     if (const auto *VD = dyn_cast<VarDecl>(D); VD && isModule(VD->getType()))
       if (ModelSet.insert(VD).second)
         Models.push_back(VD);
+    if (const auto *FD = dyn_cast<FieldDecl>(D); FD && isModule(FD->getType()))
+      if (ModelSet.insert(FD).second)
+        MemberModels.push_back(FD);
+  }
 }
 
 const ValueDecl *ProgramFacts::canonical(const ValueDecl *D) {
@@ -157,9 +236,30 @@ const std::vector<const CallExpr *> &ProgramFacts::callsTo(const FunctionDecl *F
   return It == Calls.end() ? None : It->second;
 }
 
+const std::vector<ProgramFacts::MemberInitializer> &
+ProgramFacts::initializersOf(const FieldDecl *F) const {
+  static const std::vector<MemberInitializer> None;
+  auto It = MemberInitializers.find(F);
+  return It == MemberInitializers.end() ? None : It->second;
+}
+
+const std::vector<const Expr *> &ProgramFacts::constructionsOf(const CXXRecordDecl *RD) const {
+  static const std::vector<const Expr *> None;
+  auto It = Constructions.find(RD->getCanonicalDecl());
+  return It == Constructions.end() ? None : It->second;
+}
+
 std::string ProgramFacts::acceleratorIn(const FunctionDecl *Fn) const {
-  auto It = AcceleratorNames.find(patternOf(Fn));
-  return It == AcceleratorNames.end() ? std::string() : It->second;
+  if (auto It = AcceleratorNames.find(patternOf(Fn)); It != AcceleratorNames.end())
+    return It->second;
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && !Method->isStatic())
+    return acceleratorMemberOf(Method->getParent());
+  return {};
+}
+
+std::string ProgramFacts::acceleratorMemberOf(const CXXRecordDecl *RD) const {
+  auto It = AcceleratorMembers.find(RD->getCanonicalDecl());
+  return It == AcceleratorMembers.end() ? std::string() : It->second;
 }
 
 bool ProgramFacts::isBoundParam(const ParmVarDecl *P,

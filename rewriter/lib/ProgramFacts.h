@@ -10,6 +10,7 @@
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
+#include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
@@ -32,6 +33,21 @@ public:
   const std::vector<const clang::VarDecl *> &optimizers() const { return Optimizers; }
   const std::vector<const clang::VarDecl *> &schedulers() const { return Schedulers; }
   const std::vector<const clang::VarDecl *> &loaders() const { return Loaders; }
+  /// Members of classes that train: the models whose parameters() a member optimizer (or any
+  /// optimizer) takes, and the member optimizers. Such a class holds the Accelerator itself.
+  const std::vector<const clang::FieldDecl *> &memberModels() const { return MemberModels; }
+  const std::vector<const clang::FieldDecl *> &memberOptimizers() const { return MemberOptimizers; }
+  /// Where a member optimizer is initialized in a constructor's initializer list (its default
+  /// member initializer is the FieldDecl's in-class initializer).
+  struct MemberInitializer {
+    const clang::CXXConstructorDecl *Constructor;
+    const clang::CXXCtorInitializer *Initializer;
+  };
+  const std::vector<MemberInitializer> &initializersOf(const clang::FieldDecl *F) const;
+  /// Where objects of a class are created with one of its constructors: construct expressions
+  /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>` calls.
+  const std::vector<const clang::Expr *> &constructionsOf(const clang::CXXRecordDecl *RD) const;
+
   /// Optimizers whose parameters come from no model variable it can see.
   const std::vector<const clang::VarDecl *> &unpairedOptimizers() const { return Unpaired; }
 
@@ -47,8 +63,11 @@ public:
   /// Calls whose callee is Fn or an instantiation of it.
   const std::vector<const clang::CallExpr *> &callsTo(const clang::FunctionDecl *Fn) const;
 
-  /// The name of an Accelerator variable or parameter declared in Fn, or "" when none.
+  /// The name of an Accelerator variable or parameter declared in Fn (for a method, also a
+  /// reference member of its class), or "" when none.
   std::string acceleratorIn(const clang::FunctionDecl *Fn) const;
+  /// The name of a class's accel::Accelerator& member, or "" when it has none.
+  std::string acceleratorMemberOf(const clang::CXXRecordDecl *RD) const;
 
 private:
   bool isBoundParam(const clang::ParmVarDecl *P,
@@ -61,6 +80,10 @@ private:
   friend class FactsCollector;
   const clang::FunctionDecl *Host = nullptr;
   std::vector<const clang::VarDecl *> Models, Optimizers, Schedulers, Loaders, Unpaired;
+  std::vector<const clang::FieldDecl *> MemberModels, MemberOptimizers;
+  llvm::DenseMap<const clang::FieldDecl *, std::vector<MemberInitializer>> MemberInitializers;
+  llvm::DenseMap<const clang::CXXRecordDecl *, std::vector<const clang::Expr *>> Constructions;
+  llvm::DenseMap<const clang::CXXRecordDecl *, std::string> AcceleratorMembers;
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;
   llvm::DenseMap<const clang::FunctionDecl *, std::vector<const clang::CallExpr *>> Calls;
   llvm::DenseMap<const clang::FunctionDecl *, std::string> AcceleratorNames;

@@ -218,17 +218,43 @@ std::string formatRanges(const format::FormatStyle &Style, llvm::StringRef Path,
 
 } // namespace
 
-std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
-                           const std::vector<std::pair<unsigned, unsigned>> &Changed) {
-  std::vector<tooling::Range> Ranges;
-  for (const auto &[Offset, Length] : Changed)
-    Ranges.emplace_back(Offset, Length);
-  if (Ranges.empty())
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original,
+                           llvm::StringRef Migrated,
+                           const std::vector<std::pair<unsigned, unsigned>> &Changed,
+                           const std::vector<std::pair<unsigned, unsigned>> &Rewritten) {
+  if (Changed.empty() && Rewritten.empty())
     return Migrated.str();
   std::string Result = Migrated.str();
-  withStyleOf(Path, Migrated, [&](format::FormatStyle &Style) {
+  // The style is the original's: the migration's own long lines do not raise the column limit.
+  withStyleOf(Path, Original, [&](format::FormatStyle &Style) {
     Style.SortIncludes = format::FormatStyle::SI_Never; // the include goes next to torch's
-    Result = formatRanges(Style, Path, Migrated, Ranges);
+    std::vector<tooling::Range> Ranges;
+    for (const auto &[Offset, Length] : Changed)
+      Ranges.emplace_back(Offset, Length);
+    // A rewritten line that no longer fits is wrapped: from its first non-blank character (its
+    // indentation stays) to its end. Lines of the same edit that fit are left alone.
+    auto columns = [&](size_t Begin, size_t End) {
+      unsigned Columns = 0;
+      for (size_t I = Begin; I < End; ++I)
+        Columns = Migrated[I] == '\t' ? Columns + Style.TabWidth - Columns % Style.TabWidth
+                                      : Columns + 1;
+      return Columns;
+    };
+    for (const auto &[Offset, Length] : Style.ColumnLimit == 0 ? decltype(Rewritten){} : Rewritten) {
+      const size_t Before = Offset == 0 ? llvm::StringRef::npos : Migrated.rfind('\n', Offset - 1);
+      for (size_t LineBegin = Before == llvm::StringRef::npos ? 0 : Before + 1;
+           LineBegin <= Offset + Length && LineBegin < Migrated.size();) {
+        size_t LineEnd = Migrated.find('\n', LineBegin);
+        if (LineEnd == llvm::StringRef::npos)
+          LineEnd = Migrated.size();
+        const size_t Text = Migrated.find_first_not_of(" \t", LineBegin);
+        if (columns(LineBegin, LineEnd) > Style.ColumnLimit && Text < LineEnd)
+          Ranges.emplace_back(static_cast<unsigned>(Text), static_cast<unsigned>(LineEnd - Text));
+        LineBegin = LineEnd + 1;
+      }
+    }
+    if (!Ranges.empty())
+      Result = formatRanges(Style, Path, Migrated, Ranges);
   });
   return Result;
 }

@@ -30,9 +30,12 @@ void withStyleOf(llvm::StringRef Path, llvm::StringRef Code,
 /// of LLVM's.
 clang::format::FormatStyle derivedStyle(llvm::StringRef Code);
 
-/// Formats the given [offset, length) ranges of Migrated (the inserted text) in Path's style.
-std::string formatInserted(llvm::StringRef Path, llvm::StringRef Migrated,
-                           const std::vector<std::pair<unsigned, unsigned>> &Ranges);
+/// Formats the given [offset, length) ranges of Migrated (the inserted text) in the style of
+/// Path (its .clang-format, or else the style Original shows), and the lines holding a
+/// Rewritten range that are now longer than the style's column limit.
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original, llvm::StringRef Migrated,
+                           const std::vector<std::pair<unsigned, unsigned>> &Ranges,
+                           const std::vector<std::pair<unsigned, unsigned>> &Rewritten = {});
 
 /// Migrated with every line that differs from Original only in whitespace put back as it was
 /// (a changed block that is the same text re-wrapped is put back whole).

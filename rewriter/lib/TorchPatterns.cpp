@@ -109,6 +109,9 @@ const ValueDecl *rootDecl(const Expr *E) {
     if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
       return DRE->getDecl();
     if (const auto *ME = dyn_cast<MemberExpr>(E)) {
+      // A member of this object (`model_`, `this->model_`) is its own root.
+      if (isa<CXXThisExpr>(ME->getBase()->IgnoreParenImpCasts()))
+        return ME->getMemberDecl();
       E = ME->getBase();
       continue;
     }

@@ -23,6 +23,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <exception>
 
 namespace accel {
@@ -367,6 +369,17 @@ std::ostream& Accelerator::main_process_only(std::ostream& stream) {
   discard.clear();
   return discard;
 }
+
+int Accelerator::printf(const char* format, ...) {
+  if (!is_main_process()) return 0;
+  va_list args;
+  va_start(args, format);
+  const int written = std::vprintf(format, args);
+  va_end(args);
+  return written;
+}
+
+int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(text) : 0; }
 
 int64_t Accelerator::remainder_to_keep() const {
   const auto& state = *impl_->gradient_state;

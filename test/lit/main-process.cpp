@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <iostream>
 
+int evaluate(torch::nn::Linear &model) { return static_cast<int>(model->weight.numel()); }
+
 void banner() { std::cout << "not training code: left alone" << std::endl; }
 // CHECK: {{^}}void banner() { std::cout << "not training code: left alone" << std::endl; }
 
@@ -21,20 +23,22 @@ int main() {
   // CHECK-NEXT: {{^}}            << 1.5 << "\n";
   for (int i = 0; i < 2; ++i)
     std::printf("step %d\n", i);
+  // printf and puts become the accelerator's (printing on the main process only): the statement
+  // keeps its shape, and its arguments (an evaluation that gathers) still run on every process.
   // CHECK: {{^}}  for (int i = 0; i < 2; ++i)
-  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process()) std::printf("step %d\n", i);
+  // CHECK-NEXT: {{^}}    accelerator.printf("step %d\n", i);
   if (model->is_training())
     std::printf("training\n");
   else
-    std::puts("evaluating");
+    puts("evaluating");
   // CHECK: {{^}}  if (model->is_training())
-  // CHECK-NEXT: {{^}}    { if (accelerator.is_main_process()) std::printf("training\n"); }
+  // CHECK-NEXT: {{^}}    accelerator.printf("training\n");
   // CHECK-NEXT: {{^}}  else
-  // CHECK-NEXT: {{^}}    if (accelerator.is_main_process()) std::puts("evaluating");
-  std::printf("a\n");
+  // CHECK-NEXT: {{^}}    accelerator.puts("evaluating");
+  std::printf("a %d\n", evaluate(model));
   std::puts("b");
-  // CHECK: {{^}}  if (accelerator.is_main_process()) std::printf("a\n");
-  // CHECK-NEXT: {{^}}  if (accelerator.is_main_process()) std::puts("b");
+  // CHECK: {{^}}  accelerator.printf("a %d\n", evaluate(model));
+  // CHECK-NEXT: {{^}}  accelerator.puts("b");
   torch::save(model, "model.pt");
   // CHECK: {{^}}  accelerator.wait_for_everyone();
   // CHECK-NEXT: {{^}}  if (accelerator.is_main_process()) torch::save(model, "model.pt");

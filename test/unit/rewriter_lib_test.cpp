@@ -114,8 +114,38 @@ TEST(SourceStyle, FormattingStaysInsideTheInsertedLines) {
                                "}\n";
   const unsigned Offset = static_cast<unsigned>(Migrated.find("      h("));
   const unsigned Length = static_cast<unsigned>(std::string("      h(  3 );").size());
-  EXPECT_EQ(formatInserted("/nonexistent/f.cpp", Migrated, {{Offset, Length}}),
+  EXPECT_EQ(formatInserted("/nonexistent/f.cpp", Migrated, Migrated, {{Offset, Length}}),
             "void f() {\n  g(1,\n    2);\n  h(3);\n  k(4);\n}\n");
+}
+
+// A line a replacement made longer than the original's column limit (80 here) is wrapped; one
+// that still fits, and the lines around it, stay as written.
+TEST(SourceStyle, RewrittenLinesPastTheColumnLimitAreWrapped) {
+  const std::string Original = "void f() {\n"
+                               "  g(first_argument, second_argument);\n"
+                               "  h(1,   2);\n"
+                               "}\n";
+  const std::string Long = "accelerator.prepare(make_optimizer(first_argument, second_argument, "
+                           "third_argument))";
+  const std::string Migrated = "void f() {\n"
+                               "  g(" + Long + ");\n"
+                               "  h(1,   2);\n"
+                               "}\n";
+  const unsigned Offset = static_cast<unsigned>(Migrated.find(Long));
+  const std::string Formatted = formatInserted("/nonexistent/f.cpp", Original, Migrated, {},
+                                               {{Offset, static_cast<unsigned>(Long.size())}});
+  EXPECT_NE(Formatted, Migrated);
+  EXPECT_NE(Formatted.find("  h(1,   2);\n"), std::string::npos) << Formatted;
+  llvm::SmallVector<llvm::StringRef, 8> Lines;
+  llvm::StringRef(Formatted).split(Lines, '\n');
+  for (llvm::StringRef Line : Lines)
+    EXPECT_LE(Line.size(), 80u) << Formatted;
+  // Within the limit: left alone.
+  const std::string Short = "prepare(g)";
+  const std::string Fits = "void f() {\n  g(" + Short + ");\n  h(1,   2);\n}\n";
+  EXPECT_EQ(formatInserted("/nonexistent/f.cpp", Original, Fits, {},
+                           {{static_cast<unsigned>(Fits.find(Short)), 10u}}),
+            Fits);
 }
 
 TEST(UnifiedDiff, HunksWithContextAndNothingForEqualTexts) {

@@ -14,8 +14,8 @@ namespace accel::migrate {
 
 namespace {
 
-// The models a loop body uses: prepared model variables, and model parameters of the function
-// (a training function's model parameter is bound to the prepared model at its call).
+// The models a loop body uses: prepared model variables and members, and model parameters of the
+// function (a training function's model parameter is bound to the prepared model at its call).
 std::vector<std::string> modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
   struct Finder : RecursiveASTVisitor<Finder> {
     MigrationContext *Context;
@@ -29,6 +29,17 @@ std::vector<std::string> modelsUsedIn(MigrationContext &Context, const Stmt *Bod
       const std::string VarName = Var->getNameAsString();
       if (std::find(Names.begin(), Names.end(), VarName) == Names.end())
         Names.push_back(VarName);
+      return true;
+    }
+    // A model member of the class whose method this is (`model_->forward(x)`).
+    bool VisitMemberExpr(MemberExpr *ME) {
+      const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl());
+      if (!Field || !isa<CXXThisExpr>(ME->getBase()->IgnoreParenImpCasts()) ||
+          !Context->facts().isPreparedModel(Field))
+        return true;
+      const std::string FieldName = Field->getNameAsString();
+      if (std::find(Names.begin(), Names.end(), FieldName) == Names.end())
+        Names.push_back(FieldName);
       return true;
     }
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }

@@ -6,6 +6,10 @@
 
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/Lex/Lexer.h"
+
+#include <algorithm>
 
 using namespace clang;
 
@@ -13,9 +17,16 @@ namespace accel::migrate {
 
 void CreateAcceleratorCheck::onEndOfTranslationUnit() {
   // Functions other than the host get the accelerator as their first parameter, and their
-  // callers pass theirs, which may make the callers need one in turn: a worklist.
-  for (size_t I = 0; I < Context.functionsNeedingAccelerator().size(); ++I)
-    addParameter(Context.functionsNeedingAccelerator()[I]);
+  // callers pass theirs; classes get a member, and whoever constructs them passes theirs. Either
+  // may make the callers need one in turn: a worklist over both.
+  const auto &Functions = Context.functionsNeedingAccelerator();
+  const auto &Classes = Context.classesNeedingAccelerator();
+  for (size_t F = 0, C = 0; F < Functions.size() || C < Classes.size();) {
+    for (; F < Functions.size(); ++F)
+      addParameter(Functions[F]);
+    for (; C < Classes.size(); ++C)
+      addMember(Classes[C]);
+  }
   createInHost();
 }
 
@@ -24,13 +35,8 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
     warn(Fn->getLocation(), "main uses the accelerator but is not where it is created");
     return;
   }
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && !Method->isStatic()) {
-    warn(Fn->getLocation(),
-         llvm::Twine("method '") + Fn->getNameAsString() +
-             "' uses the accelerator; give its class an accel::Accelerator& member (or "
-             "parameter) named 'accelerator' by hand");
-    return;
-  }
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && !Method->isStatic())
+    return; // reaches it through its class's member (addMember)
   // Every declaration of the function we may edit gets the parameter.
   bool Edited = false;
   for (const FunctionDecl *Decl : Fn->redecls()) {
@@ -64,6 +70,126 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
     else
       Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
   }
+}
+
+void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
+  Class = Class->getDefinition();
+  if (!Class || !Context.facts().acceleratorMemberOf(Class).empty())
+    return;
+  if (!Context.canEdit(Name, Class->getSourceRange()))
+    return;
+  // The member comes before every other member, so that their initializers may use it (a member
+  // optimizer is prepared where it is initialized).
+  const auto Fields = Class->fields();
+  const std::string Member =
+      Context.referenceDeclaration(Class->getLocation(), "accel::Accelerator", "accelerator") + ";";
+  if (Fields.begin() != Fields.end()) {
+    Context.insertLineBefore(Name, Fields.begin()->getBeginLoc(), Member);
+  } else {
+    const SourceLocation Brace = Class->getBraceRange().getBegin();
+    Context.insert(Name, Brace.getLocWithOffset(1),
+                   "\n" + Context.indentation(Class->getBeginLoc()) +
+                       Context.indentStep(Class->getBeginLoc()) + Member);
+  }
+  Context.applied(Name, Class->getLocation());
+
+  // Every constructor takes the accelerator first and binds the member to it.
+  bool HasConstructor = false;
+  for (const CXXConstructorDecl *Ctor : Class->ctors()) {
+    if (Ctor->isImplicit() || Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
+      continue;
+    HasConstructor = true;
+    for (const FunctionDecl *Decl : Ctor->redecls())
+      addConstructorParameter(cast<CXXConstructorDecl>(Decl));
+  }
+  if (!HasConstructor) {
+    warn(Class->getLocation(),
+         llvm::Twine("class '") + Class->getName() +
+             "' now holds an accel::Accelerator& member; give it a constructor that takes "
+             "the accelerator and binds the member to it");
+    return;
+  }
+
+  // Whoever constructs the class passes theirs.
+  const auto &Sites = Context.facts().constructionsOf(Class);
+  if (Sites.empty())
+    warn(Class->getLocation(),
+         llvm::Twine("the constructors of '") + Class->getName() +
+             "' now take the accelerator first; pass it where the class is created in other files");
+  for (const Expr *Site : Sites)
+    passAccelerator(Site);
+}
+
+void CreateAcceleratorCheck::addConstructorParameter(const CXXConstructorDecl *Ctor) {
+  const FunctionTypeLoc Loc = Ctor->getFunctionTypeLoc();
+  if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
+    return;
+  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
+                 Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
+                                              "accelerator") +
+                     (Ctor->getNumParams() > 0 ? ", " : ""));
+  Context.applied(Name, Loc.getLParenLoc());
+  // A delegating constructor passes it on (its target's construction is a site like any other).
+  if (!Ctor->doesThisDeclarationHaveABody() || Ctor->isDelegatingConstructor())
+    return;
+  // The member initializer goes first among the member initializers (they run in declaration
+  // order and the member is declared first; -Wreorder), after any base initializers.
+  const CXXCtorInitializer *FirstMember = nullptr, *LastWritten = nullptr;
+  for (const CXXCtorInitializer *Init : Ctor->inits()) {
+    if (!Init->isWritten())
+      continue;
+    if (!FirstMember && Init->isAnyMemberInitializer())
+      FirstMember = Init;
+    if (!LastWritten || Context.sourceManager().isBeforeInTranslationUnit(
+                            LastWritten->getSourceLocation(), Init->getSourceLocation()))
+      LastWritten = Init;
+  }
+  if (FirstMember)
+    Context.insert(Name, FirstMember->getSourceLocation(), "accelerator(accelerator), ");
+  else if (LastWritten)
+    Context.insert(Name, Context.afterPreviousToken(Ctor->getBody()->getBeginLoc()),
+                   ", accelerator(accelerator)");
+  else
+    Context.insert(Name, Context.afterPreviousToken(Ctor->getBody()->getBeginLoc()),
+                   " : accelerator(accelerator)");
+}
+
+void CreateAcceleratorCheck::passAccelerator(const Expr *Site) {
+  if (!Context.canEdit(Name, Site->getSourceRange()))
+    return;
+  const std::string Acc = accelerator(Site);
+  if (Acc.empty())
+    return;
+  const SourceManager &SM = Context.sourceManager();
+  const LangOptions &Lang = Context.ast().getLangOpts();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Site)) {
+    const SourceRange Parens = Construct->getParenOrBraceRange();
+    if (Parens.isValid()) {
+      const auto FirstWritten =
+          std::find_if(Construct->arg_begin(), Construct->arg_end(),
+                       [](const Expr *Arg) { return !isa<CXXDefaultArgExpr>(Arg); });
+      if (FirstWritten == Construct->arg_end())
+        Context.insert(Name, Parens.getBegin().getLocWithOffset(1), Acc);
+      else
+        Context.insert(Name, (*FirstWritten)->getBeginLoc(), Acc + ", ");
+    } else {
+      // `Trainer trainer;` or `new Trainer`: no parentheses yet.
+      const DynTypedNodeList Parents = Context.ast().getParents(*Construct);
+      const Expr *Whole = Construct;
+      if (!Parents.empty())
+        if (const auto *New = Parents[0].get<CXXNewExpr>())
+          Whole = New;
+      const SourceLocation End = Lexer::getLocForEndOfToken(Whole->getEndLoc(), 0, SM, Lang);
+      Context.insert(Name, End, "(" + Acc + ")");
+    }
+  } else if (const auto *Call = dyn_cast<CallExpr>(Site)) {
+    const std::vector<const Expr *> Args = explicitArgs(Call);
+    if (Args.empty())
+      Context.insert(Name, Call->getRParenLoc(), Acc);
+    else
+      Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
+  }
+  Context.applied(Name, Site->getBeginLoc());
 }
 
 void CreateAcceleratorCheck::createInHost() {

@@ -15,6 +15,9 @@ public:
 
 private:
   void addParameter(const clang::FunctionDecl *Fn);
+  void addMember(const clang::CXXRecordDecl *Class);
+  void addConstructorParameter(const clang::CXXConstructorDecl *Ctor);
+  void passAccelerator(const clang::Expr *Site);
   void createInHost();
 };
 

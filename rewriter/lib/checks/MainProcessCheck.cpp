@@ -52,9 +52,15 @@ void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
   const Stmt *Statement = asFullStatement(Context, Call);
   if (!Statement || !Context.isEditable(Statement->getBeginLoc()))
     return;
-  auto &List = IsSave ? Saves : Prints;
-  if (std::find(List.begin(), List.end(), Statement) == List.end())
-    List.push_back(Statement);
+  if (IsSave) {
+    if (std::find(Saves.begin(), Saves.end(), Statement) == Saves.end())
+      Saves.push_back(Statement);
+    return;
+  }
+  const std::pair<const Stmt *, const CallExpr *> Print(Statement,
+                                                        isa<CXXOperatorCallExpr>(Call) ? nullptr : Call);
+  if (std::find(Prints.begin(), Prints.end(), Print) == Prints.end())
+    Prints.push_back(Print);
 }
 
 void MainProcessCheck::onEndOfTranslationUnit() {
@@ -77,11 +83,12 @@ void MainProcessCheck::onEndOfTranslationUnit() {
     Context.applied(Name, Save->getBeginLoc());
   }
 
-  // Printing, only in code that trains or evaluates. Nothing is re-indented: a stream statement
-  // writes to `accelerator.main_process_only(std::cout)` instead of std::cout (the same stream,
-  // formatting state included, on the main process; a discarding one elsewhere), and printf gets
-  // a guard on its own line's start.
-  for (const Stmt *Print : Prints) {
+  // Printing, only in code that trains or evaluates. Nothing is re-indented or guarded: a stream
+  // statement writes to `accelerator.main_process_only(std::cout)` instead of std::cout (the same
+  // stream, formatting state included, on the main process; a discarding one elsewhere), and
+  // printf/puts become the accelerator's, which print on the main process only. Either way the
+  // arguments are still evaluated on every process: an evaluation called among them gathers.
+  for (const auto &[Print, PrintCall] : Prints) {
     if (guardedByMainProcess(Context, Print) || !Context.canEdit(Name, Print->getSourceRange()))
       continue;
     const FunctionDecl *Fn = Context.enclosingFunction(Print);
@@ -92,21 +99,20 @@ void MainProcessCheck::onEndOfTranslationUnit() {
                               containsPreparedLoaderLoop(Context, Fn->getBody());
     if (!TrainingCode)
       continue;
+    const Expr *Stream = PrintCall ? nullptr : stdoutOperand(Print);
+    const auto *Callee =
+        PrintCall ? dyn_cast<DeclRefExpr>(PrintCall->getCallee()->IgnoreImplicit()) : nullptr;
+    if (!Stream && !Callee)
+      continue;
     const std::string Acc = accelerator(Print);
     if (Acc.empty())
       continue;
-    if (const Expr *Stream = stdoutOperand(Print)) {
+    if (Stream)
       Context.replace(Name, Stream->getSourceRange(),
                       Acc + ".main_process_only(" + Context.text(Stream->getSourceRange()) + ")");
-    } else if (const auto *If = dyn_cast_or_null<IfStmt>(Context.parentStmt(Print));
-               !If || If->getThen() != Print || !If->getElse()) {
-      // Also the body of a for or an if without else: the guard is a statement of its own.
-      Context.insertVerbatim(Name, Print->getBeginLoc(), "if (" + Acc + ".is_main_process()) ");
-    } else {
-      // The then-branch of an if with an else: braces, or the else would follow the guard.
-      Context.insertVerbatim(Name, Print->getBeginLoc(), "{ if (" + Acc + ".is_main_process()) ");
-      Context.insertVerbatim(Name, Context.afterStatement(Print), " }");
-    }
+    else
+      Context.replace(Name, Callee->getSourceRange(),
+                      Acc + "." + Callee->getDecl()->getNameAsString());
     Context.applied(Name, Print->getBeginLoc());
   }
 }

@@ -15,7 +15,10 @@ public:
   void onEndOfTranslationUnit() override;
 
 private:
-  std::vector<const clang::Stmt *> Saves, Prints;
+  // Statements that save; statements that print, each with its printf/puts call (null for a
+  // stream statement).
+  std::vector<const clang::Stmt *> Saves;
+  std::vector<std::pair<const clang::Stmt *, const clang::CallExpr *>> Prints;
 };
 
 } // namespace accel::migrate

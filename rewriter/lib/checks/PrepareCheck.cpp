@@ -53,6 +53,12 @@ void PrepareCheck::onEndOfTranslationUnit() {
       prepareByValue(Scheduler);
   for (const VarDecl *Loader : Facts.loaders())
     prepareLoader(Loader);
+  for (const FieldDecl *Model : Facts.memberModels())
+    if (!Facts.alreadyPrepared(Model))
+      prepareMemberModel(Model);
+  for (const FieldDecl *Optimizer : Facts.memberOptimizers())
+    if (!Facts.alreadyPrepared(Optimizer))
+      prepareMemberOptimizer(Optimizer);
   for (const VarDecl *Optimizer : Facts.unpairedOptimizers())
     warn(Optimizer->getLocation(),
          llvm::Twine("the parameters of optimizer '") + Optimizer->getName() +
@@ -128,6 +134,90 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
                     Acc + ".prepare(" + Context.text(Init->getSourceRange()) + ")");
   }
   Context.applied(Name, Var->getLocation());
+}
+
+void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
+  // At the end of each constructor that builds the object (after whatever set-up it gives the
+  // model there), the constructor's own accelerator parameter preparing it.
+  const auto *Class = cast<CXXRecordDecl>(Model->getParent());
+  bool Prepared = false;
+  for (const CXXConstructorDecl *Ctor : Class->ctors()) {
+    const FunctionDecl *Definition = nullptr;
+    if (Ctor->isImplicit() || Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted() ||
+        !Ctor->hasBody(Definition))
+      continue;
+    const auto *Body = dyn_cast_or_null<CompoundStmt>(Definition->getBody());
+    if (!Body || cast<CXXConstructorDecl>(Definition)->isDelegatingConstructor() ||
+        !Context.canEdit(Name, Body->getSourceRange()))
+      continue;
+    const std::string Acc = Context.requireAccelerator(Definition);
+    const std::string Statement = Acc + ".prepare(" + Model->getNameAsString() + ");";
+    if (!Body->body_empty()) {
+      Context.insertLineAfter(Name, Body->body_back(),
+                              Context.indentation(Body->body_back()->getBeginLoc()), Statement);
+    } else {
+      const std::string Indent = Context.indentation(Definition->getBeginLoc());
+      Context.replace(Name, Body->getSourceRange(),
+                      "{\n" + Indent + Context.indentStep(Definition->getBeginLoc()) + Statement +
+                          "\n" + Indent + "}");
+    }
+    Prepared = true;
+  }
+  if (Prepared)
+    Context.applied(Name, Model->getLocation());
+  else if (!Class->hasUserDeclaredConstructor())
+    warn(Model->getLocation(), llvm::Twine("model '") + Model->getName() +
+                                   "' is a member of a class without a constructor; prepare it "
+                                   "by hand (accelerator.prepare(" + Model->getName() + "))");
+}
+
+void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
+  // `torch::optim::SGD optimizer_;` initialized as `optimizer_(args)` becomes
+  // `accel::AcceleratedOptimizer<torch::optim::SGD> optimizer_;` initialized as
+  // `optimizer_(accelerator.prepare(torch::optim::SGD(args)))`: the member accelerator is
+  // declared before it, so it is bound by then.
+  const SourceRange TypeRange = Optimizer->getTypeSourceInfo()->getTypeLoc().getSourceRange();
+  if (!Context.canEdit(Name, Optimizer->getSourceRange()))
+    return;
+  const auto *Class = cast<CXXRecordDecl>(Optimizer->getParent());
+  const std::string Type = Context.text(TypeRange);
+  auto Prepared = [&](const Expr *Init, const std::string &Acc) -> bool {
+    const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Init ? Init->IgnoreImplicit() : nullptr);
+    if (!Construct)
+      return false;
+    const SourceRange Parens = Construct->getParenOrBraceRange();
+    if (Parens.isValid() && !isa<CXXTemporaryObjectExpr>(Construct)) {
+      // optimizer_(args) or optimizer_{args}: the construct's own parentheses.
+      const std::string Args = Context.text(CharSourceRange::getCharRange(
+          Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
+      const bool Braces = Context.text(SourceRange(Parens.getBegin(), Parens.getBegin())) == "{";
+      Context.replace(Name,
+                      CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
+                                                    Parens.getEnd()),
+                      Acc + ".prepare(" + Type + (Braces ? "{" : "(") + Args +
+                          (Braces ? "})" : "))"));
+      return true;
+    }
+    // = torch::optim::SGD(args), or the copy of one: prepare the whole expression.
+    Context.replace(Name, Init->getSourceRange(),
+                    Acc + ".prepare(" + Context.text(Init->getSourceRange()) + ")");
+    return true;
+  };
+  bool Initialized = false;
+  for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
+    if (Context.canEdit(Name, Init->getSourceRange()))
+      Initialized |= Prepared(Init->getInit(), Context.requireAccelerator(Ctor));
+  if (const Expr *InClass = Optimizer->getInClassInitializer())
+    Initialized |= Prepared(InClass, Context.requireMemberAccelerator(Class));
+  if (!Initialized) {
+    warn(Optimizer->getLocation(), llvm::Twine("optimizer '") + Optimizer->getName() +
+                                       "' is not initialized where accel-migrate can see it; "
+                                       "initialize it with accelerator.prepare(...)");
+    return;
+  }
+  Context.requireMemberAccelerator(Class);
+  Context.replace(Name, TypeRange, "accel::AcceleratedOptimizer<" + Type + ">");
+  Context.applied(Name, Optimizer->getLocation());
 }
 
 void PrepareCheck::prepareLoader(const VarDecl *Loader) {

@@ -19,6 +19,8 @@ private:
   void prepareModel(const clang::VarDecl *Model);
   void prepareByValue(const clang::VarDecl *Var);
   void prepareLoader(const clang::VarDecl *Loader);
+  void prepareMemberModel(const clang::FieldDecl *Model);
+  void prepareMemberOptimizer(const clang::FieldDecl *Optimizer);
 };
 
 } // namespace accel::migrate

@@ -448,6 +448,11 @@ class Accelerator {
   /// `stream` itself on the main process (its formatting state included) and a stream that
   /// discards what it is given on the others: `accelerator.main_process_only(std::cout) << ...`.
   std::ostream& main_process_only(std::ostream& stream);
+  /// std::printf on the main process only; 0 elsewhere. The arguments are evaluated on every
+  /// process, so a call among them that communicates (an evaluation) still runs everywhere.
+  int printf(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  /// std::puts on the main process only; 0 elsewhere.
+  int puts(const char* text);
   /// Writes the arguments (as `operator<<` does) and a newline on the main process only.
   template <typename... Args>
   void print(const Args&... args) {
