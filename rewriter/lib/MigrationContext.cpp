@@ -8,6 +8,7 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 using namespace clang;
@@ -21,6 +22,10 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
     HeaderFilter.emplace(Options.HeaderFilter);
   const SourceManager &SM = Ctx.getSourceManager();
   MainDirectory = llvm::sys::path::parent_path(pathOf(SM.getLocForStartOfFile(SM.getMainFileID()))).str();
+  llvm::SmallString<256> Current, Real;
+  if (!llvm::sys::fs::current_path(Current) && !llvm::sys::fs::real_path(Current, Real) &&
+      Real != "/")
+    WorkingDirectory = Real.str().str();
   // Matchers and analyses visit only what we may edit, not the whole of LibTorch.
   std::vector<Decl *> Scope;
   for (Decl *D : Ctx.getTranslationUnitDecl()->decls())
@@ -55,10 +60,22 @@ bool MigrationContext::isEditableFile(FileID FID) const {
   if (SM.isInSystemHeader(Start) || !SM.getFileEntryForID(FID))
     return It->second = false;
   const std::string Path = pathOf(Start);
+  // LibTorch's and accel's own headers, even where a project vendors them and includes them
+  // with -I.
+  for (llvm::StringRef Library : {"/include/torch/", "/include/ATen/", "/include/c10/",
+                                  "/include/caffe2/", "/include/accel/", "/torch/csrc/"})
+    if (llvm::StringRef(Path).contains(Library))
+      return It->second = false;
   if (HeaderFilter)
     return It->second = HeaderFilter->match(Path);
-  // By default: user headers below the main file's directory.
-  return It->second = !MainDirectory.empty() && llvm::StringRef(Path).startswith(MainDirectory + "/");
+  // By default: user headers below the main file's directory, or below the working directory
+  // when the main file is there too (`accel-migrate src/*.cpp -- -Iinclude` from the project).
+  auto below = [&](const std::string &Directory) {
+    return !Directory.empty() && llvm::StringRef(Path).startswith(Directory + "/");
+  };
+  return It->second = below(MainDirectory) || (below(WorkingDirectory) &&
+                                               llvm::StringRef(MainDirectory + "/")
+                                                   .startswith(WorkingDirectory + "/"));
 }
 
 bool MigrationContext::isEditable(SourceLocation Loc) const {
@@ -184,6 +201,9 @@ void MigrationContext::replace(StringRef Check, SourceRange TokenRange, StringRe
 }
 void MigrationContext::replace(StringRef Check, CharSourceRange Range, StringRef NewText) {
   addEdit(Check, Range, NewText);
+}
+void MigrationContext::replaceFormatted(StringRef Check, CharSourceRange Range, StringRef NewText) {
+  addEdit(Check, Range, NewText, /*Reformat=*/true);
 }
 void MigrationContext::insert(StringRef Check, SourceLocation Loc, StringRef NewText) {
   addEdit(Check, CharSourceRange::getCharRange(Loc, Loc), NewText, NewText.contains('\n'));

@@ -70,6 +70,10 @@ public:
 
   void replace(llvm::StringRef Check, clang::SourceRange TokenRange, llvm::StringRef NewText);
   void replace(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText);
+  /// Replaces Range and formats the new text in the file's style (new text that re-emits the
+  /// author's lines inside a longer expression, whose alignment would otherwise be off).
+  void replaceFormatted(llvm::StringRef Check, clang::CharSourceRange Range,
+                        llvm::StringRef NewText);
   /// Inserts NewText at Loc; text that holds whole new lines is formatted in the file's style.
   void insert(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef NewText);
   /// Inserts NewText at Loc exactly as given (a guard that must stay on its statement's line).
@@ -128,6 +132,7 @@ private:
   ProgramFacts Facts;
   std::optional<llvm::Regex> HeaderFilter;
   std::string MainDirectory;
+  std::string WorkingDirectory; // real path; empty when it is the root
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
   llvm::SetVector<const clang::FunctionDecl *> NeedAccelerator;
   llvm::SetVector<const clang::CXXRecordDecl *> NeedMemberAccelerator;

@@ -273,6 +273,54 @@ bool containsBackward(const Stmt *S) {
   return Finder.Found;
 }
 
+namespace {
+
+bool holdsOptimizer(const CXXRecordDecl *Class) {
+  return Class && Class->hasDefinition() &&
+         llvm::any_of(Class->getDefinition()->fields(),
+                      [](const FieldDecl *F) { return isOptimizer(F->getType()); });
+}
+
+bool namedLikeTraining(StringRef Name) {
+  const std::string Lower = Name.lower();
+  for (StringRef Word : {"step", "train", "fit", "update", "optimi", "backward"})
+    if (StringRef(Lower).contains(Word))
+      return true;
+  return false;
+}
+
+bool trainsIn(const Stmt *S, unsigned Depth);
+
+bool callTrains(const CallExpr *CE, unsigned Depth) {
+  if (isAcceleratorMethodCall(CE, "backward"))
+    return true;
+  const FunctionDecl *Callee = CE->getDirectCallee();
+  if (!Callee)
+    return false;
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee)) {
+    const QualType Owner(Method->getParent()->getTypeForDecl(), 0);
+    if ((plainName(Method) == "backward" && isTensor(Owner)) ||
+        (plainName(Method) == "step" && isOptimizer(Owner)))
+      return true;
+  }
+  const FunctionDecl *Definition = nullptr;
+  if (patternOf(Callee)->hasBody(Definition))
+    return Depth < 4 && !Definition->isInStdNamespace() && trainsIn(Definition->getBody(), Depth + 1);
+  const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+  return Method && Method->getIdentifier() && holdsOptimizer(Method->getParent()) &&
+         namedLikeTraining(Method->getName());
+}
+
+bool trainsIn(const Stmt *S, unsigned Depth) {
+  CallFinder Finder([Depth](const CallExpr *CE) { return callTrains(CE, Depth); });
+  Finder.TraverseStmt(const_cast<Stmt *>(S));
+  return Finder.Found;
+}
+
+} // namespace
+
+bool containsTrainingStep(const Stmt *S) { return S && trainsIn(S, 0); }
+
 const CallExpr *findMakeDataLoaderCall(const Expr *E) {
   struct Finder : RecursiveASTVisitor<Finder> {
     const CallExpr *Found = nullptr;

@@ -46,6 +46,12 @@ bool containsAcceleratorCall(const clang::Stmt *S, llvm::StringRef Name = "");
 /// True for a call to at::Tensor::backward or Accelerator::backward anywhere in S.
 bool containsBackward(const clang::Stmt *S);
 
+/// True when S trains: it calls backward or an optimizer's step, itself or through the
+/// functions it calls (followed a few calls deep). A method whose body this translation unit does
+/// not see counts when its class holds an optimizer and its name says it trains (`Step`,
+/// `train_batch`, `fit`, `update`).
+bool containsTrainingStep(const clang::Stmt *S);
+
 /// The first call to torch::data::make_data_loader inside E, or null.
 const clang::CallExpr *findMakeDataLoaderCall(const clang::Expr *E);
 

@@ -75,7 +75,8 @@ static std::string takeStatsJson(int &argc, const char **argv) {
 static cl::opt<std::string> HeaderFilter(
     "header-filter",
     cl::desc("Regular expression: headers whose path matches are edited too (default: headers "
-             "below each input file's directory; system and LibTorch headers never)"),
+             "below each input file's directory, or below the working directory when the input "
+             "file is too; system, LibTorch and accel headers never)"),
     cl::cat(Category));
 static cl::list<std::string> ExtraArgs("extra-arg",
                                        cl::desc("Additional argument to append to the compiler "

@@ -14,6 +14,8 @@
 # capturing the number in its first group).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
+# shellcheck source=test/e2e/build_program.sh
+source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="$source_dir/test/e2e/corpus/$name"
 binary= sources= once=() values=()
 # shellcheck source=/dev/null
@@ -30,8 +32,7 @@ rm -f "$work/src/corpus.conf"
 cp -r "$work/src" "$work/original"
 
 # The plain program builds (one core) while the migration runs (the other).
-(cmake -S "$work/original" -B "$work/plain" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null &&
-  cmake --build "$work/plain" > /dev/null) &
+build_program "$work/original" "$work/plain" &
 plain_build=$!
 
 # Migrate in place, timed; the statistics say how many lines changed only in whitespace.
@@ -58,9 +59,7 @@ PY
 wait "$plain_build"
 (cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt)
 
-cmake -S "$work/src" -B "$work/migrated" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
-cmake --build "$work/migrated" > /dev/null
+build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix"
 (cd "$work/run-one" && "$work/migrated/$binary" > ../one.txt)
 if ! diff -u "$work/plain.txt" "$work/one.txt"; then
   echo "migrated $name on one process differs from the plain program"; exit 1

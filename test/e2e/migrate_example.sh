@@ -10,6 +10,8 @@
 #   migrate_example.sh BUILD_DIR SOURCE_DIR EXAMPLE
 set -euo pipefail
 build_dir=$1 source_dir=$2 example=$3
+# shellcheck source=test/e2e/build_program.sh
+source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 
 # What each example prints about its evaluation, how often, its metric and the tolerance.
 case "$example" in
@@ -29,8 +31,7 @@ mkdir -p "$work/src" "$work/run-plain" "$work/run-one" "$work/run-two"
 cp "$source_dir/examples/$example/train.cpp" "$source_dir/examples/$example/CMakeLists.txt" "$work/src/"
 
 # Before: plain LibTorch (accel is not on the prefix path, so the CMakeLists picks Torch).
-cmake -S "$work/src" -B "$work/plain" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$work/plain" > /dev/null
+build_program "$work/src" "$work/plain"
 (cd "$work/run-plain" && "$work/plain/train" > ../plain.txt)
 
 # Migrate in place; a second run must find nothing left to do.
@@ -38,9 +39,7 @@ cmake --build "$work/plain" > /dev/null
 grep -q "accel::Accelerator accelerator" "$work/src/train.cpp"
 "$work/prefix/bin/accel-migrate" --check "$work/src/train.cpp"
 
-cmake -S "$work/src" -B "$work/migrated" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
-cmake --build "$work/migrated" > /dev/null
+build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix"
 
 (cd "$work/run-one" && "$work/migrated/train" > ../one.txt)
 if ! diff -u "$work/plain.txt" "$work/one.txt"; then

@@ -367,7 +367,7 @@ void GatherForMetricsCheck::registerMatchers(MatchFinder &Finder) {
 void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
   // Evaluation loops only: over a prepared loader, no backward.
-  if (!iteratesPreparedLoader(Context, Loop) || containsBackward(Loop->getBody()))
+  if (!iteratesPreparedLoader(Context, Loop) || containsTrainingStep(Loop->getBody()))
     return;
   const auto *Body = cast<CompoundStmt>(Loop->getBody());
 

@@ -6,6 +6,7 @@
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/Lexer.h"
 
 #include <map>
 
@@ -63,6 +64,34 @@ void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
     Prints.push_back(Print);
 }
 
+void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc) {
+  const std::string Wrapped =
+      Acc + ".main_process_only(" + Context.text(Stream->getSourceRange()) + ")";
+  // `std::cout << a\n          << b;`: the longer first operand would leave the author's `<<`
+  // lines misaligned, so the rest of the first line moves down to start where they start.
+  const SourceManager &SM = Context.sourceManager();
+  const SourceLocation End = Lexer::getLocForEndOfToken(Stream->getEndLoc(), 0, SM,
+                                                        Context.ast().getLangOpts());
+  const auto [FID, Offset] = SM.getDecomposedLoc(End);
+  const StringRef Buffer = SM.getBufferData(FID);
+  const size_t Operator = Buffer.find_first_not_of(" \t", Offset);
+  const size_t LineEnd = Buffer.find('\n', Offset);
+  if (Operator != StringRef::npos && LineEnd != StringRef::npos && Operator < LineEnd &&
+      Buffer.substr(Operator).startswith("<<")) {
+    const size_t NextText = Buffer.find_first_not_of(" \t", LineEnd + 1);
+    if (NextText != StringRef::npos && Buffer.substr(NextText).startswith("<<") &&
+        Buffer.substr(LineEnd + 1, NextText - LineEnd - 1).find('\n') == StringRef::npos) {
+      Context.replace(Name,
+                      CharSourceRange::getCharRange(
+                          Stream->getBeginLoc(),
+                          End.getLocWithOffset(static_cast<int>(Operator - Offset))),
+                      Wrapped + "\n" + Buffer.substr(LineEnd + 1, NextText - LineEnd - 1).str());
+      return;
+    }
+  }
+  Context.replace(Name, Stream->getSourceRange(), Wrapped);
+}
+
 void MainProcessCheck::onEndOfTranslationUnit() {
   // Saving: every process reaches the barrier, the main process writes.
   for (const Stmt *Save : Saves) {
@@ -108,8 +137,7 @@ void MainProcessCheck::onEndOfTranslationUnit() {
     if (Acc.empty())
       continue;
     if (Stream)
-      Context.replace(Name, Stream->getSourceRange(),
-                      Acc + ".main_process_only(" + Context.text(Stream->getSourceRange()) + ")");
+      replaceStream(Stream, Acc);
     else
       Context.replace(Name, Callee->getSourceRange(),
                       Acc + "." + Callee->getDecl()->getNameAsString());

@@ -15,6 +15,8 @@ public:
   void onEndOfTranslationUnit() override;
 
 private:
+  void replaceStream(const clang::Expr *Stream, const std::string &Acc);
+
   // Statements that save; statements that print, each with its printf/puts call (null for a
   // stream statement).
   std::vector<const clang::Stmt *> Saves;

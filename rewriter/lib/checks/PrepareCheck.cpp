@@ -121,10 +121,15 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     const std::string Args = Context.text(CharSourceRange::getCharRange(
         Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
     const bool Braces = Var->getInitStyle() == VarDecl::ListInit;
-    Context.replace(Name, SourceRange(TypeRange.getBegin(), Parens.getEnd()),
-                    "auto " + Var->getNameAsString() + " = " + Acc + ".prepare(" +
-                        Context.text(TypeRange) + (Braces ? "{" : "(") + Args +
-                        (Braces ? "})" : "))"));
+    const std::string Prepared = "auto " + Var->getNameAsString() + " = " + Acc + ".prepare(" +
+                                 Context.text(TypeRange) + (Braces ? "{" : "(") + Args +
+                                 (Braces ? "})" : "))");
+    const auto Whole = CharSourceRange::getTokenRange(TypeRange.getBegin(), Parens.getEnd());
+    // Arguments over several lines are re-aligned inside the longer expression.
+    if (Args.find('\n') != std::string::npos)
+      Context.replaceFormatted(Name, Whole, Prepared);
+    else
+      Context.replace(Name, Whole, Prepared);
   } else {
     // auto optimizer = torch::optim::Adam(...);  ->  auto optimizer = acc.prepare(torch::optim::Adam(...));
     // A named type becomes auto: the prepared object is a subclass and must not be sliced.
@@ -191,11 +196,15 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
       const std::string Args = Context.text(CharSourceRange::getCharRange(
           Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
       const bool Braces = Context.text(SourceRange(Parens.getBegin(), Parens.getBegin())) == "{";
-      Context.replace(Name,
-                      CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
-                                                    Parens.getEnd()),
-                      Acc + ".prepare(" + Type + (Braces ? "{" : "(") + Args +
-                          (Braces ? "})" : "))"));
+      const auto Inside = CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
+                                                        Parens.getEnd());
+      const std::string Prepared =
+          Acc + ".prepare(" + Type + (Braces ? "{" : "(") + Args + (Braces ? "})" : "))");
+      // Arguments over several lines are re-aligned inside the longer expression.
+      if (Args.find('\n') != std::string::npos)
+        Context.replaceFormatted(Name, Inside, Prepared);
+      else
+        Context.replace(Name, Inside, Prepared);
       return true;
     }
     // = torch::optim::SGD(args), or the copy of one: prepare the whole expression.
@@ -209,7 +218,13 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
       Initialized |= Prepared(Init->getInit(), Context.requireAccelerator(Ctor));
   if (const Expr *InClass = Optimizer->getInClassInitializer())
     Initialized |= Prepared(InClass, Context.requireMemberAccelerator(Class));
-  if (!Initialized) {
+  // A constructor defined in another file initializes it there: that file's migration prepares
+  // it, this one changes the member's type all the same (the header's edit is one edit).
+  const bool ElsewhereToo = llvm::any_of(Class->ctors(), [](const CXXConstructorDecl *Ctor) {
+    return !Ctor->isImplicit() && !Ctor->isCopyOrMoveConstructor() && !Ctor->isDeleted() &&
+           !Ctor->hasBody();
+  });
+  if (!Initialized && !ElsewhereToo) {
     warn(Optimizer->getLocation(), llvm::Twine("optimizer '") + Optimizer->getName() +
                                        "' is not initialized where accel-migrate can see it; "
                                        "initialize it with accelerator.prepare(...)");

@@ -77,7 +77,7 @@ void ReduceMetricsCheck::registerMatchers(MatchFinder &Finder) {
 void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
   const auto *Block = Result.Nodes.getNodeAs<CompoundStmt>("block");
-  if (!iteratesPreparedLoader(Context, Loop) || !containsBackward(Loop->getBody()) ||
+  if (!iteratesPreparedLoader(Context, Loop) || !containsTrainingStep(Loop->getBody()) ||
       !Context.canEdit(Name, Loop->getSourceRange()))
     return;
 
