@@ -19,7 +19,9 @@ int main() {
   // CHECK: {{^}}  accelerator.main_process_only(std::cout) << "epoch 1" << std::endl;
   std::cout << std::fixed
             << 1.5 << "\n";
-  // CHECK: {{^}}  accelerator.main_process_only(std::cout) << std::fixed
+  // A statement over several lines keeps its `<<` column: the rest of its first line moves down.
+  // CHECK: {{^}}  accelerator.main_process_only(std::cout)
+  // CHECK-NEXT: {{^}}            << std::fixed
   // CHECK-NEXT: {{^}}            << 1.5 << "\n";
   for (int i = 0; i < 2; ++i)
     std::printf("step %d\n", i);
