@@ -5,6 +5,23 @@
 #include <torch/torch.h>
 #include <cstdio>
 
+// Training through a helper whose body is seen here, or through a method whose body is not (its
+// class holds an optimizer and its name says it trains), is training all the same.
+torch::Tensor train_step(torch::nn::Linear &model, torch::optim::SGD &optimizer,
+                         const torch::Tensor &x) {
+  optimizer.zero_grad();
+  auto loss = model->forward(x).sum();
+  loss.backward();
+  optimizer.step();
+  return loss.detach();
+}
+struct Fitter {
+  torch::Tensor Update(const torch::Tensor &x);
+  torch::Tensor Predict(const torch::Tensor &x);
+  torch::nn::Linear model{4, 3};
+  torch::optim::SGD optimizer{model->parameters(), 0.1};
+};
+
 int main() {
   torch::nn::Linear model(4, 3);
   torch::optim::SGD optimizer(model->parameters(), 0.1);
@@ -43,4 +60,17 @@ int main() {
     eval_loss += model->forward(batch.data).sum().item<double>();
   // CHECK-NOT: {{^ *}}eval_loss = accelerator
   std::printf("%f\n", eval_loss);
+  double helper_loss = 0;
+  for (auto &batch : *loader)
+    helper_loss += train_step(model, optimizer, batch.data).item<double>();
+  // CHECK: {{^}}  helper_loss = accelerator.reduce(helper_loss);
+  Fitter fitter;
+  double method_loss = 0, predicted = 0;
+  for (auto &batch : *loader)
+    method_loss += fitter.Update(batch.data).item<double>();
+  // CHECK: {{^}}  method_loss = accelerator.reduce(method_loss);
+  for (auto &batch : *loader)
+    predicted += fitter.Predict(batch.data).sum().item<double>();
+  // CHECK-NOT: {{^ *}}predicted = accelerator
+  std::printf("%f %f %f\n", helper_loss, method_loss, predicted);
 }
