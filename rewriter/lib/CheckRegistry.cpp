@@ -13,6 +13,7 @@
 #include "checks/PrepareCheck.h"
 #include "checks/ReduceMetricsCheck.h"
 #include "checks/RemovePlacementCheck.h"
+#include "checks/BatchViewCheck.h"
 
 namespace accel::migrate {
 
@@ -39,6 +40,8 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"main-process", "saving and printing happen on the main process only",
        make<MainProcessCheck>},
       {"cuda-api", "report CUDA-specific calls that need a manual step", make<CudaApiCheck>},
+      {"batch-view", "report views that fix the batch dimension of a prepared loader's batch",
+       make<BatchViewCheck>},
       {"create-accelerator",
        "create the Accelerator and pass it to the functions that need it",
        make<CreateAcceleratorCheck>},

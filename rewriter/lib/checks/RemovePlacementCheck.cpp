@@ -26,6 +26,23 @@ bool isManagedDevice(const Expr *Arg, const FunctionDecl *Fn) {
   return mentionsCuda(Written, Fn);
 }
 
+// What a chain of shape-only tensor methods (`batch.data.view({-1, 784})`) is called on: they
+// keep the device, so the batch's placement is theirs.
+const Expr *throughShapeChanges(const Expr *E) {
+  while (const auto *MC = dyn_cast<CXXMemberCallExpr>(E->IgnoreImplicit()->IgnoreParens())) {
+    const CXXMethodDecl *Method = MC->getMethodDecl();
+    if (!Method || !isTensor(QualType(Method->getParent()->getTypeForDecl(), 0)))
+      break;
+    const llvm::StringRef Name = plainName(Method);
+    if (Name != "view" && Name != "reshape" && Name != "flatten" && Name != "squeeze" &&
+        Name != "unsqueeze" && Name != "permute" && Name != "transpose" && Name != "contiguous" &&
+        Name != "narrow" && Name != "select")
+      break;
+    E = MC->getImplicitObjectArgument();
+  }
+  return E;
+}
+
 } // namespace
 
 void RemovePlacementCheck::registerMatchers(MatchFinder &Finder) {
@@ -67,7 +84,7 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
   if (!isTensor(Class))
     return;
   // Only the batches of a prepared loader: they arrive on the device already.
-  const ValueDecl *Root = rootDecl(Object);
+  const ValueDecl *Root = rootDecl(throughShapeChanges(Object));
   const CXXForRangeStmt *Loop = Root ? rangeForOver(Context, Call, Root) : nullptr;
   if (!Loop || !iteratesPreparedLoader(Context, Loop) ||
       !Context.canEdit(Name, Call->getSourceRange()))
