@@ -2,6 +2,7 @@
 #include "EditSet.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace accel::migrate {
 
@@ -48,6 +49,41 @@ bool EditSet::add(const Edit &E) {
     Edits.erase(Edits.begin() + static_cast<std::ptrdiff_t>(*I));
   Edits.push_back(E);
   return true;
+}
+
+bool EditSet::compose(const Edit &E, llvm::StringRef Code) {
+  auto inside = [](const Edit &Outer, const Edit &Inner) {
+    return Outer.Length > 0 && Inner.Length > 0 && Outer.Offset <= Inner.Offset &&
+           Inner.Offset + Inner.Length <= Outer.Offset + Outer.Length;
+  };
+  // The outer edit's text with the inner edit made in it, or nothing.
+  auto merged = [&](const Edit &Outer, const Edit &Inner) -> std::optional<Edit> {
+    if (Inner.Offset + Inner.Length > Code.size())
+      return std::nullopt;
+    const unsigned At = Inner.Offset - Outer.Offset;
+    const llvm::StringRef Original = Code.substr(Outer.Offset, At + Inner.Length);
+    if (!llvm::StringRef(Outer.Text).startswith(Original))
+      return std::nullopt;
+    Edit Result = Outer;
+    Result.Text = Outer.Text.substr(0, At) + Inner.Text + Outer.Text.substr(At + Inner.Length);
+    return Result;
+  };
+  for (size_t I = 0; I < Edits.size(); ++I) {
+    const Edit Existing = Edits[I]; // a copy: it is erased below
+    std::optional<Edit> Result;
+    if (inside(Existing, E))
+      Result = merged(Existing, E);
+    else if (inside(E, Existing))
+      Result = merged(E, Existing);
+    if (!Result)
+      continue;
+    Edits.erase(Edits.begin() + static_cast<std::ptrdiff_t>(I));
+    if (add(*Result))
+      return true;
+    Edits.insert(Edits.begin() + static_cast<std::ptrdiff_t>(I), Existing);
+    return false;
+  }
+  return false;
 }
 
 std::string EditSet::apply(llvm::StringRef Code,

@@ -29,6 +29,11 @@ class EditSet {
 public:
   /// Adds E; returns false (and keeps the set unchanged) when E overlaps a different edit.
   bool add(const Edit &E);
+  /// Merges E with a different edit it overlaps when one lies inside the other and the outer
+  /// one's new text still holds the inner one's original text at the same place (the outer edit
+  /// only drops what follows, as `x.to(device)` -> `x` does): the inner edit is then made inside
+  /// the outer one's text. Code is the file's original text. Returns false when they cannot be.
+  bool compose(const Edit &E, llvm::StringRef Code);
   bool empty() const { return Edits.empty(); }
   const std::vector<Edit> &edits() const { return Edits; }
 

@@ -187,7 +187,7 @@ void MigrationContext::addEdit(StringRef Check, CharSourceRange Range, StringRef
     return;
   FileResult &File = Result.Files[pathOf(FileRange.getBegin())];
   Edit E{BeginOffset, EndOffset - BeginOffset, NewText.str(), Check.str(), Reformat};
-  if (!File.Edits.add(E)) {
+  if (!File.Edits.add(E) && !File.Edits.compose(E, SM.getBufferData(BeginFID))) {
     const PresumedLoc P = SM.getPresumedLoc(FileRange.getBegin());
     File.Warnings.insert(Warning{pathOf(FileRange.getBegin()), P.getLine(), P.getColumn(),
                                  "two transformations want to change this code differently; "

@@ -49,6 +49,25 @@ TEST(EditSet, AnEditInsideAnotherOfTheSameCheckIsPartOfIt) {
   EXPECT_FALSE(OtherCheck.add(replace(4, 2, "part", "prepare")));
 }
 
+// `y.to(device)` -> `y` by one check and `y` -> `all_y` by another compose to `all_y`, in either
+// order; an outer edit that rewrites the inner text differently still conflicts.
+TEST(EditSet, AnEditInsideAnotherThatKeepsItsTextComposes) {
+  const std::string Code = "f(y.to(device));";
+  const Edit Drop{2, 12, "y", "remove-placement"};
+  const Edit Rename{2, 1, "all_y", "gather"};
+  for (bool DropFirst : {true, false}) {
+    EditSet Set;
+    EXPECT_TRUE(Set.add(DropFirst ? Drop : Rename));
+    EXPECT_FALSE(Set.add(DropFirst ? Rename : Drop));
+    EXPECT_TRUE(Set.compose(DropFirst ? Rename : Drop, Code));
+    EXPECT_EQ(Set.apply(Code), "f(all_y);");
+  }
+  EditSet Set;
+  EXPECT_TRUE(Set.add(Edit{2, 12, "z", "other"}));
+  EXPECT_FALSE(Set.compose(Rename, Code));
+  EXPECT_EQ(Set.apply(Code), "f(z);");
+}
+
 TEST(EditSet, InsertionsAtOneOffsetKeepTheirOrderAndReportChangedRanges) {
   EditSet Set;
   Edit A = replace(3, 0, "a\n"), R = replace(3, 2, "R");
