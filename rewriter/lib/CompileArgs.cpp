@@ -112,17 +112,20 @@ std::vector<std::string> defaultCompileArgs() {
     Args.push_back("-isystem");
     Args.push_back(Dir);
   }
-  // Already-migrated code includes <accel/accel.h>: the build tree's and the install's headers.
+  return Args;
+}
+
+std::vector<std::string> toolArgs() {
+  std::vector<std::string> Args = {"-resource-dir=" ACCEL_CLANG_RESOURCE_DIR, "-w",
+                                   "-Wno-unknown-warning-option"};
+  // Already-migrated code includes <accel/accel.h>, also where the compile commands come from a
+  // build that does not use accel yet: the build tree's and the install's headers.
   for (const std::string &Dir : splitList(ACCEL_INCLUDE_DIRS, ':'))
     if (exists(Dir, "accel/accel.h") && Dir != "/usr/include" && Dir != "/usr/local/include") {
       Args.push_back("-isystem");
       Args.push_back(Dir);
     }
   return Args;
-}
-
-std::vector<std::string> toolArgs() {
-  return {"-resource-dir=" ACCEL_CLANG_RESOURCE_DIR, "-w", "-Wno-unknown-warning-option"};
 }
 
 } // namespace accel::migrate

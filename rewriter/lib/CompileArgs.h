@@ -20,8 +20,8 @@ std::string torchCxxStandard(const std::vector<std::string> &IncludeDirs);
 /// and libaccel's include directories as system directories (so they are never edited).
 std::vector<std::string> defaultCompileArgs();
 
-/// Arguments every run adds: clang's resource directory (so <stddef.h> and friends are found)
-/// and no warnings (the program's own warnings are not ours to report).
+/// Arguments every run adds: clang's resource directory (so <stddef.h> and friends are found),
+/// no warnings (the program's own warnings are not ours to report) and accel's own headers.
 std::vector<std::string> toolArgs();
 
 } // namespace accel::migrate

@@ -18,8 +18,12 @@ struct MigrateOptions {
   /// Values passed to the inserted Accelerator; unset means the launcher's environment decides.
   std::optional<std::string> MixedPrecision;
   std::optional<unsigned> GradientAccumulationSteps;
-  /// Headers whose path matches are edited; empty means "below the main file's directory".
+  /// Headers whose path matches are edited; empty means "below the main file's directory, or
+  /// below WorkingDirectory when the main file is".
   std::string HeaderFilter;
+  /// The directory accel-migrate was run from (real path): parsing with a compilation database
+  /// moves into each command's own directory, so it is noted before.
+  std::string WorkingDirectory;
 
   /// True when the transformation called Name should run. The two support transformations
   /// (add-include, create-accelerator) run whenever another one needs them, unless skipped.

@@ -22,10 +22,7 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
     HeaderFilter.emplace(Options.HeaderFilter);
   const SourceManager &SM = Ctx.getSourceManager();
   MainDirectory = llvm::sys::path::parent_path(pathOf(SM.getLocForStartOfFile(SM.getMainFileID()))).str();
-  llvm::SmallString<256> Current, Real;
-  if (!llvm::sys::fs::current_path(Current) && !llvm::sys::fs::real_path(Current, Real) &&
-      Real != "/")
-    WorkingDirectory = Real.str().str();
+  WorkingDirectory = Options.WorkingDirectory;
   // Matchers and analyses visit only what we may edit, not the whole of LibTorch.
   std::vector<Decl *> Scope;
   for (Decl *D : Ctx.getTranslationUnitDecl()->decls())

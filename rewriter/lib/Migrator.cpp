@@ -75,6 +75,13 @@ int runMigration(const tooling::CompilationDatabase &Database,
 
   // Parse and run the checks, several files at a time.
   std::vector<TranslationUnitResult> Results(Inputs.size());
+  MigrateOptions Checks = Options.Checks;
+  if (Checks.WorkingDirectory.empty()) {
+    llvm::SmallString<256> Current, Real;
+    if (!llvm::sys::fs::current_path(Current) && !llvm::sys::fs::real_path(Current, Real) &&
+        Real != "/")
+      Checks.WorkingDirectory = Real.str().str();
+  }
   {
     llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
     std::mutex ErrLock;
@@ -85,7 +92,7 @@ int runMigration(const tooling::CompilationDatabase &Database,
         Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
         Tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
             Extra, tooling::ArgumentInsertPosition::END));
-        const auto Factory = newMigrationActionFactory(Options.Checks, Results[I]);
+        const auto Factory = newMigrationActionFactory(Checks, Results[I]);
         if (Tool.run(Factory.get()) != 0)
           Results[I].Failed = true;
       });

@@ -10,14 +10,15 @@
 #    each `value` rule's number is within its tolerance of the one-process run.
 #   migrate_corpus.sh BUILD_DIR SOURCE_DIR NAME
 # NAME/corpus.conf sets: binary (the executable's name), sources (the files to migrate, and any
-# compiler arguments after --), once (regexes), values (entries "REGEX|TOLERANCE", the regex
-# capturing the number in its first group).
+# compiler arguments after --, or `-p ../database`), database (non-empty: configure the project
+# into ../database with compile_commands.json first), once (regexes), values (entries
+# "REGEX|TOLERANCE", the regex capturing the number in its first group).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="$source_dir/test/e2e/corpus/$name"
-binary= sources= once=() values=()
+binary= sources= database= once=() values=()
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -34,6 +35,12 @@ cp -r "$work/src" "$work/original"
 # The plain program builds (one core) while the migration runs (the other).
 build_program "$work/original" "$work/plain" &
 plain_build=$!
+
+# A program migrated with -p reads its compile commands from the project's own CMake
+# configuration (exported, as users do for clang tools), made before the migration.
+if [ -n "$database" ]; then
+  cmake -S "$work/src" -B "$work/database" -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > /dev/null
+fi
 
 # Migrate in place, timed; the statistics say how many lines changed only in whitespace.
 start=$(date +%s.%N)
