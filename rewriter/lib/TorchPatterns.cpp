@@ -319,6 +319,10 @@ bool trainsIn(const Stmt *S, unsigned Depth) {
 
 } // namespace
 
+bool isWrittenConstructor(const CXXConstructorDecl *Ctor) {
+  return !Ctor->isImplicit() && !Ctor->isCopyOrMoveConstructor() && !Ctor->isDeleted();
+}
+
 bool containsTrainingStep(const Stmt *S) { return S && trainsIn(S, 0); }
 
 const CallExpr *findMakeDataLoaderCall(const Expr *E) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "clang/AST/Decl.h"
+#include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/Type.h"
 
@@ -42,6 +43,10 @@ bool mentionsCuda(const clang::Expr *E, const clang::FunctionDecl *Fn);
 
 /// Calls to a method of libaccel's Accelerator named Name inside S (any of Names when empty).
 bool containsAcceleratorCall(const clang::Stmt *S, llvm::StringRef Name = "");
+
+/// A constructor the program wrote to build an object from its arguments: not implicit, not a
+/// copy or move constructor, not deleted.
+bool isWrittenConstructor(const clang::CXXConstructorDecl *Ctor);
 
 /// True for a call to at::Tensor::backward or Accelerator::backward anywhere in S.
 bool containsBackward(const clang::Stmt *S);

@@ -39,17 +39,8 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
     return; // reaches it through its class's member (addMember)
   // Every declaration of the function we may edit gets the parameter.
   bool Edited = false;
-  for (const FunctionDecl *Decl : Fn->redecls()) {
-    const FunctionTypeLoc Loc = Decl->getFunctionTypeLoc();
-    if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
-      continue;
-    const std::string Parameter =
-        Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator", "accelerator") +
-        (Decl->getNumParams() > 0 ? ", " : "");
-    Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1), Parameter);
-    Context.applied(Name, Loc.getLParenLoc());
-    Edited = true;
-  }
+  for (const FunctionDecl *Decl : Fn->redecls())
+    Edited |= insertParameter(Decl);
   if (!Edited)
     return;
   const auto &Calls = Context.facts().callsTo(Fn);
@@ -61,15 +52,29 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
   for (const CallExpr *Call : Calls) {
     if (!Context.canEdit(Name, Call->getSourceRange()))
       continue;
-    const std::string Acc = accelerator(Call);
-    if (Acc.empty())
-      continue;
-    const std::vector<const Expr *> Args = explicitArgs(Call);
-    if (Args.empty())
-      Context.insert(Name, Call->getRParenLoc(), Acc);
-    else
-      Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
+    if (const std::string Acc = accelerator(Call); !Acc.empty())
+      passFirst(Call, Acc);
   }
+}
+
+bool CreateAcceleratorCheck::insertParameter(const FunctionDecl *Decl) {
+  const FunctionTypeLoc Loc = Decl->getFunctionTypeLoc();
+  if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
+    return false;
+  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
+                 Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
+                                              "accelerator") +
+                     (Decl->getNumParams() > 0 ? ", " : ""));
+  Context.applied(Name, Loc.getLParenLoc());
+  return true;
+}
+
+void CreateAcceleratorCheck::passFirst(const CallExpr *Call, const std::string &Acc) {
+  const std::vector<const Expr *> Args = explicitArgs(Call);
+  if (Args.empty())
+    Context.insert(Name, Call->getRParenLoc(), Acc);
+  else
+    Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
 }
 
 void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
@@ -96,7 +101,7 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
   // Every constructor takes the accelerator first and binds the member to it.
   bool HasConstructor = false;
   for (const CXXConstructorDecl *Ctor : Class->ctors()) {
-    if (Ctor->isImplicit() || Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
+    if (!isWrittenConstructor(Ctor))
       continue;
     HasConstructor = true;
     for (const FunctionDecl *Decl : Ctor->redecls())
@@ -121,14 +126,8 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
 }
 
 void CreateAcceleratorCheck::addConstructorParameter(const CXXConstructorDecl *Ctor) {
-  const FunctionTypeLoc Loc = Ctor->getFunctionTypeLoc();
-  if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
+  if (!insertParameter(Ctor))
     return;
-  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
-                 Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
-                                              "accelerator") +
-                     (Ctor->getNumParams() > 0 ? ", " : ""));
-  Context.applied(Name, Loc.getLParenLoc());
   // A delegating constructor passes it on (its target's construction is a site like any other).
   if (!Ctor->doesThisDeclarationHaveABody() || Ctor->isDelegatingConstructor())
     return;
@@ -183,11 +182,7 @@ void CreateAcceleratorCheck::passAccelerator(const Expr *Site) {
       Context.insert(Name, End, "(" + Acc + ")");
     }
   } else if (const auto *Call = dyn_cast<CallExpr>(Site)) {
-    const std::vector<const Expr *> Args = explicitArgs(Call);
-    if (Args.empty())
-      Context.insert(Name, Call->getRParenLoc(), Acc);
-    else
-      Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
+    passFirst(Call, Acc);
   }
   Context.applied(Name, Site->getBeginLoc());
 }

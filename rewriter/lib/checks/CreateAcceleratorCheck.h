@@ -15,6 +15,10 @@ public:
 
 private:
   void addParameter(const clang::FunctionDecl *Fn);
+  /// `accel::Accelerator& accelerator` as Decl's first parameter; false when it cannot be edited.
+  bool insertParameter(const clang::FunctionDecl *Decl);
+  /// Acc as the first argument of Call.
+  void passFirst(const clang::CallExpr *Call, const std::string &Acc);
   void addMember(const clang::CXXRecordDecl *Class);
   void addConstructorParameter(const clang::CXXConstructorDecl *Ctor);
   void passAccelerator(const clang::Expr *Site);

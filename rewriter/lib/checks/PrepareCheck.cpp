@@ -148,8 +148,7 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
   bool Prepared = false;
   for (const CXXConstructorDecl *Ctor : Class->ctors()) {
     const FunctionDecl *Definition = nullptr;
-    if (Ctor->isImplicit() || Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted() ||
-        !Ctor->hasBody(Definition))
+    if (!isWrittenConstructor(Ctor) || !Ctor->hasBody(Definition))
       continue;
     const auto *Body = dyn_cast_or_null<CompoundStmt>(Definition->getBody());
     if (!Body || cast<CXXConstructorDecl>(Definition)->isDelegatingConstructor() ||
@@ -221,8 +220,7 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
   // A constructor defined in another file initializes it there: that file's migration prepares
   // it, this one changes the member's type all the same (the header's edit is one edit).
   const bool ElsewhereToo = llvm::any_of(Class->ctors(), [](const CXXConstructorDecl *Ctor) {
-    return !Ctor->isImplicit() && !Ctor->isCopyOrMoveConstructor() && !Ctor->isDeleted() &&
-           !Ctor->hasBody();
+    return isWrittenConstructor(Ctor) && !Ctor->hasBody();
   });
   if (!Initialized && !ElsewhereToo) {
     warn(Optimizer->getLocation(), llvm::Twine("optimizer '") + Optimizer->getName() +
