@@ -155,12 +155,9 @@ public:
           noteConstruction(Made, CE);
     }
     // accelerator.prepare(model): the model is prepared already.
-    if (const auto *MC = dyn_cast<CXXMemberCallExpr>(CE))
-      if (const auto *MD = MC->getMethodDecl();
-          MD && plainName(MD) == "prepare" && MC->getNumArgs() == 1 &&
-          isAccelerator(QualType(MD->getParent()->getTypeForDecl(), 0)))
-        if (const ValueDecl *Root = rootDecl(MC->getArg(0)))
-          Facts.Prepared.insert(Root);
+    if (isAcceleratorMethodCall(CE, "prepare") && CE->getNumArgs() == 1)
+      if (const ValueDecl *Root = rootDecl(CE->getArg(0)))
+        Facts.Prepared.insert(Root);
     return true;
   }
 

@@ -236,6 +236,8 @@ private:
   std::function<bool(const CallExpr *)> Pred;
 };
 
+} // namespace
+
 bool isAcceleratorMethodCall(const CallExpr *CE, StringRef Name) {
   const auto *MC = dyn_cast<CXXMemberCallExpr>(CE);
   if (!MC || !MC->getMethodDecl())
@@ -244,8 +246,6 @@ bool isAcceleratorMethodCall(const CallExpr *CE, StringRef Name) {
     return false;
   return Name.empty() || plainName(MC->getMethodDecl()) == Name;
 }
-
-} // namespace
 
 bool mentionsCuda(const Expr *E, const FunctionDecl *Fn) {
   if (!E)

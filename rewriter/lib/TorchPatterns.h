@@ -44,6 +44,9 @@ bool mentionsCuda(const clang::Expr *E, const clang::FunctionDecl *Fn);
 /// Calls to a method of libaccel's Accelerator named Name inside S (any of Names when empty).
 bool containsAcceleratorCall(const clang::Stmt *S, llvm::StringRef Name = "");
 
+/// A call of an accel::Accelerator method; of the one called Name when Name is given.
+bool isAcceleratorMethodCall(const clang::CallExpr *CE, llvm::StringRef Name = "");
+
 /// A constructor the program wrote to build an object from its arguments: not implicit, not a
 /// copy or move constructor, not deleted.
 bool isWrittenConstructor(const clang::CXXConstructorDecl *Ctor);

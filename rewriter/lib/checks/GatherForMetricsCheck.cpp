@@ -22,12 +22,7 @@ namespace {
 const Expr *bare(const Expr *E) { return stripTemporaries(E); }
 
 bool isAcceleratorMethod(const CallExpr *Call, std::initializer_list<llvm::StringRef> Names) {
-  const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-  if (!Member || !Member->getMethodDecl() ||
-      !isAccelerator(Member->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
-    return false;
-  const llvm::StringRef Method = plainName(Member->getMethodDecl());
-  return std::find(Names.begin(), Names.end(), Method) != Names.end();
+  return llvm::any_of(Names, [&](llvm::StringRef N) { return isAcceleratorMethodCall(Call, N); });
 }
 
 // `x.size(0)`: a count of samples.
