@@ -1,12 +1,13 @@
 // Two processes (run under `accel launch --num_processes 2`). Over the same Gloo process group:
-//  1. step time of the prepared model (bucketed all-reduce launched from autograd hooks, overlapping
+//  1. the headline: the bandwidth of the prepared model's whole gradient sync inside backward --
+//     gradient bytes over the time sync adds to a backward pass, so including the copies into the
+//     buckets -- against one raw all-reduce of a flat buffer of the same bytes (target >= 0.9);
+//     then the same with gradient_as_bucket_view(false), which also copies back out of them;
+//  2. step time of the prepared model (bucketed all-reduce launched from autograd hooks, overlapping
 //     backward) against a naive loop that all-reduces each gradient after backward;
-//  2. the bucketed all-reduce -- the same bytes in the reducer's buckets (1 MiB first, then up to
-//     25 MiB), each bucket's all-reduce started as soon as the previous one is issued -- against one
-//     raw all-reduce of a flat buffer of the same bytes (bandwidth ratio; target >= 0.9);
-//  3. the bandwidth of the prepared model's whole gradient sync inside backward -- gradient bytes
-//     over the time sync adds to a backward pass, so including the copies into and out of the
-//     buckets -- against the same raw all-reduce.
+//  3. raw c10d only: the bucketed all-reduce -- the same bytes in the reducer's buckets (1 MiB
+//     first, then up to bucket_cap_mb), each bucket's all-reduce started as soon as the previous one
+//     is issued -- against the flat all-reduce.
 // Prints medians over interleaved repetitions.
 //   Run: build/launcher/accel launch --num_processes 2 build/bench/accel_bench_grad_sync [reps]
 
@@ -48,6 +49,11 @@ int main(int argc, char** argv) {
 
   auto prepared = make_model(width, layers);
   accelerator.prepare(prepared);
+  // The same model with gradients copied into the buckets and back (PyTorch DDP's default).
+  accel::Accelerator copying(
+      accel::AcceleratorOptions().ddp(accel::DistributedDataParallelOptions().gradient_as_bucket_view(false)));
+  auto prepared_copying = make_model(width, layers);
+  copying.prepare(prepared_copying);
   auto naive = make_model(width, layers);
 
   int64_t bytes = 0;
@@ -64,7 +70,7 @@ int main(int argc, char** argv) {
       if (filled >= cap) {
         buckets.push_back(torch::ones({filled / 4}));
         filled = 0;
-        cap = accel::detail::kBucketBytes;
+        cap = accelerator.options().ddp.bucket_cap_mb() << 20;
       }
     }
     if (filled > 0) buckets.push_back(torch::ones({filled / 4}));
@@ -81,6 +87,10 @@ int main(int argc, char** argv) {
   auto prepared_step = [&] {
     prepared->zero_grad();
     accelerator.backward(prepared->forward(x).sum());
+  };
+  auto copying_step = [&] {
+    prepared_copying->zero_grad();
+    copying.backward(prepared_copying->forward(x).sum());
   };
   auto unsynced_step = [&] {
     auto guard = accelerator.no_sync(prepared);
@@ -106,14 +116,17 @@ int main(int argc, char** argv) {
 
   for (int i = 0; i < 2; ++i) {  // warm-up (and the reducer's bucket rebuild)
     prepared_step();
+    copying_step();
     naive_step();
     unsynced_step();
     flat_allreduce();
     bucketed_allreduce();
   }
-  std::vector<double> bucket_ratio, step_ratio, bandwidth_ratio, t_prepared, t_naive, t_flat, t_unsynced;
+  std::vector<double> bucket_ratio, step_ratio, bandwidth_ratio, copying_ratio, t_prepared, t_naive,
+      t_flat, t_unsynced;
   for (int r = 0; r < repetitions; ++r) {
     const double p = timed(prepared_step);
+    const double c = timed(copying_step);
     const double n = timed(naive_step);
     const double u = timed(unsynced_step);
     const double f = timed(flat_allreduce);
@@ -126,6 +139,7 @@ int main(int argc, char** argv) {
     step_ratio.push_back(p / n);
     // bandwidth(sync) / bandwidth(flat) = (bytes / (p - u)) / (bytes / f) = f / (p - u)
     bandwidth_ratio.push_back(f / std::max(p - u, 1e-9));
+    copying_ratio.push_back(f / std::max(c - u, 1e-9));
   }
   if (accelerator.is_main_process()) {
     const double mb = bytes / 1e6;
@@ -142,6 +156,9 @@ int main(int argc, char** argv) {
     std::printf("gradient sync vs a flat all-reduce of the same bytes, inside backward (flat / "
                 "(prepared - no sync), median): %.3f  [target >= 0.9]\n",
                 accel_bench::median(bandwidth_ratio));
+    std::printf("  the same with gradient_as_bucket_view(false) (copies into and out of the buckets): "
+                "%.3f\n",
+                accel_bench::median(copying_ratio));
     std::printf("  step time ratio (prepared / naive per-tensor all-reduce, median): %.3f\n",
                 accel_bench::median(step_ratio));
     // Not accel's code: the floor the bucket layout itself sets (raw c10d on both sides).

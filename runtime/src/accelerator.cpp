@@ -161,8 +161,8 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
-    prepared.sync = std::make_unique<detail::GradientSynchronizer>(model, impl_->dist->device_group(),
-                                                                   impl_->host_group());
+    prepared.sync = std::make_unique<detail::GradientSynchronizer>(
+        model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp);
   }
   impl_->models.push_back(std::move(prepared));
 }
@@ -243,7 +243,13 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     m->force_sync = false;
     m->sync->prepare_for_backward();
   }
-  scaled.backward(gradient, retain_graph, create_graph);
+  try {
+    scaled.backward(gradient, retain_graph, create_graph);
+  } catch (...) {
+    for (auto* m : syncing) m->sync->finish_backward();
+    throw;
+  }
+  for (auto* m : syncing) m->sync->finish_backward();
   // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
   // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
   // before this backward would change them under it. After it, every process starts its next

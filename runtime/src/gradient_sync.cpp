@@ -37,7 +37,8 @@ void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor
 
 GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
                                            c10::intrusive_ptr<c10d::ProcessGroup> device_group,
-                                           c10d::ProcessGroup& host_group)
+                                           c10d::ProcessGroup& host_group,
+                                           const DistributedDataParallelOptions& options)
     : group_(std::move(device_group)) {
   std::vector<torch::Tensor> states;
   for (const auto& p : module.parameters()) {
@@ -63,9 +64,27 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   std::iota(indices.rbegin(), indices.rend(), 0);
   std::vector<std::vector<size_t>> buckets;
   std::tie(buckets, std::ignore) = c10d::compute_bucket_assignment_by_size(
-      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(kBucketBytes)},
+      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(options.bucket_cap_mb() << 20)},
       std::vector<bool>(parameters_.size(), false), indices);
-  reducer_ = make_reducer(parameters_, std::move(buckets), group_, kBucketBytes, kFirstBucketBytes);
+  reducer_ = make_reducer(parameters_, std::move(buckets), group_, options.bucket_cap_mb() << 20,
+                          kFirstBucketBytes, options.gradient_as_bucket_view());
+  // The reducer's constructor makes existing gradients bucket views already.
+  finish_backward();
+}
+
+void GradientSynchronizer::finish_backward() {
+  // With gradient_as_bucket_view the reducer leaves each gradient an autograd view of its bucket,
+  // and LibTorch's Optimizer::zero_grad calls detach_(), which throws on a view. A tensor set_()
+  // to the same memory is not a view: it still aliases the bucket, so the reducer goes on using it
+  // in place, and every zero_grad works on it.
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters_) {
+    auto& grad = p.mutable_grad();
+    if (!grad.defined() || !grad.is_view()) continue;
+    auto alias = torch::empty({0}, grad.options());
+    alias.set_(grad.storage(), grad.storage_offset(), grad.sizes(), grad.strides());
+    grad = alias;
+  }
 }
 
 GradientSynchronizer::~GradientSynchronizer() = default;

@@ -1,8 +1,11 @@
 #pragma once
 
 // Data-parallel gradient averaging for one prepared model, on c10d's Reducer: gradients are copied
-// into buckets (1 MiB first, then 25 MiB, in the order gradients become ready), and each bucket's
-// all-reduce starts from an autograd hook as soon as it is full, overlapping the rest of backward.
+// into buckets (1 MiB first, then `bucket_cap_mb`, in the order gradients become ready), or are
+// views of them, and each bucket's all-reduce starts from an autograd hook as soon as it is full,
+// overlapping the rest of backward.
+
+#include <accel/options.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/nn/module.h>
@@ -18,9 +21,9 @@ class Reducer;
 namespace accel {
 namespace detail {
 
-/// Bucket caps, as torch DistributedDataParallel's defaults.
+/// The first bucket's cap, as torch DistributedDataParallel's: small, so that communication starts
+/// early in backward.
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;
-constexpr int64_t kBucketBytes = 25 * 1024 * 1024;
 
 class GradientSynchronizer {
  public:
@@ -29,13 +32,17 @@ class GradientSynchronizer {
   /// `device_group`, where the model lives).
   GradientSynchronizer(const torch::nn::Module& module,
                        c10::intrusive_ptr<c10d::ProcessGroup> device_group,
-                       c10d::ProcessGroup& host_group);
+                       c10d::ProcessGroup& host_group,
+                       const DistributedDataParallelOptions& options);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
   /// Arms the reducer so that the next backward averages this model's gradients.
   void prepare_for_backward();
+  /// After backward (also when it threw): gradients that are views of buckets become plain tensors
+  /// over the same memory.
+  void finish_backward();
   /// Copies rank 0's buffers (e.g. batch-norm statistics) to every process.
   void sync_buffers();
   bool has_buffers() const { return !buffers_.empty(); }

@@ -59,6 +59,9 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(mp == "no" || mp == "bf16" || mp == "fp16" || mp == "fp8",
               "Invalid mixed_precision: '", mp, "' (expected one of no, bf16, fp16, fp8)");
   out.grad_scaler = options.grad_scaler();
+  out.ddp = options.ddp();
+  TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
+              " (expected an integer >= 1)");
   out.project_config = options.project_config();
   const auto& limit = out.project_config.total_limit();
   TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),

@@ -85,12 +85,12 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(
 inline std::unique_ptr<c10d::Reducer> make_reducer(
     std::vector<at::Tensor> parameters, std::vector<std::vector<size_t>> buckets,
     c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t bucket_bytes,
-    int64_t first_bucket_bytes) {
+    int64_t first_bucket_bytes, bool gradient_as_bucket_view) {
   const auto count = parameters.size();
   return std::make_unique<c10d::Reducer>(
       std::move(parameters), std::move(buckets), std::move(group),
       /*expect_sparse_gradients=*/std::vector<bool>(count, false), bucket_bytes,
-      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+      /*find_unused_parameters=*/false, gradient_as_bucket_view,
       /*param_names=*/std::unordered_map<size_t, std::string>{}, first_bucket_bytes,
       /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false,
       /*bucket_bytes_cap_list=*/std::vector<int64_t>{});

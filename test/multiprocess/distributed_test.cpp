@@ -379,6 +379,41 @@ TEST_F(TwoProcesses, NoSyncAndTriggerSync) {
   }
 }
 
+TEST_F(TwoProcesses, GradientsAreBucketMemoryThatEveryZeroGradAccepts) {
+  for (bool as_view : {true, false}) {
+    SCOPED_TRACE(as_view ? "gradient_as_bucket_view" : "copied gradients");
+    accel::Accelerator accelerator(accel::AcceleratorOptions().ddp(
+        accel::DistributedDataParallelOptions().gradient_as_bucket_view(as_view)));
+    torch::manual_seed(0);
+    auto model = torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh(),
+                                       torch::nn::Linear(8, 1));
+    // The averaged gradient, from an unprepared copy that sees both processes' inputs.
+    auto reference = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
+    for (int r = 0; r < 2; ++r) {
+      reference->forward(torch::full({1, 4}, static_cast<float>(r + 1))).sum().div(2).backward();
+    }
+    accelerator.prepare(model);
+    torch::optim::SGD sgd(model->parameters(), 0.1);
+    torch::optim::Optimizer& optimizer = sgd;  // LibTorch's own zero_grad, which detaches in place
+    const auto x = torch::full({1, 4}, static_cast<float>(rank() + 1));
+    for (int step = 0; step < 4; ++step) {
+      accelerator.backward(model->forward(x).sum());
+      const auto params = model->parameters();
+      const auto expected = reference->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_FALSE(params[i].grad().is_view());
+        EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-5, 1e-6))
+            << "step " << step << ", parameter " << i;
+      }
+      // All four parameters fit in the first bucket: as views they share its memory.
+      EXPECT_EQ(params[0].grad().is_alias_of(params[3].grad()), as_view);
+      if (step % 3 == 0) optimizer.zero_grad(/*set_to_none=*/false);
+      if (step % 3 == 1) optimizer.zero_grad(/*set_to_none=*/true);
+      if (step % 3 == 2) model->zero_grad(/*set_to_none=*/false);
+    }
+  }
+}
+
 TEST_F(TwoProcesses, TwoModelsWithSeparateLosses) {
   accel::Accelerator accelerator;
   auto first = torch::nn::Linear(2, 1);

@@ -13,6 +13,23 @@
 
 namespace accel {
 
+/// How data-parallel training synchronises gradients (Accelerate's DistributedDataParallelKwargs).
+///
+/// Gradients are averaged by c10d's Reducer, the engine of DistributedDataParallel: they are
+/// gathered into buckets in the order backward produces them, and each bucket's all-reduce starts
+/// as soon as it is full, while the rest of backward runs.
+struct DistributedDataParallelOptions {
+  /// Size of each bucket after the first (1 MiB) one, in MiB. Smaller buckets start
+  /// communicating earlier in backward; larger ones make fewer, more efficient collectives.
+  TORCH_ARG(int64_t, bucket_cap_mb) = 25;
+  /// Gradients are views into the buckets instead of copies of them, which saves one copy of every
+  /// gradient each step and the memory of the copies. Unlike under PyTorch's DDP, where this
+  /// defaults to false because `Optimizer::zero_grad` cannot detach a view in place, accel turns
+  /// each gradient back into a plain tensor over the bucket's memory at the end of `backward()`,
+  /// so every `zero_grad` works; hence the default true.
+  TORCH_ARG(bool, gradient_as_bucket_view) = true;
+};
+
 /// Options for `accel::Accelerator`.
 ///
 /// Every field is optional. A value set here wins; an unset field is read from the environment
@@ -52,6 +69,9 @@ struct AcceleratorOptions {
   /// The fp16 loss scaler's settings (Accelerate's GradScalerKwargs); used with fp16 only.
   TORCH_ARG(GradScalerOptions, grad_scaler) = {};
 
+  /// Gradient bucketing in data-parallel training.
+  TORCH_ARG(DistributedDataParallelOptions, ddp) = {};
+
   /// Where save_state() keeps checkpoints and how many (see ProjectConfiguration).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
 
@@ -83,6 +103,7 @@ struct ResolvedOptions {
   bool cpu = false;
   std::string mixed_precision = "no";
   GradScalerOptions grad_scaler;
+  DistributedDataParallelOptions ddp;
   ProjectConfiguration project_config;
   bool step_scheduler_with_optimizer = true;
   std::optional<uint64_t> seed;
