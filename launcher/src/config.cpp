@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "accel_common/contract.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <sys/stat.h>
@@ -71,9 +73,6 @@ std::string read_choice(const std::string& path, const std::string& key, const Y
 
 }  // namespace
 
-const std::vector<std::string> kShardingStrategies = {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD",
-                                                      "HYBRID_SHARD"};
-
 Config load_config(const std::string& path, std::vector<std::string>* warnings) {
   std::ifstream in(path);
   if (!in) throw ConfigError("config file " + path + ": cannot be read");
@@ -92,7 +91,7 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     if (key == "distributed_type") {
-      c.distributed_type = read_choice(path, key, value, {"NO", "MULTI_CPU", "MULTI_GPU"});
+      c.distributed_type = read_choice(path, key, value, contract::distributed_type_choices());
     } else if (key == "num_processes") {
       c.num_processes = read_int(path, key, value, 1, 1 << 20);
     } else if (key == "num_machines") {
@@ -104,7 +103,7 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     } else if (key == "main_process_port") {
       if (!value.IsNull()) c.main_process_port = read_int(path, key, value, 1, 65535);
     } else if (key == "mixed_precision") {
-      c.mixed_precision = read_choice(path, key, value, {"no", "bf16", "fp16", "fp8"});
+      c.mixed_precision = read_choice(path, key, value, contract::mixed_precision_choices());
     } else if (key == "gpu_ids") {
       c.gpu_ids = scalar(path, key, value);
     } else if (key == "use_cpu") {
@@ -118,7 +117,7 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
         if (sub == "fsdp_sharding_strategy") {
           c.sharding_strategy =
               read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
-                          kShardingStrategies);
+                          contract::sharding_strategy_choices());
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
                               "' is not used by accel and is ignored");
@@ -201,7 +200,7 @@ void save_config(const Config& config, const std::string& path) {
 }
 
 std::string default_config_path() {
-  if (const char* home = std::getenv("ACCEL_HOME"); home && *home) {
+  if (const char* home = std::getenv(contract::kHome); home && *home) {
     return std::string(home) + "/default_config.yaml";
   }
   if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {

@@ -28,9 +28,6 @@ struct Config {
   std::optional<std::string> sharding_strategy;
 };
 
-/// The sharding strategies a config may name (Accelerate's FSDP names).
-extern const std::vector<std::string> kShardingStrategies;
-
 /// A config file that cannot be used; what() names the file, the key and what was expected.
 class ConfigError : public std::runtime_error {
  public:

@@ -2,6 +2,8 @@
 
 #include "output_relay.h"
 
+#include "accel_common/contract.h"
+
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/signalfd.h>
@@ -69,12 +71,12 @@ void set_env(const std::string& name, const std::string& value) {
   // As torchrun: one thread per process unless the user chose, so N processes do not fight
   // over the cores.
   if (world > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
-  if (o.mixed_precision) set_env("ACCEL_MIXED_PRECISION", *o.mixed_precision);
+  if (o.mixed_precision) set_env(contract::kMixedPrecision, *o.mixed_precision);
   if (o.gradient_accumulation_steps) {
-    set_env("ACCEL_GRADIENT_ACCUMULATION_STEPS", std::to_string(*o.gradient_accumulation_steps));
+    set_env(contract::kGradientAccumulationSteps, std::to_string(*o.gradient_accumulation_steps));
   }
-  if (o.cpu) set_env("ACCEL_USE_CPU", "1");
-  if (o.sharding_strategy) set_env("ACCEL_SHARDING_STRATEGY", *o.sharding_strategy);
+  if (o.cpu) set_env(contract::kUseCpu, "1");
+  if (o.sharding_strategy) set_env(contract::kShardingStrategy, *o.sharding_strategy);
   if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
   ::setpgid(0, 0);
@@ -115,8 +117,9 @@ std::optional<std::string> validate(const LaunchOptions& o) {
   }
   if (o.mixed_precision) {
     const auto& mp = *o.mixed_precision;
-    if (mp != "no" && mp != "bf16" && mp != "fp16" && mp != "fp8") {
-      return "--mixed_precision must be one of no, bf16, fp16, fp8 (got '" + mp + "')";
+    if (!contract::is_one_of(mp, contract::mixed_precision_choices())) {
+      return "--mixed_precision must be one of " + contract::join(contract::mixed_precision_choices()) +
+             " (got '" + mp + "')";
     }
   }
   return std::nullopt;

@@ -3,10 +3,12 @@
 #include "config.h"
 #include "launch.h"
 #include "memory_estimate.h"
-#include "safetensors_header.h"  // runtime/src: LibTorch-free
 #include "questionnaire.h"
 #include "system_info.h"
-#include "slurm_nodelist.h"  // runtime/src: header-only, shared with the runtime
+
+#include "accel_common/contract.h"
+#include "accel_common/safetensors_header.h"
+#include "accel_common/slurm_nodelist.h"
 
 #include <CLI/CLI.hpp>
 
@@ -170,7 +172,8 @@ int main(int argc, char** argv) {
   launch->add_option("--main_process_port", args.main_process_port,
                      "Rendezvous port on the machine of rank 0 (default: a free port on one "
                      "machine, 29500 on several)");
-  launch->add_option("--mixed_precision", args.mixed_precision, "no, bf16, fp16 or fp8");
+  launch->add_option("--mixed_precision", args.mixed_precision,
+                     accel::contract::join(accel::contract::mixed_precision_choices()));
   launch->add_option("--gradient_accumulation_steps", args.gradient_accumulation_steps,
                      "Micro-steps per optimizer step");
   launch->add_option("--gpu_ids", args.gpu_ids, "GPUs to use: all, or ids such as 0,1");

@@ -1,6 +1,6 @@
 #include "memory_estimate.h"
 
-#include "safetensors_header.h"  // runtime/src: LibTorch-free
+#include "accel_common/safetensors_header.h"
 
 #include <cmath>
 #include <cstdio>

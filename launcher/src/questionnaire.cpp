@@ -1,5 +1,7 @@
 #include "questionnaire.h"
 
+#include "accel_common/contract.h"
+
 #include <functional>
 #include <string>
 
@@ -93,7 +95,7 @@ Config ask_config(std::istream& in, std::ostream& out) {
   Asker asker(in, out);
   Config c;
   c.distributed_type = asker.ask_choice("Which kind of job is this?",
-                                        {"NO", "MULTI_CPU", "MULTI_GPU"}, "MULTI_GPU");
+                                        contract::distributed_type_choices(), "MULTI_GPU");
   const bool distributed = *c.distributed_type != "NO";
   c.num_machines = distributed ? asker.ask_int("How many machines?", 1, 1, 1 << 20) : 1;
   if (*c.num_machines > 1) {
@@ -115,13 +117,13 @@ Config ask_config(std::istream& in, std::ostream& out) {
   c.use_cpu = *c.distributed_type == "MULTI_CPU" ||
               asker.ask_yes_no("Run on the CPU even where GPUs are available?", false);
   c.mixed_precision =
-      asker.ask_choice("Which mixed precision?", {"no", "bf16", "fp16", "fp8"}, "no");
+      asker.ask_choice("Which mixed precision?", contract::mixed_precision_choices(), "no");
   c.gradient_accumulation_steps =
       asker.ask_int("How many gradient accumulation steps?", 1, 1, 1 << 20);
   if (distributed) {
     c.sharding_strategy = asker.ask_choice(
         "How should parameters, gradients and optimizer states be sharded?",
-        kShardingStrategies, "NO_SHARD");
+        contract::sharding_strategy_choices(), "NO_SHARD");
   }
   return c;
 }

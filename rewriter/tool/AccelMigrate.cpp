@@ -7,6 +7,8 @@
 #include "CompileArgs.h"
 #include "Migrator.h"
 
+#include "accel_common/contract.h"
+
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -141,9 +143,9 @@ int main(int argc, const char **argv) {
   Options.Checks.Annotate = Annotate;
   Options.Checks.HeaderFilter = HeaderFilter;
   if (!MixedPrecision.empty()) {
-    if (MixedPrecision != "no" && MixedPrecision != "fp16" && MixedPrecision != "bf16" &&
-        MixedPrecision != "fp8") {
-      llvm::errs() << "accel-migrate: error: --mixed-precision must be no, fp16, bf16 or fp8, not '"
+    if (!accel::contract::is_one_of(MixedPrecision, accel::contract::mixed_precision_choices())) {
+      llvm::errs() << "accel-migrate: error: --mixed-precision must be one of "
+                   << accel::contract::join(accel::contract::mixed_precision_choices()) << ", not '"
                    << MixedPrecision << "'\n";
       return ExitUsageError;
     }

@@ -7,7 +7,7 @@
 #include "module_tensors.h"
 #include "offload.h"
 #include "positional_file.h"
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>

@@ -1,5 +1,5 @@
 #include "environment.h"
-#include "slurm_nodelist.h"
+#include "accel_common/slurm_nodelist.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,7 +1,7 @@
 #include "module_tensors.h"
 
 #include "positional_file.h"
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <torch/utils.h>

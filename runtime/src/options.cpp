@@ -1,5 +1,6 @@
 #include <accel/options.h>
 
+#include "accel_common/contract.h"
 #include "environment.h"
 
 #include <c10/util/Exception.h>
@@ -20,44 +21,45 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   const auto env = detail::process_environment();
   ResolvedOptions out;
   out.device_placement = pick(options.device_placement(),
-                              detail::env_bool(env, "ACCEL_DEVICE_PLACEMENT"), true);
+                              detail::env_bool(env, contract::kDevicePlacement), true);
   out.split_batches =
-      pick(options.split_batches(), detail::env_bool(env, "ACCEL_SPLIT_BATCHES"), false);
+      pick(options.split_batches(), detail::env_bool(env, contract::kSplitBatches), false);
   out.even_batches =
-      pick(options.even_batches(), detail::env_bool(env, "ACCEL_EVEN_BATCHES"), true);
+      pick(options.even_batches(), detail::env_bool(env, contract::kEvenBatches), true);
   out.gradient_accumulation_steps =
       pick(options.gradient_accumulation_steps(),
-           detail::env_int(env, "ACCEL_GRADIENT_ACCUMULATION_STEPS"), int64_t{1});
-  out.cpu = pick(options.cpu(), detail::env_bool(env, "ACCEL_USE_CPU"), false);
+           detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
+  out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
   out.mixed_precision = pick(options.mixed_precision(),
-                             detail::env_string(env, "ACCEL_MIXED_PRECISION"), std::string("no"));
+                             detail::env_string(env, contract::kMixedPrecision), std::string("no"));
   out.step_scheduler_with_optimizer =
       pick(options.step_scheduler_with_optimizer(),
-           detail::env_bool(env, "ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER"), true);
+           detail::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
   if (options.seed()) {
     out.seed = options.seed();
-  } else if (auto seed = detail::env_int(env, "ACCEL_SEED")) {
+  } else if (auto seed = detail::env_int(env, contract::kSeed)) {
     TORCH_CHECK(*seed >= 0, "Invalid ACCEL_SEED: ", *seed, " (expected a non-negative integer)");
     out.seed = static_cast<uint64_t>(*seed);
   }
   if (options.timeout()) {
     out.timeout = *options.timeout();
-  } else if (auto seconds = detail::env_int(env, "ACCEL_TIMEOUT")) {
+  } else if (auto seconds = detail::env_int(env, contract::kTimeout)) {
     TORCH_CHECK(*seconds > 0, "Invalid ACCEL_TIMEOUT: ", *seconds, " (expected seconds > 0)");
     out.timeout = std::chrono::seconds(*seconds);
   }
   out.sharding_strategy =
-      pick(options.sharding_strategy(), detail::env_string(env, "ACCEL_SHARDING_STRATEGY"),
+      pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
            std::string("NO_SHARD"));
-  out.debug = detail::env_bool(env, "ACCEL_DEBUG").value_or(false);
+  out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
 
   TORCH_CHECK(out.gradient_accumulation_steps >= 1, "Invalid gradient_accumulation_steps: ",
               out.gradient_accumulation_steps, " (expected an integer >= 1)");
   TORCH_CHECK(out.timeout.count() > 0, "Invalid timeout: ", out.timeout.count(),
               " ms (expected > 0)");
   const auto& mp = out.mixed_precision;
-  TORCH_CHECK(mp == "no" || mp == "bf16" || mp == "fp16" || mp == "fp8",
-              "Invalid mixed_precision: '", mp, "' (expected one of no, bf16, fp16, fp8)");
+  TORCH_CHECK(contract::is_one_of(mp, contract::mixed_precision_choices()),
+              "Invalid mixed_precision: '", mp, "' (expected one of ",
+              contract::join(contract::mixed_precision_choices()), ")");
   out.grad_scaler = options.grad_scaler();
   out.ddp = options.ddp();
   TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
@@ -67,10 +69,9 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),
               " (expected an integer >= 1)");
   const auto& shard = out.sharding_strategy;
-  TORCH_CHECK(shard == "NO_SHARD" || shard == "SHARD_GRAD_OP" || shard == "FULL_SHARD" ||
-                  shard == "HYBRID_SHARD",
-              "Invalid sharding_strategy: '", shard,
-              "' (expected one of NO_SHARD, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)");
+  TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
+              "Invalid sharding_strategy: '", shard, "' (expected one of ",
+              contract::join(contract::sharding_strategy_choices()), ")");
   // Sharded training arrives with its own change; until then it is refused, not run unsharded.
   TORCH_CHECK(shard == "NO_SHARD", "sharding_strategy '", shard,
               "' is not supported by this build of libaccel yet (available: NO_SHARD)");

@@ -2,7 +2,7 @@
 
 #include "durable_file.h"
 #include "module_tensors.h"
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>

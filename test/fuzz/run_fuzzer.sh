@@ -12,8 +12,8 @@ fi
 mkdir -p "$work_dir"
 binary="$work_dir/${name}_fuzzer"
 "$clang" -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I "$source_dir/runtime/src" "$source_dir/test/fuzz/${name}_fuzzer.cpp" \
-  "$source_dir/runtime/src/${name}.cpp" -o "$binary"
+  -I "$source_dir/common/include" "$source_dir/test/fuzz/${name}_fuzzer.cpp" \
+  "$source_dir/common/src/${name}.cpp" -o "$binary"
 corpus="$work_dir/${name}_corpus"
 rm -rf "$corpus" && mkdir -p "$corpus"
 cp "$source_dir/test/fuzz/corpus/$name/"* "$corpus/"

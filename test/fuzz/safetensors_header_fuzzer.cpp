@@ -2,7 +2,7 @@
 // SafetensorsError or yield a header whose tensors provably fit the buffer: a reader that trusts
 // an accepted header (mmap views, pread into parameters) must never read outside the file.
 
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <algorithm>
 #include <cstdint>

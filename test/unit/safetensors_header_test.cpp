@@ -1,7 +1,7 @@
 // The safetensors header reader: a valid file, and every malformed case named with its file and
 // tensor.
 
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <gtest/gtest.h>
 

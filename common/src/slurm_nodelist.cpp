@@ -1,15 +1,11 @@
-#pragma once
-
-// SLURM node-list parsing, header-only and free of LibTorch so the launcher shares it.
+#include "accel_common/slurm_nodelist.h"
 
 #include <cctype>
-#include <string>
 
 namespace accel {
 namespace detail {
 
-/// The first host of a SLURM node list ("node[03-05,9]" -> "node03", "a,b" -> "a").
-inline std::string first_slurm_host(const std::string& nodelist) {
+std::string first_slurm_host(const std::string& nodelist) {
   const size_t bracket = nodelist.find('[');
   const size_t comma = nodelist.find(',');
   if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket)) {

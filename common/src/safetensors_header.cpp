@@ -1,4 +1,4 @@
-#include "safetensors_header.h"
+#include "accel_common/safetensors_header.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,8 @@
 #pragma once
 
 // Reading and validating a safetensors header (8-byte little-endian length, then JSON naming each
-// tensor's dtype, shape and data_offsets). Free of LibTorch so the launcher can use it too.
+// tensor's dtype, shape and data_offsets). Free of LibTorch: the launcher reads headers too
+// (accel estimate-memory).
 
 #include <cstdint>
 #include <map>

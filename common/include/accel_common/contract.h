@@ -1,0 +1,49 @@
+#pragma once
+
+// The launcher/runtime contract: every ACCEL_* variable `accel launch` writes or the runtime reads,
+// and the values the choice-valued ones allow. The launcher, the runtime and accel-migrate all
+// read their names and choices from here, so that a new choice is added in one place.
+
+#include <string>
+#include <vector>
+
+namespace accel {
+namespace contract {
+
+// ---- Variables the launcher sets (from its flags or the config file) ------------------------------
+
+inline constexpr const char kMixedPrecision[] = "ACCEL_MIXED_PRECISION";
+inline constexpr const char kGradientAccumulationSteps[] = "ACCEL_GRADIENT_ACCUMULATION_STEPS";
+inline constexpr const char kUseCpu[] = "ACCEL_USE_CPU";
+inline constexpr const char kShardingStrategy[] = "ACCEL_SHARDING_STRATEGY";
+
+// ---- Variables only the user sets ----------------------------------------------------------------
+
+inline constexpr const char kDevicePlacement[] = "ACCEL_DEVICE_PLACEMENT";
+inline constexpr const char kSplitBatches[] = "ACCEL_SPLIT_BATCHES";
+inline constexpr const char kEvenBatches[] = "ACCEL_EVEN_BATCHES";
+inline constexpr const char kStepSchedulerWithOptimizer[] = "ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER";
+inline constexpr const char kSeed[] = "ACCEL_SEED";
+/// Seconds that rendezvous and collectives may wait.
+inline constexpr const char kTimeout[] = "ACCEL_TIMEOUT";
+/// 1: collectives first check that every process passes matching shapes.
+inline constexpr const char kDebug[] = "ACCEL_DEBUG";
+/// Where `accel config` keeps default_config.yaml.
+inline constexpr const char kHome[] = "ACCEL_HOME";
+
+// ---- Choices -------------------------------------------------------------------------------------
+
+/// `mixed_precision`: "no" first, the default.
+const std::vector<std::string>& mixed_precision_choices();
+/// `sharding_strategy` (FSDP's names): "NO_SHARD" first, the default.
+const std::vector<std::string>& sharding_strategy_choices();
+/// `distributed_type` as `accel config` writes it.
+const std::vector<std::string>& distributed_type_choices();
+
+/// True when `value` is one of `choices`.
+bool is_one_of(const std::string& value, const std::vector<std::string>& choices);
+/// "a, b, c", for error messages and help texts.
+std::string join(const std::vector<std::string>& choices);
+
+}  // namespace contract
+}  // namespace accel

@@ -1,0 +1,35 @@
+#include "accel_common/contract.h"
+
+#include <algorithm>
+
+namespace accel {
+namespace contract {
+
+const std::vector<std::string>& mixed_precision_choices() {
+  static const std::vector<std::string> choices{"no", "bf16", "fp16", "fp8"};
+  return choices;
+}
+
+const std::vector<std::string>& sharding_strategy_choices() {
+  static const std::vector<std::string> choices{"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD",
+                                                "HYBRID_SHARD"};
+  return choices;
+}
+
+const std::vector<std::string>& distributed_type_choices() {
+  static const std::vector<std::string> choices{"NO", "MULTI_CPU", "MULTI_GPU"};
+  return choices;
+}
+
+bool is_one_of(const std::string& value, const std::vector<std::string>& choices) {
+  return std::find(choices.begin(), choices.end(), value) != choices.end();
+}
+
+std::string join(const std::vector<std::string>& choices) {
+  std::string text;
+  for (const auto& choice : choices) text += (text.empty() ? "" : ", ") + choice;
+  return text;
+}
+
+}  // namespace contract
+}  // namespace accel
