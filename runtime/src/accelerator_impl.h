@@ -1,7 +1,7 @@
 #pragma once
 
 // The Accelerator's state, shared by the source files that implement it (accelerator.cpp,
-// checkpoint.cpp, save_model.cpp).
+// checkpointing.cpp, operations.cpp, save_model.cpp).
 
 #include <accel/accelerator.h>
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,6 +68,41 @@ void sync_directory(const std::string& path) {
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
+}
+
+std::string staging_folder_of(const std::string& dir) { return dir + ".partial"; }
+std::string backup_folder_of(const std::string& dir) { return dir + ".old"; }
+
+void commit_folder(const std::string& staging, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto parent = fs::path(dir).parent_path().string();
+  sync_directory(staging);
+  if (fs::exists(dir)) {
+#ifdef RENAME_EXCHANGE
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+      sync_directory(parent);
+      fs::remove_all(staging);  // now the previous folder
+      return;
+    }
+#endif
+    const auto backup = backup_folder_of(dir);
+    fs::remove_all(backup);
+    fs::rename(dir, backup);
+    fs::rename(staging, dir);
+    sync_directory(parent);
+    fs::remove_all(backup);
+    return;
+  }
+  fs::rename(staging, dir);
+  sync_directory(parent);
+  fs::remove_all(backup_folder_of(dir));
+}
+
+std::string committed_folder(const std::string& dir, const std::string& marker) {
+  namespace fs = std::filesystem;
+  const auto backup = backup_folder_of(dir);
+  if (!fs::exists(dir) && fs::exists(fs::path(backup) / marker)) return backup;
+  return dir;
 }
 
 }  // namespace detail

@@ -1,5 +1,7 @@
 // Accelerator::save_model: weights for inference or sharing, sharded safetensors with an index.
 
+#include <accel/parse_size.h>
+
 #include "accelerator_impl.h"
 #include "durable_file.h"
 #include "module_tensors.h"
@@ -7,7 +9,6 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
@@ -56,26 +57,6 @@ void remove_stale_weights(const fs::path& dir, const std::set<std::string>& writ
 }
 
 }  // namespace
-
-int64_t parse_size(const std::string& text) {
-  static const std::regex pattern(R"(\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]i?B|[KMGT]b|B)?\s*)",
-                                  std::regex::icase);
-  std::smatch match;
-  TORCH_CHECK(std::regex_match(text, match, pattern), "accel: invalid size '", text,
-              "' (expected a number of bytes or a size such as 10GB, 100MB, 2GiB)");
-  const double number = std::stod(match[1].str());
-  std::string unit = match[2].str();
-  double factor = 1;
-  if (!unit.empty() && unit != "B" && unit != "b") {
-    const char prefix = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
-    const int power = prefix == 'K' ? 1 : prefix == 'M' ? 2 : prefix == 'G' ? 3 : 4;
-    const bool binary = unit.size() == 3;  // KiB, MiB, GiB, TiB
-    const bool bits = unit.size() == 2 && unit[1] == 'b';
-    for (int i = 0; i < power; ++i) factor *= binary ? 1024 : 1000;
-    if (bits) factor /= 8;
-  }
-  return static_cast<int64_t>(number * factor);
-}
 
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
                               const std::string& max_shard_size, bool safe_serialization) {

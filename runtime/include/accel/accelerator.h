@@ -4,6 +4,7 @@
 #include <accel/checkpointing.h>
 #include <accel/data_loader.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/detail/module_ref.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
@@ -44,24 +45,6 @@ struct has_archive_save_load<
     T, decltype(std::declval<const T&>().save(std::declval<torch::serialize::OutputArchive&>()),
                 std::declval<T&>().load(std::declval<torch::serialize::InputArchive&>()), void())>
     : std::true_type {};
-
-/// `model->forward(args...)` for a module holder or shared pointer, `model.forward(args...)` for
-/// a module.
-template <typename M, typename... Args>
-auto call_forward(torch::nn::ModuleHolder<M>& model, Args&&... args)
-    -> decltype(model->forward(std::forward<Args>(args)...)) {
-  return model->forward(std::forward<Args>(args)...);
-}
-template <typename M, typename... Args>
-auto call_forward(const std::shared_ptr<M>& model, Args&&... args)
-    -> decltype(model->forward(std::forward<Args>(args)...)) {
-  return model->forward(std::forward<Args>(args)...);
-}
-template <typename M, typename... Args>
-auto call_forward(M& model, Args&&... args)
-    -> decltype(model.forward(std::forward<Args>(args)...)) {
-  return model.forward(std::forward<Args>(args)...);
-}
 
 }  // namespace detail
 
@@ -161,18 +144,14 @@ class Accelerator {
 
   /// Prepares a model in place: moves it to `device()`, copies rank 0's parameters and buffers to
   /// every process, and averages gradients across processes in backward().
-  template <typename M>
-  void prepare(torch::nn::ModuleHolder<M>& model) {
-    prepare_model(*model.ptr());
-  }
-  template <typename M, typename = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
-  void prepare(const std::shared_ptr<M>& model) {
-    TORCH_CHECK(model != nullptr, "accel: prepare() was given an empty model pointer");
-    prepare_model(*model);
-  }
-  template <typename M, typename = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
-  void prepare(M& model) {
-    prepare_model(model);
+  /// The model may be a module holder (`torch::nn::Linear`, a TORCH_MODULE type), a shared_ptr
+  /// to a module, or the module itself.
+  template <typename M, typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
+  void prepare(M&& model) {
+    static_assert(std::is_lvalue_reference_v<M> ||
+                      !std::is_base_of_v<torch::nn::Module, std::remove_reference_t<M>>,
+                  "prepare(model) works in place: pass the model itself, not a temporary");
+    prepare_model(detail::module_ref(model));
   }
 
   /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
@@ -206,33 +185,15 @@ class Accelerator {
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare(
       std::unique_ptr<torch::data::StatelessDataLoader<Dataset, Sampler>> loader) {
     TORCH_CHECK(loader != nullptr, "accel: prepare() was given an empty data loader");
-    static_assert(std::is_constructible<Sampler, size_t>::value,
-                  "this sampler cannot be rebuilt from the dataset size; use "
-                  "accelerator.prepare_data_loader(dataset, sampler, options)");
-    auto& dataset = detail_loader_dataset(*loader);
-    TORCH_CHECK(dataset != nullptr,
-                "accel: prepare(data loader) cannot take over a loader with worker threads "
-                "(workers > 0); use accelerator.prepare_data_loader(dataset, options) instead");
-    Dataset taken = std::move(*dataset);
-    const size_t size = *taken.size();
-    // The loader's own sampler already drew its first permutation (LibTorch's RandomSampler does
-    // at construction); its replacement must not draw another, or the program's later random
-    // numbers would differ from the unprepared program's.
-    std::optional<Sampler> sampler;
-    {
-      detail::ScopedDefaultGenerator unchanged(detail::default_generator_state());
-      sampler.emplace(size);
-    }
-    return prepare_data_loader(std::move(taken), std::move(*sampler), loader->options());
+    auto [dataset, sampler] = detail::take_over(*loader);
+    return prepare_data_loader(std::move(dataset), std::move(sampler), loader->options());
   }
 
   /// Builds a prepared loader with `make_data_loader`'s arguments.
   template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
       Dataset dataset, torch::data::DataLoaderOptions options) {
-    TORCH_CHECK(dataset.size().has_value(),
-                "accel: prepare_data_loader needs a dataset with a known size");
-    Sampler sampler(*dataset.size());
+    auto sampler = detail::sampler_for<Sampler>(dataset);
     return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
   }
   template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
@@ -250,9 +211,9 @@ class Accelerator {
   template <typename Dataset, typename Sampler>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
       Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
-    return std::make_unique<DataLoader<Dataset, Sampler>>(
-        std::move(dataset), std::move(sampler), std::move(options),
-        loader_context(options.batch_size));
+    auto context = loader_context(options.batch_size);
+    return detail::make_prepared_loader(std::move(dataset), std::move(sampler), std::move(options),
+                                        std::move(context));
   }
 
   // ---- Training loop ---------------------------------------------------------------------------
@@ -286,9 +247,9 @@ class Accelerator {
   /// ```
   template <typename M, typename... Args>
   auto forward(M& model, Args&&... args)
-      -> std::decay_t<decltype(detail::call_forward(model, std::forward<Args>(args)...))> {
+      -> std::decay_t<decltype(detail::module_ref(model).forward(std::forward<Args>(args)...))> {
     auto guard = autocast();
-    auto output = detail::call_forward(model, std::forward<Args>(args)...);
+    auto output = detail::module_ref(model).forward(std::forward<Args>(args)...);
     if (!guard.active()) return output;
     return convert_to_fp32(output);
   }
@@ -536,36 +497,22 @@ class Accelerator {
   /// accumulate() calls so far (restored by load_state).
   int64_t step() const;
 
-  // ---- Used by the scopes and templates above ---------------------------------------------------
+ private:
+  struct Impl;
+
+  // ---- For the scopes only -----------------------------------------------------------------------
+  friend class AccumulateScope;
+  friend class NoSyncGuard;
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
   bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
   void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
   void enter_no_sync(const torch::nn::Module* model);
   void exit_no_sync(const torch::nn::Module* model);
 
- private:
-  struct Impl;
-
+  /// What the scopes and the synchroniser key a model by.
   template <typename M>
-  static const torch::nn::Module& module_of(const torch::nn::ModuleHolder<M>& model) {
-    return *model.ptr();
-  }
-  template <typename M>
-  static const torch::nn::Module& module_of(const std::shared_ptr<M>& model) {
-    return *model;
-  }
-  static const torch::nn::Module& module_of(const torch::nn::Module& model) { return model; }
-
-  template <typename D, typename S>
-  static std::unique_ptr<D>& detail_loader_dataset(torch::data::StatelessDataLoader<D, S>& loader) {
-    // main_thread_dataset_ is protected in DataLoaderBase; a pointer-to-member formed in a
-    // derived class reaches it without copying the dataset.
-    struct Access : torch::data::StatelessDataLoader<D, S> {
-      static std::unique_ptr<D>& get(torch::data::StatelessDataLoader<D, S>& l) {
-        return l.*(&Access::main_thread_dataset_);
-      }
-    };
-    return Access::get(loader);
+  static const torch::nn::Module& module_of(const M& model) {
+    return detail::module_ref(model);
   }
 
   void prepare_model(torch::nn::Module& model);

@@ -2,7 +2,6 @@
 
 #include <torch/arg.h>
 
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,10 +42,5 @@ struct LoadStateOptions {
   /// processes without a saved generator keep their own. The main process says so on stderr.
   TORCH_ARG(bool, allow_process_count_change) = false;
 };
-
-/// Bytes in a size written as Accelerate writes them: "10GB" (10^10), "100MB" (10^8), "2GiB"
-/// (2 * 2^30), "512KiB", "5Gb" (gigabits: 5 * 10^9 / 8), or a plain number of bytes.
-/// Throws c10::Error naming the text.
-int64_t parse_size(const std::string& text);
 
 }  // namespace accel

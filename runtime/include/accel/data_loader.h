@@ -313,4 +313,58 @@ class DataLoader : private detail::StatefulPart {
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 
+// ---- Factories (Accelerator::prepare and prepare_data_loader forward here) ---------------------------
+
+namespace detail {
+
+/// A prepared loader over `dataset`, in `context` (the accelerator's processes and device).
+template <typename Dataset, typename Sampler>
+std::unique_ptr<DataLoader<Dataset, Sampler>> make_prepared_loader(
+    Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options,
+    LoaderContext context) {
+  return std::make_unique<DataLoader<Dataset, Sampler>>(std::move(dataset), std::move(sampler),
+                                                        std::move(options), std::move(context));
+}
+
+/// `make_data_loader`'s choice of sampler: one over the whole dataset.
+template <typename Sampler, typename Dataset>
+Sampler sampler_for(const Dataset& dataset) {
+  TORCH_CHECK(dataset.size().has_value(),
+              "accel: prepare_data_loader needs a dataset with a known size");
+  return Sampler(*dataset.size());
+}
+
+/// The dataset of a loader built by `torch::data::make_data_loader`, moved out of it, and a new
+/// sampler of the loader's type over it. A loader with worker threads is refused: its workers hold
+/// the only copies of the dataset.
+template <typename Dataset, typename Sampler>
+std::pair<Dataset, Sampler> take_over(torch::data::StatelessDataLoader<Dataset, Sampler>& loader) {
+  static_assert(std::is_constructible<Sampler, size_t>::value,
+                "this sampler cannot be rebuilt from the dataset size; use "
+                "accelerator.prepare_data_loader(dataset, sampler, options)");
+  // main_thread_dataset_ is protected in DataLoaderBase; a pointer-to-member formed in a derived
+  // class reaches it without copying the dataset.
+  struct Access : torch::data::StatelessDataLoader<Dataset, Sampler> {
+    static std::unique_ptr<Dataset>& dataset(torch::data::StatelessDataLoader<Dataset, Sampler>& l) {
+      return l.*(&Access::main_thread_dataset_);
+    }
+  };
+  auto& dataset = Access::dataset(loader);
+  TORCH_CHECK(dataset != nullptr,
+              "accel: prepare(data loader) cannot take over a loader with worker threads "
+              "(workers > 0); use accelerator.prepare_data_loader(dataset, options) instead");
+  Dataset taken = std::move(*dataset);
+  const size_t size = *taken.size();
+  // The loader's own sampler already drew its first permutation (LibTorch's RandomSampler does at
+  // construction); its replacement must not draw another, or the program's later random numbers
+  // would differ from the unprepared program's.
+  std::optional<Sampler> sampler;
+  {
+    ScopedDefaultGenerator unchanged(default_generator_state());
+    sampler.emplace(size);
+  }
+  return {std::move(taken), std::move(*sampler)};
+}
+
+}  // namespace detail
 }  // namespace accel

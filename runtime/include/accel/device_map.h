@@ -3,6 +3,8 @@
 // Where each part of a model goes: sizes, memory budgets and device maps, with Accelerate's
 // semantics (infer_auto_device_map, get_balanced_memory, clean_device_map).
 
+#include <accel/parse_size.h>
+
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 

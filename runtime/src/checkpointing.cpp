@@ -13,9 +13,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include <fcntl.h>
-#include <stdio.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -59,36 +56,6 @@ void load_archive(const fs::path& path,
   }
 }
 
-/// The backup name of a checkpoint folder while a newer one replaces it (see commit_folder).
-fs::path backup_of(const fs::path& dir) { return dir.string() + ".old"; }
-fs::path staging_of(const fs::path& dir) { return dir.string() + ".partial"; }
-
-/// Swaps the complete `staging` folder into `dir`. Where the filesystem can exchange two names
-/// atomically (renameat2 RENAME_EXCHANGE), `dir` is never missing; elsewhere the old folder is
-/// renamed to `dir.old` first, and load_state falls back to it if a crash leaves no `dir`.
-void commit_folder(const fs::path& staging, const fs::path& dir) {
-  detail::sync_directory(staging.string());
-  if (fs::exists(dir)) {
-#ifdef RENAME_EXCHANGE
-    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
-      detail::sync_directory(dir.parent_path().string());
-      fs::remove_all(staging);  // now the previous checkpoint
-      return;
-    }
-#endif
-    const auto backup = backup_of(dir);
-    fs::remove_all(backup);
-    fs::rename(dir, backup);
-    fs::rename(staging, dir);
-    detail::sync_directory(dir.parent_path().string());
-    fs::remove_all(backup);
-    return;
-  }
-  fs::rename(staging, dir);
-  detail::sync_directory(dir.parent_path().string());
-  fs::remove_all(backup_of(dir));
-}
-
 /// checkpoint_<N> folders under `root`, oldest (lowest N) first.
 std::vector<std::pair<int64_t, fs::path>> numbered_checkpoints(const fs::path& root) {
   static const std::regex name(R"(checkpoint_(\d+))");
@@ -127,6 +94,81 @@ void load_optimizer(torch::optim::Optimizer& optimizer, torch::serialize::InputA
   }
 }
 
+/// One kind of object a checkpoint holds. save_state and load_state both walk the table from
+/// checkpoint_parts(), so the folder's layout is written down once.
+struct Part {
+  /// Its entry in accel_state.json: how many were saved (for a flag, whether there was one).
+  const char* key;
+  /// What it is called in errors ("data loaders").
+  const char* what;
+  size_t count;
+  /// A flag part is saved as true/false; its absence in the run is named by `used_with`.
+  bool flag = false;
+  const char* used_with = "";
+  /// Its i-th file in the folder.
+  std::function<std::string(size_t)> file;
+  std::function<void(const fs::path&, size_t)> save;
+  std::function<void(const fs::path&, size_t)> load;
+};
+
+/// What the main process writes. Generators are per process and saved apart (see save_state).
+std::vector<Part> checkpoint_parts(std::vector<detail::PreparedModel>& models,
+                                   detail::GradientState& state,
+                                   std::vector<detail::CheckpointHooks>& custom_objects,
+                                   const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded) {
+  auto archive = [](auto save_one, auto load_one) {
+    return std::make_pair(
+        [save_one](const fs::path& path, size_t i) {
+          save_archive(path, [&](torch::serialize::OutputArchive& a) { save_one(a, i); });
+        },
+        [load_one](const fs::path& path, size_t i) {
+          load_archive(path, [&](torch::serialize::InputArchive& a) { load_one(a, i); });
+        });
+  };
+  std::vector<Part> parts;
+  parts.push_back({"models", "models", models.size(), false, "",
+                   [](size_t i) { return numbered("model", i, ".safetensors"); },
+                   [&models](const fs::path& path, size_t i) {
+                     save_safetensors(path.string(), detail::module_tensors(*models[i].module));
+                   },
+                   [&models](const fs::path& path, size_t i) {
+                     detail::read_module_tensors(*models[i].module, path.string());
+                   }});
+  auto optimizers = archive(
+      [&state](auto& a, size_t i) { save_optimizer(*state.gates[i]->optimizer(), a); },
+      [&state, on_optimizer_loaded](auto& a, size_t i) {
+        load_optimizer(*state.gates[i]->optimizer(), a);
+        on_optimizer_loaded(*state.gates[i]->optimizer());
+      });
+  parts.push_back({"optimizers", "optimizers", state.gates.size(), false, "",
+                   [](size_t i) { return numbered("optimizer", i, ".pt"); }, optimizers.first,
+                   optimizers.second});
+  auto schedulers = archive([&state](auto& a, size_t i) { state.schedulers[i]->save_state(a); },
+                            [&state](auto& a, size_t i) { state.schedulers[i]->load_state(a); });
+  parts.push_back({"schedulers", "schedulers", state.schedulers.size(), false, "",
+                   [](size_t i) { return numbered("scheduler", i, ".pt"); }, schedulers.first,
+                   schedulers.second});
+  auto loaders = archive([&state](auto& a, size_t i) { state.loaders[i]->save_state(a); },
+                         [&state](auto& a, size_t i) { state.loaders[i]->load_state(a); });
+  parts.push_back({"data_loaders", "data loaders", state.loaders.size(), false, "",
+                   [](size_t i) { return numbered("data_loader", i, ".pt"); }, loaders.first,
+                   loaders.second});
+  auto scaler = archive([&state](auto& a, size_t) { state.scaler->save(a); },
+                        [&state](auto& a, size_t) { state.scaler->load(a); });
+  parts.push_back({"scaler", "fp16 loss-scaler state", state.scaler ? 1u : 0u, true, "fp16",
+                   [](size_t) { return std::string("scaler.pt"); }, scaler.first, scaler.second});
+  auto custom = archive([&custom_objects](auto& a, size_t i) { custom_objects[i].save(a); },
+                        [&custom_objects](auto& a, size_t i) { custom_objects[i].load(a); });
+  parts.push_back({"custom_objects", "registered objects", custom_objects.size(), false, "",
+                   [](size_t i) { return "custom_checkpoint_" + std::to_string(i) + ".pt"; },
+                   custom.first, custom.second});
+  return parts;
+}
+
+std::string random_states_file(int64_t rank) {
+  return "random_states_" + std::to_string(rank) + ".pt";
+}
+
 }  // namespace
 
 ProjectConfiguration& Accelerator::project_configuration() { return impl_->project; }
@@ -154,37 +196,18 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   // save_on_each_node (no shared filesystem).
   const bool coordinator =
       project.save_on_each_node() ? is_local_main_process() : is_main_process();
-  const auto staging = staging_of(dir);
+  const fs::path staging = detail::staging_folder_of(dir.string());
   if (coordinator) {
     fs::remove_all(staging);
     fs::create_directories(staging);
   }
   wait_for_everyone();
 
-  const auto& state = *impl_->gradient_state;
+  const auto parts = checkpoint_parts(impl_->models, *impl_->gradient_state,
+                                      impl_->custom_objects, [](torch::optim::Optimizer&) {});
   if (coordinator) {
-    for (size_t i = 0; i < impl_->models.size(); ++i) {
-      save_safetensors((staging / numbered("model", i, ".safetensors")).string(),
-                       detail::module_tensors(*impl_->models[i].module));
-    }
-    for (size_t i = 0; i < state.gates.size(); ++i) {
-      save_archive(staging / numbered("optimizer", i, ".pt"),
-                   [&](auto& archive) { save_optimizer(*state.gates[i]->optimizer(), archive); });
-    }
-    for (size_t i = 0; i < state.schedulers.size(); ++i) {
-      save_archive(staging / numbered("scheduler", i, ".pt"),
-                   [&](auto& archive) { state.schedulers[i]->save_state(archive); });
-    }
-    for (size_t i = 0; i < state.loaders.size(); ++i) {
-      save_archive(staging / numbered("data_loader", i, ".pt"),
-                   [&](auto& archive) { state.loaders[i]->save_state(archive); });
-    }
-    if (state.scaler) {
-      save_archive(staging / "scaler.pt", [&](auto& archive) { state.scaler->save(archive); });
-    }
-    for (size_t i = 0; i < impl_->custom_objects.size(); ++i) {
-      save_archive(staging / ("custom_checkpoint_" + std::to_string(i) + ".pt"),
-                   [&](auto& archive) { impl_->custom_objects[i].save(archive); });
+    for (const auto& part : parts) {
+      for (size_t i = 0; i < part.count; ++i) part.save(staging / part.file(i), i);
     }
   }
   // Every process its own generators.
@@ -192,7 +215,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
               " does not exist where process ", process_index(),
               " runs; machines that do not share a filesystem need "
               "project_configuration().save_on_each_node(true)");
-  save_archive(staging / ("random_states_" + std::to_string(process_index()) + ".pt"),
+  save_archive(staging / random_states_file(process_index()),
                [&](auto& archive) {
                  archive.write("cpu", detail::default_generator_state());
 #ifdef ACCEL_WITH_CUDA
@@ -209,17 +232,18 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     nlohmann::json summary = {{"format", kFormatVersion},
                               {"num_processes", num_processes()},
                               {"step", impl_->step},
-                              {"iteration", project.iteration()},
-                              {"models", impl_->models.size()},
-                              {"optimizers", state.gates.size()},
-                              {"schedulers", state.schedulers.size()},
-                              {"data_loaders", state.loaders.size()},
-                              {"custom_objects", impl_->custom_objects.size()},
-                              {"scaler", state.scaler != nullptr}};
+                              {"iteration", project.iteration()}};
+    for (const auto& part : parts) {
+      if (part.flag) {
+        summary[part.key] = part.count > 0;
+      } else {
+        summary[part.key] = part.count;
+      }
+    }
     // Written last: a folder without it was never completed.
     detail::write_file_durably((staging / kStateFile).string(), summary.dump(2) + "\n");
     if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
-    commit_folder(staging, dir);
+    detail::commit_folder(staging.string(), dir.string());
     // Old checkpoints go only after the new one is in place, so a crash never leaves none.
     if (!numbered_root.empty() && project.total_limit()) {
       auto folders = numbered_checkpoints(numbered_root);
@@ -245,11 +269,9 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
     dir = folders.back().second;
     project.iteration(folders.back().first + 1);
   }
-  if (!fs::exists(dir) && fs::exists(backup_of(dir) / kStateFile)) {
-    // A save was interrupted between the two renames of commit_folder: the backup is the
-    // complete previous checkpoint.
-    dir = backup_of(dir);
-  }
+  // A save interrupted between the two renames of commit_folder left the previous checkpoint,
+  // complete, in its backup.
+  dir = detail::committed_folder(dir.string(), kStateFile);
   const auto state_path = dir / kStateFile;
   TORCH_CHECK(fs::is_regular_file(state_path), "accel: ", dir.string(),
               " is not a complete checkpoint (it has no ", kStateFile, ")");
@@ -279,48 +301,24 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               << ": data loaders resume at the round holding the first batch no saved process had "
                  "started, and processes without a saved generator keep their own\n";
   }
-  auto& state = *impl_->gradient_state;
-  auto expect = [&](const char* key, size_t have, const char* what) {
-    TORCH_CHECK(count(key) == static_cast<int64_t>(have), "accel: ", dir.string(), " holds ",
-                count(key), " ", what, " and this program prepared ", have,
-                "; prepare the same objects in the same order as the saved run");
-  };
-  expect("models", impl_->models.size(), "models");
-  expect("optimizers", state.gates.size(), "optimizers");
-  expect("schedulers", state.schedulers.size(), "schedulers");
-  expect("data_loaders", state.loaders.size(), "data loaders");
-  expect("custom_objects", impl_->custom_objects.size(), "registered objects");
-
-  for (size_t i = 0; i < impl_->models.size(); ++i) {
-    const auto path = (dir / numbered("model", i, ".safetensors")).string();
-    detail::read_module_tensors(*impl_->models[i].module, path);
+  const auto parts = checkpoint_parts(
+      impl_->models, *impl_->gradient_state, impl_->custom_objects,
+      [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); });
+  for (const auto& part : parts) {
+    if (part.flag) {
+      const bool saved = summary.value(part.key, false);
+      TORCH_CHECK(saved == (part.count > 0), "accel: ", dir.string(), saved ? " has " : " has no ",
+                  part.what, " and this run ", saved ? "does not use " : "uses ", part.used_with);
+    } else {
+      TORCH_CHECK(count(part.key) == static_cast<int64_t>(part.count), "accel: ", dir.string(),
+                  " holds ", count(part.key), " ", part.what, " and this program prepared ",
+                  part.count, "; prepare the same objects in the same order as the saved run");
+    }
   }
-  for (size_t i = 0; i < state.gates.size(); ++i) {
-    auto* optimizer = state.gates[i]->optimizer();
-    load_archive(dir / numbered("optimizer", i, ".pt"),
-                 [&](auto& archive) { load_optimizer(*optimizer, archive); });
-    move_optimizer_state(*optimizer);
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count; ++i) part.load(dir / part.file(i), i);
   }
-  for (size_t i = 0; i < state.schedulers.size(); ++i) {
-    load_archive(dir / numbered("scheduler", i, ".pt"),
-                 [&](auto& archive) { state.schedulers[i]->load_state(archive); });
-  }
-  for (size_t i = 0; i < state.loaders.size(); ++i) {
-    load_archive(dir / numbered("data_loader", i, ".pt"),
-                 [&](auto& archive) { state.loaders[i]->load_state(archive); });
-  }
-  const bool saved_scaler = summary.value("scaler", false);
-  TORCH_CHECK(saved_scaler == (state.scaler != nullptr), "accel: ", dir.string(),
-              saved_scaler ? " has fp16 loss-scaler state and this run does not use fp16"
-                           : " has no loss-scaler state and this run uses fp16");
-  if (state.scaler) {
-    load_archive(dir / "scaler.pt", [&](auto& archive) { state.scaler->load(archive); });
-  }
-  for (size_t i = 0; i < impl_->custom_objects.size(); ++i) {
-    load_archive(dir / ("custom_checkpoint_" + std::to_string(i) + ".pt"),
-                 [&](auto& archive) { impl_->custom_objects[i].load(archive); });
-  }
-  const auto generators = dir / ("random_states_" + std::to_string(process_index()) + ".pt");
+  const auto generators = dir / random_states_file(process_index());
   if (process_index() < saved_processes) {
     load_archive(generators, [&](auto& archive) {
       torch::Tensor cpu;
