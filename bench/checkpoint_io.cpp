@@ -35,9 +35,8 @@ struct Blob : torch::nn::Module {
 int main(int argc, char** argv) {
   const int64_t megabytes = argc > 1 ? std::atoll(argv[1]) : 256;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 15;
-  const std::filesystem::path root =
-      std::filesystem::path(argc > 3 ? argv[3] : "/tmp") /
-      ("accel_bench_ckpt_" + std::to_string(::getpid()));
+  const std::filesystem::path root = std::filesystem::path(argc > 3 ? argv[3] : "/tmp") /
+                                     ("accel_bench_ckpt_" + std::to_string(::getpid()));
   std::filesystem::create_directories(root);
 
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
@@ -81,8 +80,8 @@ int main(int argc, char** argv) {
   const double w = accel_bench::median(raw_write), s = accel_bench::median(save);
   const double rr = accel_bench::median(raw_read), l = accel_bench::median(load);
   std::printf("checkpoint of %lld MB, median of %d\n", static_cast<long long>(megabytes), repeats);
-  std::printf("  raw write+fsync %8.1f MB/s   save_state %8.1f MB/s   ratio %.2f\n", mb / w,
-              mb / s, w / s);
+  std::printf("  raw write+fsync %8.1f MB/s   save_state %8.1f MB/s   ratio %.2f\n", mb / w, mb / s,
+              w / s);
   std::printf("  raw read        %8.1f MB/s   load_state %8.1f MB/s   ratio %.2f\n", mb / rr,
               mb / l, rr / l);
   return 0;

@@ -3,11 +3,12 @@
 //     gradient bytes over the time sync adds to a backward pass, so including the copies into the
 //     buckets -- against one raw all-reduce of a flat buffer of the same bytes (target >= 0.9);
 //     then the same with gradient_as_bucket_view(false), which also copies back out of them;
-//  2. step time of the prepared model (bucketed all-reduce launched from autograd hooks, overlapping
+//  2. step time of the prepared model (bucketed all-reduce launched from autograd hooks,
+//  overlapping
 //     backward) against a naive loop that all-reduces each gradient after backward;
 //  3. raw c10d only: the bucketed all-reduce -- the same bytes in the reducer's buckets (1 MiB
-//     first, then up to bucket_cap_mb), each bucket's all-reduce started as soon as the previous one
-//     is issued -- against the flat all-reduce.
+//     first, then up to bucket_cap_mb), each bucket's all-reduce started as soon as the previous
+//     one is issued -- against the flat all-reduce.
 // Prints medians over interleaved repetitions.
 //   Run: build/launcher/accel launch --num_processes 2 build/bench/accel_bench_grad_sync [reps]
 
@@ -50,8 +51,8 @@ int main(int argc, char** argv) {
   auto prepared = make_model(width, layers);
   accelerator.prepare(prepared);
   // The same model with gradients copied into the buckets and back (PyTorch DDP's default).
-  accel::Accelerator copying(
-      accel::AcceleratorOptions().ddp(accel::DistributedDataParallelOptions().gradient_as_bucket_view(false)));
+  accel::Accelerator copying(accel::AcceleratorOptions().ddp(
+      accel::DistributedDataParallelOptions().gradient_as_bucket_view(false)));
   auto prepared_copying = make_model(width, layers);
   copying.prepare(prepared_copying);
   auto naive = make_model(width, layers);
@@ -153,12 +154,14 @@ int main(int argc, char** argv) {
     // The headline measures accel: the time its reducer adds to backward (bucket copies and the
     // all-reduces it starts from autograd hooks, less what overlaps the backward itself) against
     // one raw all-reduce of the same bytes.
-    std::printf("gradient sync vs a flat all-reduce of the same bytes, inside backward (flat / "
-                "(prepared - no sync), median): %.3f  [target >= 0.9]\n",
-                accel_bench::median(bandwidth_ratio));
-    std::printf("  the same with gradient_as_bucket_view(false) (copies into and out of the buckets): "
-                "%.3f\n",
-                accel_bench::median(copying_ratio));
+    std::printf(
+        "gradient sync vs a flat all-reduce of the same bytes, inside backward (flat / "
+        "(prepared - no sync), median): %.3f  [target >= 0.9]\n",
+        accel_bench::median(bandwidth_ratio));
+    std::printf(
+        "  the same with gradient_as_bucket_view(false) (copies into and out of the buckets): "
+        "%.3f\n",
+        accel_bench::median(copying_ratio));
     std::printf("  step time ratio (prepared / naive per-tensor all-reduce, median): %.3f\n",
                 accel_bench::median(step_ratio));
     // Not accel's code: the floor the bucket layout itself sets (raw c10d on both sides).

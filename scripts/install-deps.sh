@@ -19,6 +19,7 @@ packages=(
   llvm-14-tools python3 python3-venv patch  # its lit + FileCheck tests
   libclang-rt-14-dev                # libFuzzer, for the safetensors header fuzz test
   util-linux                        # setpriv: the read-only lit test runs unprivileged under root
+  clang-format-14                   # scripts/check-format.sh
 )
 
 missing=()

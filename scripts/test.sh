@@ -14,6 +14,8 @@ start=$SECONDS
 phase() { echo "== $1 (at $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s)"; }
 
 scripts/install-deps.sh
+phase "format"
+scripts/check-format.sh
 
 # ccache, shared by every checkout on this machine: paths are taken relative to the checkout, so
 # a fresh clone reuses what an earlier one compiled. PCH builds need the sloppiness settings.

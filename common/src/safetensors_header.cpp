@@ -26,9 +26,9 @@ int64_t SafetensorsEntry::numel() const {
 
 int64_t safetensors_dtype_size(const std::string& dtype) {
   static const std::map<std::string, int64_t> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},
-      {"I32", 4},  {"U32", 4}, {"F32", 4}, {"I64", 8},  {"U64", 8}, {"F64", 8}, {"F8_E4M3", 1},
-      {"F8_E5M2", 1}};
+      {"BOOL", 1}, {"U8", 1},   {"I8", 1},  {"I16", 2},     {"U16", 2},
+      {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},     {"F32", 4},
+      {"I64", 8},  {"U64", 8},  {"F64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -49,7 +49,8 @@ uint64_t header_length(const std::string& path, const unsigned char* first8, uin
   return length;
 }
 
-SafetensorsHeader parse_header_json(const std::string& path, const std::string& text, uint64_t file_size) {
+SafetensorsHeader parse_header_json(const std::string& path, const std::string& text,
+                                    uint64_t file_size) {
   const uint64_t length = text.size();
   nlohmann::json json;
   try {
@@ -68,7 +69,8 @@ SafetensorsHeader parse_header_json(const std::string& path, const std::string& 
     if (name == "__metadata__") {
       if (!value.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& m : value.items()) {
-        if (!m.value().is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
+        if (!m.value().is_string())
+          fail(path, "__metadata__ value '" + m.key() + "' is not a string");
         header.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -87,7 +89,8 @@ SafetensorsHeader parse_header_json(const std::string& path, const std::string& 
     for (const auto& d : value["shape"]) {
       if (!d.is_number_unsigned()) fail(path, where + "shape holds a non-negative integer only");
       const uint64_t extent = d.get<uint64_t>();
-      if (extent > static_cast<uint64_t>(INT64_MAX)) fail(path, where + "shape holds an extent too large");
+      if (extent > static_cast<uint64_t>(INT64_MAX))
+        fail(path, where + "shape holds an extent too large");
       entry.shape.push_back(static_cast<int64_t>(extent));
     }
     const auto& offsets = value["data_offsets"];
@@ -109,8 +112,8 @@ SafetensorsHeader parse_header_json(const std::string& path, const std::string& 
       }
     }
     if (entry.end - entry.begin != expected) {
-      fail(path, where + "shape and dtype need " + std::to_string(expected) + " bytes but data_offsets span " +
-                     std::to_string(entry.end - entry.begin));
+      fail(path, where + "shape and dtype need " + std::to_string(expected) +
+                     " bytes but data_offsets span " + std::to_string(entry.end - entry.begin));
     }
     header.tensors.emplace(name, std::move(entry));
   }
@@ -121,7 +124,8 @@ SafetensorsHeader parse_header_json(const std::string& path, const std::string& 
   uint64_t position = 0;
   for (const auto& s : starts) {
     const auto& entry = header.tensors.at(s.second);
-    if (entry.begin < position) fail(path, "tensor '" + s.second + "': data overlaps the previous tensor");
+    if (entry.begin < position)
+      fail(path, "tensor '" + s.second + "': data overlaps the previous tensor");
     if (entry.begin > position) {
       fail(path, "tensor '" + s.second + "': bytes " + std::to_string(position) + ".." +
                      std::to_string(entry.begin) + " of the buffer belong to no tensor");
@@ -147,7 +151,8 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, "cannot be read");
   const auto file_size = static_cast<uint64_t>(in.tellg());
-  if (file_size < 8) fail(path, "is " + std::to_string(file_size) + " bytes, too short for a header");
+  if (file_size < 8)
+    fail(path, "is " + std::to_string(file_size) + " bytes, too short for a header");
   in.seekg(0);
   unsigned char first8[8];
   in.read(reinterpret_cast<char*>(first8), 8);
@@ -175,10 +180,12 @@ std::vector<std::string> read_safetensors_index(const std::string& path) {
   std::vector<std::string> shards;
   std::set<std::string> seen;
   for (const auto& item : json["weight_map"].items()) {
-    if (!item.value().is_string()) fail(path, "weight_map['" + item.key() + "'] is not a file name");
+    if (!item.value().is_string())
+      fail(path, "weight_map['" + item.key() + "'] is not a file name");
     const std::string file = item.value().get<std::string>();
     if (file.find('/') != std::string::npos || file == "..") {
-      fail(path, "weight_map['" + item.key() + "'] names '" + file + "' outside the index's folder");
+      fail(path,
+           "weight_map['" + item.key() + "'] names '" + file + "' outside the index's folder");
     }
     if (seen.insert(file).second) shards.push_back(folder + file);
   }

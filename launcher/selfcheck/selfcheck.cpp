@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
       problem = e.what();
     }
     // Every process must agree that the check passed.
-    const auto failed = accelerator.reduce(torch::tensor({problem.empty() ? 0 : 1}),
-                                           accel::Reduction::Max);
+    const auto failed =
+        accelerator.reduce(torch::tensor({problem.empty() ? 0 : 1}), accel::Reduction::Max);
     const bool ok = failed.item<int64_t>() == 0;
     if (!ok) ++failures;
     accelerator.print(ok ? "PASS " : "FAIL ", name,
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
     return "";
   });
   check("data sharding", [&]() -> std::string {
-    auto loader = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
-        Range(100), 3);
+    auto loader =
+        accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(Range(100), 3);
     std::vector<int64_t> mine;
     for (auto& batch : *loader) {
       auto all = accelerator.gather_for_metrics(batch);

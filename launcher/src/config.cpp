@@ -19,11 +19,11 @@ namespace {
 
 // Accelerate keys with no meaning for accel (yet): accepted without a warning.
 const std::set<std::string> kAccelerateOnlyKeys = {
-    "compute_environment", "debug",          "downcast_bf16",     "enable_cpu_affinity",
-    "main_training_function", "rdzv_backend", "same_network",     "tpu_env",
-    "tpu_use_cluster",     "tpu_use_sudo",   "dynamo_config",
-    "deepspeed_config",    "megatron_lm_config", "machine_type",  "ipex_config",
-    "mpirun_config",       "use_mps_device"};
+    "compute_environment",    "debug",        "downcast_bf16", "enable_cpu_affinity",
+    "main_training_function", "rdzv_backend", "same_network",  "tpu_env",
+    "tpu_use_cluster",        "tpu_use_sudo", "dynamo_config", "deepspeed_config",
+    "megatron_lm_config",     "machine_type", "ipex_config",   "mpirun_config",
+    "use_mps_device"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& key, const std::string& what) {
   throw ConfigError("config file " + path + ": key '" + key + "': " + what);
@@ -115,9 +115,8 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       for (const auto& fsdp : value) {
         const std::string sub = fsdp.first.as<std::string>();
         if (sub == "fsdp_sharding_strategy") {
-          c.sharding_strategy =
-              read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
-                          contract::sharding_strategy_choices());
+          c.sharding_strategy = read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
+                                            contract::sharding_strategy_choices());
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
                               "' is not used by accel and is ignored");

@@ -5,10 +5,10 @@
 #include "accel_common/contract.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
-#include <sys/signalfd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,8 +109,8 @@ std::optional<std::string> validate(const LaunchOptions& o) {
            std::to_string(o.machine_rank) + ")";
   }
   if (o.main_process_port && (*o.main_process_port < 1 || *o.main_process_port > 65535)) {
-    return "--main_process_port must be in 1..65535 (got " +
-           std::to_string(*o.main_process_port) + ")";
+    return "--main_process_port must be in 1..65535 (got " + std::to_string(*o.main_process_port) +
+           ")";
   }
   if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {
     return "--gradient_accumulation_steps must be at least 1";
@@ -118,8 +118,8 @@ std::optional<std::string> validate(const LaunchOptions& o) {
   if (o.mixed_precision) {
     const auto& mp = *o.mixed_precision;
     if (!contract::is_one_of(mp, contract::mixed_precision_choices())) {
-      return "--mixed_precision must be one of " + contract::join(contract::mixed_precision_choices()) +
-             " (got '" + mp + "')";
+      return "--mixed_precision must be one of " +
+             contract::join(contract::mixed_precision_choices()) + " (got '" + mp + "')";
     }
   }
   return std::nullopt;

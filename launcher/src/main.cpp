@@ -12,9 +12,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include <iostream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <iostream>
 
 namespace {
 
@@ -180,8 +180,9 @@ int main(int argc, char** argv) {
   launch->add_flag("--cpu", args.cpu, "Run on the CPU even where CUDA is available");
   launch->add_flag("--rank_prefix", args.rank_prefix, "Prefix each output line with [rank N]");
   launch->add_option("--tee", args.tee, "Also write each process's output to DIR/rank_N.log");
-  launch->add_option("--grace_period", args.grace_period,
-                     "Seconds between SIGTERM and SIGKILL when stopping the job")
+  launch
+      ->add_option("--grace_period", args.grace_period,
+                   "Seconds between SIGTERM and SIGKILL when stopping the job")
       ->capture_default_str();
   // Everything from the first non-option argument on is the program and its own arguments.
   launch->prefix_command();
@@ -193,15 +194,15 @@ int main(int argc, char** argv) {
   std::optional<std::string> config_file;
   auto* config = app.add_subcommand("config", "Write a config file by answering questions");
   config->add_option("--config_file", config_file,
-                     "Where to write it (default: " + accel::launcher::default_config_path() +
-                         ")");
+                     "Where to write it (default: " + accel::launcher::default_config_path() + ")");
   auto* config_default =
       config->add_subcommand("default", "Write a sensible config file without asking");
 
   LaunchArgs test_args;
   auto* test = app.add_subcommand(
-      "test", "Run accel's self-check in the configured setup: processes, collectives, data "
-              "sharding and a short training-equivalence check");
+      "test",
+      "Run accel's self-check in the configured setup: processes, collectives, data "
+      "sharding and a short training-equivalence check");
   test->add_option("--config_file", test_args.config_file, "Config file to test");
   test->add_option("--num_processes", test_args.num_processes, "Override the configured count");
   test->add_flag("--cpu", test_args.cpu, "Run on the CPU");
@@ -214,9 +215,10 @@ int main(int argc, char** argv) {
   int estimate_processes = 1;
   auto* estimate = app.add_subcommand(
       "estimate-memory", "Memory per process to run or train a model, by precision and sharding");
-  estimate->add_option("model", model,
-                       "A parameter count (7e9, 7B, 125M) or a .safetensors file or "
-                       "model.safetensors.index.json")
+  estimate
+      ->add_option("model", model,
+                   "A parameter count (7e9, 7B, 125M) or a .safetensors file or "
+                   "model.safetensors.index.json")
       ->required();
   estimate->add_option("--num_processes", estimate_processes, "Processes sharing the model")
       ->capture_default_str()

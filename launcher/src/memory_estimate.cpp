@@ -44,8 +44,7 @@ std::optional<double> parse_parameter_count(const std::string& text) {
 
 double count_parameters(const std::string& path) {
   const bool index = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
-  const auto files =
-      index ? detail::read_safetensors_index(path) : std::vector<std::string>{path};
+  const auto files = index ? detail::read_safetensors_index(path) : std::vector<std::string>{path};
   double total = 0;
   for (const auto& file : files) {
     for (const auto& t : detail::read_safetensors_header(file).tensors) {
@@ -72,13 +71,14 @@ std::string human(double bytes) {
 }  // namespace
 
 void print_estimates(std::ostream& out, double parameters, int processes) {
-  out << "Memory per process for " << std::setprecision(4) << parameters / 1e9
-      << "B parameters on " << processes << " process" << (processes == 1 ? "" : "es")
+  out << "Memory per process for " << std::setprecision(4) << parameters / 1e9 << "B parameters on "
+      << processes << " process" << (processes == 1 ? "" : "es")
       << " (weights, gradients and Adam states; activations not included)\n\n";
   const int w = 13;
   out << std::left << std::setw(8) << "dtype" << std::right << std::setw(w) << "inference"
       << std::setw(w) << "train DP" << std::setw(w) << "stage 1" << std::setw(w) << "stage 2"
-      << std::setw(w) << "stage 3" << "\n";
+      << std::setw(w) << "stage 3"
+      << "\n";
   for (const char* precision : {"fp32", "bf16", "fp16"}) {
     const auto e = estimate_memory(parameters, precision, processes);
     out << std::left << std::setw(8) << precision << std::right << std::setw(w)

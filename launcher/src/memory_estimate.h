@@ -12,11 +12,11 @@ namespace accel {
 namespace launcher {
 
 struct MemoryEstimate {
-  double inference;     // the weights alone
-  double data_parallel; // training, every process holds everything
-  double stage1;        // optimizer states sharded
-  double stage2;        // ... and gradients
-  double stage3;        // ... and parameters
+  double inference;      // the weights alone
+  double data_parallel;  // training, every process holds everything
+  double stage1;         // optimizer states sharded
+  double stage2;         // ... and gradients
+  double stage3;         // ... and parameters
 };
 
 /// Bytes per process for `parameters` trained with Adam on `processes` processes, for

@@ -37,8 +37,8 @@ OutputRelay::~OutputRelay() {
 void OutputRelay::add(int rank, int fd, int target_fd) {
   streams_.push_back({rank, fd, target_fd, {}});
   if (log_dir_ && logs_.count(rank) == 0) {
-    logs_[rank] = std::make_unique<std::ofstream>(*log_dir_ + "/rank_" + std::to_string(rank) +
-                                                  ".log");
+    logs_[rank] =
+        std::make_unique<std::ofstream>(*log_dir_ + "/rank_" + std::to_string(rank) + ".log");
   }
 }
 

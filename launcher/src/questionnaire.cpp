@@ -99,18 +99,16 @@ Config ask_config(std::istream& in, std::ostream& out) {
   const bool distributed = *c.distributed_type != "NO";
   c.num_machines = distributed ? asker.ask_int("How many machines?", 1, 1, 1 << 20) : 1;
   if (*c.num_machines > 1) {
-    c.machine_rank =
-        asker.ask_int("What is the rank of this machine?", 0, 0, *c.num_machines - 1);
+    c.machine_rank = asker.ask_int("What is the rank of this machine?", 0, 0, *c.num_machines - 1);
     c.main_process_ip = asker.ask_text("What is the IP address of the machine of rank 0?", "");
     c.main_process_port =
         asker.ask_int("Which port should the machine of rank 0 listen on?", 29500, 1, 65535);
   } else {
     c.machine_rank = 0;
   }
-  c.num_processes =
-      distributed ? asker.ask_int("How many processes in all (over every machine)?",
-                                  *c.num_machines, *c.num_machines, 1 << 20)
-                  : 1;
+  c.num_processes = distributed ? asker.ask_int("How many processes in all (over every machine)?",
+                                                *c.num_machines, *c.num_machines, 1 << 20)
+                                : 1;
   if (*c.distributed_type == "MULTI_GPU") {
     c.gpu_ids = asker.ask_text("Which GPUs should be used (comma-separated ids, or all)?", "all");
   }
@@ -121,9 +119,9 @@ Config ask_config(std::istream& in, std::ostream& out) {
   c.gradient_accumulation_steps =
       asker.ask_int("How many gradient accumulation steps?", 1, 1, 1 << 20);
   if (distributed) {
-    c.sharding_strategy = asker.ask_choice(
-        "How should parameters, gradients and optimizer states be sharded?",
-        contract::sharding_strategy_choices(), "NO_SHARD");
+    c.sharding_strategy =
+        asker.ask_choice("How should parameters, gradients and optimizer states be sharded?",
+                         contract::sharding_strategy_choices(), "NO_SHARD");
   }
   return c;
 }

@@ -4,6 +4,7 @@
 #include "checks/AccumulateCheck.h"
 #include "checks/AddIncludeCheck.h"
 #include "checks/BackwardCheck.h"
+#include "checks/BatchViewCheck.h"
 #include "checks/ClipGradCheck.h"
 #include "checks/CreateAcceleratorCheck.h"
 #include "checks/CudaApiCheck.h"
@@ -13,7 +14,6 @@
 #include "checks/PrepareCheck.h"
 #include "checks/ReduceMetricsCheck.h"
 #include "checks/RemovePlacementCheck.h"
-#include "checks/BatchViewCheck.h"
 
 namespace accel::migrate {
 
@@ -42,8 +42,7 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"cuda-api", "report CUDA-specific calls that need a manual step", make<CudaApiCheck>},
       {"batch-view", "report views that fix the batch dimension of a prepared loader's batch",
        make<BatchViewCheck>},
-      {"create-accelerator",
-       "create the Accelerator and pass it to the functions that need it",
+      {"create-accelerator", "create the Accelerator and pass it to the functions that need it",
        make<CreateAcceleratorCheck>},
       {"add-include", "include <accel/accel.h> where the accelerator is used",
        make<AddIncludeCheck>},

@@ -1,4 +1,5 @@
-//===- CheckRegistry.h - The table of transformations --------------------------------*- C++ -*-===//
+//===- CheckRegistry.h - The table of transformations --------------------------------*- C++
+//-*-===//
 #pragma once
 
 #include "MigrationCheck.h"

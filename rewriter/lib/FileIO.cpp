@@ -18,7 +18,8 @@ llvm::Error fileError(llvm::StringRef Path, const llvm::Twine &What, std::error_
 } // namespace
 
 llvm::Expected<std::string> readFile(llvm::StringRef Path) {
-  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  auto Buffer =
+      llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!Buffer)
     return fileError(Path, "cannot read", Buffer.getError());
   return (*Buffer)->getBuffer().str();

@@ -21,7 +21,7 @@ std::vector<llvm::StringRef> splitLines(llvm::StringRef Text) {
 
 // Myers' greedy algorithm with the V arrays kept for backtracking; D is small for our edits.
 std::vector<LineOp> diffLines(const std::vector<llvm::StringRef> &A,
-                             const std::vector<llvm::StringRef> &B) {
+                              const std::vector<llvm::StringRef> &B) {
   const int N = static_cast<int>(A.size()), M = static_cast<int>(B.size());
   const int Max = N + M;
   std::vector<int> V(2 * Max + 2, 0);
@@ -30,7 +30,7 @@ std::vector<LineOp> diffLines(const std::vector<llvm::StringRef> &A,
     Trace.push_back(V);
     for (int K = -D; K <= D; K += 2) {
       int X = (K == -D || (K != D && V[Max + K - 1] < V[Max + K + 1])) ? V[Max + K + 1]
-                                                                        : V[Max + K - 1] + 1;
+                                                                       : V[Max + K - 1] + 1;
       int Y = X - K;
       while (X < N && Y < M && A[X] == B[Y])
         ++X, ++Y;

@@ -21,8 +21,8 @@ class IncludeRecorder : public PPCallbacks {
 public:
   IncludeRecorder(const SourceManager &SM, IncludeIndex &Index) : SM(SM), Index(Index) {}
   void InclusionDirective(SourceLocation HashLoc, const Token &, StringRef FileName, bool,
-                          CharSourceRange FilenameRange, const FileEntry *, StringRef,
-                          StringRef, const Module *, SrcMgr::CharacteristicKind) override {
+                          CharSourceRange FilenameRange, const FileEntry *, StringRef, StringRef,
+                          const Module *, SrcMgr::CharacteristicKind) override {
     if (HashLoc.isMacroID())
       return;
     const FileEntry *Entry = SM.getFileEntryForID(SM.getFileID(HashLoc));

@@ -1,4 +1,5 @@
-//===- MigrationAction.h - The frontend action that runs the checks ------------------*- C++ -*-===//
+//===- MigrationAction.h - The frontend action that runs the checks ------------------*- C++
+//-*-===//
 #pragma once
 
 #include "MigrateOptions.h"

@@ -21,7 +21,8 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
   if (!Options.HeaderFilter.empty())
     HeaderFilter.emplace(Options.HeaderFilter);
   const SourceManager &SM = Ctx.getSourceManager();
-  MainDirectory = llvm::sys::path::parent_path(pathOf(SM.getLocForStartOfFile(SM.getMainFileID()))).str();
+  MainDirectory =
+      llvm::sys::path::parent_path(pathOf(SM.getLocForStartOfFile(SM.getMainFileID()))).str();
   WorkingDirectory = Options.WorkingDirectory;
   // Matchers and analyses visit only what we may edit, not the whole of LibTorch.
   std::vector<Decl *> Scope;
@@ -70,9 +71,9 @@ bool MigrationContext::isEditableFile(FileID FID) const {
   auto below = [&](const std::string &Directory) {
     return !Directory.empty() && llvm::StringRef(Path).startswith(Directory + "/");
   };
-  return It->second = below(MainDirectory) || (below(WorkingDirectory) &&
-                                               llvm::StringRef(MainDirectory + "/")
-                                                   .startswith(WorkingDirectory + "/"));
+  return It->second = below(MainDirectory) ||
+                      (below(WorkingDirectory) &&
+                       llvm::StringRef(MainDirectory + "/").startswith(WorkingDirectory + "/"));
 }
 
 bool MigrationContext::isEditable(SourceLocation Loc) const {
@@ -125,7 +126,8 @@ std::string MigrationContext::indentStep(SourceLocation Loc) const {
   bool Tabs = false;
   for (size_t Pos = 0; Pos < Buffer.size();) {
     size_t Width = 0;
-    while (Pos + Width < Buffer.size() && (Buffer[Pos + Width] == ' ' || Buffer[Pos + Width] == '\t'))
+    while (Pos + Width < Buffer.size() &&
+           (Buffer[Pos + Width] == ' ' || Buffer[Pos + Width] == '\t'))
       ++Width;
     if (Width > 0 && Pos + Width < Buffer.size() && Buffer[Pos + Width] != '\n' &&
         (Best == 0 || Width < Best)) {
@@ -237,8 +239,9 @@ void MigrationContext::insertLineBefore(StringRef Check, SourceLocation Loc, Str
     insertVerbatim(Check, Loc, (Line + " ").str());
     return;
   }
-  insertVerbatim(Check, Loc.getLocWithOffset(static_cast<int>(LineStart) - static_cast<int>(Offset)),
-         (indentation(Loc) + Line + "\n").str());
+  insertVerbatim(Check,
+                 Loc.getLocWithOffset(static_cast<int>(LineStart) - static_cast<int>(Offset)),
+                 (indentation(Loc) + Line + "\n").str());
 }
 
 SourceLocation MigrationContext::afterPreviousToken(SourceLocation Loc) const {
@@ -290,8 +293,7 @@ void MigrationContext::warn(StringRef Check, SourceLocation Loc, const llvm::Twi
   const std::string Path = pathOf(Loc);
   const PresumedLoc P = SM.getPresumedLoc(Loc);
   const std::string Text = Message.str();
-  Result.Files[Path].Warnings.insert(
-      Warning{Path, P.getLine(), P.getColumn(), Text, Check.str()});
+  Result.Files[Path].Warnings.insert(Warning{Path, P.getLine(), P.getColumn(), Text, Check.str()});
   if (!Options.Annotate)
     return;
   // The comment goes on its own line above; not again when a previous run left it.

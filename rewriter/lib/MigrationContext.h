@@ -1,4 +1,5 @@
-//===- MigrationContext.h - What a check can see and do in one translation unit ------*- C++ -*-===//
+//===- MigrationContext.h - What a check can see and do in one translation unit ------*- C++
+//-*-===//
 //
 // Checks read the AST through this object and write through it: every edit names the check that
 // made it, every location is checked to be in a file we may edit (the main file or a user header,
@@ -132,7 +133,7 @@ private:
   ProgramFacts Facts;
   std::optional<llvm::Regex> HeaderFilter;
   std::string MainDirectory;
-  std::string WorkingDirectory; // real path; empty when it is the root
+  std::string WorkingDirectory;                   // real path; empty when it is the root
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
   llvm::SetVector<const clang::FunctionDecl *> NeedAccelerator;
   llvm::SetVector<const clang::CXXRecordDecl *> NeedMemberAccelerator;

@@ -1,4 +1,5 @@
-//===- MigrationResult.h - What checks produced, per file ----------------------------*- C++ -*-===//
+//===- MigrationResult.h - What checks produced, per file ----------------------------*- C++
+//-*-===//
 #pragma once
 
 #include "EditSet.h"

@@ -90,8 +90,8 @@ int runMigration(const tooling::CompilationDatabase &Database,
         tooling::ClangTool Tool(Database, {Inputs[I]});
         std::vector<std::string> Extra = toolArgs();
         Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
-        Tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
-            Extra, tooling::ArgumentInsertPosition::END));
+        Tool.appendArgumentsAdjuster(
+            tooling::getInsertArgumentAdjuster(Extra, tooling::ArgumentInsertPosition::END));
         const auto Factory = newMigrationActionFactory(Checks, Results[I]);
         if (Tool.run(Factory.get()) != 0)
           Results[I].Failed = true;
@@ -222,13 +222,13 @@ int runMigration(const tooling::CompilationDatabase &Database,
       Err << "accel-migrate: " << displayPath(Path) << ": " << Total << " change"
           << (Total == 1 ? "" : "s") << (Parts.empty() ? "" : " (" + Parts + ")") << ", "
           << Warnings << " warning" << (Warnings == 1 ? "" : "s") << "\n";
-    JsonFiles.push_back(llvm::json::Object{{"file", Path},
-                                           {"changes", std::move(JsonCounts)},
-                                           {"total_changes", Total},
-                                           {"warnings", static_cast<int64_t>(Warnings)},
-                                           {"whitespace_only_lines",
-                                            countWhitespaceOnlyChanges(File.Original, File.Migrated)},
-                                           {"changed", File.Migrated != File.Original}});
+    JsonFiles.push_back(llvm::json::Object{
+        {"file", Path},
+        {"changes", std::move(JsonCounts)},
+        {"total_changes", Total},
+        {"warnings", static_cast<int64_t>(Warnings)},
+        {"whitespace_only_lines", countWhitespaceOnlyChanges(File.Original, File.Migrated)},
+        {"changed", File.Migrated != File.Original}});
   }
   llvm::json::Array JsonFailed;
   for (const std::string &Path : Failed)

@@ -1,4 +1,5 @@
-//===- Migrator.h - One accel-migrate run over a set of files ------------------------*- C++ -*-===//
+//===- Migrator.h - One accel-migrate run over a set of files ------------------------*- C++
+//-*-===//
 #pragma once
 
 #include "MigrateOptions.h"
@@ -13,11 +14,11 @@ namespace accel::migrate {
 
 /// Exit codes of accel-migrate (also documented in --help and the README).
 enum ExitCode : int {
-  ExitSuccess = 0,      ///< migrated (or nothing to do)
-  ExitWouldChange = 1,  ///< --check: some file would be changed
-  ExitParseError = 2,   ///< some input does not compile; it was left untouched
-  ExitFileError = 3,    ///< an input is missing or unreadable, or a result cannot be written
-  ExitUsageError = 4,   ///< bad command line
+  ExitSuccess = 0,     ///< migrated (or nothing to do)
+  ExitWouldChange = 1, ///< --check: some file would be changed
+  ExitParseError = 2,  ///< some input does not compile; it was left untouched
+  ExitFileError = 3,   ///< an input is missing or unreadable, or a result cannot be written
+  ExitUsageError = 4,  ///< bad command line
 };
 
 enum class OutputMode { InPlace, Diff, Check, OutputFile };
@@ -25,11 +26,11 @@ enum class OutputMode { InPlace, Diff, Check, OutputFile };
 struct MigratorOptions {
   MigrateOptions Checks;
   OutputMode Mode = OutputMode::InPlace;
-  std::string OutputFile;        ///< for OutputMode::OutputFile
-  unsigned Jobs = 1;             ///< files parsed in parallel
-  std::string StatsJson;         ///< write per-file statistics here when set
+  std::string OutputFile;             ///< for OutputMode::OutputFile
+  unsigned Jobs = 1;                  ///< files parsed in parallel
+  std::string StatsJson;              ///< write per-file statistics here when set
   std::vector<std::string> ExtraArgs; ///< appended to every compile command
-  bool Quiet = false;            ///< no summary
+  bool Quiet = false;                 ///< no summary
 };
 
 /// Parses every file, runs the checks, then writes, diffs or checks the results. Warnings and

@@ -17,7 +17,8 @@ bool isAcceleratorCall(const Expr *E) {
   if (!E)
     return false;
   E = E->IgnoreImplicit();
-  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E); Construct && Construct->getNumArgs() == 1)
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+      Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();
   const auto *MC = dyn_cast<CXXMemberCallExpr>(E);
   return MC && MC->getMethodDecl() &&
@@ -119,9 +120,9 @@ public:
       if (Owners.empty())
         Facts.Unpaired.push_back(VD);
       for (const ValueDecl *Owner : Owners)
-        if (const auto *Model = dyn_cast<VarDecl>(Owner);
-            Model && !isa<ParmVarDecl>(Model) && Model->isLocalVarDecl() &&
-            Facts.ModelSet.insert(Model).second)
+        if (const auto *Model = dyn_cast<VarDecl>(Owner); Model && !isa<ParmVarDecl>(Model) &&
+                                                          Model->isLocalVarDecl() &&
+                                                          Facts.ModelSet.insert(Model).second)
           Facts.Models.push_back(Model);
       noteMemberModels(Owners);
       noteHostCandidate(Fn);
@@ -284,8 +285,8 @@ bool ProgramFacts::preparedModel(const ValueDecl *D, unsigned Depth) const {
     return false;
   if (const auto *P = dyn_cast<ParmVarDecl>(D))
     return isModule(P->getType()) &&
-           isBoundParam(P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); },
-                        Depth);
+           isBoundParam(
+               P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); }, Depth);
   return ModelSet.count(D) || (Prepared.count(canonical(D)) && isModule(D->getType()));
 }
 
@@ -293,8 +294,8 @@ bool ProgramFacts::preparedLoader(const ValueDecl *D, unsigned Depth) const {
   if (!D)
     return false;
   if (const auto *P = dyn_cast<ParmVarDecl>(D))
-    return isBoundParam(P, [this](const ValueDecl *A, unsigned N) { return preparedLoader(A, N); },
-                        Depth);
+    return isBoundParam(
+        P, [this](const ValueDecl *A, unsigned N) { return preparedLoader(A, N); }, Depth);
   return LoaderSet.count(D);
 }
 

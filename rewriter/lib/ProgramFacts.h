@@ -1,4 +1,5 @@
-//===- ProgramFacts.h - What a translation unit trains, and where --------------------*- C++ -*-===//
+//===- ProgramFacts.h - What a translation unit trains, and where --------------------*- C++
+//-*-===//
 //
 // One pass over the translation unit before the checks run: which variables are the models,
 // optimizers, schedulers and data loaders to prepare, which already are prepared, where the
@@ -45,7 +46,8 @@ public:
   };
   const std::vector<MemberInitializer> &initializersOf(const clang::FieldDecl *F) const;
   /// Where objects of a class are created with one of its constructors: construct expressions
-  /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>` calls.
+  /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>`
+  /// calls.
   const std::vector<const clang::Expr *> &constructionsOf(const clang::CXXRecordDecl *RD) const;
 
   /// Optimizers whose parameters come from no model variable it can see.

@@ -89,9 +89,9 @@ std::vector<long> whitespaceMatches(const std::vector<std::string> &Removed,
 }
 
 unsigned mostCommon(const std::map<unsigned, unsigned> &Counts) {
-  return std::max_element(Counts.begin(), Counts.end(), [](const auto &A, const auto &B) {
-           return A.second < B.second;
-         })->first;
+  return std::max_element(Counts.begin(), Counts.end(),
+                          [](const auto &A, const auto &B) { return A.second < B.second; })
+      ->first;
 }
 
 } // namespace
@@ -127,14 +127,12 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
     const llvm::StringRef Statement = Body.split("//").first.rtrim();
     PreviousEnd = Statement.empty() ? ';' : Statement.back();
     // `if (...)`, `for (...)`, `else` with an unbraced body on the next line.
-    PreviousOpensBody = Statement == "else" ||
-                        (PreviousEnd == ')' && (Statement.startswith("if ") ||
-                                                Statement.startswith("if(") ||
-                                                Statement.startswith("for ") ||
-                                                Statement.startswith("for(") ||
-                                                Statement.startswith("while ") ||
-                                                Statement.startswith("while(") ||
-                                                Statement.startswith("else if")));
+    PreviousOpensBody =
+        Statement == "else" ||
+        (PreviousEnd == ')' && (Statement.startswith("if ") || Statement.startswith("if(") ||
+                                Statement.startswith("for ") || Statement.startswith("for(") ||
+                                Statement.startswith("while ") || Statement.startswith("while(") ||
+                                Statement.startswith("else if")));
     // `auto& x`, `auto &x`, `auto & x` (and `*`) where a declaration names a variable.
     for (size_t Pos = 0; (Pos = Body.find_first_of("&*", Pos)) != llvm::StringRef::npos; ++Pos) {
       if (Pos == 0 || Pos + 1 >= Body.size() || Body[Pos + 1] == '&' || Body[Pos + 1] == '=' ||
@@ -218,8 +216,7 @@ std::string formatRanges(const format::FormatStyle &Style, llvm::StringRef Path,
 
 } // namespace
 
-std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original,
-                           llvm::StringRef Migrated,
+std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original, llvm::StringRef Migrated,
                            const std::vector<std::pair<unsigned, unsigned>> &Changed,
                            const std::vector<std::pair<unsigned, unsigned>> &Rewritten) {
   if (Changed.empty() && Rewritten.empty())
@@ -236,11 +233,12 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original,
     auto columns = [&](size_t Begin, size_t End) {
       unsigned Columns = 0;
       for (size_t I = Begin; I < End; ++I)
-        Columns = Migrated[I] == '\t' ? Columns + Style.TabWidth - Columns % Style.TabWidth
-                                      : Columns + 1;
+        Columns =
+            Migrated[I] == '\t' ? Columns + Style.TabWidth - Columns % Style.TabWidth : Columns + 1;
       return Columns;
     };
-    for (const auto &[Offset, Length] : Style.ColumnLimit == 0 ? decltype(Rewritten){} : Rewritten) {
+    for (const auto &[Offset, Length] :
+         Style.ColumnLimit == 0 ? decltype(Rewritten){} : Rewritten) {
       const size_t Before = Offset == 0 ? llvm::StringRef::npos : Migrated.rfind('\n', Offset - 1);
       for (size_t LineBegin = Before == llvm::StringRef::npos ? 0 : Before + 1;
            LineBegin <= Offset + Length && LineBegin < Migrated.size();) {
@@ -258,7 +256,6 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original,
   });
   return Result;
 }
-
 
 namespace {
 
@@ -303,8 +300,8 @@ RestorePlan planRestore(const std::vector<llvm::StringRef> &A,
     for (size_t J = 0; J <= Match.size(); ++J) {
       if (J < Match.size() && Match[J] < 0)
         continue;
-      const size_t Remove = J < Match.size() ? Block.RemoveBegin + static_cast<size_t>(Match[J])
-                                             : Block.RemoveEnd;
+      const size_t Remove =
+          J < Match.size() ? Block.RemoveBegin + static_cast<size_t>(Match[J]) : Block.RemoveEnd;
       const size_t Add = Block.AddBegin + J;
       restoreRange(PrevRemove, Remove, PrevAdd, Add);
       if (J == Match.size())

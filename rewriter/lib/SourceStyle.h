@@ -1,4 +1,5 @@
-//===- SourceStyle.h - Writing in the style of the file being migrated ----------------*- C++ -*-===//
+//===- SourceStyle.h - Writing in the style of the file being migrated ----------------*- C++
+//-*-===//
 //
 // A migration diff is read by a reviewer: it must show the migration and nothing else. Inserted
 // text is formatted in the file's own style (its .clang-format, or what the file itself shows:
@@ -11,8 +12,8 @@
 #include "clang/Format/Format.h"
 #include "llvm/ADT/StringRef.h"
 
-#include <string>
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include <string>
 
 #include <utility>
 #include <vector>

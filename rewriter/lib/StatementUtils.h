@@ -1,4 +1,5 @@
-//===- StatementUtils.h - Small AST helpers shared by the checks ----------------------*- C++ -*-===//
+//===- StatementUtils.h - Small AST helpers shared by the checks ----------------------*- C++
+//-*-===//
 #pragma once
 
 #include "MigrationContext.h"

@@ -74,7 +74,8 @@ bool isOptimizer(QualType T) { return isClassOrDerived(T, "torch::optim::Optimiz
 bool isScheduler(QualType T) { return isClassOrDerived(T, "torch::optim::LRScheduler"); }
 
 bool isDataLoader(QualType T) {
-  if (isClassOrDerived(T, "torch::data::DataLoaderBase") || isClassOrDerived(T, "accel::DataLoader"))
+  if (isClassOrDerived(T, "torch::data::DataLoaderBase") ||
+      isClassOrDerived(T, "accel::DataLoader"))
     return true;
   return isStdSmartPointer(T) && isDataLoader(firstTemplateArg(T));
 }
@@ -95,7 +96,8 @@ bool isStringLike(QualType T) {
     return false;
   T = T.getNonReferenceType().getCanonicalType();
   if (T->isPointerType() || T->isArrayType()) {
-    QualType Elem = T->isPointerType() ? T->getPointeeType() : QualType(T->getArrayElementTypeNoTypeQual(), 0);
+    QualType Elem =
+        T->isPointerType() ? T->getPointeeType() : QualType(T->getArrayElementTypeNoTypeQual(), 0);
     return Elem->isCharType();
   }
   const auto *RD = recordOf(T);
@@ -305,7 +307,8 @@ bool callTrains(const CallExpr *CE, unsigned Depth) {
   }
   const FunctionDecl *Definition = nullptr;
   if (patternOf(Callee)->hasBody(Definition))
-    return Depth < 4 && !Definition->isInStdNamespace() && trainsIn(Definition->getBody(), Depth + 1);
+    return Depth < 4 && !Definition->isInStdNamespace() &&
+           trainsIn(Definition->getBody(), Depth + 1);
   const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
   return Method && Method->getIdentifier() && holdsOptimizer(Method->getParent()) &&
          namedLikeTraining(Method->getName());

@@ -23,15 +23,15 @@ inline llvm::StringRef plainName(const clang::NamedDecl *D) {
 /// derived from it. Class templates match by their template's name ("torch::nn::ModuleHolder").
 bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);
 
-bool isTensor(clang::QualType T);       ///< at::Tensor (torch::Tensor)
-bool isModule(clang::QualType T);       ///< Module-derived struct, ModuleHolder, shared_ptr<Module>
-bool isOptimizer(clang::QualType T);    ///< derived from torch::optim::Optimizer
-bool isScheduler(clang::QualType T);    ///< derived from torch::optim::LRScheduler
-bool isDataLoader(clang::QualType T);   ///< a torch or accel data loader, or a pointer to one
-bool isDevice(clang::QualType T);       ///< c10::Device
-bool isDeviceKind(clang::QualType T);   ///< c10::DeviceType
-bool isAccelerator(clang::QualType T);  ///< accel::Accelerator
-bool isStringLike(clang::QualType T);   ///< std::string, string_view, char pointer or array
+bool isTensor(clang::QualType T);      ///< at::Tensor (torch::Tensor)
+bool isModule(clang::QualType T);      ///< Module-derived struct, ModuleHolder, shared_ptr<Module>
+bool isOptimizer(clang::QualType T);   ///< derived from torch::optim::Optimizer
+bool isScheduler(clang::QualType T);   ///< derived from torch::optim::LRScheduler
+bool isDataLoader(clang::QualType T);  ///< a torch or accel data loader, or a pointer to one
+bool isDevice(clang::QualType T);      ///< c10::Device
+bool isDeviceKind(clang::QualType T);  ///< c10::DeviceType
+bool isAccelerator(clang::QualType T); ///< accel::Accelerator
+bool isStringLike(clang::QualType T);  ///< std::string, string_view, char pointer or array
 
 /// Strips implicit nodes, parentheses, `*p` and `p->` / `p.operator->()` down to the variable an
 /// expression is about, or null. `*loader`, `model->`, `batch.data` give loader, model, batch.

@@ -58,7 +58,8 @@ std::string unifiedDiff(llvm::StringRef OldLabel, llvm::StringRef NewLabel, llvm
     }
     const size_t LenA = PosA[End] - PosA[Start], LenB = PosB[End] - PosB[Start];
     Out += "@@ -" + std::to_string(PosA[Start] + (LenA ? 1 : 0)) + "," + std::to_string(LenA) +
-           " +" + std::to_string(PosB[Start] + (LenB ? 1 : 0)) + "," + std::to_string(LenB) + " @@\n";
+           " +" + std::to_string(PosB[Start] + (LenB ? 1 : 0)) + "," + std::to_string(LenB) +
+           " @@\n";
     for (size_t K = Start; K < End; ++K) {
       if (Ops[K] == LineOp::Keep)
         appendLine(Out, ' ', A[PosA[K]]);

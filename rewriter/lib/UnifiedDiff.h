@@ -1,4 +1,5 @@
-//===- UnifiedDiff.h - Line diffs in `diff -u` format ---------------------------------*- C++ -*-===//
+//===- UnifiedDiff.h - Line diffs in `diff -u` format ---------------------------------*- C++
+//-*-===//
 #pragma once
 
 #include "llvm/ADT/StringRef.h"

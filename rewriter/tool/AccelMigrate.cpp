@@ -20,7 +20,8 @@ namespace cl = llvm::cl;
 static cl::OptionCategory Category("accel-migrate options");
 
 static cl::list<std::string> Files(cl::Positional, cl::desc("<file>..."), cl::cat(Category));
-static cl::opt<std::string> BuildPath("p", cl::desc("Build directory containing compile_commands.json"),
+static cl::opt<std::string> BuildPath("p",
+                                      cl::desc("Build directory containing compile_commands.json"),
                                       cl::value_desc("build-dir"), cl::cat(Category));
 static cl::opt<bool> Diff("diff", cl::desc("Print a unified diff; leave the files untouched"),
                           cl::cat(Category));
@@ -42,10 +43,10 @@ static cl::opt<std::string> MixedPrecision(
     cl::desc("Pass mixed_precision to the inserted Accelerator (no, fp16, bf16, fp8); by default "
              "the launcher's environment decides"),
     cl::cat(Category));
-static cl::opt<unsigned> AccumulationSteps(
-    "gradient-accumulation-steps",
-    cl::desc("Pass gradient_accumulation_steps to the inserted Accelerator"), cl::init(0),
-    cl::cat(Category));
+static cl::opt<unsigned>
+    AccumulationSteps("gradient-accumulation-steps",
+                      cl::desc("Pass gradient_accumulation_steps to the inserted Accelerator"),
+                      cl::init(0), cl::cat(Category));
 static cl::opt<bool> Annotate("annotate",
                               cl::desc("Leave a '// accel-migrate: ...' comment at each warning"),
                               cl::cat(Category));
@@ -153,8 +154,8 @@ int main(int argc, const char **argv) {
   }
   if (AccumulationSteps > 0)
     Options.Checks.GradientAccumulationSteps = AccumulationSteps;
-  Options.Mode = Diff        ? OutputMode::Diff
-                 : CheckOnly ? OutputMode::Check
+  Options.Mode = Diff                  ? OutputMode::Diff
+                 : CheckOnly           ? OutputMode::Check
                  : !OutputFile.empty() ? OutputMode::OutputFile
                                        : OutputMode::InPlace;
   Options.OutputFile = OutputFile;
@@ -170,7 +171,8 @@ int main(int argc, const char **argv) {
       return ExitUsageError;
     }
   } else if (!Database) {
-    Database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
+    Database =
+        std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
   } else {
     // '--' given: the user's arguments, plus LibTorch's includes unless they name them, and the
     // standard LibTorch needs unless they choose one.

@@ -14,9 +14,9 @@
 #include <torch/optim/sgd.h>
 
 #ifdef ACCEL_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
-#include <ATen/cuda/CUDAContext.h>
 #endif
 
 #include <c10/util/Exception.h>
@@ -30,7 +30,8 @@ namespace accel {
 
 using detail::PreparedModel;
 
-// ---- Scopes ---------------------------------------------------------------------------------------
+// ---- Scopes
+// ---------------------------------------------------------------------------------------
 
 AccumulateScope::AccumulateScope(Accelerator* accelerator,
                                  std::vector<const torch::nn::Module*> models)
@@ -75,7 +76,8 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
   }
 }
 
-// ---- Construction and identity -------------------------------------------------------------------
+// ---- Construction and identity
+// -------------------------------------------------------------------
 
 namespace {
 
@@ -92,8 +94,10 @@ void check_mixed_precision_available(const std::string& mixed_precision,
               "accel: mixed_precision 'fp8' needs an FP8 backend (Transformer Engine or MS-AMP), "
               "which libaccel does not include; available: no, bf16, fp16 (CUDA)");
   if (mixed_precision == "fp16") {
-    TORCH_CHECK(device.is_cuda(), "accel: mixed_precision 'fp16' needs a CUDA device, and this "
-                "process runs on ", device.str(), "; available here: no, bf16");
+    TORCH_CHECK(device.is_cuda(),
+                "accel: mixed_precision 'fp16' needs a CUDA device, and this "
+                "process runs on ",
+                device.str(), "; available here: no, bf16");
   }
   if (mixed_precision == "bf16") {
     TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
@@ -102,9 +106,11 @@ void check_mixed_precision_available(const std::string& mixed_precision,
 #ifdef ACCEL_WITH_CUDA
     if (device.is_cuda()) {
       const auto* properties = at::cuda::getDeviceProperties(device.index());
-      TORCH_CHECK(properties->major >= 8, "accel: mixed_precision 'bf16' needs a CUDA device of "
-                  "compute capability 8.0 or newer; ", properties->name, " is ",
-                  properties->major, ".", properties->minor, "; available: no, fp16");
+      TORCH_CHECK(properties->major >= 8,
+                  "accel: mixed_precision 'bf16' needs a CUDA device of "
+                  "compute capability 8.0 or newer; ",
+                  properties->name, " is ", properties->major, ".", properties->minor,
+                  "; available: no, fp16");
     }
 #endif
   }
@@ -152,7 +158,8 @@ bool Accelerator::optimizer_step_was_skipped() const {
 bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
 bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
 
-// ---- prepare --------------------------------------------------------------------------------------
+// ---- prepare
+// --------------------------------------------------------------------------------------
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
   if (impl_->find(&model) != nullptr) return;
@@ -218,7 +225,8 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   return context;
 }
 
-// ---- Training loop --------------------------------------------------------------------------------
+// ---- Training loop
+// --------------------------------------------------------------------------------
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
@@ -310,7 +318,8 @@ void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 
-// ---- Printing on the main process ----------------------------------------------------------------
+// ---- Printing on the main process
+// ----------------------------------------------------------------
 
 std::ostream& Accelerator::main_process_only(std::ostream& stream) {
   if (is_main_process()) return stream;
@@ -331,7 +340,8 @@ int Accelerator::printf(const char* format, ...) {
 
 int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(text) : 0; }
 
-// ---- Process control ------------------------------------------------------------------------------
+// ---- Process control
+// ------------------------------------------------------------------------------
 
 void Accelerator::wait_for_everyone() {
   if (impl_->distributed()) detail::barrier(impl_->device_group());
@@ -341,7 +351,8 @@ void Accelerator::set_trigger() { impl_->trigger = true; }
 
 bool Accelerator::check_trigger() {
   auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
-  if (impl_->distributed()) detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
+  if (impl_->distributed())
+    detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
   if (flag.item<int64_t>() == 0) return false;
   impl_->trigger = false;
   return true;

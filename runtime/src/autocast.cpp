@@ -30,7 +30,8 @@ AutocastGuard::AutocastGuard(AutocastGuard&& other) noexcept
 
 AutocastGuard::~AutocastGuard() {
   if (!active_) return;
-  // As Python's autocast.__exit__: the cache of casted weights lives until the outermost scope ends.
+  // As Python's autocast.__exit__: the cache of casted weights lives until the outermost scope
+  // ends.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   detail::set_autocast_enabled(device_type_, previous_enabled_);
   detail::set_autocast_dtype(device_type_, previous_dtype_);

@@ -112,10 +112,10 @@ struct Part {
 };
 
 /// What the main process writes. Generators are per process and saved apart (see save_state).
-std::vector<Part> checkpoint_parts(std::vector<detail::PreparedModel>& models,
-                                   detail::GradientState& state,
-                                   std::vector<detail::CheckpointHooks>& custom_objects,
-                                   const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded) {
+std::vector<Part> checkpoint_parts(
+    std::vector<detail::PreparedModel>& models, detail::GradientState& state,
+    std::vector<detail::CheckpointHooks>& custom_objects,
+    const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded) {
   auto archive = [](auto save_one, auto load_one) {
     return std::make_pair(
         [save_one](const fs::path& path, size_t i) {
@@ -134,12 +134,12 @@ std::vector<Part> checkpoint_parts(std::vector<detail::PreparedModel>& models,
                    [&models](const fs::path& path, size_t i) {
                      detail::read_module_tensors(*models[i].module, path.string());
                    }});
-  auto optimizers = archive(
-      [&state](auto& a, size_t i) { save_optimizer(*state.gates[i]->optimizer(), a); },
-      [&state, on_optimizer_loaded](auto& a, size_t i) {
-        load_optimizer(*state.gates[i]->optimizer(), a);
-        on_optimizer_loaded(*state.gates[i]->optimizer());
-      });
+  auto optimizers =
+      archive([&state](auto& a, size_t i) { save_optimizer(*state.gates[i]->optimizer(), a); },
+              [&state, on_optimizer_loaded](auto& a, size_t i) {
+                load_optimizer(*state.gates[i]->optimizer(), a);
+                on_optimizer_loaded(*state.gates[i]->optimizer());
+              });
   parts.push_back({"optimizers", "optimizers", state.gates.size(), false, "",
                    [](size_t i) { return numbered("optimizer", i, ".pt"); }, optimizers.first,
                    optimizers.second});
@@ -203,8 +203,8 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   }
   wait_for_everyone();
 
-  const auto parts = checkpoint_parts(impl_->models, *impl_->gradient_state,
-                                      impl_->custom_objects, [](torch::optim::Optimizer&) {});
+  const auto parts = checkpoint_parts(impl_->models, *impl_->gradient_state, impl_->custom_objects,
+                                      [](torch::optim::Optimizer&) {});
   if (coordinator) {
     for (const auto& part : parts) {
       for (size_t i = 0; i < part.count; ++i) part.save(staging / part.file(i), i);
@@ -215,17 +215,16 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
               " does not exist where process ", process_index(),
               " runs; machines that do not share a filesystem need "
               "project_configuration().save_on_each_node(true)");
-  save_archive(staging / random_states_file(process_index()),
-               [&](auto& archive) {
-                 archive.write("cpu", detail::default_generator_state());
+  save_archive(staging / random_states_file(process_index()), [&](auto& archive) {
+    archive.write("cpu", detail::default_generator_state());
 #ifdef ACCEL_WITH_CUDA
-                 for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
-                   auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
-                   std::lock_guard<std::mutex> lock(gen.mutex());
-                   archive.write("cuda" + std::to_string(d), gen.get_state());
-                 }
+    for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      archive.write("cuda" + std::to_string(d), gen.get_state());
+    }
 #endif
-               });
+  });
   wait_for_everyone();
 
   if (coordinator) {
@@ -282,12 +281,12 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
     TORCH_CHECK(false, "accel: ", state_path.string(), " is not valid JSON: ", e.what());
   }
   auto count = [&](const char* key) -> int64_t {
-    TORCH_CHECK(summary.contains(key) && summary[key].is_number_integer(), "accel: ",
-                state_path.string(), " has no integer '", key, "'");
+    TORCH_CHECK(summary.contains(key) && summary[key].is_number_integer(),
+                "accel: ", state_path.string(), " has no integer '", key, "'");
     return summary[key].get<int64_t>();
   };
-  TORCH_CHECK(count("format") == kFormatVersion, "accel: ", state_path.string(),
-              " has format ", count("format"), "; this libaccel reads format ", kFormatVersion);
+  TORCH_CHECK(count("format") == kFormatVersion, "accel: ", state_path.string(), " has format ",
+              count("format"), "; this libaccel reads format ", kFormatVersion);
   const int64_t saved_processes = count("num_processes");
   TORCH_CHECK(saved_processes == num_processes() || options.allow_process_count_change(),
               "accel: ", dir.string(), " was saved by ", saved_processes,

@@ -4,8 +4,8 @@
 
 #include <accel/operations.h>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/types.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <string>
 #include <vector>

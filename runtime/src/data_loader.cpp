@@ -4,8 +4,8 @@
 #include <accel/data_loader.h>
 #include <accel/operations.h>
 
-#include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -36,10 +36,8 @@ std::vector<std::vector<size_t>> shard_whole_batches(const std::vector<size_t>& 
   std::vector<std::vector<size_t>> mine;
   // Full rounds (n batches, the last of them full) go out as they are.
   const size_t full_rounds =
-      batches.size() / n - ((batches.size() % n == 0 && !batches.empty() &&
-                             batches.back().size() < b)
-                                ? 1
-                                : 0);
+      batches.size() / n -
+      ((batches.size() % n == 0 && !batches.empty() && batches.back().size() < b) ? 1 : 0);
   for (size_t round = 0; round < full_rounds; ++round) mine.push_back(batches[round * n + rank]);
   if (o.drop_last) return mine;
   const size_t first_unsent = full_rounds * n;
@@ -109,12 +107,14 @@ std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
   TORCH_CHECK(options.num_processes >= 1 && options.process_index >= 0 &&
                   options.process_index < options.num_processes,
               "Invalid process index ", options.process_index, " of ", options.num_processes);
-  if (options.num_processes == 1) return sampler_batches(order, options.batch_size,
-                                                         options.drop_last);
+  if (options.num_processes == 1)
+    return sampler_batches(order, options.batch_size, options.drop_last);
   if (options.split_batches) {
     TORCH_CHECK(options.batch_size % static_cast<size_t>(options.num_processes) == 0,
-                "Invalid batch_size: ", options.batch_size, " with split_batches (expected a "
-                "multiple of the number of processes, ", options.num_processes, ")");
+                "Invalid batch_size: ", options.batch_size,
+                " with split_batches (expected a "
+                "multiple of the number of processes, ",
+                options.num_processes, ")");
     return shard_split_batches(order, options);
   }
   return shard_whole_batches(order, options);
@@ -122,9 +122,9 @@ std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
 
 int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options) {
   if (options.drop_last) return -1;
-  const size_t global_batch =
-      options.split_batches ? options.batch_size
-                            : options.batch_size * static_cast<size_t>(options.num_processes);
+  const size_t global_batch = options.split_batches
+                                  ? options.batch_size
+                                  : options.batch_size * static_cast<size_t>(options.num_processes);
   return static_cast<int64_t>(dataset_size % global_batch);
 }
 

@@ -32,8 +32,9 @@ std::vector<std::string> ordered_devices(const MaxMemory& max_memory) {
   for (const auto& entry : max_memory) {
     if (is_cuda_device(entry.first)) gpus.push_back(entry.first);
   }
-  std::sort(gpus.begin(), gpus.end(),
-            [](const std::string& a, const std::string& b) { return cuda_index(a) < cuda_index(b); });
+  std::sort(gpus.begin(), gpus.end(), [](const std::string& a, const std::string& b) {
+    return cuda_index(a) < cuda_index(b);
+  });
   for (const char* other : {"cpu", "disk"}) {
     if (max_memory.count(other) != 0) gpus.push_back(other);
   }
@@ -47,7 +48,8 @@ void check_device_name(const std::string& device) {
     valid = !index.empty() && index.size() < 4 &&
             std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
   }
-  TORCH_CHECK(valid, "accel: device '", device, "' is not recognised; devices are cuda:N, cpu and disk");
+  TORCH_CHECK(valid, "accel: device '", device,
+              "' is not recognised; devices are cuda:N, cpu and disk");
 }
 
 int64_t available_cpu_memory() {
@@ -69,7 +71,8 @@ bool is_class(const torch::nn::Module& module, const std::vector<std::string>& c
   const auto colon = full.rfind("::");
   std::string shortname = colon == std::string::npos ? full : full.substr(colon + 2);
   std::string plain = shortname;
-  if (plain.size() > 4 && plain.compare(plain.size() - 4, 4, "Impl") == 0) plain.resize(plain.size() - 4);
+  if (plain.size() > 4 && plain.compare(plain.size() - 4, 4, "Impl") == 0)
+    plain.resize(plain.size() - 4);
   return std::any_of(classes.begin(), classes.end(), [&](const std::string& c) {
     return c == full || c == shortname || c == plain;
   });
@@ -87,12 +90,16 @@ std::string join(const std::string& prefix, const std::string& name) {
 
 /// The parts a module splits into: its own parameters, its children, and (with `buffers`) its
 /// own buffers.
-std::vector<Part> parts_of(const torch::nn::Module& module, const std::string& prefix, bool buffers) {
+std::vector<Part> parts_of(const torch::nn::Module& module, const std::string& prefix,
+                           bool buffers) {
   std::vector<Part> parts;
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) parts.push_back({join(prefix, p.key()), nullptr});
-  for (const auto& c : module.named_children()) parts.push_back({join(prefix, c.key()), c.value().get()});
+  for (const auto& p : module.named_parameters(/*recurse=*/false))
+    parts.push_back({join(prefix, p.key()), nullptr});
+  for (const auto& c : module.named_children())
+    parts.push_back({join(prefix, c.key()), c.value().get()});
   if (buffers) {
-    for (const auto& b : module.named_buffers(/*recurse=*/false)) parts.push_back({join(prefix, b.key()), nullptr});
+    for (const auto& b : module.named_buffers(/*recurse=*/false))
+      parts.push_back({join(prefix, b.key()), nullptr});
   }
   return parts;
 }
@@ -103,15 +110,16 @@ int64_t size_of(const std::map<std::string, int64_t>& sizes, const std::string& 
 }
 
 /// The largest part that cannot be split further, and the names of all parts that large.
-std::pair<int64_t, std::vector<std::string>> max_layer_size(std::deque<Part> parts,
-                                                            const std::map<std::string, int64_t>& sizes,
-                                                            const std::vector<std::string>& no_split) {
+std::pair<int64_t, std::vector<std::string>> max_layer_size(
+    std::deque<Part> parts, const std::map<std::string, int64_t>& sizes,
+    const std::vector<std::string>& no_split) {
   int64_t largest = 0;
   std::vector<std::string> names;
   while (!parts.empty()) {
     Part part = parts.front();
     parts.pop_front();
-    const bool leaf = part.module == nullptr || part.module->children().empty() || is_class(*part.module, no_split);
+    const bool leaf = part.module == nullptr || part.module->children().empty() ||
+                      is_class(*part.module, no_split);
     if (leaf) {
       const int64_t size = size_of(sizes, part.name);
       if (size > largest) {
@@ -161,7 +169,10 @@ void clean_under(DeviceMap& map, const std::string& module_name) {
     for (const auto& k : keys) map.erase(k);
     map[module_name] = device;
   }
-  const size_t depth = module_name.empty() ? 1 : static_cast<size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
+  const size_t depth =
+      module_name.empty()
+          ? 1
+          : static_cast<size_t>(std::count(module_name.begin(), module_name.end(), '.')) + 2;
   std::set<std::string> children;
   for (const auto& entry : map) {
     const std::string& k = entry.first;
@@ -194,11 +205,14 @@ std::map<std::string, int64_t> compute_module_sizes(const torch::nn::Module& mod
   for (const auto& entry : detail::module_tensors(model)) {
     const torch::Tensor& tensor = entry.second;
     int64_t element = static_cast<int64_t>(c10::elementSize(tensor.scalar_type()));
-    const bool converts = c10::isFloatingType(tensor.scalar_type()) || c10::isComplexType(tensor.scalar_type());
-    if (dtype && converts) element = std::min(element, static_cast<int64_t>(c10::elementSize(*dtype)));
+    const bool converts =
+        c10::isFloatingType(tensor.scalar_type()) || c10::isComplexType(tensor.scalar_type());
+    if (dtype && converts)
+      element = std::min(element, static_cast<int64_t>(c10::elementSize(*dtype)));
     const int64_t size = tensor.numel() * element;
     sizes[""] += size;
-    for (size_t dot = entry.first.find('.'); dot != std::string::npos; dot = entry.first.find('.', dot + 1)) {
+    for (size_t dot = entry.first.find('.'); dot != std::string::npos;
+         dot = entry.first.find('.', dot + 1)) {
       sizes[entry.first.substr(0, dot)] += size;
     }
     sizes[entry.first] += size;
@@ -212,7 +226,8 @@ MaxMemory get_max_memory(const MaxMemory& max_memory) {
 #ifdef ACCEL_WITH_CUDA
     for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i) {
       size_t free_bytes = 0, total_bytes = 0;
-      if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      if (cudaSetDevice(i) == cudaSuccess &&
+          cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
         result["cuda:" + std::to_string(i)] = static_cast<int64_t>(free_bytes);
       }
     }
@@ -228,7 +243,8 @@ MaxMemory get_max_memory(const MaxMemory& max_memory) {
   return result;
 }
 
-MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOptions& options, bool low_zero) {
+MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOptions& options,
+                              bool low_zero) {
   const bool user_not_set = options.max_memory().empty();
   MaxMemory max_memory = get_max_memory(options.max_memory());
   std::vector<std::string> gpus;
@@ -262,7 +278,8 @@ MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOpt
   const auto leaves = module_leaves(sizes);
   int64_t total = 0;
   for (const auto& leaf : leaves) total += sizes[leaf];
-  const int64_t mean_leaf = static_cast<int64_t>(static_cast<double>(total) / static_cast<double>(std::max<size_t>(leaves.size(), 1)));
+  const int64_t mean_leaf = static_cast<int64_t>(
+      static_cast<double>(total) / static_cast<double>(std::max<size_t>(leaves.size(), 1)));
   buffer = static_cast<int64_t>(1.25 * static_cast<double>(std::max(buffer, mean_leaf)));
   per_gpu += buffer;
 
@@ -307,7 +324,9 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
     // The largest layer may have just been taken: find the next one.
     auto& names = largest.second;
     names.erase(std::remove_if(names.begin(), names.end(),
-                               [&](const std::string& n) { return n == part.name || n.rfind(part.name + ".", 0) == 0; }),
+                               [&](const std::string& n) {
+                                 return n == part.name || n.rfind(part.name + ".", 0) == 0;
+                               }),
                 names.end());
     if (names.empty()) largest = max_layer_size(modules_only(), sizes, no_split);
 
@@ -326,7 +345,8 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
       continue;
     }
     // Does not fit: split it if it can be split, else move on to the next device.
-    if (part.module != nullptr && !part.module->children().empty() && !is_class(*part.module, no_split)) {
+    if (part.module != nullptr && !part.module->children().empty() &&
+        !is_class(*part.module, no_split)) {
       const auto parts = parts_of(*part.module, part.name, /*buffers=*/true);
       for (auto it = parts.rbegin(); it != parts.rend(); ++it) to_treat.push_front(*it);
       largest = max_layer_size(modules_only(), sizes, no_split);
@@ -350,7 +370,8 @@ const std::string& device_for(const DeviceMap& device_map, const std::string& na
   for (const auto& entry : device_map) {
     const std::string& key = entry.first;
     const bool covers = key.empty() || name == key ||
-                        (name.size() > key.size() && name.compare(0, key.size(), key) == 0 && name[key.size()] == '.');
+                        (name.size() > key.size() && name.compare(0, key.size(), key) == 0 &&
+                         name[key.size()] == '.');
     if (covers && (found == nullptr || key.size() >= found_length)) {
       found = &entry.second;
       found_length = key.size();

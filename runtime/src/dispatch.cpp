@@ -4,10 +4,10 @@
 #include <accel/dispatch.h>
 #include <accel/safetensors.h>
 
+#include "accel_common/safetensors_header.h"
 #include "module_tensors.h"
 #include "offload.h"
 #include "positional_file.h"
-#include "accel_common/safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <torch/nn/module.h>
@@ -38,7 +38,9 @@ struct Checkpoint {
   std::vector<std::shared_ptr<const detail::PositionalFile>> files;
   std::map<std::string, StoredTensor> tensors;
 
-  const std::string& file_of(const std::string& name) const { return shards[tensors.at(name).shard]; }
+  const std::string& file_of(const std::string& name) const {
+    return shards[tensors.at(name).shard];
+  }
 };
 
 std::vector<std::string> shard_files(const std::string& path) {
@@ -50,7 +52,8 @@ std::vector<std::string> shard_files(const std::string& path) {
     if (fs::exists(single, error)) return {single.string()};
     TORCH_CHECK(false, "accel: ", path,
                 " holds neither model.safetensors nor model.safetensors.index.json; "
-                "load_checkpoint_and_dispatch reads safetensors checkpoints (Accelerator::save_model writes them)");
+                "load_checkpoint_and_dispatch reads safetensors checkpoints "
+                "(Accelerator::save_model writes them)");
   }
   TORCH_CHECK(fs::exists(path, error), "accel: checkpoint ", path, " does not exist");
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
@@ -79,9 +82,12 @@ Checkpoint open_checkpoint(const std::string& path) {
       TORCH_CHECK(type.has_value(), "accel: ", shard, ": tensor '", entry.first, "' has dtype ",
                   entry.second.dtype, ", which LibTorch does not have");
       auto found = checkpoint.tensors.find(entry.first);
-      TORCH_CHECK(found == checkpoint.tensors.end(), "accel: tensor '", entry.first, "' is in both ",
-                  found == checkpoint.tensors.end() ? "" : checkpoint.shards[found->second.shard], " and ", shard);
-      checkpoint.tensors.emplace(entry.first, StoredTensor{i, entry.second, 8 + header.header_bytes, *type});
+      TORCH_CHECK(found == checkpoint.tensors.end(), "accel: tensor '", entry.first,
+                  "' is in both ",
+                  found == checkpoint.tensors.end() ? "" : checkpoint.shards[found->second.shard],
+                  " and ", shard);
+      checkpoint.tensors.emplace(entry.first,
+                                 StoredTensor{i, entry.second, 8 + header.header_bytes, *type});
     }
     checkpoint.files.push_back(std::make_shared<detail::PositionalFile>(shard));
   }
@@ -96,7 +102,9 @@ torch::Tensor read_stored(const Checkpoint& checkpoint, const std::string& name)
   return tensor;
 }
 
-bool converts(c10::ScalarType type) { return c10::isFloatingType(type) || c10::isComplexType(type); }
+bool converts(c10::ScalarType type) {
+  return c10::isFloatingType(type) || c10::isComplexType(type);
+}
 
 torch::Device device_of(const std::string& name) {
   return name == "cpu" || name == "disk" ? torch::Device(torch::kCPU) : torch::Device(name);
@@ -104,12 +112,15 @@ torch::Device device_of(const std::string& name) {
 
 DeviceMap choose_device_map(const torch::nn::Module& model, const DispatchOptions& options) {
   if (!options.explicit_map().empty()) {
-    for (const auto& entry : options.explicit_map()) get_max_memory({{entry.second, 0}});  // checks the name
+    for (const auto& entry : options.explicit_map())
+      get_max_memory({{entry.second, 0}});  // checks the name
     return options.explicit_map();
   }
   const std::string& strategy = options.strategy();
-  TORCH_CHECK(strategy == "auto" || strategy == "balanced" || strategy == "balanced_low_0" || strategy == "sequential",
-              "accel: device_map '", strategy, "' is not one of auto, balanced, balanced_low_0, sequential");
+  TORCH_CHECK(strategy == "auto" || strategy == "balanced" || strategy == "balanced_low_0" ||
+                  strategy == "sequential",
+              "accel: device_map '", strategy,
+              "' is not one of auto, balanced, balanced_low_0, sequential");
   DeviceMapOptions map_options;
   map_options.max_memory(options.max_memory())
       .no_split_module_classes(options.no_split_module_classes())
@@ -135,37 +146,41 @@ DispatchOptions& DispatchOptions::device_map(DeviceMap map) {
 
 namespace detail {
 
-DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path, const DispatchOptions& options) {
+DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path,
+                               const DispatchOptions& options) {
   const Checkpoint checkpoint = open_checkpoint(path);
   const NamedTensors tensors = module_tensors(model);
   std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
   std::set<std::string> buffers;
   for (const auto& b : model.named_buffers()) buffers.insert(b.key());
 
-  // Everything is checked before any weight is touched: a refused checkpoint leaves the model as it was.
+  // Everything is checked before any weight is touched: a refused checkpoint leaves the model as it
+  // was.
   std::set<std::string> wanted;
   for (const auto& entry : tensors) {
     auto stored = checkpoint.tensors.find(entry.first);
-    TORCH_CHECK(stored != checkpoint.tensors.end(), "accel: checkpoint ", path, " has no tensor '", entry.first,
-                "', which the model has");
-    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(), "accel: ",
-                checkpoint.file_of(entry.first), ": tensor '", entry.first, "' has shape ",
-                c10::IntArrayRef(stored->second.entry.shape), ", the model's has ", entry.second.sizes());
+    TORCH_CHECK(stored != checkpoint.tensors.end(), "accel: checkpoint ", path, " has no tensor '",
+                entry.first, "', which the model has");
+    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
+                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
+                entry.second.sizes());
     wanted.insert(entry.first);
   }
   for (const auto& stored : checkpoint.tensors) {
-    TORCH_CHECK(wanted.count(stored.first) != 0, "accel: ", checkpoint.file_of(stored.first), " has a tensor '",
-                stored.first, "', which the model does not have");
+    TORCH_CHECK(wanted.count(stored.first) != 0, "accel: ", checkpoint.file_of(stored.first),
+                " has a tensor '", stored.first, "', which the model does not have");
   }
   DispatchResult result;
   result.device_map = choose_device_map(model, options);
   std::map<std::string, std::string> placement;  // tensor -> device
-  for (const auto& entry : tensors) placement[entry.first] = device_for(result.device_map, entry.first);
+  for (const auto& entry : tensors)
+    placement[entry.first] = device_for(result.device_map, entry.first);
   for (const auto& entry : placement) {
     if (entry.second.rfind("cuda:", 0) != 0) continue;
 #ifdef ACCEL_WITH_CUDA
-    TORCH_CHECK(torch::cuda::is_available(), "accel: the device map puts '", entry.first, "' on ", entry.second,
-                " but no CUDA device is available");
+    TORCH_CHECK(torch::cuda::is_available(), "accel: the device map puts '", entry.first, "' on ",
+                entry.second, " but no CUDA device is available");
 #else
     TORCH_CHECK(false, "accel: the device map puts '", entry.first, "' on ", entry.second,
                 " but this build of libaccel has no CUDA");
@@ -181,13 +196,17 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     return converts(stored) ? model_tensor.scalar_type() : stored;
   };
   for (auto& entry : placement) {
-    const bool offloaded_place = entry.second == "disk" || (entry.second == "cpu" && execution != "cpu");
-    if (buffers.count(entry.first) != 0 && offloaded_place && !options.offload_buffers()) entry.second = execution;
+    const bool offloaded_place =
+        entry.second == "disk" || (entry.second == "cpu" && execution != "cpu");
+    if (buffers.count(entry.first) != 0 && offloaded_place && !options.offload_buffers())
+      entry.second = execution;
     const torch::Tensor& model_tensor = by_name.at(entry.first);
     const StoredTensor& stored = checkpoint.tensors.at(entry.first);
-    TORCH_CHECK(entry.second != "disk" || target_dtype(model_tensor, stored.dtype) == stored.dtype ||
+    TORCH_CHECK(entry.second != "disk" ||
+                    target_dtype(model_tensor, stored.dtype) == stored.dtype ||
                     !options.offload_folder().empty(),
-                "accel: the device map puts '", entry.first, "' on disk in ", c10::toString(target_dtype(model_tensor, stored.dtype)),
+                "accel: the device map puts '", entry.first, "' on disk in ",
+                c10::toString(target_dtype(model_tensor, stored.dtype)),
                 ", which differs from the checkpoint's ", c10::toString(stored.dtype),
                 ": set DispatchOptions::offload_folder for the converted copy");
   }
@@ -216,7 +235,8 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
       } else {
         // Converted once into the offload folder, and read from there.
         fs::create_directories(options.offload_folder());
-        const std::string copy = (fs::path(options.offload_folder()) / (name + ".safetensors")).string();
+        const std::string copy =
+            (fs::path(options.offload_folder()) / (name + ".safetensors")).string();
         save_safetensors(copy, {{name, read_stored(checkpoint, name).to(dtype)}});
         weight.file = std::make_shared<PositionalFile>(copy);
         weight.offset = 8 + read_safetensors_header(copy).header_bytes;
@@ -227,7 +247,8 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     }
     torch::Tensor value;
     if (options.zero_copy() && device == "cpu") {
-      if (mapped[stored.shard].empty()) mapped[stored.shard] = load_safetensors(checkpoint.shards[stored.shard]);
+      if (mapped[stored.shard].empty())
+        mapped[stored.shard] = load_safetensors(checkpoint.shards[stored.shard]);
       value = mapped[stored.shard].at(name);
     } else {
       value = read_stored(checkpoint, name);

@@ -2,8 +2,8 @@
 
 #include "torch_compat.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <c10/util/Exception.h>
 
@@ -68,13 +68,14 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
     return groups;
   }
 #ifdef USE_C10D_NCCL
-  auto backend = make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank,
-                                   size, timeout);
+  auto backend =
+      make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout);
   groups.device = make_process_group(store, rank, size, gloo, backend);
   groups.backend = "nccl";
   return groups;
 #else
-  TORCH_CHECK(false, "accel: this libaccel was built against a LibTorch without CUDA, so it has no "
+  TORCH_CHECK(false,
+              "accel: this libaccel was built against a LibTorch without CUDA, so it has no "
               "NCCL backend for CUDA tensors");
 #endif
 }
@@ -97,9 +98,9 @@ DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptio
   const int rank = static_cast<int>(identity_.rank);
   const int size = static_cast<int>(identity_.world_size);
   try {
-    groups_ = make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
-                              gloo_device(process_environment(), identity_.master_addr),
-                              options.timeout);
+    groups_ =
+        make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
+                        gloo_device(process_environment(), identity_.master_addr), options.timeout);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "accel: rank ", rank, " could not connect to the other ", size - 1,
                 " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,

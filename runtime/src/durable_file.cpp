@@ -30,8 +30,8 @@ DurableFile::~DurableFile() {
 void DurableFile::write(const void* data, size_t size) {
   TORCH_CHECK(file_ != nullptr, "accel: ", path_, " was already committed");
   if (size == 0) return;
-  TORCH_CHECK(std::fwrite(data, 1, size, file_) == size, "accel: writing ", path_, " failed: ",
-              std::strerror(errno));
+  TORCH_CHECK(std::fwrite(data, 1, size, file_) == size, "accel: writing ", path_,
+              " failed: ", std::strerror(errno));
 }
 
 void DurableFile::commit() {

@@ -85,7 +85,8 @@ std::optional<int64_t> slurm_tasks_on_node(const std::string& name, const std::s
     std::istringstream in(item);
     const bool plain = static_cast<bool>(in >> count) && in.peek() == EOF;
     std::istringstream again(item);
-    const bool repeated = !plain && static_cast<bool>(again >> count >> open >> x >> repeat >> close) &&
+    const bool repeated = !plain &&
+                          static_cast<bool>(again >> count >> open >> x >> repeat >> close) &&
                           open == '(' && x == 'x' && close == ')' && again.peek() == EOF;
     TORCH_CHECK((plain || repeated) && count > 0 && repeat > 0, "Invalid ", name, ": '", value,
                 "' (expected counts such as 4 or 2(x3),1)");
@@ -93,13 +94,14 @@ std::optional<int64_t> slurm_tasks_on_node(const std::string& name, const std::s
   }
   TORCH_CHECK(!counts.empty(), "Invalid ", name, ": '", value, "' (expected counts such as 4)");
   if (node >= 0) {
-    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "Invalid SLURM_NODEID: ", node,
-                " (", name, " '", value, "' names ", counts.size(), " nodes)");
+    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "Invalid SLURM_NODEID: ", node, " (",
+                name, " '", value, "' names ", counts.size(), " nodes)");
     return counts[static_cast<size_t>(node)];
   }
-  const bool uniform = std::all_of(counts.begin(), counts.end(),
-                                   [&](int64_t c) { return c == counts.front(); });
-  TORCH_CHECK(uniform, "accel: ", name, " '", value, "' gives nodes different task counts; "
+  const bool uniform =
+      std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts.front(); });
+  TORCH_CHECK(uniform, "accel: ", name, " '", value,
+              "' gives nodes different task counts; "
               "set SLURM_NODEID (srun does) or LOCAL_WORLD_SIZE");
   return counts.front();
 }
@@ -142,8 +144,7 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
     if (auto nodes = env_string(env, "SLURM_NODELIST")) id.master_addr = first_slurm_host(*nodes);
   }
   if (auto port = env_int(env, "MASTER_PORT")) {
-    TORCH_CHECK(*port > 0 && *port < 65536, "Invalid MASTER_PORT: ", *port,
-                " (expected 1..65535)");
+    TORCH_CHECK(*port > 0 && *port < 65536, "Invalid MASTER_PORT: ", *port, " (expected 1..65535)");
     id.master_port = *port;
   }
   return id;

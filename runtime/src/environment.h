@@ -4,7 +4,6 @@
 // or MPI variables) and typed ACCEL_* values. Lookups go through an EnvLookup so tests can pass a
 // map instead of the real environment.
 
-
 #include <cstdint>
 #include <functional>
 #include <optional>

@@ -43,8 +43,8 @@ GradScaler::GradScaler(GradScalerOptions options)
   TORCH_CHECK(options_.backoff_factor() > 0 && options_.backoff_factor() < 1,
               "accel: GradScaler backoff_factor must be in (0, 1), got ",
               options_.backoff_factor());
-  TORCH_CHECK(options_.growth_interval() > 0,
-              "accel: GradScaler growth_interval must be > 0, got ", options_.growth_interval());
+  TORCH_CHECK(options_.growth_interval() > 0, "accel: GradScaler growth_interval must be > 0, got ",
+              options_.growth_interval());
 }
 
 torch::Tensor GradScaler::scale(const torch::Tensor& loss) const {

@@ -26,8 +26,10 @@ void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor
   auto all = all_gather(group, mine);
   for (size_t r = 1; r < all.size(); ++r) {
     if (torch::equal(all[r], all[0])) continue;
-    TORCH_CHECK(false, "accel: prepare(model) was given different models on different processes: "
-                "rank 0 has ", all[0][0].item<int64_t>(), " parameters (", all[0][1].item<int64_t>(),
+    TORCH_CHECK(false,
+                "accel: prepare(model) was given different models on different processes: "
+                "rank 0 has ",
+                all[0][0].item<int64_t>(), " parameters (", all[0][1].item<int64_t>(),
                 " elements), rank ", r, " has ", all[r][0].item<int64_t>(), " (",
                 all[r][1].item<int64_t>(), " elements)");
   }
@@ -64,7 +66,8 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   std::iota(indices.rbegin(), indices.rend(), 0);
   std::vector<std::vector<size_t>> buckets;
   std::tie(buckets, std::ignore) = c10d::compute_bucket_assignment_by_size(
-      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(options.bucket_cap_mb() << 20)},
+      ready_order,
+      {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(options.bucket_cap_mb() << 20)},
       std::vector<bool>(parameters_.size(), false), indices);
   reducer_ = make_reducer(parameters_, std::move(buckets), group_, options.bucket_cap_mb() << 20,
                           kFirstBucketBytes, options.gradient_as_bucket_view());

@@ -7,8 +7,8 @@
 
 #include <accel/options.h>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/nn/module.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <memory>
 #include <unordered_set>

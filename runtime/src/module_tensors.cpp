@@ -1,7 +1,7 @@
 #include "module_tensors.h"
 
-#include "positional_file.h"
 #include "accel_common/safetensors_header.h"
+#include "positional_file.h"
 
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
@@ -15,7 +15,8 @@ namespace {
 /// Every name with its tensor, tied duplicates included.
 NamedTensors all_named_tensors(const torch::nn::Module& module) {
   NamedTensors out;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) out.emplace_back(p.key(), p.value());
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    out.emplace_back(p.key(), p.value());
   for (const auto& b : module.named_buffers(/*recurse=*/true)) out.emplace_back(b.key(), b.value());
   return out;
 }
@@ -23,8 +24,7 @@ NamedTensors all_named_tensors(const torch::nn::Module& module) {
 bool same_view(const torch::Tensor& a, const torch::Tensor& b) {
   return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
          (a.has_storage() && b.has_storage() && a.numel() > 0 && a.data_ptr() != nullptr &&
-          a.data_ptr() == b.data_ptr() &&
-          a.sizes() == b.sizes() && a.strides() == b.strides());
+          a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides());
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ NamedTensors module_tensors(const torch::nn::Module& module);
 /// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the
 /// module has must be there with its shape, except second names of tied weights; names the
 /// module does not have are an error too. Errors name `path` and the tensor.
-void load_module_tensors(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
+void load_module_tensors(torch::nn::Module& module,
+                         const std::map<std::string, torch::Tensor>& tensors,
                          const std::string& path);
 
 /// load_module_tensors from a safetensors file, reading each tensor's bytes straight into the

@@ -132,7 +132,8 @@ at::Tensor materialise(const OffloadedWeight& weight) {
 /// Calls `visit` on every tensor among the operator's arguments (plain, in lists, optional),
 /// letting it replace them.
 template <typename Visit>
-void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack, Visit visit) {
+void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack,
+                              Visit visit) {
   const size_t count = op.schema().arguments().size();
   for (size_t i = stack->size() - count; i < stack->size(); ++i) {
     c10::IValue& value = (*stack)[i];
@@ -191,7 +192,8 @@ void offload_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
 
 const torch::Library& fallback_registration() {
   static const auto* library = [] {
-    auto* lib = new torch::Library(torch::Library::IMPL, "_", kOffloadDispatchKey, __FILE__, __LINE__);
+    auto* lib =
+        new torch::Library(torch::Library::IMPL, "_", kOffloadDispatchKey, __FILE__, __LINE__);
     lib->fallback(torch::CppFunction::makeFromBoxedFunction<&offload_fallback>());
     return lib;
   }();
@@ -206,12 +208,14 @@ const torch::Library& g_registration = fallback_registration();
 void offload_in_place(const at::Tensor& tensor, OffloadedWeight weight) {
   fallback_registration();
   const auto type = c10::scalarTypeToTypeMeta(weight.dtype);
-  const int64_t bytes = c10::multiply_integers(weight.sizes) * static_cast<int64_t>(type.itemsize());
+  const int64_t bytes =
+      c10::multiply_integers(weight.sizes) * static_cast<int64_t>(type.itemsize());
   const auto sizes = weight.sizes;
   auto* context = new OffloadedWeight(std::move(weight));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
-                       c10::DataPtr(nullptr, context, &delete_offloaded_weight, c10::Device(c10::kMeta)),
-                       /*allocator=*/nullptr, /*resizable=*/false);
+  c10::Storage storage(
+      c10::Storage::use_byte_size_t(), bytes,
+      c10::DataPtr(nullptr, context, &delete_offloaded_weight, c10::Device(c10::kMeta)),
+      /*allocator=*/nullptr, /*resizable=*/false);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet({kOffloadDispatchKey, c10::DispatchKey::Meta}), type);
   impl->set_sizes_contiguous(sizes);
@@ -219,8 +223,9 @@ void offload_in_place(const at::Tensor& tensor, OffloadedWeight weight) {
 }
 
 void empty_in_place(const at::Tensor& tensor) {
-  assign_in_place(tensor, at::empty_strided(tensor.sizes(), tensor.strides(),
-                                            at::TensorOptions().dtype(tensor.dtype()).device(c10::kMeta)));
+  assign_in_place(tensor,
+                  at::empty_strided(tensor.sizes(), tensor.strides(),
+                                    at::TensorOptions().dtype(tensor.dtype()).device(c10::kMeta)));
 }
 
 void assign_in_place(const at::Tensor& tensor, const at::Tensor& value) {
@@ -266,12 +271,14 @@ void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue
     // key in the thread's dispatch set instead leaves later CPU calls of some operators, such
     // as tril, dispatching to Meta in LibTorch 1.13.)
     const size_t first = stack->size() - schema.arguments().size();
-    const std::vector<c10::IValue> arguments(stack->begin() + static_cast<ptrdiff_t>(first), stack->end());
+    const std::vector<c10::IValue> arguments(stack->begin() + static_cast<ptrdiff_t>(first),
+                                             stack->end());
     (*stack)[first + *device_argument] = c10::IValue(c10::Device(c10::kMeta));
     op.callBoxed(stack);
     bool small = true;
     for (size_t i = stack->size() - count; i < stack->size(); ++i) {
-      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().numel() > kSmallFactoryElements) small = false;
+      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().numel() > kSmallFactoryElements)
+        small = false;
     }
     if (small) {
       stack->resize(stack->size() - count);
@@ -288,8 +295,9 @@ void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue
       // A weak reference: it keeps the address from being reused without raising the use count,
       // which LibTorch's factory wrappers check before reusing the tensor as a variable.
       const at::Tensor& result = (*stack)[i].toTensor();
-      results_.emplace(result.unsafeGetTensorImpl(),
-                       std::make_pair(call, c10::weak_intrusive_ptr<c10::TensorImpl>(result.getIntrusivePtr())));
+      results_.emplace(
+          result.unsafeGetTensorImpl(),
+          std::make_pair(call, c10::weak_intrusive_ptr<c10::TensorImpl>(result.getIntrusivePtr())));
     }
   }
 }
@@ -313,10 +321,10 @@ void reset_offload_statistics() {
   c.peak_live_bytes = c.live_bytes.load();
 }
 
-bool is_offloaded(const torch::Tensor& tensor) { return detail::offloaded_weight(tensor) != nullptr; }
+bool is_offloaded(const torch::Tensor& tensor) {
+  return detail::offloaded_weight(tensor) != nullptr;
+}
 
 bool is_empty_weight(const torch::Tensor& tensor) { return tensor.defined() && tensor.is_meta(); }
 
 }  // namespace accel
-
-

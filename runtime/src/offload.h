@@ -28,10 +28,10 @@ struct OffloadedWeight {
   std::vector<int64_t> sizes;
   c10::ScalarType dtype = c10::ScalarType::Float;  // what operators receive
   c10::Device execution_device = c10::kCPU;
-  std::shared_ptr<const PositionalFile> file;      // on disk ...
+  std::shared_ptr<const PositionalFile> file;  // on disk ...
   uint64_t offset = 0;
   c10::ScalarType stored_dtype = c10::ScalarType::Float;
-  at::Tensor held;                                 // ... or in memory elsewhere
+  at::Tensor held;  // ... or in memory elsewhere
 };
 
 /// Turns `tensor` (every handle to it: the module's registered entry and its member alike) into
@@ -46,10 +46,10 @@ void assign_in_place(const at::Tensor& tensor, const at::Tensor& value);
 
 /// While alive on this thread, every tensor factory called at the top level (an operator with no
 /// tensor argument) is numbered in call order, and those for which `to_meta(number)` is true
-/// produce meta tensors (factories with a device argument), except small ones (up to 4096 elements), which are made for real so that
-/// constructors writing into them directly (torch::tensor({...})) work; emptying the module's
-/// tensors afterwards is the caller's part. Operators called inside other operators are not
-/// counted.
+/// produce meta tensors (factories with a device argument), except small ones (up to 4096
+/// elements), which are made for real so that constructors writing into them directly
+/// (torch::tensor({...})) work; emptying the module's tensors afterwards is the caller's part.
+/// Operators called inside other operators are not counted.
 class FactoryRouter {
  public:
   explicit FactoryRouter(std::function<bool(int64_t)> to_meta, bool remember_results);
@@ -67,7 +67,8 @@ class FactoryRouter {
   std::function<bool(int64_t)> to_meta_;
   bool remember_results_;
   int64_t calls_ = 0;
-  std::unordered_map<const void*, std::pair<int64_t, c10::weak_intrusive_ptr<c10::TensorImpl>>> results_;
+  std::unordered_map<const void*, std::pair<int64_t, c10::weak_intrusive_ptr<c10::TensorImpl>>>
+      results_;
   FactoryRouter* previous_;
   c10::impl::IncludeDispatchKeyGuard route_factories_;
 };

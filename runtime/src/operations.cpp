@@ -66,9 +66,8 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
     std::vector<torch::Tensor> pieces;
     for (const auto& bytes : per_process) {
       const int64_t length = tensors[i].numel() * tensors[i].element_size();
-      pieces.push_back(bytes.narrow(0, offsets[i], length)
-                           .view(tensors[i].scalar_type())
-                           .view(shape));
+      pieces.push_back(
+          bytes.narrow(0, offsets[i], length).view(tensors[i].scalar_type()).view(shape));
     }
     out.push_back(torch::cat(pieces, 0));
   }
@@ -111,11 +110,13 @@ torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reducti
 torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
                                                 double pad_index, bool pad_first) {
   if (!impl_->distributed() || tensor.dim() == 0) return tensor;
-  TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(), "Invalid dim for pad_across_processes: ",
-              dim, " (tensor has ", tensor.dim(), " dimensions)");
+  TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(),
+              "Invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
+              " dimensions)");
   if (dim < 0) dim += tensor.dim();
   auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
-  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "pad_across_processes", sizes);
+  if (impl_->options.debug)
+    detail::check_same_shapes(impl_->host_group(), "pad_across_processes", sizes);
   int64_t longest = 0;
   for (const auto& s : detail::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
     longest = std::max(longest, s[dim].item<int64_t>());
@@ -142,8 +143,8 @@ std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value
   if (!impl_->distributed()) return {value};
   const auto bytes = torch::pickle_save(value);
   std::vector<c10::IValue> out;
-  for (const auto& part : detail::all_gather_bytes(impl_->host_group(),
-                                                   std::string(bytes.begin(), bytes.end()))) {
+  for (const auto& part :
+       detail::all_gather_bytes(impl_->host_group(), std::string(bytes.begin(), bytes.end()))) {
     out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
   }
   return out;

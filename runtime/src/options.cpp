@@ -20,8 +20,8 @@ T pick(const std::optional<T>& in_code, const std::optional<T>& from_env, T fall
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   const auto env = detail::process_environment();
   ResolvedOptions out;
-  out.device_placement = pick(options.device_placement(),
-                              detail::env_bool(env, contract::kDevicePlacement), true);
+  out.device_placement =
+      pick(options.device_placement(), detail::env_bool(env, contract::kDevicePlacement), true);
   out.split_batches =
       pick(options.split_batches(), detail::env_bool(env, contract::kSplitBatches), false);
   out.even_batches =
@@ -52,8 +52,9 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
            std::string("NO_SHARD"));
   out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
 
-  TORCH_CHECK(out.gradient_accumulation_steps >= 1, "Invalid gradient_accumulation_steps: ",
-              out.gradient_accumulation_steps, " (expected an integer >= 1)");
+  TORCH_CHECK(out.gradient_accumulation_steps >= 1,
+              "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
+              " (expected an integer >= 1)");
   TORCH_CHECK(out.timeout.count() > 0, "Invalid timeout: ", out.timeout.count(),
               " ms (expected > 0)");
   const auto& mp = out.mixed_precision;

@@ -18,13 +18,14 @@ PositionalFile::PositionalFile(std::string path) : path_(std::move(path)) {
 
 PositionalFile::~PositionalFile() { ::close(fd_); }
 
-void PositionalFile::read_at(void* into, uint64_t bytes, uint64_t offset, const std::string& what) const {
+void PositionalFile::read_at(void* into, uint64_t bytes, uint64_t offset,
+                             const std::string& what) const {
   auto* out = static_cast<char*>(into);
   while (bytes > 0) {
     const ssize_t n = ::pread(fd_, out, bytes, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
-    TORCH_CHECK(n > 0, "accel: reading tensor '", what, "' of ", path_, " failed: ",
-                n == 0 ? "the file ended" : std::strerror(errno));
+    TORCH_CHECK(n > 0, "accel: reading tensor '", what, "' of ", path_,
+                " failed: ", n == 0 ? "the file ended" : std::strerror(errno));
     out += n;
     offset += static_cast<uint64_t>(n);
     bytes -= static_cast<uint64_t>(n);

@@ -1,8 +1,8 @@
 #include <accel/safetensors.h>
 
+#include "accel_common/safetensors_header.h"
 #include "durable_file.h"
 #include "module_tensors.h"
-#include "accel_common/safetensors_header.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -26,11 +26,11 @@ struct DtypeName {
   const char* name;
 };
 
-constexpr DtypeName kDtypes[] = {
-    {torch::kBool, "BOOL"},  {torch::kUInt8, "U8"},    {torch::kInt8, "I8"},
-    {torch::kInt16, "I16"},  {torch::kInt32, "I32"},   {torch::kInt64, "I64"},
-    {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"}, {torch::kFloat32, "F32"},
-    {torch::kFloat64, "F64"}};
+constexpr DtypeName kDtypes[] = {{torch::kBool, "BOOL"},   {torch::kUInt8, "U8"},
+                                 {torch::kInt8, "I8"},     {torch::kInt16, "I16"},
+                                 {torch::kInt32, "I32"},   {torch::kInt64, "I64"},
+                                 {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"},
+                                 {torch::kFloat32, "F32"}, {torch::kFloat64, "F64"}};
 
 }  // namespace
 
@@ -99,9 +99,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                 ": the tensor name '", entry.first, "' appears twice");
     TORCH_CHECK(entry.second.defined(), "accel: cannot write ", path, ": tensor '", entry.first,
                 "' is undefined");
-    TORCH_CHECK(detail::safetensors_dtype_name(entry.second.scalar_type()) != nullptr, "accel: cannot write ",
-                path, ": tensor '", entry.first, "' has dtype ", entry.second.scalar_type(),
-                ", which safetensors cannot store");
+    TORCH_CHECK(detail::safetensors_dtype_name(entry.second.scalar_type()) != nullptr,
+                "accel: cannot write ", path, ": tensor '", entry.first, "' has dtype ",
+                entry.second.scalar_type(), ", which safetensors cannot store");
     ordered.push_back(&entry);
   }
   std::sort(ordered.begin(), ordered.end(),
@@ -161,7 +161,8 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path) {
       continue;
     }
     char* data = mapping->data() + data_start + entry.second.begin;
-    auto view = torch::from_blob(data, entry.second.shape, [mapping](void*) {}, options);
+    auto view = torch::from_blob(
+        data, entry.second.shape, [mapping](void*) {}, options);
     const auto alignment = static_cast<uintptr_t>(c10::elementSize(*type));
     // A file from another writer may leave a tensor unaligned for its dtype: copy that one.
     if (reinterpret_cast<uintptr_t>(data) % alignment != 0) {

@@ -11,12 +11,12 @@
 // - autocast: the device type is an argument (2.4 on); the fused unscale-and-check kernel has a
 //   CPU implementation (2.3 on).
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
-#include <torch/version.h>
 
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
@@ -40,7 +40,8 @@
 namespace accel {
 namespace detail {
 
-// ---- c10d ----------------------------------------------------------------------------------------
+// ---- c10d
+// ----------------------------------------------------------------------------------------
 
 inline c10::intrusive_ptr<c10d::Backend> make_gloo_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -82,10 +83,11 @@ inline c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(
 
 /// c10d's Reducer (DistributedDataParallel's engine) over `group`, with `buckets` of parameter
 /// indices; rebuilt buckets are capped at `first_bucket_bytes` for the first, `bucket_bytes` after.
-inline std::unique_ptr<c10d::Reducer> make_reducer(
-    std::vector<at::Tensor> parameters, std::vector<std::vector<size_t>> buckets,
-    c10::intrusive_ptr<c10d::ProcessGroup> group, int64_t bucket_bytes,
-    int64_t first_bucket_bytes, bool gradient_as_bucket_view) {
+inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> parameters,
+                                                   std::vector<std::vector<size_t>> buckets,
+                                                   c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                   int64_t bucket_bytes, int64_t first_bucket_bytes,
+                                                   bool gradient_as_bucket_view) {
   const auto count = parameters.size();
   return std::make_unique<c10d::Reducer>(
       std::move(parameters), std::move(buckets), std::move(group),
@@ -96,7 +98,8 @@ inline std::unique_ptr<c10d::Reducer> make_reducer(
       /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
 }
 
-// ---- autocast ------------------------------------------------------------------------------------
+// ---- autocast
+// ------------------------------------------------------------------------------------
 
 inline bool autocast_enabled(c10::DeviceType device_type) {
   return at::autocast::is_autocast_enabled(device_type);
@@ -120,7 +123,8 @@ inline bool autocast_supports(c10::DeviceType device_type, c10::ScalarType dtype
   return device && (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16);
 }
 
-// ---- loss scaling --------------------------------------------------------------------------------
+// ---- loss scaling
+// --------------------------------------------------------------------------------
 
 /// Whether at::_amp_foreach_non_finite_check_and_unscale_ has a kernel for `device_type`.
 inline bool fused_unscale_available(c10::DeviceType device_type) {

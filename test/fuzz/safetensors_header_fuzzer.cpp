@@ -26,7 +26,8 @@ void check_accepted(const accel::detail::SafetensorsHeader& header, size_t size)
     const int64_t element = accel::detail::safetensors_dtype_size(entry.dtype);
     require(element > 0, "known dtype");
     for (int64_t extent : entry.shape) require(extent >= 0, "non-negative extents");
-    require(static_cast<uint64_t>(entry.numel()) * static_cast<uint64_t>(element) == entry.end - entry.begin,
+    require(static_cast<uint64_t>(entry.numel()) * static_cast<uint64_t>(element) ==
+                entry.end - entry.begin,
             "shape x dtype equals the byte range");
     ranges.emplace_back(entry.begin, entry.end);
   }
@@ -43,8 +44,8 @@ void check_accepted(const accel::detail::SafetensorsHeader& header, size_t size)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const auto header =
-        accel::detail::parse_safetensors_header("fuzz-input", reinterpret_cast<const char*>(data), size);
+    const auto header = accel::detail::parse_safetensors_header(
+        "fuzz-input", reinterpret_cast<const char*>(data), size);
     check_accepted(header, size);
   } catch (const accel::detail::SafetensorsError&) {
     // Rejected with a message: the expected outcome for malformed input.

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "../../examples/gpt/gpt.h"
-#include "distributed_state.h"
 #include "collectives.h"
+#include "distributed_state.h"
 #include "support/datasets.h"
 #include "support/temp_dir.h"
 
@@ -30,7 +30,8 @@ class Gpu : public ::testing::Test {
   }
 };
 
-// ---- One job, two backends ------------------------------------------------------------------------
+// ---- One job, two backends
+// ------------------------------------------------------------------------
 
 TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   auto store = c10::make_intrusive<c10d::HashStore>();
@@ -56,7 +57,8 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   accel::detail::barrier(*groups.device);
 }
 
-// ---- Mixed precision ------------------------------------------------------------------------------
+// ---- Mixed precision
+// ------------------------------------------------------------------------------
 
 TEST_F(Gpu, Bf16AndFp16AutocastOnCuda0) {
   for (const std::string precision : {"bf16", "fp16"}) {
@@ -78,9 +80,8 @@ TEST_F(Gpu, Bf16AndFp16AutocastOnCuda0) {
 }
 
 TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions().mixed_precision("fp16").grad_scaler(
-          accel::GradScalerOptions().init_scale(1024).growth_interval(2)));
+  accel::Accelerator accelerator(accel::AcceleratorOptions().mixed_precision("fp16").grad_scaler(
+      accel::GradScalerOptions().init_scale(1024).growth_interval(2)));
   accel_test::RegressionModel model;
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
@@ -112,7 +113,8 @@ TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {
   EXPECT_EQ(scaler->get_scale(), 1024.0);  // two clean steps: the interval
 }
 
-// ---- Checkpoints ----------------------------------------------------------------------------------
+// ---- Checkpoints
+// ----------------------------------------------------------------------------------
 
 TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
   TempDir dir("accel_gpu_state");
@@ -129,7 +131,8 @@ TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
   EXPECT_TRUE(torch::equal(first, again));
 }
 
-// ---- Big-model inference --------------------------------------------------------------------------
+// ---- Big-model inference
+// --------------------------------------------------------------------------
 
 TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   TempDir dir("accel_gpu_dispatch");

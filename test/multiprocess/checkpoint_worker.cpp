@@ -138,8 +138,8 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
     state.emplace_back(prefix + "exp_avg", s.exp_avg());
     state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
   }
-  state.emplace_back("lr", torch::tensor(optimizer.param_groups()[0].options().get_lr(),
-                                         torch::kFloat64));
+  state.emplace_back(
+      "lr", torch::tensor(optimizer.param_groups()[0].options().get_lr(), torch::kFloat64));
   state.emplace_back("rng", accelerator.gather(torch::rand({3})));
   state.emplace_back("accelerator_step", torch::tensor(accelerator.step()));
   if (accelerator.is_main_process()) accel::save_safetensors(out, state);

@@ -29,7 +29,8 @@ class TwoProcesses : public ::testing::Test {
   }
 };
 
-// ---- Collectives: rank r holds arange(2) + 1 + 2r -------------------------------------------------
+// ---- Collectives: rank r holds arange(2) + 1 + 2r
+// -------------------------------------------------
 
 TEST_F(TwoProcesses, GatherReduceBroadcast) {
   accel::Accelerator accelerator;
@@ -66,7 +67,8 @@ TEST_F(TwoProcesses, GatherForMetricsOfSeveralTensorsKeepsEachDtypeAndShape) {
   auto loss = torch::tensor(0.5 + rank(), torch::kDouble);  // 0-dim: one element per process
   auto [all_logits, all_labels, all_mask, all_loss] =
       accelerator.gather_for_metrics(logits, labels, mask, loss);
-  EXPECT_TRUE(torch::equal(all_logits, torch::cat({logits - 10 * rank(), logits - 10 * rank() + 10})));
+  EXPECT_TRUE(
+      torch::equal(all_logits, torch::cat({logits - 10 * rank(), logits - 10 * rank() + 10})));
   EXPECT_TRUE(torch::equal(all_labels, torch::tensor({0, 0, 0, 1, 1, 1}, torch::kLong)));
   EXPECT_TRUE(torch::equal(all_mask, torch::tensor({true, false, false, true, false, true})));
   EXPECT_TRUE(torch::equal(all_loss, torch::tensor({0.5, 1.5}, torch::kDouble)));
@@ -119,8 +121,8 @@ TEST_F(TwoProcesses, DebugModeNamesMismatchedShapesInsteadOfHanging) {
 TEST_F(TwoProcesses, ProcessControl) {
   accel::Accelerator accelerator;
   EXPECT_EQ(accelerator.is_main_process(), rank() == 0);
-  const std::string path = ::testing::TempDir() + "/accel_main_first_" +
-                           std::string(std::getenv("MASTER_PORT"));
+  const std::string path =
+      ::testing::TempDir() + "/accel_main_first_" + std::string(std::getenv("MASTER_PORT"));
   {
     auto guard = accelerator.main_process_first();
     if (accelerator.is_main_process()) {
@@ -162,8 +164,9 @@ T mine(T rank0, T rank1) {
 }
 
 TEST_F(TwoProcesses, LoaderShardsAsAccelerate) {
-  EXPECT_EQ(read_all(24, 3, {}), mine<Batches>({{0, 1, 2}, {6, 7, 8}, {12, 13, 14}, {18, 19, 20}},
-                                               {{3, 4, 5}, {9, 10, 11}, {15, 16, 17}, {21, 22, 23}}));
+  EXPECT_EQ(read_all(24, 3, {}),
+            mine<Batches>({{0, 1, 2}, {6, 7, 8}, {12, 13, 14}, {18, 19, 20}},
+                          {{3, 4, 5}, {9, 10, 11}, {15, 16, 17}, {21, 22, 23}}));
   EXPECT_EQ(read_all(22, 3, {}).back(), mine<Batch>({18, 19, 20}, {21, 0, 1}));
   EXPECT_EQ(read_all(20, 3, {}).back(), mine<Batch>({18, 19, 0}, {1, 2, 3}));
   EXPECT_EQ(read_all(2, 3, {}), mine<Batches>({{0, 1, 0}}, {{1, 0, 1}}));
@@ -223,7 +226,8 @@ TEST_F(TwoProcesses, GatherForMetricsDropsTheDuplicatedTail) {
     auto pair = accelerator.gather_for_metrics(as_tensor, as_tensor * 10);
     auto gathered = std::get<0>(pair);
     EXPECT_TRUE(torch::equal(std::get<1>(pair), gathered * 10));
-    for (int64_t i = 0; i < gathered.size(0); ++i) tensor_seen.push_back(gathered[i].item<int64_t>());
+    for (int64_t i = 0; i < gathered.size(0); ++i)
+      tensor_seen.push_back(gathered[i].item<int64_t>());
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(tensor_seen, seen);
@@ -317,10 +321,9 @@ TEST_F(TwoProcesses, ShuffledTrainingMatchesOneProcessWithTheGlobalBatch) {
 TEST_F(TwoProcesses, AccumulationMatchesOneProcessWithTheWholeBatch) {
   // 2 processes x batch 8 x 2 accumulation steps = one step over 32 samples.
   const auto baseline = train_plain(32, 3, sequential_orders(3));
-  expect_same(
-      train_accelerated<Sequential>(accel::AcceleratorOptions().gradient_accumulation_steps(2), 8,
-                                    3),
-      baseline);
+  expect_same(train_accelerated<Sequential>(
+                  accel::AcceleratorOptions().gradient_accumulation_steps(2), 8, 3),
+              baseline);
 }
 
 TEST_F(TwoProcesses, GradientsSyncOnlyOnSyncStepsAndAtTheEndOfTheLoader) {
@@ -385,8 +388,8 @@ TEST_F(TwoProcesses, GradientsAreBucketMemoryThatEveryZeroGradAccepts) {
     accel::Accelerator accelerator(accel::AcceleratorOptions().ddp(
         accel::DistributedDataParallelOptions().gradient_as_bucket_view(as_view)));
     torch::manual_seed(0);
-    auto model = torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh(),
-                                       torch::nn::Linear(8, 1));
+    auto model =
+        torch::nn::Sequential(torch::nn::Linear(4, 8), torch::nn::Tanh(), torch::nn::Linear(8, 1));
     // The averaged gradient, from an unprepared copy that sees both processes' inputs.
     auto reference = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(model->clone());
     for (int r = 0; r < 2; ++r) {

@@ -123,7 +123,7 @@ TEST(Accelerator, GatedOptimizerKeepsGradientsOnMicroSteps) {
     optimizer.zero_grad();         // nor the direct call
   }
   EXPECT_EQ(model->a.item<double>(), 0.0);
-  EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 2.0);  // sum(x) / 2 accumulation steps
+  EXPECT_DOUBLE_EQ(model->a.grad().item<double>(), 2.0);       // sum(x) / 2 accumulation steps
   EXPECT_EQ(optimizer.param_groups()[0].params().size(), 2u);  // restored after the scope
   {
     auto step = accelerator.accumulate(model);

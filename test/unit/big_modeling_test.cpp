@@ -38,11 +38,13 @@ void expect_error(F&& f, const std::string& fragment) {
   }
 }
 
-// ---- init_empty_weights ---------------------------------------------------------------------------
+// ---- init_empty_weights
+// ---------------------------------------------------------------------------
 
 TEST(EmptyWeights, ParametersAreMetaAndBuffersKeepTheirValues) {
   auto model = accel::init_empty_weights([] {
-    return torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4), torch::nn::Linear(4, 5));
+    return torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                 torch::nn::Linear(4, 5));
   });
   for (const auto& p : model->named_parameters()) {
     EXPECT_TRUE(p.value().is_meta()) << p.key();
@@ -102,7 +104,8 @@ TEST(EmptyWeights, SevenBillionParametersCostNoMemory) {
     for (int i = 0; i < 128; ++i) layers->push_back(torch::nn::Linear(8192, 6656));
     return layers;
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t peak_kib = status_kib("VmHWM");
   int64_t parameters = 0;
   for (const auto& p : model->parameters()) {
@@ -115,7 +118,8 @@ TEST(EmptyWeights, SevenBillionParametersCostNoMemory) {
   EXPECT_LT(peak_kib - before_kib, 200 * 1024);
 }
 
-// ---- load_checkpoint_and_dispatch -------------------------------------------------------------------
+// ---- load_checkpoint_and_dispatch
+// -------------------------------------------------------------------
 
 class Dispatch : public ::testing::Test {
  protected:
@@ -174,13 +178,17 @@ TEST_F(Dispatch, EverythingOnTheCpuEqualsTheReference) {
 
 TEST_F(Dispatch, CpuBudgetLeavesTheRestOnDiskWithEqualResults) {
   auto model = empty_model();
-  const auto placed = accel::load_checkpoint_and_dispatch(
-      model, dir_.path().string(),
-      accel::DispatchOptions().max_memory({{"cpu", total_ * 3 / 10}}).no_split_module_classes({"Block"}));
+  const auto placed =
+      accel::load_checkpoint_and_dispatch(model, dir_.path().string(),
+                                          accel::DispatchOptions()
+                                              .max_memory({{"cpu", total_ * 3 / 10}})
+                                              .no_split_module_classes({"Block"}));
   int offloaded = 0, resident = 0;
   for (const auto& p : model->named_parameters()) {
     (accel::is_offloaded(p.value()) ? offloaded : resident)++;
-    EXPECT_EQ(accel::is_offloaded(p.value()), accel::device_for(placed.device_map, p.key()) == "disk") << p.key();
+    EXPECT_EQ(accel::is_offloaded(p.value()),
+              accel::device_for(placed.device_map, p.key()) == "disk")
+        << p.key();
   }
   EXPECT_GT(offloaded, 0);
   EXPECT_GT(resident, 0);
@@ -207,12 +215,14 @@ TEST_F(Dispatch, CpuBudgetLeavesTheRestOnDiskWithEqualResults) {
 
 TEST_F(Dispatch, OffloadedWeightsAreRealOnlyWhileUsed) {
   auto model = empty_model();
-  accel::load_checkpoint_and_dispatch(model, dir_.path().string(), accel::DispatchOptions().device_map({{"", "disk"}}));
+  accel::load_checkpoint_and_dispatch(model, dir_.path().string(),
+                                      accel::DispatchOptions().device_map({{"", "disk"}}));
   const torch::Tensor weight = model->head->weight;
   ASSERT_TRUE(accel::is_offloaded(weight));
   accel::reset_offload_statistics();
   {
-    // An operator on it sees the real values on the execution device; its result keeps the copy alive.
+    // An operator on it sees the real values on the execution device; its result keeps the copy
+    // alive.
     torch::Tensor view = weight.view({-1});
     EXPECT_TRUE(view.is_cpu());
     EXPECT_TRUE(torch::equal(view, reference_->head->weight.view({-1})));
@@ -226,7 +236,8 @@ TEST_F(Dispatch, OffloadedWeightsAreRealOnlyWhileUsed) {
 TEST_F(Dispatch, ExplicitMapsAndZeroCopy) {
   auto model = empty_model();
   accel::load_checkpoint_and_dispatch(
-      model, dir_.path().string(), accel::DispatchOptions().device_map({{"", "cpu"}, {"blocks.1", "disk"}}).zero_copy(true));
+      model, dir_.path().string(),
+      accel::DispatchOptions().device_map({{"", "cpu"}, {"blocks.1", "disk"}}).zero_copy(true));
   EXPECT_TRUE(accel::is_offloaded(model->blocks[1]->as<gpt::BlockImpl>()->up->weight));
   EXPECT_FALSE(accel::is_offloaded(model->blocks[0]->as<gpt::BlockImpl>()->up->weight));
   EXPECT_FALSE(model->head->weight.is_meta());
@@ -235,20 +246,27 @@ TEST_F(Dispatch, ExplicitMapsAndZeroCopy) {
 
 TEST_F(Dispatch, DtypeChangeOnDiskGoesThroughTheOffloadFolder) {
   auto on_cpu = empty_model();
-  accel::load_checkpoint_and_dispatch(on_cpu, dir_.path().string(), accel::DispatchOptions().dtype(torch::kBFloat16));
+  accel::load_checkpoint_and_dispatch(on_cpu, dir_.path().string(),
+                                      accel::DispatchOptions().dtype(torch::kBFloat16));
   EXPECT_EQ(on_cpu->head->weight.scalar_type(), torch::kBFloat16);
-  EXPECT_EQ(on_cpu->blocks[0]->as<gpt::BlockImpl>()->attention->mask.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(on_cpu->blocks[0]->as<gpt::BlockImpl>()->attention->mask.scalar_type(),
+            torch::kBFloat16);
 
   auto on_disk = empty_model();
-  expect_error([&] {
-    accel::load_checkpoint_and_dispatch(on_disk, dir_.path().string(),
-                                        accel::DispatchOptions().device_map({{"", "disk"}}).dtype(torch::kBFloat16));
-  }, "offload_folder");
+  expect_error(
+      [&] {
+        accel::load_checkpoint_and_dispatch(
+            on_disk, dir_.path().string(),
+            accel::DispatchOptions().device_map({{"", "disk"}}).dtype(torch::kBFloat16));
+      },
+      "offload_folder");
   EXPECT_TRUE(on_disk->head->weight.is_meta());  // refused before anything was placed
   TempDir folder("accel_offload");
-  accel::load_checkpoint_and_dispatch(
-      on_disk, dir_.path().string(),
-      accel::DispatchOptions().device_map({{"", "disk"}}).dtype(torch::kBFloat16).offload_folder(folder.path().string()));
+  accel::load_checkpoint_and_dispatch(on_disk, dir_.path().string(),
+                                      accel::DispatchOptions()
+                                          .device_map({{"", "disk"}})
+                                          .dtype(torch::kBFloat16)
+                                          .offload_folder(folder.path().string()));
   EXPECT_TRUE(fs::exists(folder / "head.weight.safetensors"));
   torch::NoGradGuard no_grad;
   EXPECT_TRUE(torch::equal(on_disk->forward(ids_), on_cpu->forward(ids_)));
@@ -260,7 +278,8 @@ TEST_F(Dispatch, CheckpointsThatDoNotFitTheModelAreRefused) {
     c.width = 48;
     return gpt::Gpt(c);
   });
-  expect_error([&] { accel::load_checkpoint_and_dispatch(wider, dir_.path().string()); }, "has shape");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(wider, dir_.path().string()); },
+               "has shape");
   EXPECT_TRUE(wider->head->weight.is_meta());
 
   auto deeper = accel::init_empty_weights([&] {
@@ -268,7 +287,8 @@ TEST_F(Dispatch, CheckpointsThatDoNotFitTheModelAreRefused) {
     c.layers = 5;
     return gpt::Gpt(c);
   });
-  expect_error([&] { accel::load_checkpoint_and_dispatch(deeper, dir_.path().string()); }, "has no tensor 'blocks.4.");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(deeper, dir_.path().string()); },
+               "has no tensor 'blocks.4.");
 
   auto shallower = accel::init_empty_weights([&] {
     auto c = config_;
@@ -279,14 +299,27 @@ TEST_F(Dispatch, CheckpointsThatDoNotFitTheModelAreRefused) {
                "which the model does not have");
 
   auto model = empty_model();
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string(), accel::DispatchOptions().device_map({{"blocks", "cpu"}})); },
-               "no device for 'tokens.weight'");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string(), accel::DispatchOptions().device_map("fastest")); },
-               "not one of auto");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string(), accel::DispatchOptions().device_map({{"", "gpu"}})); },
-               "'gpu' is not recognised");
+  expect_error(
+      [&] {
+        accel::load_checkpoint_and_dispatch(
+            model, dir_.path().string(), accel::DispatchOptions().device_map({{"blocks", "cpu"}}));
+      },
+      "no device for 'tokens.weight'");
+  expect_error(
+      [&] {
+        accel::load_checkpoint_and_dispatch(model, dir_.path().string(),
+                                            accel::DispatchOptions().device_map("fastest"));
+      },
+      "not one of auto");
+  expect_error(
+      [&] {
+        accel::load_checkpoint_and_dispatch(model, dir_.path().string(),
+                                            accel::DispatchOptions().device_map({{"", "gpu"}}));
+      },
+      "'gpu' is not recognised");
   TempDir empty("accel_empty_ckpt");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, empty.path().string()); }, "holds neither");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(model, empty.path().string()); },
+               "holds neither");
   EXPECT_TRUE(model->head->weight.is_meta());
 }
 
@@ -297,14 +330,18 @@ TEST_F(Dispatch, MalformedIndexFilesAreNamed) {
   write("{not json");
   expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); }, index);
   write(R"({"weight_map": {"head.weight": "../elsewhere.safetensors"}})");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); }, "outside the index's folder");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); },
+               "outside the index's folder");
   write(R"({"weight_map": {"head.weight": "missing.safetensors"}})");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); }, "missing.safetensors");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); },
+               "missing.safetensors");
   write(R"({"metadata": {}})");
-  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); }, "weight_map");
+  expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); },
+               "weight_map");
   // A shard with a corrupt header is named.
   fs::remove(index);
-  std::ofstream(dir_ / "model.safetensors", std::ios::binary) << std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);
+  std::ofstream(dir_ / "model.safetensors", std::ios::binary)
+      << std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);
   expect_error([&] { accel::load_checkpoint_and_dispatch(model, dir_.path().string()); },
                (dir_ / "model.safetensors").string());
   EXPECT_TRUE(model->head->weight.is_meta());

@@ -230,19 +230,19 @@ TEST(CheckpointCrash, KilledWhileSavingLeavesTheLastCompleteCheckpoint) {
     fs::create_directories(dir);
     const auto checkpoint = dir / "checkpoint";
     bool partial_at_kill = false;
-    auto saving = run({kWorker, "save-loop", checkpoint.string()}, {}, 120,
-                      [&](pid_t pid) {
-                        const auto give_up =
-                            std::chrono::steady_clock::now() + std::chrono::seconds(60);
-                        while (!fs::exists(checkpoint / "accel_state.json") &&
-                               std::chrono::steady_clock::now() < give_up) {
-                          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-                        }
-                        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-                        partial_at_kill = fs::exists(checkpoint.string() + ".partial");
-                        ::kill(pid, SIGKILL);
-                      },
-                      0.01);
+    auto saving = run(
+        {kWorker, "save-loop", checkpoint.string()}, {}, 120,
+        [&](pid_t pid) {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (!fs::exists(checkpoint / "accel_state.json") &&
+                 std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+          partial_at_kill = fs::exists(checkpoint.string() + ".partial");
+          ::kill(pid, SIGKILL);
+        },
+        0.01);
     ASSERT_EQ(saving.exit_code, 128 + SIGKILL) << saving.output;
     static const std::regex saved_line(R"(saved (\d+))");
     int saved = 0;

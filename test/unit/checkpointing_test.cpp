@@ -41,14 +41,13 @@ std::string error_of(const std::function<void()>& fn) {
 
 TEST(Safetensors, ByteLayoutIsTheReferenceFormat) {
   TempDir dir;
-  accel::save_safetensors((dir / "a.safetensors").string(),
-                          {{"b", torch::tensor({1.0f, 2.0f})},
-                           {"a", torch::tensor({7}, torch::kInt16)}});
+  accel::save_safetensors(
+      (dir / "a.safetensors").string(),
+      {{"b", torch::tensor({1.0f, 2.0f})}, {"a", torch::tensor({7}, torch::kInt16)}});
   // Hand-computed: JSON header with sorted names and byte ranges, padded with spaces to a
   // multiple of 8, its length as 8 little-endian bytes in front, then a's 2 bytes and b's 8.
-  std::string json =
-      R"({"a":{"data_offsets":[0,2],"dtype":"I16","shape":[1]},)"
-      R"("b":{"data_offsets":[2,10],"dtype":"F32","shape":[2]}})";
+  std::string json = R"({"a":{"data_offsets":[0,2],"dtype":"I16","shape":[1]},)"
+                     R"("b":{"data_offsets":[2,10],"dtype":"F32","shape":[2]}})";
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string expected(8, '\0');
   expected[0] = static_cast<char>(json.size());
@@ -61,9 +60,9 @@ TEST(Safetensors, ByteLayoutIsTheReferenceFormat) {
 TEST(Safetensors, EveryLibTorchDtypeRoundTrips) {
   TempDir dir;
   accel::NamedTensors tensors;
-  for (auto type : {torch::kBool, torch::kUInt8, torch::kInt8, torch::kInt16, torch::kInt32,
-                    torch::kInt64, torch::kFloat16, torch::kBFloat16, torch::kFloat32,
-                    torch::kFloat64}) {
+  for (auto type :
+       {torch::kBool, torch::kUInt8, torch::kInt8, torch::kInt16, torch::kInt32, torch::kInt64,
+        torch::kFloat16, torch::kBFloat16, torch::kFloat32, torch::kFloat64}) {
     auto t = (torch::arange(12, torch::kFloat64).reshape({3, 4}) - 5).to(type);
     tensors.emplace_back(c10::toString(type), t);
   }
@@ -205,11 +204,11 @@ TEST(SaveModel, ShardsWithAnIndexAndRemovesStaleShards) {
 
 TEST(SaveState, TotalLimitKeepsTheNewestCheckpoints) {
   TempDir dir;
-  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true).project_config(
-      accel::ProjectConfiguration()
-          .project_dir(dir.path().string())
-          .automatic_checkpoint_naming(true)
-          .total_limit(2)));
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).project_config(accel::ProjectConfiguration()
+                                                               .project_dir(dir.path().string())
+                                                               .automatic_checkpoint_naming(true)
+                                                               .total_limit(2)));
   torch::nn::Linear model(2, 2);
   accelerator.prepare(model);
   // Each checkpoint holds different weights (all i), so loading the wrong one shows.
@@ -235,8 +234,7 @@ TEST(SaveState, TotalLimitKeepsTheNewestCheckpoints) {
   EXPECT_TRUE(torch::equal(model->weight, torch::full({2, 2}, 10.0))) << model->weight;
   // Automatic naming never overwrites: a stale iteration is refused.
   accelerator.project_configuration().iteration(10);
-  EXPECT_NE(error_of([&] { accelerator.save_state(); }).find("already exists"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { accelerator.save_state(); }).find("already exists"), std::string::npos);
 }
 
 struct Counter {
@@ -296,8 +294,9 @@ TEST(SaveState, RestoresRegisteredObjectsAndRefusesMismatches) {
   accelerator.register_for_checkpointing(counter);
   const auto message = error_of([&] { accelerator.load_state(folder); });
   EXPECT_NE(message.find(folder + "/model.safetensors"), std::string::npos) << message;
-  EXPECT_NE(error_of([&] { accelerator.load_state((dir / "none").string()); })
-                .find("is not a complete checkpoint"),
+  EXPECT_NE(error_of([&] {
+              accelerator.load_state((dir / "none").string());
+            }).find("is not a complete checkpoint"),
             std::string::npos);
 }
 

@@ -21,13 +21,16 @@ TORCH_MODULE(ModelForTest);
 
 /// Two blocks of two Linear(4, 4) each (80 bytes a Linear, 160 a block).
 struct PairImpl : torch::nn::Module {
-  PairImpl() : a(register_module("a", torch::nn::Linear(4, 4))), b(register_module("b", torch::nn::Linear(4, 4))) {}
+  PairImpl()
+      : a(register_module("a", torch::nn::Linear(4, 4))),
+        b(register_module("b", torch::nn::Linear(4, 4))) {}
   torch::nn::Linear a, b;
 };
 TORCH_MODULE(Pair);
 
 struct TwoPairsImpl : torch::nn::Module {
-  TwoPairsImpl() : first(register_module("first", Pair())), second(register_module("second", Pair())) {}
+  TwoPairsImpl()
+      : first(register_module("first", Pair())), second(register_module("second", Pair())) {}
   Pair first, second;
 };
 TORCH_MODULE(TwoPairs);
@@ -39,7 +42,8 @@ TEST(DeviceMap, ModuleSizesMatchAccelerate) {
   EXPECT_EQ(sizes.at("linear1"), 64);
   EXPECT_EQ(sizes.at("linear1.weight"), 48);
   EXPECT_EQ(sizes.at("linear1.bias"), 16);
-  EXPECT_EQ(sizes.at("batchnorm"), 72);  // weight, bias, running stats (4 floats each), an int64 count
+  EXPECT_EQ(sizes.at("batchnorm"),
+            72);  // weight, bias, running stats (4 floats each), an int64 count
   EXPECT_EQ(sizes.at("linear2"), 100);
 }
 
@@ -55,15 +59,18 @@ TEST(DeviceMap, InferAutoDeviceMapMatchesAccelerate) {
   ModelForTest model;
   const auto map = accel::infer_auto_device_map(
       *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 200}, {"cuda:1", 200}}));
-  const accel::DeviceMap expected = {{"linear1", "cuda:0"}, {"batchnorm", "cuda:1"}, {"linear2", "cuda:1"}};
+  const accel::DeviceMap expected = {
+      {"linear1", "cuda:0"}, {"batchnorm", "cuda:1"}, {"linear2", "cuda:1"}};
   EXPECT_EQ(map, expected);
 }
 
 TEST(DeviceMap, CpuKeepsRoomForTheLargestLayerAndTheRestGoesToDisk) {
   ModelForTest model;
   // cpu 200 - 100 reserved for linear2: linear1 fits (64), batchnorm does not (136).
-  auto map = accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory({{"cpu", 200}}));
-  EXPECT_EQ(map, (accel::DeviceMap{{"linear1", "cpu"}, {"batchnorm", "disk"}, {"linear2", "disk"}}));
+  auto map =
+      accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory({{"cpu", 200}}));
+  EXPECT_EQ(map,
+            (accel::DeviceMap{{"linear1", "cpu"}, {"batchnorm", "disk"}, {"linear2", "disk"}}));
   // The reserve is for layers still to come: with 250, linear2, the last, fits beside the others.
   map = accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory({{"cpu", 250}}));
   EXPECT_EQ(map, (accel::DeviceMap{{"", "cpu"}}));
@@ -78,23 +85,30 @@ TEST(DeviceMap, SplitsModulesUnlessTheirClassIsNoSplit) {
   auto map = accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory(budget));
   EXPECT_EQ(map, (accel::DeviceMap{{"first", "cuda:0"}, {"second", "cuda:1"}}));
   // With 200 - 80: first does not fit, so it is split; first.a fits, first.b does not.
-  map = accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory({{"cuda:0", 200}, {"cuda:1", 1000}}));
-  EXPECT_EQ(map, (accel::DeviceMap{{"first.a", "cuda:0"}, {"first.b", "cuda:1"}, {"second", "cuda:1"}}));
-  // A Pair may not be split: cuda:0 must keep 160 for the largest layer, a whole Pair, and holds none.
   map = accel::infer_auto_device_map(
-      *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 200}, {"cuda:1", 1000}}).no_split_module_classes({"Pair"}));
+      *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 200}, {"cuda:1", 1000}}));
+  EXPECT_EQ(map,
+            (accel::DeviceMap{{"first.a", "cuda:0"}, {"first.b", "cuda:1"}, {"second", "cuda:1"}}));
+  // A Pair may not be split: cuda:0 must keep 160 for the largest layer, a whole Pair, and holds
+  // none.
+  map = accel::infer_auto_device_map(*model, accel::DeviceMapOptions()
+                                                 .max_memory({{"cuda:0", 200}, {"cuda:1", 1000}})
+                                                 .no_split_module_classes({"Pair"}));
   EXPECT_EQ(map, (accel::DeviceMap{{"", "cuda:1"}}));
 }
 
 TEST(DeviceMap, BalancedMemoryMatchesAccelerate) {
   ModelForTest model;
   const auto balanced = accel::get_balanced_memory(
-      *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 300}, {"cuda:1", 300}, {"cpu", 1000}}));
+      *model,
+      accel::DeviceMapOptions().max_memory({{"cuda:0", 300}, {"cuda:1", 300}, {"cpu", 1000}}));
   EXPECT_EQ(balanced.at("cuda:0"), 215);  // 236 / 2 + 1.25 x the mean leaf module (78)
   EXPECT_EQ(balanced.at("cuda:1"), 300);  // the last device keeps its budget
   EXPECT_EQ(balanced.at("cpu"), 1000);
   const auto low_zero = accel::get_balanced_memory(
-      *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 300}, {"cuda:1", 300}, {"cpu", 1000}}), true);
+      *model,
+      accel::DeviceMapOptions().max_memory({{"cuda:0", 300}, {"cuda:1", 300}, {"cpu", 1000}}),
+      true);
   EXPECT_EQ(low_zero.at("cuda:0"), 0);  // cuda:1 alone holds the model
 }
 
@@ -116,7 +130,8 @@ TEST(DeviceMap, DeviceForUsesTheLongestCoveringEntry) {
     accel::device_for(map, "norm.weight");
     FAIL() << "expected an error";
   } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no device for 'norm.weight'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no device for 'norm.weight'"), std::string::npos)
+        << e.what();
   }
 }
 

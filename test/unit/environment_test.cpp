@@ -122,14 +122,26 @@ void expect_error(const std::function<void()>& fn, const std::string& needle) {
 }
 
 TEST(ProcessIdentity, MalformedValuesNameTheVariable) {
-  expect_error([] { detect_process_identity(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})); },
-               "Invalid RANK: 'x'");
-  expect_error([] { detect_process_identity(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}})); },
-               "Invalid RANK: 2");
-  expect_error([] { detect_process_identity(env_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}})); },
-               "Invalid WORLD_SIZE");
-  expect_error([] { detect_process_identity(env_of({{"MASTER_PORT", "70000"}})); },
-               "Invalid MASTER_PORT: 70000");
+  expect_error(
+      [] {
+        detect_process_identity(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
+      },
+      "Invalid RANK: 'x'");
+  expect_error(
+      [] {
+        detect_process_identity(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}));
+      },
+      "Invalid RANK: 2");
+  expect_error(
+      [] {
+        detect_process_identity(env_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}));
+      },
+      "Invalid WORLD_SIZE");
+  expect_error(
+      [] {
+        detect_process_identity(env_of({{"MASTER_PORT", "70000"}}));
+      },
+      "Invalid MASTER_PORT: 70000");
 }
 
 TEST(EnvValues, BooleansAndIntegers) {

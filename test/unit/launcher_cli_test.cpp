@@ -55,11 +55,11 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
   EXPECT_NE(result.output.find("please answer one of no/bf16/fp16/fp8"), std::string::npos)
       << result.output;
   const std::string yaml = read(path);
-  for (const char* line : {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
-                           "main_process_ip: 10.0.0.1", "main_process_port: 1234",
-                           "num_processes: 8", "gpu_ids: 0,1", "use_cpu: false",
-                           "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4",
-                           "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD"}) {
+  for (const char* line :
+       {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
+        "main_process_ip: 10.0.0.1", "main_process_port: 1234", "num_processes: 8", "gpu_ids: 0,1",
+        "use_cpu: false", "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4",
+        "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing from\n" << yaml;
   }
 }
@@ -77,8 +77,8 @@ TEST_F(LauncherCli, DefaultConfigGoesToAccelHomeAndIsUsedByLaunch) {
   EXPECT_NE(read(dir_ + "/default_config.yaml").find("num_processes: 1"), std::string::npos);
   auto env = accel({"env"});
   EXPECT_EQ(env.exit_code, 0);
-  for (const char* part : {"accel version", "LibTorch version", "NCCL", "Gloo", "GPUs", "CPU",
-                           "OS", "num_processes: 1"}) {
+  for (const char* part : {"accel version", "LibTorch version", "NCCL", "Gloo", "GPUs", "CPU", "OS",
+                           "num_processes: 1"}) {
     EXPECT_NE(env.output.find(part), std::string::npos) << part << "\n" << env.output;
   }
 }
@@ -146,8 +146,8 @@ TEST_F(LauncherCli, UnknownKeysAreWarnedAboutNotDropped) {
 TEST_F(LauncherCli, HelpReadsWell) {
   auto help = accel({"launch", "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* part : {"--num_processes", "--config_file", "--main_process_port",
-                           "--gpu_ids", "Precedence"}) {
+  for (const char* part :
+       {"--num_processes", "--config_file", "--main_process_port", "--gpu_ids", "Precedence"}) {
     EXPECT_NE(help.output.find(part), std::string::npos) << part;
   }
 }
@@ -158,8 +158,8 @@ namespace {
 
 TEST_F(LauncherCli, RankPrefixAndTeeLogs) {
   const std::string logs = dir_ + "/logs";
-  auto result = accel({"launch", "--num_processes", "2", "--rank_prefix", "--tee", logs, "sh",
-                       "-c", "echo out $RANK; echo err $RANK >&2; printf tail$RANK"});
+  auto result = accel({"launch", "--num_processes", "2", "--rank_prefix", "--tee", logs, "sh", "-c",
+                       "echo out $RANK; echo err $RANK >&2; printf tail$RANK"});
   EXPECT_EQ(result.exit_code, 0) << result.output;
   for (const char* line : {"[rank 0] out 0\n", "[rank 1] out 1\n", "[rank 0] err 0\n",
                            "[rank 1] err 1\n", "[rank 1] tail1\n"}) {
@@ -237,9 +237,9 @@ TEST_F(LauncherCli, SelfCheckPassesInTheConfiguredSetup) {
   const auto config = write("c.yaml", "distributed_type: MULTI_CPU\nnum_processes: 2\n");
   auto result = accel({"test", "--config_file", config});
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  for (const char* line : {"accel test: 2 processes on cpu", "PASS processes", "PASS collectives",
-                           "PASS data sharding", "PASS training equivalence",
-                           "all checks passed"}) {
+  for (const char* line :
+       {"accel test: 2 processes on cpu", "PASS processes", "PASS collectives",
+        "PASS data sharding", "PASS training equivalence", "all checks passed"}) {
     EXPECT_NE(result.output.find(line), std::string::npos) << line << "\n" << result.output;
   }
   auto three = accel({"test", "--num_processes", "3"});

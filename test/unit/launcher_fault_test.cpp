@@ -34,9 +34,9 @@ pid_t read_pid(const std::string& path) {
 }
 
 TEST(LaunchFaults, ARankThatThrowsStopsTheJobWithinTenSeconds) {
-  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker,
-                     "throw-on-rank-1"},
-                    {{"ACCEL_TIMEOUT", "60"}}, 60);
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker, "throw-on-rank-1"},
+      {{"ACCEL_TIMEOUT", "60"}}, 60);
   EXPECT_FALSE(result.timed_out);
   EXPECT_NE(result.exit_code, 0) << result.output;
   EXPECT_LT(result.seconds, 10.0) << result.output;
@@ -58,8 +58,7 @@ TEST(LaunchFaults, ExitCodeAndSignalOfTheFirstFailingRankArePassedOn) {
   auto killed = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "1", "sh", "-c",
                      "if [ $RANK = 0 ]; then sleep 0.2; kill -9 $$; fi; trap '' TERM; sleep 30"});
   EXPECT_EQ(killed.exit_code, 128 + 9) << killed.output;
-  EXPECT_NE(killed.output.find("killed by signal 9 (SIGKILL)"), std::string::npos)
-      << killed.output;
+  EXPECT_NE(killed.output.find("killed by signal 9 (SIGKILL)"), std::string::npos) << killed.output;
   // Rank 1 ignores SIGTERM: the grace period ends with SIGKILL.
   EXPECT_NE(killed.output.find("sending SIGKILL"), std::string::npos) << killed.output;
   EXPECT_LT(killed.seconds, 10.0);
@@ -73,14 +72,13 @@ TEST_P(SignalForwarding, ReachesEveryRankAndLeavesNoOrphans) {
                           "_" + std::to_string(sig);
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   // Each rank starts a grandchild and records both pids.
-  const std::string script = "sleep 60 & echo $! > " + dir + "/child.$RANK; echo $$ > " + dir +
-                             "/rank.$RANK; wait";
-  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", "sh", "-c",
-                     script},
-                    {}, 30, [sig](pid_t launcher) { ::kill(launcher, sig); }, 1.5);
+  const std::string script =
+      "sleep 60 & echo $! > " + dir + "/child.$RANK; echo $$ > " + dir + "/rank.$RANK; wait";
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--grace_period", "2", "sh", "-c", script}, {}, 30,
+      [sig](pid_t launcher) { ::kill(launcher, sig); }, 1.5);
   EXPECT_EQ(result.exit_code, 128 + sig) << result.output;
-  EXPECT_NE(result.output.find(std::string("received SIG") + sigabbrev_np(sig)),
-            std::string::npos)
+  EXPECT_NE(result.output.find(std::string("received SIG") + sigabbrev_np(sig)), std::string::npos)
       << result.output;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   for (const char* name : {"rank.0", "rank.1", "child.0", "child.1"}) {
@@ -108,9 +106,9 @@ TEST(LaunchFaults, UnreachableMainProcessTimesOutNamingAddressAndPort) {
   EXPECT_FALSE(result.timed_out);
   EXPECT_NE(result.exit_code, 0);
   EXPECT_LT(result.seconds, 20.0) << result.output;
-  EXPECT_NE(result.output.find("could not reach the main process at 127.0.0.1:" +
-                               std::to_string(port)),
-            std::string::npos)
+  EXPECT_NE(
+      result.output.find("could not reach the main process at 127.0.0.1:" + std::to_string(port)),
+      std::string::npos)
       << result.output;
 }
 
@@ -120,11 +118,11 @@ TEST(LaunchFaults, PortInUseIsAClearErrorAndTwoMachinesOnOneHostFormOneJob) {
   // the whole job, as in Accelerate).
   std::string first_output;
   std::thread first([&] {
-    first_output = run({kAccel, "launch", "--num_processes", "2", "--num_machines", "2",
-                        "--machine_rank", "0",
-                        "--main_process_port", std::to_string(port), kWorker, "join"},
-                       {{"ACCEL_TIMEOUT", "30"}})
-                       .output;
+    first_output =
+        run({kAccel, "launch", "--num_processes", "2", "--num_machines", "2", "--machine_rank", "0",
+             "--main_process_port", std::to_string(port), kWorker, "join"},
+            {{"ACCEL_TIMEOUT", "30"}})
+            .output;
   });
   // Rank 0 hosts the rendezvous once LibTorch has loaded.
   for (int i = 0; i < 200 && !port_in_use(port); ++i) {
@@ -132,8 +130,7 @@ TEST(LaunchFaults, PortInUseIsAClearErrorAndTwoMachinesOnOneHostFormOneJob) {
   }
   auto in_use = run({kAccel, "launch", "--main_process_port", std::to_string(port), "true"});
   auto second = run({kAccel, "launch", "--num_processes", "2", "--num_machines", "2",
-                     "--machine_rank", "1",
-                     "--main_process_ip", "127.0.0.1", "--main_process_port",
+                     "--machine_rank", "1", "--main_process_ip", "127.0.0.1", "--main_process_port",
                      std::to_string(port), kWorker, "join"},
                     {{"ACCEL_TIMEOUT", "30"}});
   first.join();

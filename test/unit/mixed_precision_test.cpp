@@ -179,8 +179,8 @@ double train_regression(const std::string& mixed_precision) {
   double total = 0;
   for (size_t i = 0; i < 96; ++i) {
     auto e = data.get(i);
-    total += torch::mse_loss(model->forward(e.data.view({1, 1})), e.target.view({1, 1}))
-                 .item<double>();
+    total +=
+        torch::mse_loss(model->forward(e.data.view({1, 1})), e.target.view({1, 1})).item<double>();
   }
   return total / 96;
 }
@@ -195,7 +195,8 @@ TEST(MixedPrecision, Bf16TrainingEndsNearFp32) {
   std::cout << "regression loss: fp32 " << fp32 << ", bf16 " << bf16 << "\n";
 }
 
-// ---- The fp16 loss scaler -------------------------------------------------------------------------
+// ---- The fp16 loss scaler
+// -------------------------------------------------------------------------
 
 struct ScaledTraining {
   explicit ScaledTraining(accel::GradScalerOptions options) {
@@ -231,7 +232,7 @@ TEST(GradScaler, ScalesTheLossAndUnscalesTheGradients) {
   t.state->scaler->unscale_(t.optimizer);
   EXPECT_NEAR(t.model->a.grad().item<double>(), -10.0, 1e-6);
   EXPECT_THROW(t.state->scaler->unscale_(t.optimizer), c10::Error);  // once per step
-  t.optimizer.step();  // does not unscale again
+  t.optimizer.step();                                                // does not unscale again
   EXPECT_NEAR(t.a(), 1.0, 1e-6);
   EXPECT_FALSE(t.state->optimizer_step_was_skipped);
 }

@@ -2,8 +2,8 @@
 // into, the unified diff --diff prints, and the atomic file writer.
 
 #include "EditSet.h"
-#include "SourceStyle.h"
 #include "FileIO.h"
+#include "SourceStyle.h"
 #include "UnifiedDiff.h"
 
 #include <gtest/gtest.h>
@@ -73,7 +73,7 @@ TEST(EditSet, InsertionsAtOneOffsetKeepTheirOrderAndReportChangedRanges) {
   Edit A = replace(3, 0, "a\n"), R = replace(3, 2, "R");
   A.Reformat = R.Reformat = true;
   EXPECT_TRUE(Set.add(A));
-  EXPECT_TRUE(Set.add(replace(3, 0, "b"))); // text inside a user's line: not to be formatted
+  EXPECT_TRUE(Set.add(replace(3, 0, "b")));  // text inside a user's line: not to be formatted
   EXPECT_TRUE(Set.add(R));
   std::vector<std::pair<unsigned, unsigned>> Changed;
   EXPECT_EQ(Set.apply("0123456", &Changed), "012a\nbR56");
@@ -85,19 +85,20 @@ TEST(SourceStyle, LinesChangedOnlyInWhitespaceArePutBack) {
   const std::string Original = "int f() {\n    for (auto& x : v)\n        g(x,\n          y);\n}\n";
   // A formatter re-indented the loop, re-wrapped the call and moved the `&`; one real insertion.
   const std::string Formatted = "int f() {\n  h();\n  for (auto &x : v)\n    g(x, y);\n}\n";
-  EXPECT_EQ(countWhitespaceOnlyChanges(Original, Formatted), 2u); // the loop and the call
+  EXPECT_EQ(countWhitespaceOnlyChanges(Original, Formatted), 2u);  // the loop and the call
   const std::string Restored = restoreWhitespaceOnlyChanges(Original, Formatted);
   EXPECT_EQ(Restored, "int f() {\n  h();\n    for (auto& x : v)\n        g(x,\n          y);\n}\n");
   EXPECT_EQ(countWhitespaceOnlyChanges(Original, Restored), 0u);
 }
 
 TEST(SourceStyle, DerivedFromTheFileItself) {
-  const auto Four = derivedStyle("int f(int& a) {\n    if (a) {\n        return 1;\n    }\n    return 0;\n}\n");
+  const auto Four =
+      derivedStyle("int f(int& a) {\n    if (a) {\n        return 1;\n    }\n    return 0;\n}\n");
   EXPECT_EQ(Four.IndentWidth, 4u);
   EXPECT_EQ(Four.PointerAlignment, clang::format::FormatStyle::PAS_Left);
   EXPECT_EQ(Four.ColumnLimit, 80u);
-  const auto Two = derivedStyle("void g(Net &net, int *p) {\n  net.run(p);\n}\n" +
-                                std::string(100, '/') + "\n");
+  const auto Two =
+      derivedStyle("void g(Net &net, int *p) {\n  net.run(p);\n}\n" + std::string(100, '/') + "\n");
   EXPECT_EQ(Two.IndentWidth, 2u);
   EXPECT_EQ(Two.PointerAlignment, clang::format::FormatStyle::PAS_Right);
   EXPECT_EQ(Two.ColumnLimit, 100u);
@@ -105,18 +106,19 @@ TEST(SourceStyle, DerivedFromTheFileItself) {
 
 // Two-space blocks whose statements wrap with four: the wrapped lines are not the block step.
 TEST(SourceStyle, ContinuationLinesDoNotSetTheIndentation) {
-  const std::string Code = "int main() {\n"
-                           "  auto loader = make(\n"
-                           "      std::move(data),\n"
-                           "      options);\n"
-                           "  torch::Tensor labels =\n"
-                           "      torch::empty(n);\n"
-                           "  std::printf(\n"
-                           "      \"%d\",\n"
-                           "      n);\n"
-                           "  if (n)\n"
-                           "    return 1;\n"
-                           "}\n";
+  const std::string Code =
+      "int main() {\n"
+      "  auto loader = make(\n"
+      "      std::move(data),\n"
+      "      options);\n"
+      "  torch::Tensor labels =\n"
+      "      torch::empty(n);\n"
+      "  std::printf(\n"
+      "      \"%d\",\n"
+      "      n);\n"
+      "  if (n)\n"
+      "    return 1;\n"
+      "}\n";
   const auto Style = derivedStyle(Code);
   EXPECT_EQ(Style.IndentWidth, 2u);
   EXPECT_EQ(Style.ContinuationIndentWidth, 4u);
@@ -125,12 +127,13 @@ TEST(SourceStyle, ContinuationLinesDoNotSetTheIndentation) {
 // An inserted line is formatted; the author's statement before it, wrapped in a way the
 // formatter would join, is left as written.
 TEST(SourceStyle, FormattingStaysInsideTheInsertedLines) {
-  const std::string Migrated = "void f() {\n"
-                               "  g(1,\n"
-                               "    2);\n"
-                               "      h(  3 );\n"
-                               "  k(4);\n"
-                               "}\n";
+  const std::string Migrated =
+      "void f() {\n"
+      "  g(1,\n"
+      "    2);\n"
+      "      h(  3 );\n"
+      "  k(4);\n"
+      "}\n";
   const unsigned Offset = static_cast<unsigned>(Migrated.find("      h("));
   const unsigned Length = static_cast<unsigned>(std::string("      h(  3 );").size());
   EXPECT_EQ(formatInserted("/nonexistent/f.cpp", Migrated, Migrated, {{Offset, Length}}),
@@ -140,16 +143,21 @@ TEST(SourceStyle, FormattingStaysInsideTheInsertedLines) {
 // A line a replacement made longer than the original's column limit (80 here) is wrapped; one
 // that still fits, and the lines around it, stay as written.
 TEST(SourceStyle, RewrittenLinesPastTheColumnLimitAreWrapped) {
-  const std::string Original = "void f() {\n"
-                               "  g(first_argument, second_argument);\n"
-                               "  h(1,   2);\n"
-                               "}\n";
-  const std::string Long = "accelerator.prepare(make_optimizer(first_argument, second_argument, "
-                           "third_argument))";
-  const std::string Migrated = "void f() {\n"
-                               "  g(" + Long + ");\n"
-                               "  h(1,   2);\n"
-                               "}\n";
+  const std::string Original =
+      "void f() {\n"
+      "  g(first_argument, second_argument);\n"
+      "  h(1,   2);\n"
+      "}\n";
+  const std::string Long =
+      "accelerator.prepare(make_optimizer(first_argument, second_argument, "
+      "third_argument))";
+  const std::string Migrated =
+      "void f() {\n"
+      "  g(" +
+      Long +
+      ");\n"
+      "  h(1,   2);\n"
+      "}\n";
   const unsigned Offset = static_cast<unsigned>(Migrated.find(Long));
   const std::string Formatted = formatInserted("/nonexistent/f.cpp", Original, Migrated, {},
                                                {{Offset, static_cast<unsigned>(Long.size())}});
@@ -157,8 +165,7 @@ TEST(SourceStyle, RewrittenLinesPastTheColumnLimitAreWrapped) {
   EXPECT_NE(Formatted.find("  h(1,   2);\n"), std::string::npos) << Formatted;
   llvm::SmallVector<llvm::StringRef, 8> Lines;
   llvm::StringRef(Formatted).split(Lines, '\n');
-  for (llvm::StringRef Line : Lines)
-    EXPECT_LE(Line.size(), 80u) << Formatted;
+  for (llvm::StringRef Line : Lines) EXPECT_LE(Line.size(), 80u) << Formatted;
   // Within the limit: left alone.
   const std::string Short = "prepare(g)";
   const std::string Fits = "void f() {\n  g(" + Short + ");\n  h(1,   2);\n}\n";

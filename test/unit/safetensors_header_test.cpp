@@ -69,16 +69,17 @@ TEST(SafetensorsHeader, MalformedFilesNameTheFileAndTheProblem) {
             "tensor 'w': shape and dtype need 8 bytes but data_offsets span 12"},
            {"range", "{" + w + "[0,8]}}", 4, UINT64_MAX,
             "tensor 'w': data_offsets [0, 8) are outside the data buffer of 4 bytes"},
-           {"overlap",
-            "{" + w + R"([0,8]},"v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12,
-            UINT64_MAX, "data overlaps the previous tensor"},
-           {"gap", "{" + w + "[4,12]}}", 12, UINT64_MAX, "bytes 0..4 of the buffer belong to no tensor"},
-           {"tail", "{" + w + "[0,8]}}", 16, UINT64_MAX, "the last 8 bytes of the buffer belong to no tensor"},
-           {"extent", R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,8]}})", 8,
-            UINT64_MAX, "tensor 'w': shape holds an extent too large"},
+           {"overlap", "{" + w + R"([0,8]},"v":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+            12, UINT64_MAX, "data overlaps the previous tensor"},
+           {"gap", "{" + w + "[4,12]}}", 12, UINT64_MAX,
+            "bytes 0..4 of the buffer belong to no tensor"},
+           {"tail", "{" + w + "[0,8]}}", 16, UINT64_MAX,
+            "the last 8 bytes of the buffer belong to no tensor"},
+           {"extent", R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,8]}})",
+            8, UINT64_MAX, "tensor 'w': shape holds an extent too large"},
            // 2^32 x 2^32 x 4 bytes wraps to 0 in 64 bits; it must not pass as an empty tensor.
-           {"wrap", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0,
-            UINT64_MAX, "tensor 'w': shape [4294967296,4294967296] is too large"},
+           {"wrap", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+            0, UINT64_MAX, "tensor 'w': shape [4294967296,4294967296] is too large"},
        }) {
     const auto path = write_file(c.name, c.header, c.data, c.declared);
     const auto message = error_of(path);

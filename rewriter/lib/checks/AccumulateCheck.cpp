@@ -143,9 +143,9 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   const FunctionDecl *Fn = Context.enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
   const std::string Indent =
-      Body->body_empty() ? Context.indentation(Loop->getBeginLoc()) +
-                               Context.indentStep(Loop->getBeginLoc())
-                         : Context.indentation(Body->body_front()->getBeginLoc());
+      Body->body_empty()
+          ? Context.indentation(Loop->getBeginLoc()) + Context.indentStep(Loop->getBeginLoc())
+          : Context.indentation(Body->body_front()->getBeginLoc());
   Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1),
                  "\n" + Indent + "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");");
   Context.applied(Name, Loop->getBeginLoc());

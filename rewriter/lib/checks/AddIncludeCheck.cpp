@@ -8,11 +8,11 @@ namespace accel::migrate {
 void AddIncludeCheck::onEndOfTranslationUnit() {
   for (const std::string &Path : Context.editedFiles()) {
     const FileResult *File = Context.resultFor(Path);
-    const bool UsesAccel = std::any_of(File->Edits.edits().begin(), File->Edits.edits().end(),
-                                       [](const Edit &E) {
-                                         return E.Text.find("accelerator") != std::string::npos ||
-                                                E.Text.find("accel::") != std::string::npos;
-                                       });
+    const bool UsesAccel =
+        std::any_of(File->Edits.edits().begin(), File->Edits.edits().end(), [](const Edit &E) {
+          return E.Text.find("accelerator") != std::string::npos ||
+                 E.Text.find("accel::") != std::string::npos;
+        });
     if (!UsesAccel)
       continue;
     const auto &Includes = Context.includesOf(Path);

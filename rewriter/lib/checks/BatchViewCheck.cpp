@@ -17,7 +17,8 @@ namespace {
 // IntArrayRef; null when the shape is not written as a list.
 const Expr *firstDimension(const Expr *Shape) {
   Shape = Shape->IgnoreUnlessSpelledInSource();
-  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Shape); Construct && Construct->getNumArgs() > 0)
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Shape);
+      Construct && Construct->getNumArgs() > 0)
     Shape = Construct->getArg(0)->IgnoreUnlessSpelledInSource();
   if (const auto *List = dyn_cast<CXXStdInitializerListExpr>(Shape))
     Shape = List->getSubExpr()->IgnoreUnlessSpelledInSource();
@@ -30,10 +31,10 @@ const Expr *firstDimension(const Expr *Shape) {
 } // namespace
 
 void BatchViewCheck::registerMatchers(MatchFinder &Finder) {
-  Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("view", "reshape"))),
-                                      argumentCountIs(1))
-                        .bind("view"),
-                    this);
+  Finder.addMatcher(
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("view", "reshape"))), argumentCountIs(1))
+          .bind("view"),
+      this);
 }
 
 void BatchViewCheck::check(const MatchFinder::MatchResult &Result) {

@@ -29,8 +29,9 @@ void ClipGradCheck::check(const MatchFinder::MatchResult &Result) {
   const std::vector<const Expr *> Args = explicitArgs(Call);
   const bool IsNorm = plainName(Fn) == "clip_grad_norm_";
   if (IsNorm && Args.size() > 3) {
-    warn(Call->getBeginLoc(), "clip_grad_norm_ with error_if_nonfinite is left as it is; "
-                              "accelerator.clip_grad_norm_ takes (parameters, max_norm, norm_type)");
+    warn(Call->getBeginLoc(),
+         "clip_grad_norm_ with error_if_nonfinite is left as it is; "
+         "accelerator.clip_grad_norm_ takes (parameters, max_norm, norm_type)");
     return;
   }
   const std::string Acc = accelerator(Call);
@@ -43,11 +44,9 @@ void ClipGradCheck::check(const MatchFinder::MatchResult &Result) {
     Context.insert(Name, Args[0]->getBeginLoc(), "{");
     Context.replace(Name,
                     CharSourceRange::getCharRange(
-                        Lexer::getLocForEndOfToken(Args[0]->getEndLoc(), 0,
-                                                   Context.sourceManager(),
+                        Lexer::getLocForEndOfToken(Args[0]->getEndLoc(), 0, Context.sourceManager(),
                                                    Context.ast().getLangOpts()),
-                        Lexer::getLocForEndOfToken(Args[0]->getEndLoc(), 0,
-                                                   Context.sourceManager(),
+                        Lexer::getLocForEndOfToken(Args[0]->getEndLoc(), 0, Context.sourceManager(),
                                                    Context.ast().getLangOpts())),
                     "}");
   }

@@ -61,10 +61,10 @@ bool CreateAcceleratorCheck::insertParameter(const FunctionDecl *Decl) {
   const FunctionTypeLoc Loc = Decl->getFunctionTypeLoc();
   if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
     return false;
-  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
-                 Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
-                                              "accelerator") +
-                     (Decl->getNumParams() > 0 ? ", " : ""));
+  Context.insert(
+      Name, Loc.getLParenLoc().getLocWithOffset(1),
+      Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator", "accelerator") +
+          (Decl->getNumParams() > 0 ? ", " : ""));
   Context.applied(Name, Loc.getLParenLoc());
   return true;
 }
@@ -189,8 +189,7 @@ void CreateAcceleratorCheck::passAccelerator(const Expr *Site) {
 
 void CreateAcceleratorCheck::createInHost() {
   const FunctionDecl *Host = Context.facts().host();
-  if (!Host || !Context.hostNeedsAccelerator() ||
-      !Context.facts().acceleratorIn(Host).empty())
+  if (!Host || !Context.hostNeedsAccelerator() || !Context.facts().acceleratorIn(Host).empty())
     return;
   const auto *Body = dyn_cast_or_null<CompoundStmt>(Host->getBody());
   if (!Body || !Context.canEdit(Name, Body->getSourceRange()))
@@ -200,10 +199,12 @@ void CreateAcceleratorCheck::createInHost() {
   if (Opts.MixedPrecision)
     Options += ".mixed_precision(\"" + *Opts.MixedPrecision + "\")";
   if (Opts.GradientAccumulationSteps)
-    Options += ".gradient_accumulation_steps(" + std::to_string(*Opts.GradientAccumulationSteps) + ")";
+    Options +=
+        ".gradient_accumulation_steps(" + std::to_string(*Opts.GradientAccumulationSteps) + ")";
   const std::string Declaration =
-      Options.empty() ? "accel::Accelerator accelerator;"
-                      : "accel::Accelerator accelerator(accel::AcceleratorOptions()" + Options + ");";
+      Options.empty()
+          ? "accel::Accelerator accelerator;"
+          : "accel::Accelerator accelerator(accel::AcceleratorOptions()" + Options + ");";
   const std::string Indent = Body->body_empty()
                                  ? Context.indentStep(Body->getBeginLoc())
                                  : Context.indentation(Body->body_front()->getBeginLoc());

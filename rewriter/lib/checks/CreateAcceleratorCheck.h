@@ -10,7 +10,8 @@ namespace accel::migrate {
 /// (and to their callers' calls).
 class CreateAcceleratorCheck : public MigrationCheck {
 public:
-  explicit CreateAcceleratorCheck(MigrationContext &Context) : MigrationCheck("create-accelerator", Context) {}
+  explicit CreateAcceleratorCheck(MigrationContext &Context)
+      : MigrationCheck("create-accelerator", Context) {}
   void onEndOfTranslationUnit() override;
 
 private:

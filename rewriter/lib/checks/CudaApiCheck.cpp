@@ -21,7 +21,8 @@ void CudaApiCheck::check(const MatchFinder::MatchResult &Result) {
     if (!Context.isEditable(Var->getLocation()))
       return;
     const QualType T = Var->getType();
-    if (isClassOrDerived(T, "c10::cuda::CUDAStream") || isClassOrDerived(T, "at::cuda::CUDAEvent") ||
+    if (isClassOrDerived(T, "c10::cuda::CUDAStream") ||
+        isClassOrDerived(T, "at::cuda::CUDAEvent") ||
         isClassOrDerived(T, "c10::cuda::CUDAStreamGuard"))
       warn(Var->getLocation(), "CUDA streams and events are left as they are; create them on "
                                "accelerator.device() so each process uses its own GPU");

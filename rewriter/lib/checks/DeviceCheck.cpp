@@ -41,7 +41,7 @@ struct ConditionalDevice {
   const DeclStmt *Definition = nullptr;
   const IfStmt *If = nullptr;
   const Stmt *Statement = nullptr; // the assignment's statement
-  bool OnlyStatement = false; // the assignment is all the if does
+  bool OnlyStatement = false;      // the assignment is all the if does
 };
 
 std::optional<ConditionalDevice> conditionalDevice(MigrationContext &Context,
@@ -92,9 +92,8 @@ std::optional<ConditionalDevice> conditionalDevice(MigrationContext &Context,
 } // namespace
 
 void DeviceCheck::registerMatchers(MatchFinder &Finder) {
-  Finder.addMatcher(varDecl(hasLocalStorage(), unless(parmVarDecl()), hasInitializer(expr()))
-                        .bind("var"),
-                    this);
+  Finder.addMatcher(
+      varDecl(hasLocalStorage(), unless(parmVarDecl()), hasInitializer(expr())).bind("var"), this);
   Finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assign"), this);
   Finder.addMatcher(cxxTemporaryObjectExpr().bind("temporary"), this);
   Finder.addMatcher(cxxFunctionalCastExpr().bind("temporary"), this);
@@ -107,10 +106,9 @@ void DeviceCheck::replaceInitializer(const VarDecl *Var, const std::string &Valu
       Construct->getParenOrBraceRange().isValid()) {
     // torch::Device device(torch::kCUDA, 0)  ->  torch::Device device(accelerator.device())
     const SourceRange Parens = Construct->getParenOrBraceRange();
-    Context.replace(Name,
-                    CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
-                                                  Parens.getEnd()),
-                    Value);
+    Context.replace(
+        Name, CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()),
+        Value);
   } else {
     Context.replace(Name, Init->getSourceRange(), Value);
   }

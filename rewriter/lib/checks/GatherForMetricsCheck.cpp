@@ -29,7 +29,8 @@ bool isAcceleratorMethod(const CallExpr *Call, std::initializer_list<llvm::Strin
 const Expr *countedTensor(const Expr *E) {
   const auto *Call = dyn_cast<CXXMemberCallExpr>(bare(E));
   if (!Call || !Call->getMethodDecl() || plainName(Call->getMethodDecl()) != "size" ||
-      Call->getNumArgs() != 1 || !isTensor(Call->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
+      Call->getNumArgs() != 1 ||
+      !isTensor(Call->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
     return nullptr;
   const auto *Zero = dyn_cast<IntegerLiteral>(bare(Call->getArg(0)));
   return Zero && Zero->getValue() == 0 ? Call->getImplicitObjectArgument()->IgnoreParenImpCasts()
@@ -48,7 +49,8 @@ struct PureComputation : RecursiveASTVisitor<PureComputation> {
     if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
       if (Op->getOperator() == OO_Call) {
         const auto *Class = Op->getArg(0)->getType()->getAsCXXRecordDecl();
-        Pure = Pure && Class && llvm::StringRef(Class->getQualifiedNameAsString()).startswith("torch::nn::") &&
+        Pure = Pure && Class &&
+               llvm::StringRef(Class->getQualifiedNameAsString()).startswith("torch::nn::") &&
                Class->getName().endswith("Loss");
         return Pure;
       }
@@ -138,7 +140,8 @@ public:
     const SourceManager &SM = Context.sourceManager();
     const CharSourceRange Range = Lexer::makeFileCharRange(
         CharSourceRange::getTokenRange(E->getSourceRange()), SM, Context.ast().getLangOpts());
-    const unsigned Begin = SM.getFileOffset(Range.getBegin()), End = SM.getFileOffset(Range.getEnd());
+    const unsigned Begin = SM.getFileOffset(Range.getBegin()),
+                   End = SM.getFileOffset(Range.getEnd());
     const std::string Text = Context.text(Range);
     std::string Out;
     unsigned Pos = Begin;
@@ -408,8 +411,9 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     if (S.Var && S.Var != Loop->getLoopVariable() &&
         SM.isBeforeInTranslationUnit(Before->getBeginLoc(), S.Var->getLocation())) {
       warn(Accumulations.front().Statement->getBeginLoc(),
-           "'" + S.Text + "' is computed after the first metric that needs it; gather the "
-           "batch's outputs and targets with accelerator.gather_for_metrics by hand");
+           "'" + S.Text +
+               "' is computed after the first metric that needs it; gather the "
+               "batch's outputs and targets with accelerator.gather_for_metrics by hand");
       return;
     }
 
@@ -422,8 +426,9 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     Values += (Values.empty() ? "" : ", ") + S.Text;
   }
   const std::string Declaration =
-      Eval.Sources.size() == 1 ? "auto " + Names + " = " + Acc + ".gather_for_metrics(" + Values + ");"
-                               : "auto [" + Names + "] = " + Acc + ".gather_for_metrics(" + Values + ");";
+      Eval.Sources.size() == 1
+          ? "auto " + Names + " = " + Acc + ".gather_for_metrics(" + Values + ");"
+          : "auto [" + Names + "] = " + Acc + ".gather_for_metrics(" + Values + ");";
   const std::string Indent = Context.indentation(Before->getBeginLoc());
   if (const auto LineStart = lineAbove(Before->getBeginLoc()))
     Context.insert(Name, *LineStart, Indent + Declaration + "\n");

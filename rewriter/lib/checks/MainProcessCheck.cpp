@@ -37,17 +37,17 @@ bool isStdout(const Expr *E) { return stdoutOperand(E) != nullptr; }
 
 void MainProcessCheck::registerMatchers(MatchFinder &Finder) {
   Finder.addMatcher(callExpr(callee(functionDecl(hasName("::torch::save")))).bind("save"), this);
-  Finder.addMatcher(
-      callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf", "::puts", "::std::puts"))))
-          .bind("print"),
-      this);
+  Finder.addMatcher(callExpr(callee(functionDecl(
+                                 hasAnyName("::printf", "::std::printf", "::puts", "::std::puts"))))
+                        .bind("print"),
+                    this);
   Finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("<<")).bind("print"), this);
 }
 
 void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
   const bool IsSave = Result.Nodes.getNodeAs<CallExpr>("save") != nullptr;
-  const auto *Call = IsSave ? Result.Nodes.getNodeAs<CallExpr>("save")
-                            : Result.Nodes.getNodeAs<CallExpr>("print");
+  const auto *Call =
+      IsSave ? Result.Nodes.getNodeAs<CallExpr>("save") : Result.Nodes.getNodeAs<CallExpr>("print");
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call); Op && !isStdout(Op))
     return;
   const Stmt *Statement = asFullStatement(Context, Call);
@@ -58,8 +58,8 @@ void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
       Saves.push_back(Statement);
     return;
   }
-  const std::pair<const Stmt *, const CallExpr *> Print(Statement,
-                                                        isa<CXXOperatorCallExpr>(Call) ? nullptr : Call);
+  const std::pair<const Stmt *, const CallExpr *> Print(
+      Statement, isa<CXXOperatorCallExpr>(Call) ? nullptr : Call);
   if (std::find(Prints.begin(), Prints.end(), Print) == Prints.end())
     Prints.push_back(Print);
 }
@@ -70,8 +70,8 @@ void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc)
   // `std::cout << a\n          << b;`: the longer first operand would leave the author's `<<`
   // lines misaligned, so the rest of the first line moves down to start where they start.
   const SourceManager &SM = Context.sourceManager();
-  const SourceLocation End = Lexer::getLocForEndOfToken(Stream->getEndLoc(), 0, SM,
-                                                        Context.ast().getLangOpts());
+  const SourceLocation End =
+      Lexer::getLocForEndOfToken(Stream->getEndLoc(), 0, SM, Context.ast().getLangOpts());
   const auto [FID, Offset] = SM.getDecomposedLoc(End);
   const StringRef Buffer = SM.getBufferData(FID);
   const size_t Operator = Buffer.find_first_not_of(" \t", Offset);
@@ -81,11 +81,11 @@ void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc)
     const size_t NextText = Buffer.find_first_not_of(" \t", LineEnd + 1);
     if (NextText != StringRef::npos && Buffer.substr(NextText).startswith("<<") &&
         Buffer.substr(LineEnd + 1, NextText - LineEnd - 1).find('\n') == StringRef::npos) {
-      Context.replace(Name,
-                      CharSourceRange::getCharRange(
-                          Stream->getBeginLoc(),
-                          End.getLocWithOffset(static_cast<int>(Operator - Offset))),
-                      Wrapped + "\n" + Buffer.substr(LineEnd + 1, NextText - LineEnd - 1).str());
+      Context.replace(
+          Name,
+          CharSourceRange::getCharRange(Stream->getBeginLoc(),
+                                        End.getLocWithOffset(static_cast<int>(Operator - Offset))),
+          Wrapped + "\n" + Buffer.substr(LineEnd + 1, NextText - LineEnd - 1).str());
       return;
     }
   }

@@ -105,7 +105,8 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
   if (!Declaration->isSingleDecl() || Var->isStaticLocal() || Var->getType().isConstQualified()) {
     warn(Var->getLocation(), llvm::Twine("'") + Var->getName() +
                                  "' is declared in a form accel-migrate does not rewrite; write "
-                                 "auto " + Var->getName() + " = accelerator.prepare(...)");
+                                 "auto " +
+                                 Var->getName() + " = accelerator.prepare(...)");
     return;
   }
   const std::string Acc = accelerator(Declaration);
@@ -116,10 +117,11 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
   const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
   if (Var->getInitStyle() != VarDecl::CInit && Construct &&
       Construct->getParenOrBraceRange().isValid()) {
-    // torch::optim::SGD optimizer(args);  ->  auto optimizer = acc.prepare(torch::optim::SGD(args));
+    // torch::optim::SGD optimizer(args);  ->  auto optimizer =
+    // acc.prepare(torch::optim::SGD(args));
     const SourceRange Parens = Construct->getParenOrBraceRange();
-    const std::string Args = Context.text(CharSourceRange::getCharRange(
-        Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
+    const std::string Args = Context.text(
+        CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
     const bool Braces = Var->getInitStyle() == VarDecl::ListInit;
     const std::string Prepared = "auto " + Var->getNameAsString() + " = " + Acc + ".prepare(" +
                                  Context.text(TypeRange) + (Braces ? "{" : "(") + Args +
@@ -131,8 +133,9 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     else
       Context.replace(Name, Whole, Prepared);
   } else {
-    // auto optimizer = torch::optim::Adam(...);  ->  auto optimizer = acc.prepare(torch::optim::Adam(...));
-    // A named type becomes auto: the prepared object is a subclass and must not be sliced.
+    // auto optimizer = torch::optim::Adam(...);  ->  auto optimizer =
+    // acc.prepare(torch::optim::Adam(...)); A named type becomes auto: the prepared object is a
+    // subclass and must not be sliced.
     if (!IsAuto)
       Context.replace(Name, TypeRange, "auto");
     Context.replace(Name, Init->getSourceRange(),
@@ -172,7 +175,8 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
   else if (!Class->hasUserDeclaredConstructor())
     warn(Model->getLocation(), llvm::Twine("model '") + Model->getName() +
                                    "' is a member of a class without a constructor; prepare it "
-                                   "by hand (accelerator.prepare(" + Model->getName() + "))");
+                                   "by hand (accelerator.prepare(" +
+                                   Model->getName() + "))");
 }
 
 void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
@@ -186,17 +190,18 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
   const auto *Class = cast<CXXRecordDecl>(Optimizer->getParent());
   const std::string Type = Context.text(TypeRange);
   auto Prepared = [&](const Expr *Init, const std::string &Acc) -> bool {
-    const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Init ? Init->IgnoreImplicit() : nullptr);
+    const auto *Construct =
+        dyn_cast_or_null<CXXConstructExpr>(Init ? Init->IgnoreImplicit() : nullptr);
     if (!Construct)
       return false;
     const SourceRange Parens = Construct->getParenOrBraceRange();
     if (Parens.isValid() && !isa<CXXTemporaryObjectExpr>(Construct)) {
       // optimizer_(args) or optimizer_{args}: the construct's own parentheses.
-      const std::string Args = Context.text(CharSourceRange::getCharRange(
-          Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
+      const std::string Args = Context.text(
+          CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
       const bool Braces = Context.text(SourceRange(Parens.getBegin(), Parens.getBegin())) == "{";
-      const auto Inside = CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1),
-                                                        Parens.getEnd());
+      const auto Inside =
+          CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd());
       const std::string Prepared =
           Acc + ".prepare(" + Type + (Braces ? "{" : "(") + Args + (Braces ? "})" : "))");
       // Arguments over several lines are re-aligned inside the longer expression.
@@ -249,7 +254,8 @@ void PrepareCheck::prepareLoader(const VarDecl *Loader) {
   const std::string Acc = accelerator(Make);
   if (Acc.empty())
     return;
-  // make_data_loader<Sampler>(dataset, options) -> acc.prepare_data_loader<Sampler>(dataset, options)
+  // make_data_loader<Sampler>(dataset, options) -> acc.prepare_data_loader<Sampler>(dataset,
+  // options)
   Context.replace(Name, SourceRange(Callee->getBeginLoc(), Callee->getNameInfo().getEndLoc()),
                   Acc + ".prepare_data_loader");
   Context.applied(Name, Loader->getLocation());

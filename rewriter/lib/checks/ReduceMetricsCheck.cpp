@@ -135,7 +135,8 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     if (Acc.empty())
       return;
     const std::string VarName = Var->getNameAsString();
-    Lines += (Lines.empty() ? "" : "\n" + Indent) + VarName + " = " + Acc + ".reduce(" + VarName + ");";
+    Lines +=
+        (Lines.empty() ? "" : "\n" + Indent) + VarName + " = " + Acc + ".reduce(" + VarName + ");";
   }
   if (Lines.empty())
     return;

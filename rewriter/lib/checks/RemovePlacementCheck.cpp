@@ -61,17 +61,15 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
   if (!IsCuda && (Args.empty() || !isManagedDevice(Args[0], Fn)))
     return;
   // With a dtype after the device, only the device goes: x.to(device, kHalf) -> x.to(kHalf).
-  const bool KeepsDtype =
-      !IsCuda && Args.size() >= 2 && !Args[1]->getType()->isBooleanType();
+  const bool KeepsDtype = !IsCuda && Args.size() >= 2 && !Args[1]->getType()->isBooleanType();
 
   if (isModule(Class)) {
     if (IsCuda || !Context.facts().isPreparedModel(rootDecl(Object)) ||
         !Context.canEdit(Name, Call->getSourceRange()))
       return;
     if (KeepsDtype) {
-      Context.replace(Name,
-                      CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()),
-                      "");
+      Context.replace(
+          Name, CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()), "");
     } else if (const Stmt *Statement = asFullStatement(Context, Call)) {
       Context.removeStatement(Name, Statement);
     } else {
@@ -90,9 +88,8 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
       !Context.canEdit(Name, Call->getSourceRange()))
     return;
   if (KeepsDtype)
-    Context.replace(Name,
-                    CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()),
-                    "");
+    Context.replace(
+        Name, CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()), "");
   else
     Context.replace(Name, Call->getSourceRange(), Context.text(Object->getSourceRange()));
   Context.applied(Name, Call->getBeginLoc());

@@ -10,7 +10,8 @@ namespace accel::migrate {
 /// placements of tensors the program makes itself are left (their device is the accelerator's).
 class RemovePlacementCheck : public MigrationCheck {
 public:
-  explicit RemovePlacementCheck(MigrationContext &Context) : MigrationCheck("remove-placement", Context) {}
+  explicit RemovePlacementCheck(MigrationContext &Context)
+      : MigrationCheck("remove-placement", Context) {}
   void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
   void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
 };

@@ -18,6 +18,6 @@
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
+#include <accel/options.h>
 #include <accel/parse_size.h>
 #include <accel/safetensors.h>
-#include <accel/options.h>

@@ -16,12 +16,12 @@
 #include <torch/serialize/archive.h>
 
 #include <functional>
-#include <map>
-#include <optional>
-#include <tuple>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -146,7 +146,8 @@ class Accelerator {
   /// every process, and averages gradients across processes in backward().
   /// The model may be a module holder (`torch::nn::Linear`, a TORCH_MODULE type), a shared_ptr
   /// to a module, or the module itself.
-  template <typename M, typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
+  template <typename M,
+            typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
   void prepare(M&& model) {
     static_assert(std::is_lvalue_reference_v<M> ||
                       !std::is_base_of_v<torch::nn::Module, std::remove_reference_t<M>>,
@@ -156,8 +157,8 @@ class Accelerator {
 
   /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
   /// micro-steps. Build it from the parameters of the model (prepared before or after).
-  template <typename O, typename = std::enable_if_t<std::is_base_of<torch::optim::Optimizer,
-                                                                    std::decay_t<O>>::value>>
+  template <typename O, typename = std::enable_if_t<
+                            std::is_base_of<torch::optim::Optimizer, std::decay_t<O>>::value>>
   AcceleratedOptimizer<std::decay_t<O>> prepare(O&& optimizer) {
     static_assert(!std::is_lvalue_reference<O>::value,
                   "prepare(optimizer) takes the optimizer by value: "
@@ -167,15 +168,16 @@ class Accelerator {
   }
 
   /// Prepares a learning-rate scheduler built on a prepared optimizer.
-  template <typename S, typename = std::enable_if_t<std::is_base_of<torch::optim::LRScheduler,
-                                                                    std::decay_t<S>>::value>,
+  template <typename S,
+            typename = std::enable_if_t<
+                std::is_base_of<torch::optim::LRScheduler, std::decay_t<S>>::value>,
             typename = void>
   AcceleratedScheduler<std::decay_t<S>> prepare(S&& scheduler) {
     static_assert(!std::is_lvalue_reference<S>::value,
                   "prepare(scheduler) takes the scheduler by value");
-    return AcceleratedScheduler<std::decay_t<S>>(
-        std::move(scheduler), gradient_state(), options().step_scheduler_with_optimizer,
-        options().split_batches ? 1 : num_processes());
+    return AcceleratedScheduler<std::decay_t<S>>(std::move(scheduler), gradient_state(),
+                                                 options().step_scheduler_with_optimizer,
+                                                 options().split_batches ? 1 : num_processes());
   }
 
   /// Prepares a loader made by `torch::data::make_data_loader` (with no worker threads: those
@@ -198,7 +200,7 @@ class Accelerator {
   }
   template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
-                                                                     size_t batch_size) {
+                                                                    size_t batch_size) {
     return prepare_data_loader<Sampler>(std::move(dataset),
                                         torch::data::DataLoaderOptions(batch_size));
   }
@@ -369,8 +371,8 @@ class Accelerator {
   template <typename T>
   std::vector<T> split_between_processes(const std::vector<T>& values,
                                          bool apply_padding = false) const {
-    auto range = detail::split_range(values.size(), num_processes(), process_index(),
-                                     apply_padding);
+    auto range =
+        detail::split_range(values.size(), num_processes(), process_index(), apply_padding);
     std::vector<T> out(values.begin() + range.begin, values.begin() + range.end);
     while (apply_padding && !out.empty() && out.size() < range.padded_size) {
       out.push_back(out.back());
@@ -431,8 +433,7 @@ class Accelerator {
 
   /// The next iteration of `loader` starts at its batch `n` (resuming mid-epoch).
   template <typename Dataset, typename Sampler>
-  DataLoader<Dataset, Sampler>& skip_first_batches(DataLoader<Dataset, Sampler>& loader,
-                                                   size_t n) {
+  DataLoader<Dataset, Sampler>& skip_first_batches(DataLoader<Dataset, Sampler>& loader, size_t n) {
     loader.skip_first_batches(n);
     return loader;
   }
@@ -500,7 +501,8 @@ class Accelerator {
  private:
   struct Impl;
 
-  // ---- For the scopes only -----------------------------------------------------------------------
+  // ---- For the scopes only
+  // -----------------------------------------------------------------------
   friend class AccumulateScope;
   friend class NoSyncGuard;
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).

@@ -10,7 +10,6 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -182,8 +181,8 @@ class DataLoader : private detail::StatefulPart {
     context_.sharding.drop_last = options_.drop_last;
     if (options_.workers > 0) {
       if constexpr (std::is_copy_constructible<Dataset>::value) {
-        prefetcher_ = std::make_unique<detail::BatchPrefetcher<Dataset>>(
-            dataset_, options_.workers, options_.max_jobs);
+        prefetcher_ = std::make_unique<detail::BatchPrefetcher<Dataset>>(dataset_, options_.workers,
+                                                                         options_.max_jobs);
       } else {
         TORCH_CHECK(false, "accel: workers(", options_.workers,
                     ") needs a copyable dataset: each worker reads from its own copy, as in "
@@ -313,7 +312,8 @@ class DataLoader : private detail::StatefulPart {
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 
-// ---- Factories (Accelerator::prepare and prepare_data_loader forward here) ---------------------------
+// ---- Factories (Accelerator::prepare and prepare_data_loader forward here)
+// ---------------------------
 
 namespace detail {
 
@@ -345,7 +345,8 @@ std::pair<Dataset, Sampler> take_over(torch::data::StatelessDataLoader<Dataset, 
   // main_thread_dataset_ is protected in DataLoaderBase; a pointer-to-member formed in a derived
   // class reaches it without copying the dataset.
   struct Access : torch::data::StatelessDataLoader<Dataset, Sampler> {
-    static std::unique_ptr<Dataset>& dataset(torch::data::StatelessDataLoader<Dataset, Sampler>& l) {
+    static std::unique_ptr<Dataset>& dataset(
+        torch::data::StatelessDataLoader<Dataset, Sampler>& l) {
       return l.*(&Access::main_thread_dataset_);
     }
   };

@@ -8,7 +8,6 @@
 #include <torch/arg.h>
 #include <torch/nn/module.h>
 
-
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -30,8 +29,8 @@ MaxMemory parse_max_memory(const std::map<std::string, std::string>& sizes);
 /// Bytes of every parameter and buffer, and their sums for every module above them ("" is the
 /// total). With `dtype`, floating-point tensors count at the smaller of their size and its.
 /// Works on empty (meta) models. Tied weights count once.
-std::map<std::string, int64_t> compute_module_sizes(const torch::nn::Module& model,
-                                                    std::optional<torch::ScalarType> dtype = std::nullopt);
+std::map<std::string, int64_t> compute_module_sizes(
+    const torch::nn::Module& model, std::optional<torch::ScalarType> dtype = std::nullopt);
 
 struct DeviceMapOptions {
   /// Budgets; empty means what the machine has: each GPU's free memory and the CPU's available
@@ -59,7 +58,8 @@ MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOpt
 /// A device map filling the GPUs in order, then the CPU, then the disk, greedily in module order,
 /// splitting a module into its children only when it does not fit. The first GPU and the CPU
 /// keep room for the largest layer, which an offloaded layer needs when it runs there.
-DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapOptions& options = {});
+DeviceMap infer_auto_device_map(const torch::nn::Module& model,
+                                const DeviceMapOptions& options = {});
 
 /// Groups entries that put every submodule of a module on one device under the module's name:
 /// {a: cpu, b: cpu} -> {"": cpu}.

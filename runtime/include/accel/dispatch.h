@@ -17,7 +17,6 @@
 
 #include <torch/types.h>
 
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,10 +81,10 @@ DispatchResult load_checkpoint_and_dispatch(M& model, const std::string& checkpo
 
 /// What the offload fallback has done in this process.
 struct OffloadStatistics {
-  int64_t materialisations = 0;   // offloaded tensors brought to the execution device
-  int64_t bytes_read = 0;         // bytes read from disk for them
-  int64_t live_bytes = 0;         // bytes of CPU copies read from disk that are alive now
-  int64_t peak_live_bytes = 0;    // the most alive at once
+  int64_t materialisations = 0;  // offloaded tensors brought to the execution device
+  int64_t bytes_read = 0;        // bytes read from disk for them
+  int64_t live_bytes = 0;        // bytes of CPU copies read from disk that are alive now
+  int64_t peak_live_bytes = 0;   // the most alive at once
 };
 OffloadStatistics offload_statistics();
 void reset_offload_statistics();

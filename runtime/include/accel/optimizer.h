@@ -42,8 +42,7 @@ class AcceleratedOptimizer : public O {
       return O::step(std::move(closure));
     }
     torch::Tensor loss;
-    const bool stepped =
-        state_->scaler->step(*this, [&] { loss = O::step(std::move(closure)); });
+    const bool stepped = state_->scaler->step(*this, [&] { loss = O::step(std::move(closure)); });
     state_->scaler->update();
     state_->optimizer_step_was_skipped = !stepped;
     return loss;

@@ -5,7 +5,6 @@
 
 #include <torch/arg.h>
 
-
 #include <chrono>
 #include <cstdint>
 #include <optional>
