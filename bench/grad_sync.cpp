@@ -4,8 +4,7 @@
 //     buckets -- against one raw all-reduce of a flat buffer of the same bytes (target >= 0.9);
 //     then the same with gradient_as_bucket_view(false), which also copies back out of them;
 //  2. step time of the prepared model (bucketed all-reduce launched from autograd hooks,
-//  overlapping
-//     backward) against a naive loop that all-reduces each gradient after backward;
+//     overlapping backward) against a naive loop that all-reduces each gradient after backward;
 //  3. raw c10d only: the bucketed all-reduce -- the same bytes in the reducer's buckets (1 MiB
 //     first, then up to bucket_cap_mb), each bucket's all-reduce started as soon as the previous
 //     one is issued -- against the flat all-reduce.

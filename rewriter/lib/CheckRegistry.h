@@ -1,5 +1,4 @@
-//===- CheckRegistry.h - The table of transformations --------------------------------*- C++
-//-*-===//
+//===- CheckRegistry.h - The table of transformations -------------------------------*- C++ -*-===//
 #pragma once
 
 #include "MigrationCheck.h"

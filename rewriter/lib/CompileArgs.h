@@ -1,5 +1,4 @@
-//===- CompileArgs.h - How to compile a LibTorch file when nobody says ---------------*- C++
-//-*-===//
+//===- CompileArgs.h - How to compile a LibTorch file when nobody says --------------*- C++ -*-===//
 #pragma once
 
 #include <string>

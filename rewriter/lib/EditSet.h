@@ -1,5 +1,4 @@
-//===- EditSet.h - Non-overlapping text edits to one file ----------------------------*- C++
-//-*-===//
+//===- EditSet.h - Non-overlapping text edits to one file ---------------------------*- C++ -*-===//
 //
 // The edits of every check (and of every translation unit that sees a shared header) land in one
 // EditSet per file. Identical edits are kept once, so a template instantiated twice or a header

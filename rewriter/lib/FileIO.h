@@ -1,5 +1,4 @@
-//===- FileIO.h - Reading inputs and writing results without losing anything ---------*- C++
-//-*-===//
+//===- FileIO.h - Reading inputs and writing results without losing anything --------*- C++ -*-===//
 #pragma once
 
 #include "llvm/ADT/StringRef.h"

@@ -1,5 +1,4 @@
-//===- LineDiff.h - Myers' O(ND) diff over lines -------------------------------------*- C++
-//-*-===//
+//===- LineDiff.h - Myers' O(ND) diff over lines ------------------------------------*- C++ -*-===//
 //
 // The one line diff of the tool: unifiedDiff prints it, and the whitespace pass of SourceStyle
 // walks it to put back lines that formatting changed only in their spaces.

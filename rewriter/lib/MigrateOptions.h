@@ -1,5 +1,4 @@
-//===- MigrateOptions.h - What one accel-migrate run is asked to do ------------------*- C++
-//-*-===//
+//===- MigrateOptions.h - What one accel-migrate run is asked to do -----------------*- C++ -*-===//
 #pragma once
 
 #include <optional>

@@ -1,5 +1,4 @@
-//===- MigrationAction.h - The frontend action that runs the checks ------------------*- C++
-//-*-===//
+//===- MigrationAction.h - The frontend action that runs the checks -----------------*- C++ -*-===//
 #pragma once
 
 #include "MigrateOptions.h"

@@ -1,5 +1,4 @@
-//===- MigrationContext.h - What a check can see and do in one translation unit ------*- C++
-//-*-===//
+//===- MigrationContext.h - What a check can see and do in one translation unit -----*- C++ -*-===//
 //
 // Checks read the AST through this object and write through it: every edit names the check that
 // made it, every location is checked to be in a file we may edit (the main file or a user header,

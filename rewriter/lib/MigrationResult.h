@@ -1,5 +1,4 @@
-//===- MigrationResult.h - What checks produced, per file ----------------------------*- C++
-//-*-===//
+//===- MigrationResult.h - What checks produced, per file ---------------------------*- C++ -*-===//
 #pragma once
 
 #include "EditSet.h"

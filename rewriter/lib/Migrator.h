@@ -1,5 +1,4 @@
-//===- Migrator.h - One accel-migrate run over a set of files ------------------------*- C++
-//-*-===//
+//===- Migrator.h - One accel-migrate run over a set of files -----------------------*- C++ -*-===//
 #pragma once
 
 #include "MigrateOptions.h"

@@ -1,5 +1,4 @@
-//===- ProgramFacts.h - What a translation unit trains, and where --------------------*- C++
-//-*-===//
+//===- ProgramFacts.h - What a translation unit trains, and where -------------------*- C++ -*-===//
 //
 // One pass over the translation unit before the checks run: which variables are the models,
 // optimizers, schedulers and data loaders to prepare, which already are prepared, where the

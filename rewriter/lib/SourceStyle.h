@@ -1,5 +1,4 @@
-//===- SourceStyle.h - Writing in the style of the file being migrated ----------------*- C++
-//-*-===//
+//===- SourceStyle.h - Writing in the style of the file being migrated --------------*- C++ -*-===//
 //
 // A migration diff is read by a reviewer: it must show the migration and nothing else. Inserted
 // text is formatted in the file's own style (its .clang-format, or what the file itself shows:

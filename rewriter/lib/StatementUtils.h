@@ -1,5 +1,4 @@
-//===- StatementUtils.h - Small AST helpers shared by the checks ----------------------*- C++
-//-*-===//
+//===- StatementUtils.h - Small AST helpers shared by the checks --------------------*- C++ -*-===//
 #pragma once
 
 #include "MigrationContext.h"

@@ -1,5 +1,4 @@
-//===- UnifiedDiff.h - Line diffs in `diff -u` format ---------------------------------*- C++
-//-*-===//
+//===- UnifiedDiff.h - Line diffs in `diff -u` format -------------------------------*- C++ -*-===//
 #pragma once
 
 #include "llvm/ADT/StringRef.h"

@@ -30,8 +30,7 @@ namespace accel {
 
 using detail::PreparedModel;
 
-// ---- Scopes
-// ---------------------------------------------------------------------------------------
+// ---- Scopes -------------------------------------------------------------------------------------
 
 AccumulateScope::AccumulateScope(Accelerator* accelerator,
                                  std::vector<const torch::nn::Module*> models)
@@ -76,8 +75,7 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
   }
 }
 
-// ---- Construction and identity
-// -------------------------------------------------------------------
+// ---- Construction and identity ------------------------------------------------------------------
 
 namespace {
 
@@ -158,8 +156,7 @@ bool Accelerator::optimizer_step_was_skipped() const {
 bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
 bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
 
-// ---- prepare
-// --------------------------------------------------------------------------------------
+// ---- prepare ------------------------------------------------------------------------------------
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
   if (impl_->find(&model) != nullptr) return;
@@ -225,8 +222,7 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   return context;
 }
 
-// ---- Training loop
-// --------------------------------------------------------------------------------
+// ---- Training loop ------------------------------------------------------------------------------
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
@@ -318,8 +314,7 @@ void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
   torch::nn::utils::clip_grad_value_(parameters, clip_value);
 }
 
-// ---- Printing on the main process
-// ----------------------------------------------------------------
+// ---- Printing on the main process ---------------------------------------------------------------
 
 std::ostream& Accelerator::main_process_only(std::ostream& stream) {
   if (is_main_process()) return stream;
@@ -340,8 +335,7 @@ int Accelerator::printf(const char* format, ...) {
 
 int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(text) : 0; }
 
-// ---- Process control
-// ------------------------------------------------------------------------------
+// ---- Process control ----------------------------------------------------------------------------
 
 void Accelerator::wait_for_everyone() {
   if (impl_->distributed()) detail::barrier(impl_->device_group());

@@ -40,8 +40,7 @@
 namespace accel {
 namespace detail {
 
-// ---- c10d
-// ----------------------------------------------------------------------------------------
+// ---- c10d ---------------------------------------------------------------------------------------
 
 inline c10::intrusive_ptr<c10d::Backend> make_gloo_backend(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -98,8 +97,7 @@ inline std::unique_ptr<c10d::Reducer> make_reducer(std::vector<at::Tensor> param
       /*bucket_bytes_cap_list=*/std::vector<int64_t>{});
 }
 
-// ---- autocast
-// ------------------------------------------------------------------------------------
+// ---- autocast -----------------------------------------------------------------------------------
 
 inline bool autocast_enabled(c10::DeviceType device_type) {
   return at::autocast::is_autocast_enabled(device_type);
@@ -123,8 +121,7 @@ inline bool autocast_supports(c10::DeviceType device_type, c10::ScalarType dtype
   return device && (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16);
 }
 
-// ---- loss scaling
-// --------------------------------------------------------------------------------
+// ---- loss scaling -------------------------------------------------------------------------------
 
 /// Whether at::_amp_foreach_non_finite_check_and_unscale_ has a kernel for `device_type`.
 inline bool fused_unscale_available(c10::DeviceType device_type) {

@@ -30,8 +30,7 @@ class Gpu : public ::testing::Test {
   }
 };
 
-// ---- One job, two backends
-// ------------------------------------------------------------------------
+// ---- One job, two backends ----------------------------------------------------------------------
 
 TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   auto store = c10::make_intrusive<c10d::HashStore>();
@@ -57,8 +56,7 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   accel::detail::barrier(*groups.device);
 }
 
-// ---- Mixed precision
-// ------------------------------------------------------------------------------
+// ---- Mixed precision ----------------------------------------------------------------------------
 
 TEST_F(Gpu, Bf16AndFp16AutocastOnCuda0) {
   for (const std::string precision : {"bf16", "fp16"}) {
@@ -113,8 +111,7 @@ TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {
   EXPECT_EQ(scaler->get_scale(), 1024.0);  // two clean steps: the interval
 }
 
-// ---- Checkpoints
-// ----------------------------------------------------------------------------------
+// ---- Checkpoints --------------------------------------------------------------------------------
 
 TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
   TempDir dir("accel_gpu_state");
@@ -131,8 +128,7 @@ TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
   EXPECT_TRUE(torch::equal(first, again));
 }
 
-// ---- Big-model inference
-// --------------------------------------------------------------------------
+// ---- Big-model inference ------------------------------------------------------------------------
 
 TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   TempDir dir("accel_gpu_dispatch");

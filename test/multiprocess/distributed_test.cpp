@@ -29,8 +29,7 @@ class TwoProcesses : public ::testing::Test {
   }
 };
 
-// ---- Collectives: rank r holds arange(2) + 1 + 2r
-// -------------------------------------------------
+// ---- Collectives: rank r holds arange(2) + 1 + 2r -----------------------------------------------
 
 TEST_F(TwoProcesses, GatherReduceBroadcast) {
   accel::Accelerator accelerator;

@@ -38,8 +38,7 @@ void expect_error(F&& f, const std::string& fragment) {
   }
 }
 
-// ---- init_empty_weights
-// ---------------------------------------------------------------------------
+// ---- init_empty_weights -------------------------------------------------------------------------
 
 TEST(EmptyWeights, ParametersAreMetaAndBuffersKeepTheirValues) {
   auto model = accel::init_empty_weights([] {
@@ -118,8 +117,7 @@ TEST(EmptyWeights, SevenBillionParametersCostNoMemory) {
   EXPECT_LT(peak_kib - before_kib, 200 * 1024);
 }
 
-// ---- load_checkpoint_and_dispatch
-// -------------------------------------------------------------------
+// ---- load_checkpoint_and_dispatch ---------------------------------------------------------------
 
 class Dispatch : public ::testing::Test {
  protected:

@@ -195,8 +195,7 @@ TEST(MixedPrecision, Bf16TrainingEndsNearFp32) {
   std::cout << "regression loss: fp32 " << fp32 << ", bf16 " << bf16 << "\n";
 }
 
-// ---- The fp16 loss scaler
-// -------------------------------------------------------------------------
+// ---- The fp16 loss scaler -----------------------------------------------------------------------
 
 struct ScaledTraining {
   explicit ScaledTraining(accel::GradScalerOptions options) {

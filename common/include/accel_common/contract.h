@@ -10,16 +10,14 @@
 namespace accel {
 namespace contract {
 
-// ---- Variables the launcher sets (from its flags or the config file)
-// ------------------------------
+// ---- Variables the launcher sets (from its flags or the config file) ----------------------------
 
 inline constexpr const char kMixedPrecision[] = "ACCEL_MIXED_PRECISION";
 inline constexpr const char kGradientAccumulationSteps[] = "ACCEL_GRADIENT_ACCUMULATION_STEPS";
 inline constexpr const char kUseCpu[] = "ACCEL_USE_CPU";
 inline constexpr const char kShardingStrategy[] = "ACCEL_SHARDING_STRATEGY";
 
-// ---- Variables only the user sets
-// ----------------------------------------------------------------
+// ---- Variables only the user sets ---------------------------------------------------------------
 
 inline constexpr const char kDevicePlacement[] = "ACCEL_DEVICE_PLACEMENT";
 inline constexpr const char kSplitBatches[] = "ACCEL_SPLIT_BATCHES";
@@ -33,8 +31,7 @@ inline constexpr const char kDebug[] = "ACCEL_DEBUG";
 /// Where `accel config` keeps default_config.yaml.
 inline constexpr const char kHome[] = "ACCEL_HOME";
 
-// ---- Choices
-// -------------------------------------------------------------------------------------
+// ---- Choices ------------------------------------------------------------------------------------
 
 /// `mixed_precision`: "no" first, the default.
 const std::vector<std::string>& mixed_precision_choices();

@@ -117,8 +117,8 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
   const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
   if (Var->getInitStyle() != VarDecl::CInit && Construct &&
       Construct->getParenOrBraceRange().isValid()) {
-    // torch::optim::SGD optimizer(args);  ->  auto optimizer =
-    // acc.prepare(torch::optim::SGD(args));
+    // torch::optim::SGD optimizer(args);
+    //   ->  auto optimizer = acc.prepare(torch::optim::SGD(args));
     const SourceRange Parens = Construct->getParenOrBraceRange();
     const std::string Args = Context.text(
         CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
@@ -133,9 +133,9 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     else
       Context.replace(Name, Whole, Prepared);
   } else {
-    // auto optimizer = torch::optim::Adam(...);  ->  auto optimizer =
-    // acc.prepare(torch::optim::Adam(...)); A named type becomes auto: the prepared object is a
-    // subclass and must not be sliced.
+    // auto optimizer = torch::optim::Adam(...);
+    //   ->  auto optimizer = acc.prepare(torch::optim::Adam(...));
+    // A named type becomes auto: the prepared object is a subclass and must not be sliced.
     if (!IsAuto)
       Context.replace(Name, TypeRange, "auto");
     Context.replace(Name, Init->getSourceRange(),
@@ -254,8 +254,8 @@ void PrepareCheck::prepareLoader(const VarDecl *Loader) {
   const std::string Acc = accelerator(Make);
   if (Acc.empty())
     return;
-  // make_data_loader<Sampler>(dataset, options) -> acc.prepare_data_loader<Sampler>(dataset,
-  // options)
+  // make_data_loader<Sampler>(dataset, options)
+  //   -> acc.prepare_data_loader<Sampler>(dataset, options)
   Context.replace(Name, SourceRange(Callee->getBeginLoc(), Callee->getNameInfo().getEndLoc()),
                   Acc + ".prepare_data_loader");
   Context.applied(Name, Loader->getLocation());

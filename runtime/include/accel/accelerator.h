@@ -501,8 +501,7 @@ class Accelerator {
  private:
   struct Impl;
 
-  // ---- For the scopes only
-  // -----------------------------------------------------------------------
+  // ---- For the scopes only ----------------------------------------------------------------------
   friend class AccumulateScope;
   friend class NoSyncGuard;
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).

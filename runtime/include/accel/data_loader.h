@@ -312,8 +312,7 @@ class DataLoader : private detail::StatefulPart {
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 
-// ---- Factories (Accelerator::prepare and prepare_data_loader forward here)
-// ---------------------------
+// ---- Factories (Accelerator::prepare and prepare_data_loader forward here) ----------------------
 
 namespace detail {
 
