@@ -17,7 +17,7 @@
 #include "llvm/Support/ThreadPool.h"
 
 #include <map>
-#include <mutex>
+#include <set>
 
 using namespace clang;
 
@@ -51,29 +51,37 @@ struct MergedFile {
   FileResult Result;
   std::string Original;
   std::string Migrated;
+  bool changed() const { return Migrated != Original; }
 };
 
-} // namespace
+/// Every file the run touches, by real path: the inputs that compiled and the headers they edit.
+using MergedFiles = std::map<std::string, MergedFile>;
 
-int runMigration(const tooling::CompilationDatabase &Database,
-                 const std::vector<std::string> &Files, const MigratorOptions &Options,
-                 llvm::raw_ostream &Out, llvm::raw_ostream &Err) {
-  // Every input must be readable before anything runs.
-  std::vector<std::string> Inputs;
+int fail(llvm::raw_ostream &Err, int Code, const llvm::Twine &Message) {
+  return reportError(Err, Code, Message);
+}
+int fail(llvm::raw_ostream &Err, int Code, llvm::Error E, llvm::StringRef Suffix = "") {
+  return reportError(Err, Code, llvm::toString(std::move(E)) + Suffix);
+}
+
+/// Phase 1: every input must be readable before anything runs; paths become real and absolute.
+int collectInputs(const std::vector<std::string> &Files, const MigratorOptions &Options,
+                  std::vector<std::string> &Inputs, llvm::raw_ostream &Err) {
   for (const std::string &File : Files) {
     auto Content = readFile(File);
-    if (!Content) {
-      Err << "accel-migrate: error: " << llvm::toString(Content.takeError()) << "\n";
-      return ExitFileError;
-    }
+    if (!Content)
+      return fail(Err, ExitFileError, Content.takeError());
     Inputs.push_back(absolutePath(File));
   }
-  if (Options.Mode == OutputMode::OutputFile && Inputs.size() != 1) {
-    Err << "accel-migrate: error: -o takes exactly one input file\n";
-    return ExitUsageError;
-  }
+  if (Options.Mode == OutputMode::OutputFile && Inputs.size() != 1)
+    return fail(Err, ExitUsageError, "-o takes exactly one input file");
+  return ExitSuccess;
+}
 
-  // Parse and run the checks, several files at a time.
+/// Phase 2: parses each input and runs the checks on it, several inputs at a time.
+std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase &Database,
+                                             const std::vector<std::string> &Inputs,
+                                             const MigratorOptions &Options) {
   std::vector<TranslationUnitResult> Results(Inputs.size());
   MigrateOptions Checks = Options.Checks;
   if (Checks.WorkingDirectory.empty()) {
@@ -82,26 +90,29 @@ int runMigration(const tooling::CompilationDatabase &Database,
         Real != "/")
       Checks.WorkingDirectory = Real.str().str();
   }
-  {
-    llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
-    std::mutex ErrLock;
-    for (size_t I = 0; I < Inputs.size(); ++I)
-      Pool.async([&, I] {
-        tooling::ClangTool Tool(Database, {Inputs[I]});
-        std::vector<std::string> Extra = toolArgs();
-        Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
-        Tool.appendArgumentsAdjuster(
-            tooling::getInsertArgumentAdjuster(Extra, tooling::ArgumentInsertPosition::END));
-        const auto Factory = newMigrationActionFactory(Checks, Results[I]);
-        if (Tool.run(Factory.get()) != 0)
-          Results[I].Failed = true;
-      });
-    Pool.wait();
-  }
+  llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
+  for (size_t I = 0; I < Inputs.size(); ++I)
+    Pool.async([&, I] {
+      tooling::ClangTool Tool(Database, {Inputs[I]});
+      std::vector<std::string> Extra = toolArgs();
+      Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
+      Tool.appendArgumentsAdjuster(
+          tooling::getInsertArgumentAdjuster(Extra, tooling::ArgumentInsertPosition::END));
+      const auto Factory = newMigrationActionFactory(Checks, Results[I]);
+      if (Tool.run(Factory.get()) != 0)
+        Results[I].Failed = true;
+    });
+  Pool.wait();
+  return Results;
+}
 
-  // Merge: a header seen by several files is edited once.
-  std::map<std::string, MergedFile> Merged;
-  std::vector<std::string> Failed;
+/// Phase 3: one result per file. A header seen by several inputs is edited once; an input that
+/// did not compile is left out, with every header edit it proposed (that would be half a
+/// migration), and named in `Failed`.
+MergedFiles mergeResults(const std::vector<std::string> &Inputs,
+                         std::vector<TranslationUnitResult> &Results,
+                         std::vector<std::string> &Failed) {
+  MergedFiles Merged;
   for (size_t I = 0; I < Inputs.size(); ++I) {
     if (Results[I].Failed) {
       Failed.push_back(Inputs[I]);
@@ -120,99 +131,108 @@ int runMigration(const tooling::CompilationDatabase &Database,
       Into.Warnings.insert(File.Warnings.begin(), File.Warnings.end());
     }
   }
-  // A header edited from a file that failed to compile would be half migrated: no edits then.
   for (const std::string &Path : Failed)
     Merged.erase(Path);
+  return Merged;
+}
 
-  int Exit = Failed.empty() ? ExitSuccess : ExitParseError;
-  for (const std::string &Path : Failed)
-    Err << "accel-migrate: error: " << displayPath(Path)
-        << " does not compile (errors above); it was left untouched\n";
-
-  // Produce each file's migrated text.
+/// Phase 4: each file's migrated text: the edits applied, the inserted lines formatted in the
+/// file's style, and lines that changed only in whitespace put back.
+int renderFiles(MergedFiles &Merged, llvm::raw_ostream &Err) {
   for (auto &[Path, File] : Merged) {
     auto Content = readFile(Path);
-    if (!Content) {
-      Err << "accel-migrate: error: " << llvm::toString(Content.takeError()) << "\n";
-      return ExitFileError;
-    }
+    if (!Content)
+      return fail(Err, ExitFileError, Content.takeError());
     File.Original = *Content;
     std::vector<std::pair<unsigned, unsigned>> Inserted, Rewritten;
     File.Migrated = File.Result.Edits.apply(File.Original, &Inserted, &Rewritten);
     File.Migrated = restoreWhitespaceOnlyChanges(
         File.Original, formatInserted(Path, File.Original, File.Migrated, Inserted, Rewritten));
   }
+  return ExitSuccess;
+}
 
-  // Warnings, in file and line order.
-  std::set<Warning> AllWarnings;
+/// Phase 5: the warnings of every file, in file and line order, as clang prints its own.
+void reportWarnings(const MergedFiles &Merged, llvm::raw_ostream &Err) {
+  std::set<Warning> All;
   for (const auto &[Path, File] : Merged)
-    AllWarnings.insert(File.Result.Warnings.begin(), File.Result.Warnings.end());
-  for (const Warning &W : AllWarnings)
+    All.insert(File.Result.Warnings.begin(), File.Result.Warnings.end());
+  for (const Warning &W : All)
     Err << displayPath(W.File) << ":" << W.Line << ":" << W.Column << ": warning: " << W.Message
         << " [accel-migrate-" << W.Check << "]\n";
+}
 
-  bool AnyChange = false;
+/// Phase 6, in place: all or nothing. Every file to change must be writable before the first is
+/// written, and each is replaced atomically.
+int writeInPlace(MergedFiles &Merged, llvm::raw_ostream &Err) {
   for (const auto &[Path, File] : Merged)
-    AnyChange = AnyChange || File.Migrated != File.Original;
+    if (File.changed())
+      if (llvm::Error E = checkWritable(Path))
+        return fail(Err, ExitFileError, std::move(E), "; no file was changed");
+  for (const auto &[Path, File] : Merged)
+    if (File.changed())
+      if (llvm::Error E = writeFileAtomically(Path, File.Migrated))
+        return fail(Err, ExitFileError, std::move(E));
+  return ExitSuccess;
+}
 
+/// Phase 6, -o: the one input's result goes to OutputFile; other files are named, not written.
+int writeOutputFile(MergedFiles &Merged, const std::string &Input, const std::string &OutputFile,
+                    llvm::raw_ostream &Err) {
+  if (Merged.count(Input) == 0)
+    return ExitSuccess; // failed to compile: nothing written
+  for (const auto &[Path, File] : Merged)
+    if (Path != Input && File.changed())
+      Err << "accel-migrate: warning: " << displayPath(Path)
+          << " would also change, but -o writes only the input file\n";
+  if (llvm::Error E = checkWritable(OutputFile))
+    return fail(Err, ExitFileError, std::move(E));
+  if (llvm::Error E = writeFileAtomically(OutputFile, Merged[Input].Migrated))
+    return fail(Err, ExitFileError, std::move(E));
+  return ExitSuccess;
+}
+
+/// Phase 6: the result, as the mode asks. Returns the exit code so far, or a file error.
+int emitResults(MergedFiles &Merged, const std::vector<std::string> &Inputs,
+                const MigratorOptions &Options, int Exit, llvm::raw_ostream &Out,
+                llvm::raw_ostream &Err) {
   switch (Options.Mode) {
   case OutputMode::Diff:
     for (const auto &[Path, File] : Merged) {
       const std::string Shown = displayPath(Path);
       Out << unifiedDiff("a/" + Shown, "b/" + Shown, File.Original, File.Migrated);
     }
-    break;
-  case OutputMode::Check:
+    return Exit;
+  case OutputMode::Check: {
+    bool AnyChange = false;
     for (const auto &[Path, File] : Merged)
-      if (File.Migrated != File.Original)
+      if (File.changed()) {
         Err << "accel-migrate: " << displayPath(Path) << " would be migrated\n";
-    if (AnyChange && Exit == ExitSuccess)
-      Exit = ExitWouldChange;
-    break;
-  case OutputMode::OutputFile: {
-    if (Merged.count(Inputs[0]) == 0)
-      break; // failed to compile: nothing written
-    for (const auto &[Path, File] : Merged)
-      if (Path != Inputs[0] && File.Migrated != File.Original)
-        Err << "accel-migrate: warning: " << displayPath(Path)
-            << " would also change, but -o writes only the input file\n";
-    if (llvm::Error E = checkWritable(Options.OutputFile)) {
-      Err << "accel-migrate: error: " << llvm::toString(std::move(E)) << "\n";
-      return ExitFileError;
-    }
-    if (llvm::Error E = writeFileAtomically(Options.OutputFile, Merged[Inputs[0]].Migrated)) {
-      Err << "accel-migrate: error: " << llvm::toString(std::move(E)) << "\n";
-      return ExitFileError;
-    }
-    break;
+        AnyChange = true;
+      }
+    return AnyChange && Exit == ExitSuccess ? ExitWouldChange : Exit;
   }
-  case OutputMode::InPlace: {
-    // All or nothing: every file to change must be writable before the first is written.
-    for (const auto &[Path, File] : Merged)
-      if (File.Migrated != File.Original)
-        if (llvm::Error E = checkWritable(Path)) {
-          Err << "accel-migrate: error: " << llvm::toString(std::move(E))
-              << "; no file was changed\n";
-          return ExitFileError;
-        }
-    for (const auto &[Path, File] : Merged)
-      if (File.Migrated != File.Original)
-        if (llvm::Error E = writeFileAtomically(Path, File.Migrated)) {
-          Err << "accel-migrate: error: " << llvm::toString(std::move(E)) << "\n";
-          return ExitFileError;
-        }
-    break;
+  case OutputMode::OutputFile:
+    if (const int Code = writeOutputFile(Merged, Inputs[0], Options.OutputFile, Err))
+      return Code;
+    return Exit;
+  case OutputMode::InPlace:
+    if (const int Code = writeInPlace(Merged, Err))
+      return Code;
+    return Exit;
   }
-  }
+  return Exit;
+}
 
-  // Summary, and the same as JSON for machines.
+/// Phase 7: one summary line per file on Err, and the same as JSON in StatsJson for machines.
+int summarize(const MergedFiles &Merged, const std::vector<std::string> &Failed,
+              const MigratorOptions &Options, int Exit, llvm::raw_ostream &Err) {
   llvm::json::Array JsonFiles;
   for (const auto &[Path, File] : Merged) {
-    const auto Counts = File.Result.appliedByCheck();
     unsigned Total = 0;
     std::string Parts;
     llvm::json::Object JsonCounts;
-    for (const auto &[Check, N] : Counts) {
+    for (const auto &[Check, N] : File.Result.appliedByCheck()) {
       Total += N;
       Parts += (Parts.empty() ? "" : ", ") + Check + " " + std::to_string(N);
       JsonCounts[Check] = N;
@@ -228,24 +248,51 @@ int runMigration(const tooling::CompilationDatabase &Database,
         {"total_changes", Total},
         {"warnings", static_cast<int64_t>(Warnings)},
         {"whitespace_only_lines", countWhitespaceOnlyChanges(File.Original, File.Migrated)},
-        {"changed", File.Migrated != File.Original}});
+        {"changed", File.changed()}});
   }
+  if (Options.StatsJson.empty())
+    return Exit;
   llvm::json::Array JsonFailed;
   for (const std::string &Path : Failed)
     JsonFailed.push_back(Path);
-  if (!Options.StatsJson.empty()) {
-    const llvm::json::Value Stats = llvm::json::Object{
-        {"files", std::move(JsonFiles)}, {"failed", std::move(JsonFailed)}, {"exit_code", Exit}};
-    std::string Text;
-    llvm::raw_string_ostream OS(Text);
-    OS << llvm::formatv("{0:2}", Stats) << "\n";
-    OS.flush();
-    if (llvm::Error E = writeFileAtomically(Options.StatsJson, Text)) {
-      Err << "accel-migrate: error: " << llvm::toString(std::move(E)) << "\n";
-      return ExitFileError;
-    }
-  }
+  const llvm::json::Value Stats = llvm::json::Object{
+      {"files", std::move(JsonFiles)}, {"failed", std::move(JsonFailed)}, {"exit_code", Exit}};
+  std::string Text;
+  llvm::raw_string_ostream OS(Text);
+  OS << llvm::formatv("{0:2}", Stats) << "\n";
+  OS.flush();
+  if (llvm::Error E = writeFileAtomically(Options.StatsJson, Text))
+    return fail(Err, ExitFileError, std::move(E));
   return Exit;
+}
+
+} // namespace
+
+int reportError(llvm::raw_ostream &Err, int Code, const llvm::Twine &Message) {
+  Err << "accel-migrate: error: " << Message << "\n";
+  return Code;
+}
+
+int runMigration(const tooling::CompilationDatabase &Database,
+                 const std::vector<std::string> &Files, const MigratorOptions &Options,
+                 llvm::raw_ostream &Out, llvm::raw_ostream &Err) {
+  std::vector<std::string> Inputs;
+  if (const int Code = collectInputs(Files, Options, Inputs, Err))
+    return Code;
+  auto Results = runChecks(Database, Inputs, Options);
+  std::vector<std::string> Failed;
+  MergedFiles Merged = mergeResults(Inputs, Results, Failed);
+  for (const std::string &Path : Failed)
+    fail(Err, ExitParseError,
+         displayPath(Path) + " does not compile (errors above); it was left untouched");
+  if (const int Code = renderFiles(Merged, Err))
+    return Code;
+  reportWarnings(Merged, Err);
+  int Exit = Failed.empty() ? ExitSuccess : ExitParseError;
+  Exit = emitResults(Merged, Inputs, Options, Exit, Out, Err);
+  if (Exit == ExitFileError)
+    return Exit;
+  return summarize(Merged, Failed, Options, Exit, Err);
 }
 
 } // namespace accel::migrate

@@ -4,6 +4,7 @@
 #include "MigrateOptions.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/ADT/Twine.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -31,6 +32,10 @@ struct MigratorOptions {
   std::vector<std::string> ExtraArgs; ///< appended to every compile command
   bool Quiet = false;                 ///< no summary
 };
+
+/// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and
+/// returns Code.
+int reportError(llvm::raw_ostream &Err, int Code, const llvm::Twine &Message);
 
 /// Parses every file, runs the checks, then writes, diffs or checks the results. Warnings and
 /// the summary go to Err, diffs to Out. Returns an ExitCode.

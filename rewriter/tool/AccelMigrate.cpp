@@ -123,21 +123,18 @@ int main(int argc, const char **argv) {
     return ExitSuccess;
   }
   if (Files.empty()) {
-    llvm::errs() << "accel-migrate: error: no input files (see --help)\n";
-    return ExitUsageError;
+    return reportError(llvm::errs(), ExitUsageError, "no input files (see --help)");
   }
   const int Modes = int(Diff) + int(CheckOnly) + int(!OutputFile.empty());
   if (Modes > 1) {
-    llvm::errs() << "accel-migrate: error: --diff, --check and -o exclude each other\n";
-    return ExitUsageError;
+    return reportError(llvm::errs(), ExitUsageError, "--diff, --check and -o exclude each other");
   }
   MigratorOptions Options;
   for (const auto *List : {&Only, &Skip})
     for (const std::string &Name : *List)
       if (!isKnownCheck(Name)) {
-        llvm::errs() << "accel-migrate: error: unknown transformation '" << Name
-                     << "' (see --list-checks)\n";
-        return ExitUsageError;
+        return reportError(llvm::errs(), ExitUsageError,
+                           "unknown transformation '" + Name + "' (see --list-checks)");
       }
   Options.Checks.Only.insert(Only.begin(), Only.end());
   Options.Checks.Skip.insert(Skip.begin(), Skip.end());
@@ -145,10 +142,10 @@ int main(int argc, const char **argv) {
   Options.Checks.HeaderFilter = HeaderFilter;
   if (!MixedPrecision.empty()) {
     if (!accel::contract::is_one_of(MixedPrecision, accel::contract::mixed_precision_choices())) {
-      llvm::errs() << "accel-migrate: error: --mixed-precision must be one of "
-                   << accel::contract::join(accel::contract::mixed_precision_choices()) << ", not '"
-                   << MixedPrecision << "'\n";
-      return ExitUsageError;
+      return reportError(llvm::errs(), ExitUsageError,
+                         "--mixed-precision must be one of " +
+                             accel::contract::join(accel::contract::mixed_precision_choices()) +
+                             ", not '" + MixedPrecision + "'");
     }
     Options.Checks.MixedPrecision = MixedPrecision;
   }
@@ -167,8 +164,7 @@ int main(int argc, const char **argv) {
   if (!BuildPath.empty()) {
     Database = clang::tooling::CompilationDatabase::loadFromDirectory(BuildPath, Error);
     if (!Database) {
-      llvm::errs() << "accel-migrate: error: " << BuildPath << ": " << Error << "\n";
-      return ExitUsageError;
+      return reportError(llvm::errs(), ExitUsageError, BuildPath + ": " + Error);
     }
   } else if (!Database) {
     Database =
