@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------------------------===//
 #pragma once
 
+#include "AcceleratorReach.h"
 #include "MigrateOptions.h"
 #include "MigrationResult.h"
 #include "ProgramFacts.h"
+#include "SourceText.h"
 
 #include "clang/AST/ASTContext.h"
 #include "llvm/ADT/SetVector.h"
@@ -44,18 +46,10 @@ public:
   /// (tagged with Check) that the code must be migrated by hand.
   bool canEdit(llvm::StringRef Check, clang::SourceRange R);
 
-  /// Source text of a token range / of a character range.
-  std::string text(clang::SourceRange TokenRange) const;
-  std::string text(clang::CharSourceRange Range) const;
-  /// The whitespace that starts Loc's line.
-  std::string indentation(clang::SourceLocation Loc) const;
-  /// One indentation step, guessed from the file (two spaces when it cannot tell).
-  std::string indentStep(clang::SourceLocation Loc) const;
-  /// `Type& Name`, `Type &Name` or `Type & Name`, as the file at Loc places its references.
-  std::string referenceDeclaration(clang::SourceLocation Loc, llvm::StringRef Type,
-                                   llvm::StringRef Name) const;
-  /// The location just past a statement's terminating semicolon (or its closing brace).
-  clang::SourceLocation afterStatement(const clang::Stmt *S) const;
+  /// The text around the code: ranges, indentation, where statements end.
+  const SourceText &source() const { return Source; }
+  /// Which functions and classes need the Accelerator, and where statements sit.
+  AcceleratorReach &reach() { return Reach; }
 
   /// Inserts Line (without its newline) as a line of its own after statement S, indented like
   /// Indent. It goes at the start of the next line, so it survives S being removed.
@@ -65,8 +59,6 @@ public:
   /// Inserts Line as a line of its own before the line holding Loc, indented like it; when
   /// other code precedes Loc on its line, inserts it (and a space) at Loc instead.
   void insertLineBefore(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef Line);
-  /// Loc moved back over the whitespace before it: just past the previous token.
-  clang::SourceLocation afterPreviousToken(clang::SourceLocation Loc) const;
 
   void replace(llvm::StringRef Check, clang::SourceRange TokenRange, llvm::StringRef NewText);
   void replace(llvm::StringRef Check, clang::CharSourceRange Range, llvm::StringRef NewText);
@@ -85,30 +77,9 @@ public:
   /// Reports what could not be migrated; with --annotate also leaves a comment above the line.
   void warn(llvm::StringRef Check, clang::SourceLocation Loc, const llvm::Twine &Message);
 
-  /// The function (or lambda call operator) whose body contains S, as written (not an
-  /// instantiation).
-  const clang::FunctionDecl *enclosingFunction(const clang::Stmt *S);
-  /// The parent statements of S, nearest first.
-  const clang::Stmt *parentStmt(const clang::Stmt *S);
-
   /// The name under which the Accelerator is reachable at S, recording that S's function needs
-  /// it (created in the host function, passed as a parameter to the others). Empty when it
-  /// cannot be made reachable (a lambda capturing by copy); a warning then says why.
+  /// it (see AcceleratorReach). Empty when it cannot be made reachable; a warning then says why.
   std::string accelerator(llvm::StringRef Check, const clang::Stmt *S);
-  /// Functions (other than the host) that need an Accelerator parameter, in discovery order.
-  const llvm::SetVector<const clang::FunctionDecl *> &functionsNeedingAccelerator() const {
-    return NeedAccelerator;
-  }
-  bool hostNeedsAccelerator() const { return HostNeedsAccelerator; }
-  /// Notes that Fn (not the host) needs the Accelerator; returns the name to use in it. A
-  /// method reaches it through a member of its class, so its class is noted too.
-  std::string requireAccelerator(const clang::FunctionDecl *Fn);
-  /// Notes that a class must hold an accel::Accelerator& member; returns the member's name.
-  std::string requireMemberAccelerator(const clang::CXXRecordDecl *Class);
-  /// Classes that need an Accelerator member, in discovery order.
-  const llvm::SetVector<const clang::CXXRecordDecl *> &classesNeedingAccelerator() const {
-    return NeedMemberAccelerator;
-  }
 
   /// The #include directives of the file at Path, in order.
   const std::vector<IncludeDirective> &includesOf(const std::string &Path) const;
@@ -116,8 +87,6 @@ public:
 
   /// Files this translation unit has edited so far.
   std::vector<std::string> editedFiles() const;
-  /// Real path of the file containing Loc ("" for none).
-  std::string pathOf(clang::SourceLocation Loc) const;
   /// Edits recorded for Path.
   const FileResult *resultFor(const std::string &Path) const;
 
@@ -130,13 +99,12 @@ private:
   const MigrateOptions &Options;
   TranslationUnitResult &Result;
   ProgramFacts Facts;
+  SourceText Source;
+  AcceleratorReach Reach;
   std::optional<llvm::Regex> HeaderFilter;
   std::string MainDirectory;
   std::string WorkingDirectory;                   // real path; empty when it is the root
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
-  llvm::SetVector<const clang::FunctionDecl *> NeedAccelerator;
-  llvm::SetVector<const clang::CXXRecordDecl *> NeedMemberAccelerator;
-  bool HostNeedsAccelerator = false;
   const IncludeIndex *Includes = nullptr;
 };
 

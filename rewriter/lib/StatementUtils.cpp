@@ -36,7 +36,7 @@ std::vector<const Expr *> explicitArgs(const CallExpr *Call) {
 const Stmt *asFullStatement(MigrationContext &Context, const Expr *E) {
   const Stmt *Current = E;
   for (unsigned Guard = 0; Guard < 16; ++Guard) {
-    const Stmt *Parent = Context.parentStmt(Current);
+    const Stmt *Parent = Context.reach().parentStmt(Current);
     if (!Parent)
       return nullptr;
     if (isa<ExprWithCleanups>(Parent) || isa<ImplicitCastExpr>(Parent) ||
@@ -62,14 +62,14 @@ const Stmt *asFullStatement(MigrationContext &Context, const Expr *E) {
 
 const CXXForRangeStmt *rangeForOver(MigrationContext &Context, const Stmt *S,
                                     const ValueDecl *Var) {
-  for (const Stmt *P = Context.parentStmt(S); P; P = Context.parentStmt(P))
+  for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))
     if (const auto *Loop = dyn_cast<CXXForRangeStmt>(P); Loop && Loop->getLoopVariable() == Var)
       return Loop;
   return nullptr;
 }
 
 bool guardedByMainProcess(MigrationContext &Context, const Stmt *S) {
-  for (const Stmt *P = Context.parentStmt(S); P; P = Context.parentStmt(P))
+  for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))
     if (const auto *If = dyn_cast<IfStmt>(P))
       if (containsAcceleratorCall(If->getCond(), "is_main_process") ||
           containsAcceleratorCall(If->getCond(), "is_local_main_process"))
@@ -100,7 +100,7 @@ std::string argumentsText(MigrationContext &Context, const std::vector<const Exp
                           size_t First) {
   if (First >= Args.size())
     return {};
-  return Context.text(SourceRange(Args[First]->getBeginLoc(), Args.back()->getEndLoc()));
+  return Context.source().text(SourceRange(Args[First]->getBeginLoc(), Args.back()->getEndLoc()));
 }
 
 } // namespace accel::migrate

@@ -140,12 +140,12 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   if (Models.empty())
     warn(Loop->getBeginLoc(), "no prepared model is used in this training loop by name; "
                               "accumulate() without a model synchronises gradients every step");
-  const FunctionDecl *Fn = Context.enclosingFunction(Loop);
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
-  const std::string Indent =
-      Body->body_empty()
-          ? Context.indentation(Loop->getBeginLoc()) + Context.indentStep(Loop->getBeginLoc())
-          : Context.indentation(Body->body_front()->getBeginLoc());
+  const std::string Indent = Body->body_empty()
+                                 ? Context.source().indentation(Loop->getBeginLoc()) +
+                                       Context.source().indentStep(Loop->getBeginLoc())
+                                 : Context.source().indentation(Body->body_front()->getBeginLoc());
   Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1),
                  "\n" + Indent + "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");");
   Context.applied(Name, Loop->getBeginLoc());

@@ -43,7 +43,8 @@ void BackwardCheck::check(const MatchFinder::MatchResult &Result) {
   if (Acc.empty())
     return;
   std::string Replacement =
-      Acc + ".backward(" + Context.text(Call->getImplicitObjectArgument()->getSourceRange());
+      Acc + ".backward(" +
+      Context.source().text(Call->getImplicitObjectArgument()->getSourceRange());
   if (!Args.empty())
     Replacement += ", " + argumentsText(Context, Args, 0);
   Context.replace(Name, Call->getSourceRange(), Replacement + ")");

@@ -19,8 +19,8 @@ void CreateAcceleratorCheck::onEndOfTranslationUnit() {
   // Functions other than the host get the accelerator as their first parameter, and their
   // callers pass theirs; classes get a member, and whoever constructs them passes theirs. Either
   // may make the callers need one in turn: a worklist over both.
-  const auto &Functions = Context.functionsNeedingAccelerator();
-  const auto &Classes = Context.classesNeedingAccelerator();
+  const auto &Functions = Context.reach().functionsNeedingAccelerator();
+  const auto &Classes = Context.reach().classesNeedingAccelerator();
   for (size_t F = 0, C = 0; F < Functions.size() || C < Classes.size();) {
     for (; F < Functions.size(); ++F)
       addParameter(Functions[F]);
@@ -61,10 +61,10 @@ bool CreateAcceleratorCheck::insertParameter(const FunctionDecl *Decl) {
   const FunctionTypeLoc Loc = Decl->getFunctionTypeLoc();
   if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
     return false;
-  Context.insert(
-      Name, Loc.getLParenLoc().getLocWithOffset(1),
-      Context.referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator", "accelerator") +
-          (Decl->getNumParams() > 0 ? ", " : ""));
+  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
+                 Context.source().referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
+                                                       "accelerator") +
+                     (Decl->getNumParams() > 0 ? ", " : ""));
   Context.applied(Name, Loc.getLParenLoc());
   return true;
 }
@@ -86,15 +86,16 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
   // The member comes before every other member, so that their initializers may use it (a member
   // optimizer is prepared where it is initialized).
   const auto Fields = Class->fields();
-  const std::string Member =
-      Context.referenceDeclaration(Class->getLocation(), "accel::Accelerator", "accelerator") + ";";
+  const std::string Member = Context.source().referenceDeclaration(
+                                 Class->getLocation(), "accel::Accelerator", "accelerator") +
+                             ";";
   if (Fields.begin() != Fields.end()) {
     Context.insertLineBefore(Name, Fields.begin()->getBeginLoc(), Member);
   } else {
     const SourceLocation Brace = Class->getBraceRange().getBegin();
     Context.insert(Name, Brace.getLocWithOffset(1),
-                   "\n" + Context.indentation(Class->getBeginLoc()) +
-                       Context.indentStep(Class->getBeginLoc()) + Member);
+                   "\n" + Context.source().indentation(Class->getBeginLoc()) +
+                       Context.source().indentStep(Class->getBeginLoc()) + Member);
   }
   Context.applied(Name, Class->getLocation());
 
@@ -146,10 +147,10 @@ void CreateAcceleratorCheck::addConstructorParameter(const CXXConstructorDecl *C
   if (FirstMember)
     Context.insert(Name, FirstMember->getSourceLocation(), "accelerator(accelerator), ");
   else if (LastWritten)
-    Context.insert(Name, Context.afterPreviousToken(Ctor->getBody()->getBeginLoc()),
+    Context.insert(Name, Context.source().afterPreviousToken(Ctor->getBody()->getBeginLoc()),
                    ", accelerator(accelerator)");
   else
-    Context.insert(Name, Context.afterPreviousToken(Ctor->getBody()->getBeginLoc()),
+    Context.insert(Name, Context.source().afterPreviousToken(Ctor->getBody()->getBeginLoc()),
                    " : accelerator(accelerator)");
 }
 
@@ -189,7 +190,8 @@ void CreateAcceleratorCheck::passAccelerator(const Expr *Site) {
 
 void CreateAcceleratorCheck::createInHost() {
   const FunctionDecl *Host = Context.facts().host();
-  if (!Host || !Context.hostNeedsAccelerator() || !Context.facts().acceleratorIn(Host).empty())
+  if (!Host || !Context.reach().hostNeedsAccelerator() ||
+      !Context.facts().acceleratorIn(Host).empty())
     return;
   const auto *Body = dyn_cast_or_null<CompoundStmt>(Host->getBody());
   if (!Body || !Context.canEdit(Name, Body->getSourceRange()))
@@ -206,8 +208,8 @@ void CreateAcceleratorCheck::createInHost() {
           ? "accel::Accelerator accelerator;"
           : "accel::Accelerator accelerator(accel::AcceleratorOptions()" + Options + ");";
   const std::string Indent = Body->body_empty()
-                                 ? Context.indentStep(Body->getBeginLoc())
-                                 : Context.indentation(Body->body_front()->getBeginLoc());
+                                 ? Context.source().indentStep(Body->getBeginLoc())
+                                 : Context.source().indentation(Body->body_front()->getBeginLoc());
   Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1), "\n" + Indent + Declaration);
   Context.applied(Name, Body->getLBracLoc());
 }

@@ -53,27 +53,27 @@ std::optional<ConditionalDevice> conditionalDevice(MigrationContext &Context,
   ConditionalDevice Found;
   Found.Var = Var;
   const Stmt *Body = Assign;
-  const Stmt *Parent = Context.parentStmt(Assign);
+  const Stmt *Parent = Context.reach().parentStmt(Assign);
   while (isa_and_nonnull<ExprWithCleanups>(Parent)) { // the statement is the whole expression
     Body = Parent;
-    Parent = Context.parentStmt(Parent);
+    Parent = Context.reach().parentStmt(Parent);
   }
   Found.Statement = Body;
   if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Parent)) {
     Found.OnlyStatement = Block->size() == 1;
     Body = Block;
-    Parent = Context.parentStmt(Block);
+    Parent = Context.reach().parentStmt(Block);
   } else {
     Found.OnlyStatement = true;
   }
   Found.If = dyn_cast_or_null<IfStmt>(Parent);
-  const FunctionDecl *Fn = Context.enclosingFunction(Assign);
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Assign);
   if (!Found.If || Found.If->getThen() != Body || Found.If->getElse() || Found.If->getInit() ||
       Found.If->getConditionVariable() || !mentionsCuda(Found.If->getCond(), Fn) ||
       mentionsCuda(Var->getInit(), Fn))
     return std::nullopt;
   // The definition is the statement just before the if.
-  const auto *Enclosing = dyn_cast_or_null<CompoundStmt>(Context.parentStmt(Found.If));
+  const auto *Enclosing = dyn_cast_or_null<CompoundStmt>(Context.reach().parentStmt(Found.If));
   if (!Enclosing)
     return std::nullopt;
   const Stmt *Previous = nullptr;
@@ -142,7 +142,7 @@ void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
     if (Assign->getNumArgs() != 2 || !isDevice(Assign->getArg(0)->getType()))
       return;
     const Expr *Value = Assign->getArg(1);
-    const FunctionDecl *Fn = Context.enclosingFunction(Assign);
+    const FunctionDecl *Fn = Context.reach().enclosingFunction(Assign);
     if (containsAcceleratorCall(Value) || !mentionsCuda(Value, Fn) ||
         !Context.canEdit(Name, Value->getSourceRange()))
       return;
@@ -172,7 +172,7 @@ void DeviceCheck::check(const MatchFinder::MatchResult &Result) {
   for (const DynTypedNode &Parent : Context.ast().getParents(*Temporary))
     if (Parent.get<VarDecl>())
       return;
-  if (!mentionsCuda(Temporary, Context.enclosingFunction(Temporary)) ||
+  if (!mentionsCuda(Temporary, Context.reach().enclosingFunction(Temporary)) ||
       !Context.canEdit(Name, Temporary->getSourceRange()))
     return;
   const std::string Acc = accelerator(Temporary);

@@ -142,7 +142,7 @@ public:
         CharSourceRange::getTokenRange(E->getSourceRange()), SM, Context.ast().getLangOpts());
     const unsigned Begin = SM.getFileOffset(Range.getBegin()),
                    End = SM.getFileOffset(Range.getEnd());
-    const std::string Text = Context.text(Range);
+    const std::string Text = Context.source().text(Range);
     std::string Out;
     unsigned Pos = Begin;
     for (const auto &[Offset, Replacement] : Replacements) {
@@ -209,7 +209,7 @@ public:
   }
 
   void addSource(const Expr *E) {
-    const std::string Text = Context.text(bare(E)->getSourceRange());
+    const std::string Text = Context.source().text(bare(E)->getSourceRange());
     for (const Source &S : Sources)
       if (S.Text == Text)
         return;
@@ -245,7 +245,7 @@ private:
   }
 
   const std::string *gatheredName(const Expr *E) const {
-    const std::string Text = Context.text(bare(E)->getSourceRange());
+    const std::string Text = Context.source().text(bare(E)->getSourceRange());
     for (const Source &S : Sources)
       if (S.Text == Text)
         return &S.Gathered;
@@ -429,14 +429,14 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
       Eval.Sources.size() == 1
           ? "auto " + Names + " = " + Acc + ".gather_for_metrics(" + Values + ");"
           : "auto [" + Names + "] = " + Acc + ".gather_for_metrics(" + Values + ");";
-  const std::string Indent = Context.indentation(Before->getBeginLoc());
+  const std::string Indent = Context.source().indentation(Before->getBeginLoc());
   if (const auto LineStart = lineAbove(Before->getBeginLoc()))
     Context.insert(Name, *LineStart, Indent + Declaration + "\n");
   else
     Context.insert(Name, Before->getBeginLoc(), Declaration + " ");
   for (const Accumulation &A : Accumulations) {
     const std::string Rewritten = Eval.rewrite(A.Value);
-    if (Rewritten != Context.text(A.Value->getSourceRange()))
+    if (Rewritten != Context.source().text(A.Value->getSourceRange()))
       Context.replace(Name, A.Value->getSourceRange(), Rewritten);
   }
   Context.applied(Name, Before->getBeginLoc());

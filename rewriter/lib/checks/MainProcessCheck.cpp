@@ -66,7 +66,7 @@ void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
 
 void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc) {
   const std::string Wrapped =
-      Acc + ".main_process_only(" + Context.text(Stream->getSourceRange()) + ")";
+      Acc + ".main_process_only(" + Context.source().text(Stream->getSourceRange()) + ")";
   // `std::cout << a\n          << b;`: the longer first operand would leave the author's `<<`
   // lines misaligned, so the rest of the first line moves down to start where they start.
   const SourceManager &SM = Context.sourceManager();
@@ -101,13 +101,13 @@ void MainProcessCheck::onEndOfTranslationUnit() {
     if (Acc.empty())
       continue;
     const std::string Guard = "if (" + Acc + ".is_main_process()) ";
-    if (isa_and_nonnull<CompoundStmt>(Context.parentStmt(Save))) {
+    if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
       Context.insert(Name, Save->getBeginLoc(),
-                     Acc + ".wait_for_everyone();\n" + Context.indentation(Save->getBeginLoc()) +
-                         Guard);
+                     Acc + ".wait_for_everyone();\n" +
+                         Context.source().indentation(Save->getBeginLoc()) + Guard);
     } else {
       Context.insert(Name, Save->getBeginLoc(), "{ " + Acc + ".wait_for_everyone(); " + Guard);
-      Context.insert(Name, Context.afterStatement(Save), " }");
+      Context.insert(Name, Context.source().afterStatement(Save), " }");
     }
     Context.applied(Name, Save->getBeginLoc());
   }
@@ -120,11 +120,11 @@ void MainProcessCheck::onEndOfTranslationUnit() {
   for (const auto &[Print, PrintCall] : Prints) {
     if (guardedByMainProcess(Context, Print) || !Context.canEdit(Name, Print->getSourceRange()))
       continue;
-    const FunctionDecl *Fn = Context.enclosingFunction(Print);
+    const FunctionDecl *Fn = Context.reach().enclosingFunction(Print);
     if (!Fn)
       continue;
     const bool TrainingCode = Fn == Context.facts().host() ||
-                              Context.functionsNeedingAccelerator().count(Fn) ||
+                              Context.reach().functionsNeedingAccelerator().count(Fn) ||
                               containsPreparedLoaderLoop(Context, Fn->getBody());
     if (!TrainingCode)
       continue;

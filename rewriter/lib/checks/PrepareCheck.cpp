@@ -73,7 +73,7 @@ void PrepareCheck::prepareModel(const VarDecl *Model) {
   // After the model's own set-up statements that directly follow it (placement, weight loading),
   // so that what gets prepared (and broadcast from rank 0) is the loaded model.
   const Stmt *After = Declaration;
-  if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Context.parentStmt(Declaration))) {
+  if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Context.reach().parentStmt(Declaration))) {
     bool Seen = false;
     for (const Stmt *Child : Block->body()) {
       if (Child == Declaration) {
@@ -92,7 +92,7 @@ void PrepareCheck::prepareModel(const VarDecl *Model) {
   const std::string Acc = accelerator(Declaration);
   if (Acc.empty())
     return;
-  Context.insertLineAfter(Name, After, Context.indentation(Declaration->getBeginLoc()),
+  Context.insertLineAfter(Name, After, Context.source().indentation(Declaration->getBeginLoc()),
                           Acc + ".prepare(" + Model->getNameAsString() + ");");
   Context.applied(Name, Model->getLocation());
 }
@@ -120,11 +120,11 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     // torch::optim::SGD optimizer(args);
     //   ->  auto optimizer = acc.prepare(torch::optim::SGD(args));
     const SourceRange Parens = Construct->getParenOrBraceRange();
-    const std::string Args = Context.text(
+    const std::string Args = Context.source().text(
         CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
     const bool Braces = Var->getInitStyle() == VarDecl::ListInit;
     const std::string Prepared = "auto " + Var->getNameAsString() + " = " + Acc + ".prepare(" +
-                                 Context.text(TypeRange) + (Braces ? "{" : "(") + Args +
+                                 Context.source().text(TypeRange) + (Braces ? "{" : "(") + Args +
                                  (Braces ? "})" : "))");
     const auto Whole = CharSourceRange::getTokenRange(TypeRange.getBegin(), Parens.getEnd());
     // Arguments over several lines are re-aligned inside the longer expression.
@@ -139,7 +139,7 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     if (!IsAuto)
       Context.replace(Name, TypeRange, "auto");
     Context.replace(Name, Init->getSourceRange(),
-                    Acc + ".prepare(" + Context.text(Init->getSourceRange()) + ")");
+                    Acc + ".prepare(" + Context.source().text(Init->getSourceRange()) + ")");
   }
   Context.applied(Name, Var->getLocation());
 }
@@ -157,16 +157,17 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
     if (!Body || cast<CXXConstructorDecl>(Definition)->isDelegatingConstructor() ||
         !Context.canEdit(Name, Body->getSourceRange()))
       continue;
-    const std::string Acc = Context.requireAccelerator(Definition);
+    const std::string Acc = Context.reach().requireAccelerator(Definition);
     const std::string Statement = Acc + ".prepare(" + Model->getNameAsString() + ");";
     if (!Body->body_empty()) {
       Context.insertLineAfter(Name, Body->body_back(),
-                              Context.indentation(Body->body_back()->getBeginLoc()), Statement);
+                              Context.source().indentation(Body->body_back()->getBeginLoc()),
+                              Statement);
     } else {
-      const std::string Indent = Context.indentation(Definition->getBeginLoc());
+      const std::string Indent = Context.source().indentation(Definition->getBeginLoc());
       Context.replace(Name, Body->getSourceRange(),
-                      "{\n" + Indent + Context.indentStep(Definition->getBeginLoc()) + Statement +
-                          "\n" + Indent + "}");
+                      "{\n" + Indent + Context.source().indentStep(Definition->getBeginLoc()) +
+                          Statement + "\n" + Indent + "}");
     }
     Prepared = true;
   }
@@ -188,7 +189,7 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
   if (!Context.canEdit(Name, Optimizer->getSourceRange()))
     return;
   const auto *Class = cast<CXXRecordDecl>(Optimizer->getParent());
-  const std::string Type = Context.text(TypeRange);
+  const std::string Type = Context.source().text(TypeRange);
   auto Prepared = [&](const Expr *Init, const std::string &Acc) -> bool {
     const auto *Construct =
         dyn_cast_or_null<CXXConstructExpr>(Init ? Init->IgnoreImplicit() : nullptr);
@@ -197,9 +198,10 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
     const SourceRange Parens = Construct->getParenOrBraceRange();
     if (Parens.isValid() && !isa<CXXTemporaryObjectExpr>(Construct)) {
       // optimizer_(args) or optimizer_{args}: the construct's own parentheses.
-      const std::string Args = Context.text(
+      const std::string Args = Context.source().text(
           CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd()));
-      const bool Braces = Context.text(SourceRange(Parens.getBegin(), Parens.getBegin())) == "{";
+      const bool Braces =
+          Context.source().text(SourceRange(Parens.getBegin(), Parens.getBegin())) == "{";
       const auto Inside =
           CharSourceRange::getCharRange(Parens.getBegin().getLocWithOffset(1), Parens.getEnd());
       const std::string Prepared =
@@ -213,15 +215,15 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
     }
     // = torch::optim::SGD(args), or the copy of one: prepare the whole expression.
     Context.replace(Name, Init->getSourceRange(),
-                    Acc + ".prepare(" + Context.text(Init->getSourceRange()) + ")");
+                    Acc + ".prepare(" + Context.source().text(Init->getSourceRange()) + ")");
     return true;
   };
   bool Initialized = false;
   for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
     if (Context.canEdit(Name, Init->getSourceRange()))
-      Initialized |= Prepared(Init->getInit(), Context.requireAccelerator(Ctor));
+      Initialized |= Prepared(Init->getInit(), Context.reach().requireAccelerator(Ctor));
   if (const Expr *InClass = Optimizer->getInClassInitializer())
-    Initialized |= Prepared(InClass, Context.requireMemberAccelerator(Class));
+    Initialized |= Prepared(InClass, Context.reach().requireMemberAccelerator(Class));
   // A constructor defined in another file initializes it there: that file's migration prepares
   // it, this one changes the member's type all the same (the header's edit is one edit).
   const bool ElsewhereToo = llvm::any_of(Class->ctors(), [](const CXXConstructorDecl *Ctor) {
@@ -233,7 +235,7 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
                                        "initialize it with accelerator.prepare(...)");
     return;
   }
-  Context.requireMemberAccelerator(Class);
+  Context.reach().requireMemberAccelerator(Class);
   Context.replace(Name, TypeRange, "accel::AcceleratedOptimizer<" + Type + ">");
   Context.applied(Name, Optimizer->getLocation());
 }

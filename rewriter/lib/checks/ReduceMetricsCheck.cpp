@@ -118,7 +118,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   A.TraverseStmt(const_cast<Stmt *>(Loop->getBody()));
 
   std::string Acc;
-  const std::string Indent = Context.indentation(Loop->getBeginLoc());
+  const std::string Indent = Context.source().indentation(Loop->getBeginLoc());
   std::string Lines;
   for (const VarDecl *Var : Declared) {
     if (!A.Vars.count(Var))

@@ -56,7 +56,7 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
   const QualType Class(Method->getParent()->getTypeForDecl(), 0);
   const Expr *Object = Call->getImplicitObjectArgument();
   const std::vector<const Expr *> Args = explicitArgs(Call);
-  const FunctionDecl *Fn = Context.enclosingFunction(Call);
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Call);
   const bool IsCuda = plainName(Method) == "cuda";
   if (!IsCuda && (Args.empty() || !isManagedDevice(Args[0], Fn)))
     return;
@@ -91,7 +91,7 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
     Context.replace(
         Name, CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()), "");
   else
-    Context.replace(Name, Call->getSourceRange(), Context.text(Object->getSourceRange()));
+    Context.replace(Name, Call->getSourceRange(), Context.source().text(Object->getSourceRange()));
   Context.applied(Name, Call->getBeginLoc());
 }
 
