@@ -10,7 +10,7 @@ if [ -z "$clang_format" ]; then
   echo "check-format: clang-format-14 is needed (scripts/install-deps.sh installs it)" >&2
   exit 1
 fi
-mapfile -t files < <(git ls-files -- 'common/*.cpp' 'common/*.h' 'runtime/*.cpp' 'runtime/*.h' \
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'common/*.cpp' 'common/*.h' 'runtime/*.cpp' 'runtime/*.h' \
   'launcher/*.cpp' 'launcher/*.h' 'rewriter/*.cpp' 'rewriter/*.h' 'bench/*.cpp' 'bench/*.h' \
   'test/unit/*.cpp' 'test/multiprocess/*.cpp' 'test/gpu/*.cpp' 'test/support/*.h' \
   'test/fuzz/*.cpp')

@@ -72,7 +72,7 @@ std::string SourceText::indentStep(SourceLocation Loc) const {
 }
 
 std::string SourceText::referenceDeclaration(SourceLocation Loc, StringRef Type,
-                                                   StringRef Name) const {
+                                             StringRef Name) const {
   Loc = SM.getFileLoc(Loc);
   format::FormatStyle::PointerAlignmentStyle Alignment = format::FormatStyle::PAS_Right;
   withStyleOf(pathOf(Loc), SM.getBufferData(SM.getFileID(Loc)),

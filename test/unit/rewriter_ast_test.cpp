@@ -21,9 +21,9 @@ namespace {
 using namespace clang::ast_matchers;
 
 // Outside any folder with a .clang-format, so the style is the one derived from the code.
-constexpr const char *kFileName = "/accel-unit-test/input.cc";
+constexpr const char* kFileName = "/accel-unit-test/input.cc";
 
-std::unique_ptr<clang::ASTUnit> parse(const std::string &Code) {
+std::unique_ptr<clang::ASTUnit> parse(const std::string& Code) {
   auto Unit = clang::tooling::buildASTFromCodeWithArgs(Code, {"-std=c++17"}, kFileName);
   EXPECT_TRUE(Unit != nullptr);
   EXPECT_FALSE(Unit->getDiagnostics().hasErrorOccurred()) << Code;
@@ -31,28 +31,29 @@ std::unique_ptr<clang::ASTUnit> parse(const std::string &Code) {
 }
 
 /// The statement declaring the variable Name.
-const clang::DeclStmt *declarationOf(clang::ASTUnit &Unit, const std::string &Name) {
+const clang::DeclStmt* declarationOf(clang::ASTUnit& Unit, const std::string& Name) {
   const auto Found = match(declStmt(has(varDecl(hasName(Name)))).bind("s"), Unit.getASTContext());
   EXPECT_EQ(Found.size(), 1u) << Name;
   return Found.empty() ? nullptr : Found[0].getNodeAs<clang::DeclStmt>("s");
 }
 
-unsigned offsetOf(clang::ASTUnit &Unit, clang::SourceLocation Loc) {
+unsigned offsetOf(clang::ASTUnit& Unit, clang::SourceLocation Loc) {
   return Unit.getSourceManager().getFileOffset(Loc);
 }
 
-SourceText sourceOf(clang::ASTUnit &Unit) {
+SourceText sourceOf(clang::ASTUnit& Unit) {
   return SourceText(Unit.getSourceManager(), Unit.getASTContext().getLangOpts());
 }
 
 TEST(SourceText, ReadsTheLinesAroundAStatement) {
-  const std::string Code = "int f(int a) {\n"
-                           "    int b = a;\n"
-                           "    return b;\n"
-                           "}\n";
+  const std::string Code =
+      "int f(int a) {\n"
+      "    int b = a;\n"
+      "    return b;\n"
+      "}\n";
   auto Unit = parse(Code);
   const SourceText Source = sourceOf(*Unit);
-  const auto *B = declarationOf(*Unit, "b");
+  const auto* B = declarationOf(*Unit, "b");
   ASSERT_NE(B, nullptr);
   EXPECT_EQ(Source.text(B->getSourceRange()), "int b = a;");
   EXPECT_EQ(Source.indentation(B->getBeginLoc()), "    ");
@@ -69,40 +70,42 @@ TEST(SourceText, TabsAreOneStepAndAFlatFileGetsTwoSpaces) {
   auto Tabs = parse("int f() {\n\tint t = 0;\n\treturn t;\n}\n");
   EXPECT_EQ(sourceOf(*Tabs).indentStep(declarationOf(*Tabs, "t")->getBeginLoc()), "\t");
   auto Flat = parse("int g = 0;\n");
-  const auto *G = match(varDecl(hasName("g")).bind("v"), Flat->getASTContext())[0]
-                      .getNodeAs<clang::VarDecl>("v");
+  const auto* G =
+      match(varDecl(hasName("g")).bind("v"), Flat->getASTContext())[0].getNodeAs<clang::VarDecl>(
+          "v");
   EXPECT_EQ(sourceOf(*Flat).indentStep(G->getBeginLoc()), "  ");
 }
 
 TEST(SourceText, ReferencesAreDeclaredAsTheFileWritesThem) {
   auto Left = parse("void g(int& a, int& b) { a = b; }\n");
   auto Right = parse("void g(int &a, int &b) { a = b; }\n");
-  for (auto *Unit : {Left.get(), Right.get()}) {
+  for (auto* Unit : {Left.get(), Right.get()}) {
     const auto Loc =
         Unit->getSourceManager().getLocForStartOfFile(Unit->getSourceManager().getMainFileID());
-    const std::string Expected = Unit == Left.get() ? "accel::Accelerator& accelerator"
-                                                    : "accel::Accelerator &accelerator";
+    const std::string Expected =
+        Unit == Left.get() ? "accel::Accelerator& accelerator" : "accel::Accelerator &accelerator";
     EXPECT_EQ(sourceOf(*Unit).referenceDeclaration(Loc, "accel::Accelerator", "accelerator"),
               Expected);
   }
 }
 
 class AcceleratorReachTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
-    Unit = parse("struct Trainer {\n"
-                 "  int step() { int s = 0; return s; }\n"
-                 "};\n"
-                 "int helper() { int h = 0; return h; }\n"
-                 "int byCopy() { auto f = [=] { int c = 0; return c; }; return f(); }\n"
-                 "int byReference() { auto f = [&] { int r = 0; return r; }; return f(); }\n"
-                 "int main() { int m = helper(); return m; }\n");
-    auto &SM = Unit->getSourceManager();
+    Unit = parse(
+        "struct Trainer {\n"
+        "  int step() { int s = 0; return s; }\n"
+        "};\n"
+        "int helper() { int h = 0; return h; }\n"
+        "int byCopy() { auto f = [=] { int c = 0; return c; }; return f(); }\n"
+        "int byReference() { auto f = [&] { int r = 0; return r; }; return f(); }\n"
+        "int main() { int m = helper(); return m; }\n");
+    auto& SM = Unit->getSourceManager();
     Facts.analyze(Unit->getASTContext(),
                   [&SM](clang::SourceLocation Loc) { return SM.isInMainFile(Loc); });
     Reach = std::make_unique<AcceleratorReach>(Unit->getASTContext(), Facts);
   }
-  std::string reachFrom(const std::string &Variable, std::string &Why) {
+  std::string reachFrom(const std::string& Variable, std::string& Why) {
     return Reach->accelerator(declarationOf(*Unit, Variable), Why);
   }
 
@@ -146,17 +149,17 @@ TEST_F(AcceleratorReachTest, ALambdaMustCaptureByReference) {
 }
 
 TEST_F(AcceleratorReachTest, WhereAStatementSits) {
-  const auto *R = declarationOf(*Unit, "r");
-  const auto *Lambda = Reach->enclosingFunction(R);
+  const auto* R = declarationOf(*Unit, "r");
+  const auto* Lambda = Reach->enclosingFunction(R);
   ASSERT_NE(Lambda, nullptr);
   EXPECT_TRUE(llvm::isa<clang::CXXMethodDecl>(Lambda));
   EXPECT_TRUE(llvm::cast<clang::CXXMethodDecl>(Lambda)->getParent()->isLambda());
   // The initializer of `int m = helper();` sits in its declaration statement.
-  const auto *M = declarationOf(*Unit, "m");
-  const auto *Init = llvm::cast<clang::VarDecl>(M->getSingleDecl())->getInit();
+  const auto* M = declarationOf(*Unit, "m");
+  const auto* Init = llvm::cast<clang::VarDecl>(M->getSingleDecl())->getInit();
   EXPECT_EQ(Reach->parentStmt(Init), M);
   EXPECT_EQ(Reach->enclosingFunction(M)->getName(), "main");
 }
 
-} // namespace
-} // namespace accel::migrate
+}  // namespace
+}  // namespace accel::migrate
