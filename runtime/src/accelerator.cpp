@@ -246,13 +246,16 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     m->force_sync = false;
     m->sync->prepare_for_backward();
   }
-  try {
+  {
+    // Also when backward throws: no gradient is left a bucket view (see finish_backward).
+    struct FinishBackward {
+      const std::vector<PreparedModel*>& models;
+      ~FinishBackward() {
+        for (auto* m : models) m->sync->finish_backward();
+      }
+    } finish{syncing};
     scaled.backward(gradient, retain_graph, create_graph);
-  } catch (...) {
-    for (auto* m : syncing) m->sync->finish_backward();
-    throw;
   }
-  for (auto* m : syncing) m->sync->finish_backward();
   // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
   // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
   // before this backward would change them under it. After it, every process starts its next

@@ -14,8 +14,6 @@
 #endif
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <regex>

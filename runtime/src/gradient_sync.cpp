@@ -71,6 +71,7 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
       std::vector<bool>(parameters_.size(), false), indices);
   reducer_ = make_reducer(parameters_, std::move(buckets), group_, options.bucket_cap_mb() << 20,
                           kFirstBucketBytes, options.gradient_as_bucket_view());
+  gradients_are_views_ = options.gradient_as_bucket_view();
   // The reducer's constructor makes existing gradients bucket views already.
   finish_backward();
 }
@@ -80,6 +81,7 @@ void GradientSynchronizer::finish_backward() {
   // and LibTorch's Optimizer::zero_grad calls detach_(), which throws on a view. A tensor set_()
   // to the same memory is not a view: it still aliases the bucket, so the reducer goes on using it
   // in place, and every zero_grad works on it.
+  if (!gradients_are_views_) return;
   torch::NoGradGuard no_grad;
   for (auto& p : parameters_) {
     auto& grad = p.mutable_grad();

@@ -54,6 +54,7 @@ class GradientSynchronizer {
   std::vector<torch::Tensor> parameters_;
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
+  bool gradients_are_views_ = false;  // gradient_as_bucket_view
 };
 
 /// The leaf tensors (parameters) that backward from `loss` would reach.

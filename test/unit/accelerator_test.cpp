@@ -353,6 +353,22 @@ TEST(Accelerator, LoaderWithWorkersCannotBeTakenOver) {
   }
 }
 
+TEST(Accelerator, AnEmptyModelIsAClearError) {
+  accel::Accelerator accelerator;
+  const auto expect_error = [](auto&& prepare, const std::string& expected) {
+    try {
+      prepare();
+      ADD_FAILURE() << "expected an error";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  std::shared_ptr<torch::nn::LinearImpl> pointer;
+  expect_error([&] { accelerator.prepare(pointer); }, "the model is an empty pointer");
+  torch::nn::Linear holder{nullptr};
+  expect_error([&] { accelerator.prepare(holder); }, "the model is empty");
+}
+
 TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
   accel::Accelerator accelerator;
   RegressionModel model;
