@@ -419,6 +419,10 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   EXPECT_NE(message(accel::AcceleratorOptions().mixed_precision("fp32"))
                 .find("Invalid mixed_precision: 'fp32' (expected one of no, bf16, fp16, fp8)"),
             std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().ddp(
+                        accel::DistributedDataParallelOptions().bucket_cap_mb(0)))
+                .find("Invalid ddp.bucket_cap_mb: 0 (expected an integer >= 1)"),
+            std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("FULL_SHARD"))
                 .find("sharding_strategy 'FULL_SHARD' is not supported by this build"),
             std::string::npos);
