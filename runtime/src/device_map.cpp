@@ -104,6 +104,35 @@ std::vector<Part> parts_of(const torch::nn::Module& module, const std::string& p
   return parts;
 }
 
+/// True when `name` is `scope` or lies under it ("a.b" is within "a", "ab" is not).
+bool is_within(const std::string& name, const std::string& scope) {
+  return name == scope || (name.size() > scope.size() &&
+                           name.compare(0, scope.size(), scope) == 0 && name[scope.size()] == '.');
+}
+
+/// Names of parameters registered more than once (tied weights), grouped by tensor: each group
+/// holds the first name and the others, sorted (Accelerate's find_tied_parameters).
+std::vector<std::vector<std::string>> tied_parameter_groups(const torch::nn::Module& model) {
+  std::vector<std::pair<const c10::TensorImpl*, std::vector<std::string>>> groups;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) {
+    const c10::TensorImpl* impl = p.value().unsafeGetTensorImpl();
+    auto group =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == impl; });
+    if (group == groups.end()) {
+      groups.push_back({impl, {p.key()}});
+    } else {
+      group->second.push_back(p.key());
+    }
+  }
+  std::vector<std::vector<std::string>> tied;
+  for (auto& group : groups) {
+    if (group.second.size() < 2) continue;
+    std::sort(group.second.begin(), group.second.end());
+    tied.push_back(std::move(group.second));
+  }
+  return tied;
+}
+
 int64_t size_of(const std::map<std::string, int64_t>& sizes, const std::string& name) {
   auto it = sizes.find(name);
   return it == sizes.end() ? 0 : it->second;  // a tied weight's second name has no size
@@ -235,11 +264,11 @@ MaxMemory get_max_memory(const MaxMemory& max_memory) {
     result["cpu"] = available_cpu_memory();
     return result;
   }
+  // A budget given is the whole budget, as in Accelerate: a device it leaves out is not used.
   for (const auto& entry : result) {
     check_device_name(entry.first);
     TORCH_CHECK(entry.second >= 0, "accel: max_memory for ", entry.first, " is negative");
   }
-  if (result.count("cpu") == 0) result["cpu"] = available_cpu_memory() / 10 * 8;
   return result;
 }
 
@@ -303,6 +332,7 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
   if (is_cuda_device(devices.front())) main_devices = {devices.front(), "cpu"};
   const auto& no_split = options.no_split_module_classes();
   const auto sizes = compute_module_sizes(model, options.dtype());
+  const auto tied_groups = tied_parameter_groups(model);
 
   std::deque<Part> to_treat;
   for (const auto& part : parts_of(model, "", /*buffers=*/true)) to_treat.push_back(part);
@@ -312,6 +342,10 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
       if (p.module != nullptr) modules.push_back(p);
     }
     return modules;
+  };
+  auto position_in_queue = [&](const std::string& name) {
+    return std::find_if(to_treat.begin(), to_treat.end(),
+                        [&](const Part& p) { return p.name == name; });
   };
 
   DeviceMap device_map;
@@ -324,13 +358,33 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
     // The largest layer may have just been taken: find the next one.
     auto& names = largest.second;
     names.erase(std::remove_if(names.begin(), names.end(),
-                               [&](const std::string& n) {
-                                 return n == part.name || n.rfind(part.name + ".", 0) == 0;
-                               }),
+                               [&](const std::string& n) { return is_within(n, part.name); }),
                 names.end());
     if (names.empty()) largest = max_layer_size(modules_only(), sizes, no_split);
 
+    // A weight tied to one outside this part goes where the part goes: the part is placed with
+    // the queued modules holding the other names, or one of those is split to make room.
+    std::vector<std::string> tied_outside;
+    for (const auto& group : tied_groups) {
+      const auto inside = std::count_if(group.begin(), group.end(), [&](const std::string& n) {
+        return is_within(n, part.name);
+      });
+      if (inside == 0 || inside == static_cast<std::ptrdiff_t>(group.size())) continue;
+      for (const auto& n : group) {
+        if (!is_within(n, part.name)) tied_outside.push_back(n);
+      }
+    }
     const int64_t size = size_of(sizes, part.name);
+    int64_t size_with_ties = size;
+    std::vector<Part> tied_modules;
+    for (const auto& name : tied_outside) {
+      auto holder = std::find_if(to_treat.begin(), to_treat.end(),
+                                 [&](const Part& p) { return is_within(name, p.name); });
+      if (holder == to_treat.end()) continue;  // already placed
+      tied_modules.push_back(*holder);
+      size_with_ties += size_of(sizes, holder->name) - size_of(sizes, name);
+    }
+
     const std::string& device = devices[current];
     const bool bounded = device != "disk";
     int64_t limit = bounded ? max_memory.at(device) : 0;
@@ -339,14 +393,34 @@ DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapO
       limit -= largest.first;
       reserved = largest.first;
     }
-    if (!bounded || used[device] + size <= limit) {
-      used[device] += size;
+    if (!bounded || used[device] + size_with_ties <= limit) {
+      used[device] += size_with_ties;
       device_map[part.name] = device;
+      for (const auto& tied : tied_modules) {
+        auto queued = position_in_queue(tied.name);
+        if (queued != to_treat.end()) to_treat.erase(queued);
+        device_map[tied.name] = device;
+      }
       continue;
     }
-    // Does not fit: split it if it can be split, else move on to the next device.
-    if (part.module != nullptr && !part.module->children().empty() &&
-        !is_class(*part.module, no_split)) {
+    auto splittable = [&](const Part& p) {
+      return p.module != nullptr && !p.module->children().empty() && !is_class(*p.module, no_split);
+    };
+    // The part fits without its tied modules: split the first of them that can be split.
+    if (!tied_modules.empty() && used[device] + size <= limit) {
+      auto tied = std::find_if(tied_modules.begin(), tied_modules.end(), splittable);
+      if (tied != tied_modules.end()) {
+        auto queued = position_in_queue(tied->name);
+        const auto parts = parts_of(*tied->module, tied->name, /*buffers=*/true);
+        queued = to_treat.erase(queued);
+        to_treat.insert(queued, parts.begin(), parts.end());
+        to_treat.push_front(part);
+        largest = max_layer_size(modules_only(), sizes, no_split);
+        continue;
+      }
+    }
+    // The part itself does not fit (Accelerate compares with >= here): split it if it can be.
+    if (used[device] + size >= limit && splittable(part)) {
       const auto parts = parts_of(*part.module, part.name, /*buffers=*/true);
       for (auto it = parts.rbegin(); it != parts.rend(); ++it) to_treat.push_front(*it);
       largest = max_layer_size(modules_only(), sizes, no_split);

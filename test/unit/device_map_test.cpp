@@ -35,6 +35,40 @@ struct TwoPairsImpl : torch::nn::Module {
 };
 TORCH_MODULE(TwoPairs);
 
+/// A Linear whose weight is another's (PyTorch's `b.weight = a.weight`): LibTorch registers a
+/// parameter name once, so the tie is made when the module is built.
+struct TiedLinearImpl : torch::nn::Module {
+  explicit TiedLinearImpl(const torch::Tensor& tied)
+      : weight(register_parameter("weight", tied)),
+        bias(register_parameter("bias", torch::zeros({tied.size(0)}))) {}
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(TiedLinear);
+
+/// ModelForTest whose linear2 may be tied to another's.
+struct MaybeTiedImpl : torch::nn::Module {
+  explicit MaybeTiedImpl(const torch::Tensor& tied = {}) {
+    register_module("linear1", torch::nn::Linear(3, 4));
+    register_module("batchnorm", torch::nn::BatchNorm1d(4));
+    if (tied.defined()) {
+      register_module("linear2", TiedLinear(tied));
+    } else {
+      register_module("linear2", torch::nn::Linear(4, 5));
+    }
+  }
+};
+TORCH_MODULE(MaybeTied);
+
+/// Three ModelForTest layers, the third's linear2.weight being the first's (628 bytes).
+struct ThreeLayersTiedImpl : torch::nn::Module {
+  ThreeLayersTiedImpl() {
+    auto layer1 = register_module("layer1", MaybeTied());
+    register_module("layer2", MaybeTied());
+    register_module("layer3", MaybeTied(layer1->named_parameters()["linear2.weight"]));
+  }
+};
+TORCH_MODULE(ThreeLayersTied);
+
 TEST(DeviceMap, ModuleSizesMatchAccelerate) {
   ModelForTest model;
   const auto sizes = accel::compute_module_sizes(*model);
@@ -141,8 +175,38 @@ TEST(DeviceMap, BudgetsAreParsedAndBadDevicesRefused) {
   EXPECT_EQ(budget.at("cuda:0"), int64_t{1} << 30);
   EXPECT_THROW(accel::parse_max_memory({{"gpu0", "1GB"}}), c10::Error);
   EXPECT_THROW(accel::get_max_memory({{"cuda:x", 1}}), c10::Error);
-  const auto completed = accel::get_max_memory({{"cuda:0", 10}});
-  EXPECT_GT(completed.at("cpu"), 0);  // 80% of what is available
+  // A budget is used as given, as in Accelerate: leaving "cpu" out means no CPU.
+  EXPECT_EQ(accel::get_max_memory({{"cuda:0", 10}}), (accel::MaxMemory{{"cuda:0", 10}}));
+  EXPECT_GT(accel::get_max_memory().at("cpu"), 0);  // an empty budget is what the machine has
+  ModelForTest model;
+  EXPECT_EQ(accel::infer_auto_device_map(
+                *model, accel::DeviceMapOptions().max_memory({{"cuda:0", 150}, {"cuda:1", 100}})),
+            (accel::DeviceMap{{"linear1", "cuda:1"}, {"batchnorm", "disk"}, {"linear2", "disk"}}));
+}
+
+// Expected maps are Accelerate 1.15's infer_auto_device_map on the same model and budgets.
+TEST(DeviceMap, TiedWeightsStayOnOneDevice) {
+  ThreeLayersTied model;
+  EXPECT_EQ(accel::compute_module_sizes(*model).at(""), 628);  // the tied weight counts once
+  auto map_for = [&](accel::MaxMemory budget) {
+    return accel::infer_auto_device_map(*model, accel::DeviceMapOptions().max_memory(budget));
+  };
+  // layer1 takes layer3 along; when both do not fit, layer3 is split and its linear2 comes.
+  EXPECT_EQ(map_for({{"cuda:0", 500}, {"cuda:1", 500}}),
+            (accel::DeviceMap{{"layer1", "cuda:0"}, {"layer3", "cuda:0"}, {"layer2", "cuda:1"}}));
+  EXPECT_EQ(map_for({{"cuda:0", 400}, {"cuda:1", 500}}),
+            (accel::DeviceMap{{"layer1", "cuda:0"},
+                              {"layer3.linear2", "cuda:0"},
+                              {"layer3.linear1", "cuda:1"},
+                              {"layer3.batchnorm", "cuda:1"},
+                              {"layer2", "cuda:1"}}));
+  // layer1 is split itself; its linear2 then takes layer3 along.
+  EXPECT_EQ(map_for({{"cuda:0", 300}, {"cuda:1", 300}, {"cpu", 300}}),
+            (accel::DeviceMap{{"layer1.linear1", "cuda:0"},
+                              {"layer1.batchnorm", "cuda:0"},
+                              {"layer1.linear2", "cuda:1"},
+                              {"layer3", "cuda:1"},
+                              {"layer2", "cpu"}}));
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ std::map<std::string, int64_t> compute_module_sizes(
 
 struct DeviceMapOptions {
   /// Budgets; empty means what the machine has: each GPU's free memory and the CPU's available
-  /// memory. A budget without "cpu" gets 80% of the available memory for it.
+  /// memory. A budget given is used as it is, as in Accelerate: a device it leaves out ("cpu"
+  /// included) gets nothing, and what fits nowhere goes to "disk".
   TORCH_ARG(MaxMemory, max_memory);
   /// Module classes never split across devices (blocks with residual connections). A class
   /// matches by its name as Module::name() reports it, with or without namespace and "Impl".
@@ -45,7 +46,7 @@ struct DeviceMapOptions {
   TORCH_ARG(bool, clean_result) = true;
 };
 
-/// `options.max_memory` completed and in device order (GPUs by index, then "cpu", then "disk").
+/// `max_memory` checked, or, when empty, what the machine has (see DeviceMapOptions::max_memory).
 MaxMemory get_max_memory(const MaxMemory& max_memory = {});
 
 /// Budgets that spread the model evenly over the GPUs: every GPU but the last gets the model's
@@ -57,7 +58,9 @@ MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOpt
 
 /// A device map filling the GPUs in order, then the CPU, then the disk, greedily in module order,
 /// splitting a module into its children only when it does not fit. The first GPU and the CPU
-/// keep room for the largest layer, which an offloaded layer needs when it runs there.
+/// keep room for the largest layer, which an offloaded layer needs when it runs there. Tied
+/// weights stay on one device: a module goes together with the modules its weights are tied to
+/// (a tied output layer joins its embedding), which are split to make room if need be.
 DeviceMap infer_auto_device_map(const torch::nn::Module& model,
                                 const DeviceMapOptions& options = {});
 

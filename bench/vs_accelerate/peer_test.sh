@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# accel side by side with Python Accelerate (ctest label `peer`): the job trained by both on 1 and
+# 2 processes gives the same numbers (default sharding, split_batches, even_batches=false); a
+# config written by `accelerate config default` drives `accel launch` to the same run; checkpoints
+# cross over both ways; big-model planning gives equal maps.
+#   peer_test.sh BUILD_DIR
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=$(cd "${1:?usage: peer_test.sh BUILD_DIR}" && pwd)
+venv=$("$here/../../scripts/python-env.sh")
+python=$venv/bin/python
+accelerate=$venv/bin/accelerate
+accel=$build/launcher/accel
+bin=$build/bench/vs_accelerate
+work=$(mktemp -d "${TMPDIR:-/tmp}/accel-peer.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export PYTHONPATH=$here PYTHONWARNINGS=ignore
+
+"$python" "$here/make_inputs.py" "$work/data"
+
+# Accelerate runs several CPU processes through its torchrun-based launcher (--multi_gpu): with
+# --cpu it starts one process whatever --num_processes says. Its launch warnings go to a log.
+accelerate_run() {  # NAME PROCESSES ARGS...
+  local name=$1 processes=$2 mode=(--multi_gpu)
+  shift 2
+  [ "$processes" = 1 ] && mode=(--cpu)
+  "$accelerate" launch "${mode[@]}" --num_processes "$processes" --num_machines 1 \
+    --mixed_precision no --dynamo_backend no "$here/train_accelerate.py" \
+    --data "$work/data" --out "$work/accelerate_$name" "$@" 2> "$work/accelerate_$name.log" ||
+    { cat "$work/accelerate_$name.log" >&2; return 1; }
+}
+accel_run() {  # NAME PROCESSES ARGS...
+  local name=$1 processes=$2
+  shift 2
+  "$accel" launch --num_processes "$processes" "$bin/accel_vs_train" \
+    --data "$work/data" --out "$work/accel_$name" "$@"
+}
+same_job() {  # NAME PROCESSES ARGS...
+  echo "peer: the job, $1 ($2 process(es)) ${*:3}"
+  accelerate_run "$@"
+  accel_run "$@"
+  "$python" "$here/compare_runs.py" "$work/accelerate_$1" "$work/accel_$1"
+}
+
+same_job one 1
+same_job two 2
+same_job split 2 --split_batches --batch_size 16
+# even_batches=false: 50 evaluation samples in batches of 8 give one process 4 batches, the other 3.
+same_job uneven 2 --uneven
+
+# The comparison can fail: runs with different settings must not pass as equal.
+if "$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_split" > /dev/null; then
+  echo "peer: compare_runs.py found two different runs equal" >&2
+  exit 1
+fi
+
+echo "peer: a config from 'accelerate config default', made 2-process, drives accel launch"
+"$accelerate" config default --config_file "$work/accelerate_config.yaml" > /dev/null
+"$python" - "$work/accelerate_config.yaml" <<'PY'
+import json, sys
+path = sys.argv[1]
+with open(path) as f:
+    config = json.load(f)  # Accelerate writes JSON, which is also YAML
+config.update(num_processes=2, distributed_type="MULTI_CPU")
+with open(path, "w") as f:
+    json.dump(config, f, indent=2)
+PY
+"$accel" launch --config_file "$work/accelerate_config.yaml" "$bin/accel_vs_train" \
+  --data "$work/data" --out "$work/accel_from_config"
+"$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_from_config"
+
+echo "peer: checkpoints cross over"
+"$python" "$here/crossover.py" --bin "$bin/accel_vs_checkpoint" --work "$work/crossover"
+echo "peer: big-model planning"
+"$python" "$here/plan.py" --bin "$bin/accel_vs_plan" --work "$work/plan"
+echo "peer: accel and Accelerate agree"
