@@ -128,6 +128,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
 #endif
   check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
+  impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->options.mixed_precision == "fp16") {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
   }

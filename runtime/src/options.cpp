@@ -35,6 +35,8 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   out.step_scheduler_with_optimizer =
       pick(options.step_scheduler_with_optimizer(),
            detail::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
+  out.fused_optimizer =
+      pick(options.fused_optimizer(), detail::env_bool(env, contract::kFusedOptimizer), true);
   if (options.seed()) {
     out.seed = options.seed();
   } else if (auto seed = detail::env_int(env, contract::kSeed)) {

@@ -23,6 +23,7 @@ inline constexpr const char kDevicePlacement[] = "ACCEL_DEVICE_PLACEMENT";
 inline constexpr const char kSplitBatches[] = "ACCEL_SPLIT_BATCHES";
 inline constexpr const char kEvenBatches[] = "ACCEL_EVEN_BATCHES";
 inline constexpr const char kStepSchedulerWithOptimizer[] = "ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER";
+inline constexpr const char kFusedOptimizer[] = "ACCEL_FUSED_OPTIMIZER";
 inline constexpr const char kSeed[] = "ACCEL_SEED";
 /// Seconds that rendezvous and collectives may wait.
 inline constexpr const char kTimeout[] = "ACCEL_TIMEOUT";

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/detail/fused_step.h>
 #include <accel/detail/gradient_state.h>
 #include <accel/grad_scaler.h>
 
@@ -35,14 +36,17 @@ class AcceleratedOptimizer : public O {
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
   /// With fp16 loss scaling the step goes through the scaler: it is skipped (and
   /// `optimizer_step_was_skipped()` is true) when a gradient is inf or nan.
+  /// `torch::optim::AdamW`, `Adam` and `SGD` step through ATen's fused kernels when their options
+  /// and tensors allow it (see `AcceleratorOptions::fused_optimizer`).
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
     if (!state_->scaler) {
       state_->optimizer_step_was_skipped = false;
-      return O::step(std::move(closure));
+      return wrapped_step(std::move(closure));
     }
     torch::Tensor loss;
-    const bool stepped = state_->scaler->step(*this, [&] { loss = O::step(std::move(closure)); });
+    const bool stepped =
+        state_->scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
     state_->scaler->update();
     state_->optimizer_step_was_skipped = !stepped;
     return loss;
@@ -57,7 +61,28 @@ class AcceleratedOptimizer : public O {
   /// The optimizer as the program built it.
   O& optimizer() { return *this; }
 
+  /// True when step() goes through ATen's fused kernel: the optimizer is exactly AdamW, Adam or
+  /// SGD, and fusing is on. A step whose tensors do not suit the kernel (sparse or non-contiguous
+  /// gradients, integer parameters) still takes LibTorch's own path.
+  bool fused() const {
+    constexpr bool fusable_type = std::is_same_v<O, torch::optim::AdamW> ||
+                                  std::is_same_v<O, torch::optim::Adam> ||
+                                  std::is_same_v<O, torch::optim::SGD>;
+    return fusable_type && state_->fused_optimizer;
+  }
+
  private:
+  // A closure re-evaluates the loss inside step(); only LibTorch's own step supports it.
+  torch::Tensor wrapped_step(torch::optim::Optimizer::LossClosure closure) {
+    if constexpr (std::is_same_v<O, torch::optim::AdamW> || std::is_same_v<O, torch::optim::Adam> ||
+                  std::is_same_v<O, torch::optim::SGD>) {
+      if (!closure && state_->fused_optimizer && detail::fused_step(static_cast<O&>(*this))) {
+        return {};
+      }
+    }
+    return O::step(std::move(closure));
+  }
+
   std::shared_ptr<detail::GradientState> state_;
   detail::OptimizerGate gate_;
 };

@@ -64,6 +64,8 @@ struct GradientState {
   bool optimizer_step_was_skipped = false;
   /// Gates of the live prepared optimizers (see OptimizerGate), in the order they were prepared.
   std::vector<OptimizerGate*> gates;
+  /// Prepared AdamW, Adam and SGD step through ATen's fused kernels (AcceleratorOptions).
+  bool fused_optimizer = true;
   /// The fp16 loss scaler prepared optimizers step through; null without fp16.
   std::shared_ptr<GradScaler> scaler;
   /// Live prepared schedulers and data loaders, in the order they were prepared.

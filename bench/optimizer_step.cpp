@@ -1,0 +1,87 @@
+// Optimizer step time: a prepared optimizer (ATen's fused kernel) against LibTorch's own step on
+// the same parameters, for AdamW, Adam and SGD with momentum, on the parameters of a compute-bound
+// MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one (3 layers of 256). Steps
+// alternate between the two in rounds; the figure is the ratio of the medians.
+//   accel_bench_optimizer_step [ROUNDS]
+
+#include <accel/accel.h>
+#include <torch/torch.h>
+
+#include "bench_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+namespace {
+
+std::vector<torch::Tensor> mlp_parameters(int64_t width, int64_t depth) {
+  std::vector<torch::Tensor> params;
+  for (int64_t i = 0; i < depth; ++i) {
+    params.push_back(torch::randn({width, width}) * 0.02);
+    params.push_back(torch::zeros({width}));
+  }
+  params.push_back(torch::randn({1, width}) * 0.02);
+  params.push_back(torch::zeros({1}));
+  for (auto& p : params) {
+    p.requires_grad_(true);
+    p.mutable_grad() = torch::randn_like(p) * 1e-3;
+  }
+  return params;
+}
+
+std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& params) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params) {
+    auto copy = p.detach().clone().requires_grad_(true);
+    copy.mutable_grad() = p.grad().clone();
+    out.push_back(copy);
+  }
+  return out;
+}
+
+template <typename O, typename Options>
+void compare(accel::Accelerator& accelerator, const std::string& model, int64_t width,
+             int64_t depth, const std::string& name, const Options& options, int rounds) {
+  auto params = mlp_parameters(width, depth);
+  auto fused_params = copies(params);
+  O plain(params, options);
+  auto prepared = accelerator.prepare(O(fused_params, options));
+  const int steps = width >= 1024 ? 3 : 50;  // per round, so a round takes milliseconds or more
+  std::vector<double> own, fused;
+  for (int round = 0; round < rounds + 2; ++round) {  // the first two rounds warm up
+    const double a = accel_bench::seconds([&] {
+      for (int i = 0; i < steps; ++i) plain.step();
+    });
+    const double b = accel_bench::seconds([&] {
+      for (int i = 0; i < steps; ++i) prepared.step();
+    });
+    if (round < 2) continue;
+    own.push_back(a / steps);
+    fused.push_back(b / steps);
+  }
+  const double own_ms = accel_bench::median(own) * 1e3, fused_ms = accel_bench::median(fused) * 1e3;
+  std::printf("| %s | %s | %.3f ms | %.3f ms | %.2f |\n", model.c_str(), name.c_str(), own_ms,
+              fused_ms, fused_ms / own_ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 15;
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  std::printf("median of %d rounds; %d thread(s)\n", rounds, torch::get_num_threads());
+  std::printf("| model | optimizer | LibTorch's step | fused step | fused / LibTorch |\n");
+  std::printf("|---|---|---|---|---|\n");
+  for (auto [model, width, depth] :
+       {std::tuple<const char*, int64_t, int64_t>{"4 x 2048", 2048, 4}, {"3 x 256", 256, 3}}) {
+    compare<torch::optim::AdamW>(accelerator, model, width, depth, "AdamW",
+                                 torch::optim::AdamWOptions(1e-3), rounds);
+    compare<torch::optim::Adam>(accelerator, model, width, depth, "Adam",
+                                torch::optim::AdamOptions(1e-3), rounds);
+    compare<torch::optim::SGD>(accelerator, model, width, depth, "SGD momentum 0.9",
+                               torch::optim::SGDOptions(1e-2).momentum(0.9), rounds);
+  }
+  return 0;
+}
