@@ -1,6 +1,9 @@
 // One process: a small MLP training step through the Accelerator against the same plain LibTorch
 // step. Prints the median over interleaved repetitions of (accelerated time / plain time).
-// Target: <= 1.02.   Run: build/bench/accel_bench_overhead [repetitions] [steps]
+// By default the prepared optimizer takes LibTorch's own step, as the plain loop does, so the
+// ratio is accel's overhead alone (target <= 1.02); with `fused` it takes the fused step, and the
+// ratio is what a user sees.
+//   Run: build/bench/accel_bench_overhead [repetitions] [steps] [fused]
 
 #include "bench_util.h"
 
@@ -8,6 +11,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace {
 
@@ -23,6 +27,7 @@ torch::nn::Sequential make_mlp() {
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::atoi(argv[1]) : 15;
   const int steps = argc > 2 ? std::atoi(argv[2]) : 200;
+  const bool fused = argc > 3 && std::string(argv[3]) == "fused";
   torch::set_num_threads(1);
   const auto x = torch::randn({64, 128});
   const auto y = torch::randint(0, 10, {64});
@@ -35,7 +40,7 @@ int main(int argc, char** argv) {
     plain_optimizer.step();
   };
 
-  accel::Accelerator accelerator;
+  accel::Accelerator accelerator(accel::AcceleratorOptions().fused_optimizer(fused));
   auto model = make_mlp();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.01));
@@ -78,7 +83,12 @@ int main(int argc, char** argv) {
   std::printf("overhead: plain step %.1f us, accelerated step %.1f us (medians of %d x %d steps)\n",
               accel_bench::median(plain_times) * 1e6, accel_bench::median(accel_times) * 1e6,
               repetitions, steps);
-  std::printf("overhead ratio (accelerated / plain, median): %.3f  [target <= 1.02]\n",
-              accel_bench::median(ratios));
+  if (fused) {
+    std::printf("whole step, fused optimizer (accelerated / plain, median): %.3f\n",
+                accel_bench::median(ratios));
+  } else {
+    std::printf("overhead ratio (accelerated / plain, median): %.3f  [target <= 1.02]\n",
+                accel_bench::median(ratios));
+  }
   return 0;
 }

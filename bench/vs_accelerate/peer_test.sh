@@ -2,7 +2,8 @@
 # accel side by side with Python Accelerate (ctest label `peer`): the job trained by both on 1 and
 # 2 processes gives the same numbers (default sharding, split_batches, even_batches=false); a
 # config written by `accelerate config default` drives `accel launch` to the same run; checkpoints
-# cross over both ways; big-model planning gives equal maps.
+# cross over both ways; big-model planning gives equal maps; fused optimizer steps are bitwise
+# PyTorch's fused=True.
 #   peer_test.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,8 +25,12 @@ accelerate_run() {  # NAME PROCESSES ARGS...
   local name=$1 processes=$2 mode=(--multi_gpu)
   shift 2
   [ "$processes" = 1 ] && mode=(--cpu)
+  # torchrun's default port, 29500, may be taken by another test running beside this one.
+  local port
+  port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$accelerate" launch "${mode[@]}" --num_processes "$processes" --num_machines 1 \
-    --mixed_precision no --dynamo_backend no "$here/train_accelerate.py" \
+    --main_process_port "$port" --mixed_precision no --dynamo_backend no \
+    "$here/train_accelerate.py" \
     --data "$work/data" --out "$work/accelerate_$name" "$@" 2> "$work/accelerate_$name.log" ||
     { cat "$work/accelerate_$name.log" >&2; return 1; }
 }
@@ -47,6 +52,12 @@ same_job two 2
 same_job split 2 --split_batches --batch_size 16
 # even_batches=false: 50 evaluation samples in batches of 8 give one process 4 batches, the other 3.
 same_job uneven 2 --uneven
+
+# accel's fused AdamW step against Accelerate's per-parameter one agrees as its own per-parameter
+# step does (LibTorch's, ACCEL_FUSED_OPTIMIZER=0).
+echo "peer: the job, two (2 process(es)), LibTorch's own optimizer step"
+ACCEL_FUSED_OPTIMIZER=0 accel_run unfused 2
+"$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_unfused"
 
 # The comparison can fail: runs with different settings must not pass as equal.
 if "$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_split" > /dev/null; then
@@ -73,4 +84,6 @@ echo "peer: checkpoints cross over"
 "$python" "$here/crossover.py" --bin "$bin/accel_vs_checkpoint" --work "$work/crossover"
 echo "peer: big-model planning"
 "$python" "$here/plan.py" --bin "$bin/accel_vs_plan" --work "$work/plan"
+echo "peer: fused optimizer steps against PyTorch's fused=True"
+"$python" "$here/fused_vs_pytorch.py" --bin "$bin/accel_vs_fused" --work "$work/fused"
 echo "peer: accel and Accelerate agree"

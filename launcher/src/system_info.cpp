@@ -1,12 +1,16 @@
 #include "system_info.h"
 
+#include "accel_common/contract.h"
+
 #include <torch/version.h>
 
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <dirent.h>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -83,6 +87,16 @@ void print_environment(std::ostream& out, const std::string& config_path,
     out << "- NCCL backend: no (CPU build of LibTorch)\n";
   }
   out << "- Gloo backend: yes\n";
+  // The runtime reads it as a boolean (1/0, true/false, yes/no, on/off).
+  std::string fused =
+      std::getenv(contract::kFusedOptimizer) ? std::getenv(contract::kFusedOptimizer) : "";
+  std::string lower = fused;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool off = lower == "0" || lower == "false" || lower == "no" || lower == "off";
+  out << "- fused optimizer steps (AdamW, Adam, SGD): " << (off ? "off" : "on")
+      << (fused.empty() ? " (default)"
+                        : " (" + std::string(contract::kFusedOptimizer) + "=" + fused + ")")
+      << "\n";
   out << "- NVIDIA GPUs: " << gpu_count() << "\n";
   out << "- CPU: " << (cpu.empty() ? std::string(uts.machine) : cpu) << ", "
       << ::sysconf(_SC_NPROCESSORS_ONLN) << " cores\n";

@@ -20,6 +20,7 @@
 #endif
 
 #include <c10/util/Exception.h>
+#include <c10/util/Type.h>
 
 #include <algorithm>
 #include <cstdarg>
@@ -169,6 +170,14 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
         model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp);
   }
   impl_->models.push_back(std::move(prepared));
+}
+
+void Accelerator::report_optimizer_path(const char* mangled_type, bool fused) const {
+  if (!impl_->options.debug || !is_main_process()) return;
+  std::fprintf(stderr, "accel: prepared optimizer %s steps %s\n",
+               c10::demangle(mangled_type).c_str(),
+               fused ? "through ATen's fused kernel"
+                     : "with its own per-parameter step (fusing is off or unsupported for it)");
 }
 
 void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {

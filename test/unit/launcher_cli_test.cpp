@@ -267,3 +267,15 @@ TEST(LauncherEnv, ReportsLibTorchCudaAndTheNcclItWasBuiltWith) {
             std::string::npos)
       << result.output;
 }
+
+TEST(LauncherEnv, SaysWhetherOptimizerStepsAreFused) {
+  auto result = run({kAccel, "env"}, {});
+  EXPECT_NE(result.output.find("- fused optimizer steps (AdamW, Adam, SGD): on (default)\n"),
+            std::string::npos)
+      << result.output;
+  result = run({kAccel, "env"}, {{"ACCEL_FUSED_OPTIMIZER", "Off"}});
+  EXPECT_NE(result.output.find(
+                "- fused optimizer steps (AdamW, Adam, SGD): off (ACCEL_FUSED_OPTIMIZER=Off)\n"),
+            std::string::npos)
+      << result.output;
+}
