@@ -72,7 +72,8 @@ check() {
       -DCMAKE_PREFIX_PATH="$root/build-gpu/install;$torch_root" > /dev/null
     cmake --build "$work/migrated" > /dev/null
     (cd "$work/run-plain" && ../plain/train > ../plain.txt)
-    (cd "$work/run-migrated" && ../migrated/train > ../migrated.txt)
+    # Exactly what the plain program printed needs LibTorch's own optimizer step, not the fused one.
+    (cd "$work/run-migrated" && ACCEL_FUSED_OPTIMIZER=0 ../migrated/train > ../migrated.txt)
     if diff -u "$work/plain.txt" "$work/migrated.txt"; then
       echo "$example: the migrated program on cuda:0 printed what the plain one did"
     else

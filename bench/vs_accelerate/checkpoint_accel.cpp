@@ -8,22 +8,14 @@
 #include <accel/accel.h>
 #include <torch/torch.h>
 
+#include "job.h"
+
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
 
 namespace {
-
-torch::nn::Sequential build_mlp(int64_t width, int64_t depth) {
-  torch::nn::Sequential model;
-  for (int64_t i = 0; i < depth; ++i) {
-    model->push_back(torch::nn::Linear(width, width));
-    model->push_back(torch::nn::ReLU());
-  }
-  model->push_back(torch::nn::Linear(width, 1));
-  return model;
-}
 
 // "a=b,c=d" -> {a: b, c: d}
 std::map<std::string, std::string> parse_pairs(const std::string& text) {
@@ -54,7 +46,7 @@ int main(int argc, char** argv) try {
 
   if (mode == "save") {
     accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-    auto model = build_mlp(width, depth);
+    auto model = accel_vs::build_mlp(width, depth);
     torch::NoGradGuard no_grad;
     const auto init = accel::load_safetensors(flag("--init"));
     for (auto& item : model->named_parameters()) item.value().copy_(init.at(item.key()));
@@ -62,7 +54,7 @@ int main(int argc, char** argv) try {
     return 0;
   }
   if (mode != "logits") throw std::invalid_argument("unknown mode " + mode);
-  auto model = accel::init_empty_weights([&] { return build_mlp(width, depth); });
+  auto model = accel::init_empty_weights([&] { return accel_vs::build_mlp(width, depth); });
   accel::DispatchOptions options;
   if (flags.count("--device_map")) options.device_map(parse_pairs(flags["--device_map"]));
   if (flags.count("--max_memory")) {

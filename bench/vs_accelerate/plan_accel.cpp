@@ -5,7 +5,9 @@
 
 #include <accel/accel.h>
 #include <torch/torch.h>
+
 #include <nlohmann/json.hpp>
+#include "job.h"
 
 #include <fstream>
 #include <iostream>
@@ -41,15 +43,7 @@ TORCH_MODULE(Block);
 
 std::shared_ptr<torch::nn::Module> build(const std::string& name) {
   auto model = std::make_shared<torch::nn::Module>("Model");
-  if (name == "mlp") {  // job.py's build_mlp(64, 3)
-    torch::nn::Sequential mlp;
-    for (int i = 0; i < 3; ++i) {
-      mlp->push_back(torch::nn::Linear(64, 64));
-      mlp->push_back(torch::nn::ReLU());
-    }
-    mlp->push_back(torch::nn::Linear(64, 1));
-    return mlp.ptr();
-  }
+  if (name == "mlp") return accel_vs::build_mlp(64, 3).ptr();
   if (name == "blocks" || name == "tied_blocks") {
     auto layer1 = model->register_module("layer1", Block(32));
     model->register_module("layer2", Block(32));

@@ -7,7 +7,9 @@
 #include <accel/accel.h>
 #include <sys/resource.h>
 #include <torch/torch.h>
+
 #include <nlohmann/json.hpp>
+#include "job.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -64,17 +66,6 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// job.py's build_mlp: the same module names, so the same safetensors keys.
-torch::nn::Sequential build_mlp(int64_t width, int64_t depth) {
-  torch::nn::Sequential model;
-  for (int64_t i = 0; i < depth; ++i) {
-    model->push_back(torch::nn::Linear(width, width));
-    model->push_back(torch::nn::ReLU());
-  }
-  model->push_back(torch::nn::Linear(width, 1));
-  return model;
-}
-
 // job.py's lr_factor as a LibTorch scheduler, as PyTorch's LambdaLR applies it: after k steps
 // the rate is base x factor(k). LibTorch calls get_lrs() before counting the step.
 class InverseTimeDecay : public torch::optim::LRScheduler {
@@ -121,7 +112,7 @@ int main(int argc, char** argv) try {
                                      .gradient_accumulation_steps(args.accumulation)
                                      .split_batches(args.split_batches)
                                      .even_batches(!args.uneven));
-  auto model = build_mlp(args.width, args.depth);
+  auto model = accel_vs::build_mlp(args.width, args.depth);
   {
     torch::NoGradGuard no_grad;
     const auto init = accel::load_safetensors(args.data + "/init.safetensors");
