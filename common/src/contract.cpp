@@ -1,6 +1,7 @@
 #include "accel_common/contract.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace accel {
 namespace contract {
@@ -23,6 +24,15 @@ const std::vector<std::string>& distributed_type_choices() {
 
 bool is_one_of(const std::string& value, const std::vector<std::string>& choices) {
   return std::find(choices.begin(), choices.end(), value) != choices.end();
+}
+
+std::optional<bool> parse_bool(const std::string& value) {
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  return std::nullopt;
 }
 
 std::string join(const std::vector<std::string>& choices) {

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <dirent.h>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -87,12 +86,9 @@ void print_environment(std::ostream& out, const std::string& config_path,
     out << "- NCCL backend: no (CPU build of LibTorch)\n";
   }
   out << "- Gloo backend: yes\n";
-  // The runtime reads it as a boolean (1/0, true/false, yes/no, on/off).
-  std::string fused =
-      std::getenv(contract::kFusedOptimizer) ? std::getenv(contract::kFusedOptimizer) : "";
-  std::string lower = fused;
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const bool off = lower == "0" || lower == "false" || lower == "no" || lower == "off";
+  const char* fused_variable = std::getenv(contract::kFusedOptimizer);
+  const std::string fused = fused_variable ? fused_variable : "";
+  const bool off = contract::parse_bool(fused) == false;
   out << "- fused optimizer steps (AdamW, Adam, SGD): " << (off ? "off" : "on")
       << (fused.empty() ? " (default)"
                         : " (" + std::string(contract::kFusedOptimizer) + "=" + fused + ")")

@@ -443,9 +443,7 @@ const std::string& device_for(const DeviceMap& device_map, const std::string& na
   size_t found_length = 0;
   for (const auto& entry : device_map) {
     const std::string& key = entry.first;
-    const bool covers = key.empty() || name == key ||
-                        (name.size() > key.size() && name.compare(0, key.size(), key) == 0 &&
-                         name[key.size()] == '.');
+    const bool covers = key.empty() || is_within(name, key);
     if (covers && (found == nullptr || key.size() >= found_length)) {
       found = &entry.second;
       found_length = key.size();

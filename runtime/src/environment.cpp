@@ -1,10 +1,10 @@
 #include "environment.h"
+#include "accel_common/contract.h"
 #include "accel_common/slurm_nodelist.h"
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -29,13 +29,9 @@ std::optional<std::string> env_string(const EnvLookup& env, const std::string& n
 std::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
   if (!value) return std::nullopt;
-  std::string lower = *value;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
-  const bool is_false = lower == "0" || lower == "false" || lower == "no" || lower == "off";
-  TORCH_CHECK(is_false, "Invalid ", name, ": '", *value, "' (expected 1/0, true/false, yes/no)");
-  return false;
+  auto parsed = contract::parse_bool(*value);
+  TORCH_CHECK(parsed, "Invalid ", name, ": '", *value, "' (expected 1/0, true/false, yes/no)");
+  return parsed;
 }
 
 std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {

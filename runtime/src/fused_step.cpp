@@ -52,8 +52,11 @@ bool all_fusable(const torch::optim::Optimizer& optimizer) {
   return true;
 }
 
-using DeviceAndType = std::pair<std::string, torch::ScalarType>;
-DeviceAndType bucket_of(const torch::Tensor& t) { return {t.device().str(), t.scalar_type()}; }
+/// Which kernel call a parameter goes in: its device (type and index) and dtype.
+using DeviceAndType = std::tuple<torch::DeviceType, torch::DeviceIndex, torch::ScalarType>;
+DeviceAndType bucket_of(const torch::Tensor& t) {
+  return {t.device().type(), t.device().index(), t.scalar_type()};
+}
 
 /// One kernel call's lists for Adam and AdamW.
 struct AdamLists {
@@ -128,7 +131,7 @@ bool fused_step(torch::optim::SGD& optimizer) {
     struct Lists {
       std::vector<torch::Tensor> params, grads, buffers;
     };
-    std::map<std::tuple<std::string, torch::ScalarType, bool>, Lists> buckets;
+    std::map<std::pair<DeviceAndType, bool>, Lists> buckets;
     for (auto& param : group.params()) {
       if (!param.grad().defined()) continue;
       bool first = false;
@@ -143,7 +146,7 @@ bool fused_step(torch::optim::SGD& optimizer) {
         }
         buffer = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
       }
-      auto& lists = buckets[{param.device().str(), param.scalar_type(), first}];
+      auto& lists = buckets[{bucket_of(param), first}];
       lists.params.push_back(param);
       lists.grads.push_back(param.grad());
       if (momentum) lists.buffers.push_back(buffer);
@@ -151,8 +154,7 @@ bool fused_step(torch::optim::SGD& optimizer) {
     for (auto& [key, lists] : buckets) {
       at::_fused_sgd_(lists.params, lists.grads, lists.buffers, options.weight_decay(),
                       options.momentum(), options.lr(), options.dampening(), options.nesterov(),
-                      /*maximize=*/false, /*is_first_step=*/std::get<2>(key), std::nullopt,
-                      std::nullopt);
+                      /*maximize=*/false, /*is_first_step=*/key.second, std::nullopt, std::nullopt);
     }
   }
   return true;

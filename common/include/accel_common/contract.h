@@ -4,6 +4,7 @@
 // and the values the choice-valued ones allow. The launcher, the runtime and accel-migrate all
 // read their names and choices from here, so that a new choice is added in one place.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ const std::vector<std::string>& distributed_type_choices();
 bool is_one_of(const std::string& value, const std::vector<std::string>& choices);
 /// "a, b, c", for error messages and help texts.
 std::string join(const std::vector<std::string>& choices);
+
+/// A boolean ACCEL_* variable's value: 1/0, true/false, yes/no or on/off, in any case; none for
+/// anything else.
+std::optional<bool> parse_bool(const std::string& value);
 
 }  // namespace contract
 }  // namespace accel

@@ -64,18 +64,17 @@ class AcceleratedOptimizer : public O {
   /// True when step() goes through ATen's fused kernel: the optimizer is exactly AdamW, Adam or
   /// SGD, and fusing is on. A step whose tensors do not suit the kernel (sparse or non-contiguous
   /// gradients, integer parameters) still takes LibTorch's own path.
-  bool fused() const {
-    constexpr bool fusable_type = std::is_same_v<O, torch::optim::AdamW> ||
-                                  std::is_same_v<O, torch::optim::Adam> ||
-                                  std::is_same_v<O, torch::optim::SGD>;
-    return fusable_type && state_->fused_optimizer;
-  }
+  bool fused() const { return has_fused_step && state_->fused_optimizer; }
 
  private:
+  // Exactly these types: a subclass may have changed step(), which the kernel would bypass.
+  static constexpr bool has_fused_step = std::is_same_v<O, torch::optim::AdamW> ||
+                                         std::is_same_v<O, torch::optim::Adam> ||
+                                         std::is_same_v<O, torch::optim::SGD>;
+
   // A closure re-evaluates the loss inside step(); only LibTorch's own step supports it.
   torch::Tensor wrapped_step(torch::optim::Optimizer::LossClosure closure) {
-    if constexpr (std::is_same_v<O, torch::optim::AdamW> || std::is_same_v<O, torch::optim::Adam> ||
-                  std::is_same_v<O, torch::optim::SGD>) {
+    if constexpr (has_fused_step) {
       if (!closure && state_->fused_optimizer && detail::fused_step(static_cast<O&>(*this))) {
         return {};
       }
