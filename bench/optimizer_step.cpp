@@ -1,11 +1,16 @@
-// Optimizer step time: a prepared optimizer (ATen's fused kernel) against LibTorch's own step on
-// the same parameters, for AdamW, Adam and SGD with momentum, on the parameters of a compute-bound
-// MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one (3 layers of 256). Then the
-// whole training step with AdamW (batch 64): accel's prepared model and optimizer against the
-// plain LibTorch loop. Steps alternate between the two in rounds; figures are ratios of medians.
+// Optimizer step time: a prepared optimizer (ATen's fused kernel) and the foreach path against
+// LibTorch's own step on the same parameters, for AdamW, Adam and SGD with momentum, on the
+// parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one
+// (3 layers of 256). Then fp16 loss scaling: the fused kernel dividing the scale out itself
+// against the scaler's separate unscale pass before it. Then the whole training step with AdamW
+// (batch 64): accel's prepared model and optimizer against the plain LibTorch loop. Steps
+// alternate between the contenders in rounds; figures are ratios of medians. Beside each step time,
+// the ATen ops one step dispatches (on a GPU, its kernel launches at least).
 //   accel_bench_optimizer_step [ROUNDS]
 
+#include <ATen/record_function.h>
 #include <accel/accel.h>
+#include <accel/detail/multi_tensor_step.h>
 #include <torch/torch.h>
 
 #include "bench_util.h"
@@ -15,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -45,6 +51,25 @@ std::vector<torch::Tensor> copies(const std::vector<torch::Tensor>& params) {
   return out;
 }
 
+/// ATen ops a call dispatches at the top level (ops called from inside other ops are not counted):
+/// on a GPU each is at least one kernel launch, so this is the launch count's lower bound and the
+/// CPU's dispatch count.
+int64_t top_level_ops(const std::function<void()>& call) {
+  static thread_local int64_t depth = 0, count = 0;
+  depth = count = 0;
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+            if (depth++ == 0) ++count;
+            return nullptr;
+          },
+          [](const at::RecordFunction&, at::ObserverContext*) { --depth; })
+          .scopes({at::RecordScope::FUNCTION}));
+  call();
+  at::removeCallback(handle);
+  return count;
+}
+
 std::vector<double> handover_share;  // per comparison: step-count handover / fused step
 
 template <typename O, typename Options>
@@ -52,10 +77,12 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
              int64_t depth, const std::string& name, const Options& options, int rounds) {
   auto params = mlp_parameters(width, depth);
   auto fused_params = copies(params);
+  auto foreach_params = copies(params);
   O plain(params, options);
   auto prepared = accelerator.prepare(O(fused_params, options));
+  O listed(foreach_params, options);
   const int steps = width >= 1024 ? 3 : 50;  // per round, so a round takes milliseconds or more
-  std::vector<double> own, fused;
+  std::vector<double> own, fused, foreach_times;
   for (int round = 0; round < rounds + 2; ++round) {  // the first two rounds warm up
     const double a = accel_bench::seconds([&] {
       for (int i = 0; i < steps; ++i) plain.step();
@@ -63,30 +90,85 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
     const double b = accel_bench::seconds([&] {
       for (int i = 0; i < steps; ++i) prepared.step();
     });
+    const double c = accel_bench::seconds([&] {
+      for (int i = 0; i < steps; ++i) {
+        accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach);
+      }
+    });
     if (round < 2) continue;
     own.push_back(a / steps);
     fused.push_back(b / steps);
+    foreach_times.push_back(c / steps);
   }
   const double own_ms = accel_bench::median(own) * 1e3, fused_ms = accel_bench::median(fused) * 1e3;
+  const double foreach_ms = accel_bench::median(foreach_times) * 1e3;
   // Adam's kernels read the step count from a float tensor per parameter, LibTorch keeps an
   // integer: what handing it over costs each step, against the whole fused step.
   if constexpr (!std::is_same_v<O, torch::optim::SGD>) {
     std::vector<double> handover;
     for (int round = 0; round < rounds; ++round) {
+      const std::vector<int64_t> counts(fused_params.size(), 100 + round);
       handover.push_back(accel_bench::seconds([&] {
                            for (int i = 0; i < steps; ++i) {
-                             for (const auto& p : fused_params) {
-                               [[maybe_unused]] auto step = torch::full(
-                                   {}, 1.0 * i, torch::dtype(torch::kFloat).device(p.device()));
-                             }
+                             accel::detail::step_tensors(counts, torch::kCPU);
                            }
                          }) /
                          steps);
     }
     handover_share.push_back(accel_bench::median(handover) * 1e3 / fused_ms);
   }
-  std::printf("| %s | %s | %.3f ms | %.3f ms | %.2f |\n", model.c_str(), name.c_str(), own_ms,
-              fused_ms, fused_ms / own_ms);
+  const int64_t own_ops = top_level_ops([&] { plain.step(); });
+  const int64_t fused_ops = top_level_ops([&] { prepared.step(); });
+  const int64_t foreach_ops = top_level_ops(
+      [&] { accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach); });
+  std::printf(
+      "| %s | %s | %.3f ms, %lld ops | %.3f ms, %lld ops | %.2f | %.3f ms, %lld ops | %.2f |\n",
+      model.c_str(), name.c_str(), own_ms, static_cast<long long>(own_ops), fused_ms,
+      static_cast<long long>(fused_ops), fused_ms / own_ms, foreach_ms,
+      static_cast<long long>(foreach_ops), foreach_ms / own_ms);
+}
+
+/// fp16 loss scaling with AdamW: the scaler's unscale pass then the fused step, against the fused
+/// kernel dividing the scale out as it reads. Each step is timed alone, and the gradients are
+/// scaled back up between steps, outside the timing, so every step sees the same gradients.
+void scaled_step(const std::string& model, int64_t width, int64_t depth, int rounds) {
+  const double scale = 1024;  // a power of two: scaling back up restores the gradients exactly
+  auto params = mlp_parameters(width, depth);
+  auto in_kernel_params = copies(params);
+  for (auto* list : {&params, &in_kernel_params}) {
+    for (auto& p : *list) p.mutable_grad().mul_(scale);
+  }
+  torch::optim::AdamW separate(params, torch::optim::AdamWOptions(1e-3));
+  torch::optim::AdamW in_kernel(in_kernel_params, torch::optim::AdamWOptions(1e-3));
+  accel::GradScaler separate_scaler(accel::GradScalerOptions().init_scale(scale));
+  accel::GradScaler in_kernel_scaler(accel::GradScalerOptions().init_scale(scale));
+  using accel::detail::StepKernel;
+  auto rescale = [&](std::vector<torch::Tensor>& list) {
+    for (auto& p : list) p.mutable_grad().mul_(scale);
+  };
+  std::vector<double> separate_times, in_kernel_times;
+  for (int round = 0; round < rounds + 2; ++round) {
+    const double a = accel_bench::seconds([&] {
+      separate_scaler.step(separate,
+                           [&] { accel::detail::multi_tensor_step(separate, StepKernel::fused); });
+      separate_scaler.update();
+    });
+    rescale(params);  // the separate pass unscaled them in place
+    const double b = accel_bench::seconds([&] {
+      in_kernel_scaler.step_unscaling_in_kernel(in_kernel, [&](std::optional<double> grad_scale) {
+        accel::detail::multi_tensor_step(in_kernel, StepKernel::fused, grad_scale);
+      });
+      in_kernel_scaler.update();
+    });
+    rescale(in_kernel_params);  // the kernel wrote them back unscaled
+    if (round < 2) continue;
+    separate_times.push_back(a);
+    in_kernel_times.push_back(b);
+  }
+  const double separate_ms = accel_bench::median(separate_times) * 1e3;
+  const double in_kernel_ms = accel_bench::median(in_kernel_times) * 1e3;
+  std::printf("| %s | %.3f ms | %.3f ms | %.2f |\n", model.c_str(), separate_ms, in_kernel_ms,
+              in_kernel_ms / separate_ms);
 }
 
 void whole_step(accel::Accelerator& accelerator, const std::string& model_name, int64_t width,
@@ -135,8 +217,10 @@ int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 15;
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
   std::printf("median of %d rounds; %d thread(s)\n", rounds, torch::get_num_threads());
-  std::printf("| model | optimizer | LibTorch's step | fused step | fused / LibTorch |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "| model | optimizer | LibTorch's step | fused step | fused / LibTorch | foreach step | "
+      "foreach / LibTorch |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (auto [model, width, depth] :
        {std::tuple<const char*, int64_t, int64_t>{"4 x 2048", 2048, 4}, {"3 x 256", 256, 3}}) {
     compare<torch::optim::AdamW>(accelerator, model, width, depth, "AdamW",
@@ -148,6 +232,14 @@ int main(int argc, char** argv) {
   }
   std::printf("handing LibTorch's step counts to the kernels: at most %.1f%% of a fused step\n",
               100 * *std::max_element(handover_share.begin(), handover_share.end()));
+  std::printf(
+      "\nfp16 loss scaling, AdamW: the scaler's unscale pass (accel's CPU path), or the kernel's "
+      "grad_scale (its CUDA path)\n");
+  std::printf("| model | unscale pass + fused step | fused step with grad_scale | ratio |\n");
+  std::printf("|---|---|---|---|\n");
+  const int scaled_rounds = std::max(rounds, 30);  // one step a round: more rounds
+  scaled_step("4 x 2048", 2048, 4, scaled_rounds);
+  scaled_step("3 x 256", 256, 3, 10 * scaled_rounds);
   std::printf("\nwhole training step, AdamW, batch 64\n");
   std::printf("| model | plain LibTorch loop | accel (fused step) | accel / plain |\n");
   std::printf("|---|---|---|---|\n");

@@ -172,12 +172,23 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   impl_->models.push_back(std::move(prepared));
 }
 
-void Accelerator::report_optimizer_path(const char* mangled_type, bool fused) const {
+void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
+                                        detail::StepKernel kernel) const {
   if (!impl_->options.debug || !is_main_process()) return;
+  const char* path = "with its own per-parameter step (only AdamW, Adam and SGD have another)";
+  if (!impl_->options.fused_optimizer) {
+    path = "with its own per-parameter step (fused_optimizer / ACCEL_FUSED_OPTIMIZER is off)";
+  } else if (fused && kernel == detail::StepKernel::fused) {
+    path = "through ATen's fused kernel";
+  } else if (fused && kernel == detail::StepKernel::foreach) {
+    path = "through ATen's foreach ops (a parameter is not contiguous, or not on a CUDA device)";
+  } else if (fused) {
+    path =
+        "with its own per-parameter step (a parameter suits neither the fused kernel nor, "
+        "off the CPU, the foreach ops)";
+  }
   std::fprintf(stderr, "accel: prepared optimizer %s steps %s\n",
-               c10::demangle(mangled_type).c_str(),
-               fused ? "through ATen's fused kernel"
-                     : "with its own per-parameter step (fusing is off or unsupported for it)");
+               c10::demangle(mangled_type).c_str(), path);
 }
 
 void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {

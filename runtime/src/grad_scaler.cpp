@@ -16,20 +16,21 @@
 namespace accel {
 namespace {
 
-/// Multiplies every gradient by `inv_scale` and adds 1 to `found_inf` if any element was inf/nan.
-void unscale_and_check(std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
-                       double inv_scale) {
+/// Adds 1 to `found_inf` if any element of `grads` is inf or nan; with `inv_scale`, also multiplies
+/// every gradient by it.
+void check_and_unscale(std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
+                       std::optional<double> inv_scale) {
   const auto device = grads.front().device();
-  if (detail::fused_unscale_available(device.type())) {
-    auto inv = torch::full({1}, inv_scale, torch::dtype(torch::kFloat32).device(device));
+  if (inv_scale && detail::fused_unscale_available(device.type())) {
+    auto inv = torch::full({1}, *inv_scale, torch::dtype(torch::kFloat32).device(device));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv);
     return;
   }
-  // No fused kernel here: the inf-norm (max |g|) of a tensor is inf or nan exactly when one of
-  // its elements is, and it cannot overflow as a sum of squares can.
+  // The inf-norm (max |g|) of a tensor is inf or nan exactly when one of its elements is, and it
+  // cannot overflow as a sum of squares can; it reads the gradients and writes nothing.
   auto norms = torch::_foreach_norm(grads, std::numeric_limits<double>::infinity());
   found_inf.add_(torch::stack(norms).isfinite().logical_not().any().to(found_inf.dtype()));
-  torch::_foreach_mul_(grads, inv_scale);
+  if (inv_scale) torch::_foreach_mul_(grads, *inv_scale);
 }
 
 }  // namespace
@@ -57,7 +58,11 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   TORCH_CHECK(!record.unscaled,
               "accel: unscale_() was already called on this optimizer since the last update()");
   record.unscaled = true;
+  record.found_inf = check_gradients(optimizer, 1.0 / scale_);
+}
 
+bool GradScaler::check_gradients(torch::optim::Optimizer& optimizer,
+                                 std::optional<double> unscale_by) {
   // One pass per device over all of its gradients, as GradScaler does.
   std::vector<std::pair<c10::Device, std::vector<torch::Tensor>>> by_device;
   for (auto& group : optimizer.param_groups()) {
@@ -77,10 +82,10 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   double found = 0;
   for (auto& entry : by_device) {
     auto found_inf = torch::zeros({1}, torch::dtype(torch::kFloat32).device(entry.first));
-    unscale_and_check(entry.second, found_inf, 1.0 / scale_);
+    check_and_unscale(entry.second, found_inf, unscale_by);
     found += found_inf.item<double>();
   }
-  record.found_inf = found > 0;
+  return found > 0;
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<void()>& step) {
@@ -92,6 +97,25 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<vo
   if (!record.unscaled) unscale_(optimizer);
   if (this_step_[&optimizer].found_inf) return false;
   step();
+  return true;
+}
+
+bool GradScaler::step_unscaling_in_kernel(torch::optim::Optimizer& optimizer,
+                                          const std::function<void(std::optional<double>)>& step) {
+  if (!options_.enabled()) {
+    step(std::nullopt);
+    return true;
+  }
+  auto& record = this_step_[&optimizer];
+  if (record.unscaled) {
+    if (record.found_inf) return false;
+    step(std::nullopt);
+    return true;
+  }
+  record.unscaled = true;
+  record.found_inf = check_gradients(optimizer, std::nullopt);
+  if (record.found_inf) return false;
+  step(scale_);
   return true;
 }
 

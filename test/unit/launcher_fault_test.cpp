@@ -33,13 +33,15 @@ pid_t read_pid(const std::string& path) {
   return pid;
 }
 
-TEST(LaunchFaults, ARankThatThrowsStopsTheJobWithinTenSeconds) {
+TEST(LaunchFaults, ARankThatThrowsStopsTheJobLongBeforeTheCollectiveTimeout) {
   auto result = run(
       {kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker, "throw-on-rank-1"},
-      {{"ACCEL_TIMEOUT", "60"}}, 60);
+      {{"ACCEL_TIMEOUT", "60"}}, 90);
   EXPECT_FALSE(result.timed_out);
   EXPECT_NE(result.exit_code, 0) << result.output;
-  EXPECT_LT(result.seconds, 10.0) << result.output;
+  // Rank 0 waits in a collective that would give up after ACCEL_TIMEOUT (60 s); the launcher
+  // stops it when rank 1 dies. Seconds normally; the margin is for a loaded 2-core CI machine.
+  EXPECT_LT(result.seconds, 30.0) << result.output;
   EXPECT_NE(result.output.find("injected failure on rank 1"), std::string::npos) << result.output;
   // The launcher's own line names the failed rank (the worker's message says "rank 1" too).
   EXPECT_NE(result.output.find("accel launch: rank 1 (pid "), std::string::npos) << result.output;

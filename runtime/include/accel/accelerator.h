@@ -166,7 +166,8 @@ class Accelerator {
                   "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
     move_optimizer_state(optimizer);
     AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
-    report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused());
+    report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
+                          detail::step_kernel(prepared));
     return prepared;
   }
 
@@ -521,8 +522,9 @@ class Accelerator {
 
   void prepare_model(torch::nn::Module& model);
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
-  /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes.
-  void report_optimizer_path(const char* mangled_type, bool fused) const;
+  /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes (`kernel`
+  /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
+  void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel) const;
   std::shared_ptr<detail::GradientState> gradient_state() const;
   detail::LoaderContext loader_context(size_t batch_size);
   void trigger_sync(const torch::nn::Module* model);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace torch {
 namespace optim {
@@ -53,6 +54,14 @@ class GradScaler {
   /// Unscales if not done yet, then calls `step` unless the gradients had inf/nan. Returns whether
   /// `step` ran.
   bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step);
+  /// As step(), for an optimizer whose kernel unscales as it reads (ATen's fused Adam, AdamW and
+  /// SGD take a `grad_scale`): the gradients are checked for inf/nan in a pass that only reads
+  /// them, and `step` gets the scale to divide out, or nothing when unscale_() already ran. That
+  /// saves the unscale's write pass over every gradient. The check is finished before `step` is
+  /// called, so a skipped step leaves parameters and state untouched (and the gradients scaled,
+  /// as PyTorch's fused path leaves them).
+  bool step_unscaling_in_kernel(torch::optim::Optimizer& optimizer,
+                                const std::function<void(std::optional<double>)>& step);
   /// Adjusts the scale from what this step's checks found, and starts the next step.
   void update();
 
@@ -70,6 +79,10 @@ class GradScaler {
     bool unscaled = false;
     bool found_inf = false;
   };
+
+  /// Whether any of the optimizer's gradients is inf or nan, with `unscale_by` (1 / scale) applied
+  /// on the way, or none.
+  bool check_gradients(torch::optim::Optimizer& optimizer, std::optional<double> unscale_by);
 
   GradScalerOptions options_;
   double scale_;

@@ -1,7 +1,7 @@
 #pragma once
 
-#include <accel/detail/fused_step.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/detail/multi_tensor_step.h>
 #include <accel/grad_scaler.h>
 
 #include <torch/optim/optimizer.h>
@@ -9,6 +9,7 @@
 #include <torch/serialize/archive.h>
 
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -36,8 +37,9 @@ class AcceleratedOptimizer : public O {
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
   /// With fp16 loss scaling the step goes through the scaler: it is skipped (and
   /// `optimizer_step_was_skipped()` is true) when a gradient is inf or nan.
-  /// `torch::optim::AdamW`, `Adam` and `SGD` step through ATen's fused kernels when their options
-  /// and tensors allow it (see `AcceleratorOptions::fused_optimizer`).
+  /// `torch::optim::AdamW`, `Adam` and `SGD` step through ATen's fused kernels, or its foreach ops
+  /// where a tensor does not suit the kernel (see `AcceleratorOptions::fused_optimizer`); with
+  /// fp16 on CUDA, the fused kernel also divides out the loss scale.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
     if (!state_->scaler) {
@@ -45,8 +47,7 @@ class AcceleratedOptimizer : public O {
       return wrapped_step(std::move(closure));
     }
     torch::Tensor loss;
-    const bool stepped =
-        state_->scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
+    const bool stepped = scaled_step(std::move(closure), loss);
     state_->scaler->update();
     state_->optimizer_step_was_skipped = !stepped;
     return loss;
@@ -61,21 +62,44 @@ class AcceleratedOptimizer : public O {
   /// The optimizer as the program built it.
   O& optimizer() { return *this; }
 
-  /// True when step() goes through ATen's fused kernel: the optimizer is exactly AdamW, Adam or
-  /// SGD, and fusing is on. A step whose tensors do not suit the kernel (sparse or non-contiguous
-  /// gradients, integer parameters) still takes LibTorch's own path.
-  bool fused() const { return has_fused_step && state_->fused_optimizer; }
+  /// True when step() goes through ATen's multi-tensor kernels: the optimizer is exactly AdamW,
+  /// Adam or SGD, and fusing is on. Each step then takes the fused kernel, or the foreach ops where
+  /// a tensor does not suit it (not contiguous, or on a device without the kernel); a sparse
+  /// gradient or an integer parameter still takes LibTorch's own step.
+  bool fused() const { return has_multi_tensor_step && state_->fused_optimizer; }
 
  private:
-  // Exactly these types: a subclass may have changed step(), which the kernel would bypass.
-  static constexpr bool has_fused_step = std::is_same_v<O, torch::optim::AdamW> ||
-                                         std::is_same_v<O, torch::optim::Adam> ||
-                                         std::is_same_v<O, torch::optim::SGD>;
+  // Exactly these types: a subclass may have changed step(), which the kernels would bypass.
+  static constexpr bool has_multi_tensor_step = std::is_same_v<O, torch::optim::AdamW> ||
+                                                std::is_same_v<O, torch::optim::Adam> ||
+                                                std::is_same_v<O, torch::optim::SGD>;
+
+  /// The path this step takes, from the tensors the optimizer holds now.
+  detail::StepKernel kernel() const {
+    if (!fused()) return detail::StepKernel::none;
+    return detail::step_kernel(*this);
+  }
+
+  // With fp16 loss scaling: on CUDA the fused kernel takes the scale and unscales as it reads;
+  // every other path has the scaler unscale first. Returns whether the step ran (no inf/nan).
+  bool scaled_step(torch::optim::Optimizer::LossClosure closure, torch::Tensor& loss) {
+    if constexpr (has_multi_tensor_step) {
+      if (!closure && kernel() == detail::StepKernel::fused &&
+          detail::unscale_in_fused_kernel(*this)) {
+        return state_->scaler->step_unscaling_in_kernel(*this, [&](std::optional<double> scale) {
+          detail::multi_tensor_step(static_cast<O&>(*this), detail::StepKernel::fused, scale);
+        });
+      }
+    }
+    return state_->scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
+  }
 
   // A closure re-evaluates the loss inside step(); only LibTorch's own step supports it.
   torch::Tensor wrapped_step(torch::optim::Optimizer::LossClosure closure) {
-    if constexpr (has_fused_step) {
-      if (!closure && state_->fused_optimizer && detail::fused_step(static_cast<O&>(*this))) {
+    if constexpr (has_multi_tensor_step) {
+      const auto path = closure ? detail::StepKernel::none : kernel();
+      if (path != detail::StepKernel::none) {
+        detail::multi_tensor_step(static_cast<O&>(*this), path);
         return {};
       }
     }
