@@ -12,8 +12,9 @@ const std::vector<std::string>& mixed_precision_choices() {
 }
 
 const std::vector<std::string>& sharding_strategy_choices() {
-  static const std::vector<std::string> choices{"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD",
-                                                "HYBRID_SHARD"};
+  // SHARD_OPTIMIZER_STATE is DeepSpeed's ZeRO stage 1, which FSDP has no name for.
+  static const std::vector<std::string> choices{"NO_SHARD", "SHARD_OPTIMIZER_STATE",
+                                                "SHARD_GRAD_OP", "FULL_SHARD", "HYBRID_SHARD"};
   return choices;
 }
 

@@ -21,9 +21,8 @@ namespace {
 const std::set<std::string> kAccelerateOnlyKeys = {
     "compute_environment",    "debug",        "downcast_bf16", "enable_cpu_affinity",
     "main_training_function", "rdzv_backend", "same_network",  "tpu_env",
-    "tpu_use_cluster",        "tpu_use_sudo", "dynamo_config", "deepspeed_config",
-    "megatron_lm_config",     "machine_type", "ipex_config",   "mpirun_config",
-    "use_mps_device"};
+    "tpu_use_cluster",        "tpu_use_sudo", "dynamo_config", "megatron_lm_config",
+    "machine_type",           "ipex_config",  "mpirun_config", "use_mps_device"};
 
 [[noreturn]] void fail(const std::string& path, const std::string& key, const std::string& what) {
   throw ConfigError("config file " + path + ": key '" + key + "': " + what);
@@ -91,7 +90,11 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     if (key == "distributed_type") {
-      c.distributed_type = read_choice(path, key, value, contract::distributed_type_choices());
+      // Accelerate's FSDP and DEEPSPEED types are multi-GPU data parallel to accel; the sharding
+      // itself comes from fsdp_config or deepspeed_config.
+      auto readable = contract::distributed_type_choices();
+      readable.insert(readable.end(), {"FSDP", "DEEPSPEED"});
+      c.distributed_type = read_choice(path, key, value, readable);
     } else if (key == "num_processes") {
       c.num_processes = read_int(path, key, value, 1, 1 << 20);
     } else if (key == "num_machines") {
@@ -119,6 +122,22 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
                                             contract::sharding_strategy_choices());
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
+                              "' is not used by accel and is ignored");
+        }
+      }
+    } else if (key == "deepspeed_config") {
+      if (value.IsNull()) continue;
+      if (!value.IsMap()) fail(path, key, "expected a mapping");
+      for (const auto& deepspeed : value) {
+        const std::string sub = deepspeed.first.as<std::string>();
+        if (sub == "zero_stage") {
+          // ZeRO stage n shards what FSDP's strategies shard (stage 1 has no FSDP name).
+          static const char* const kStageStrategies[] = {"NO_SHARD", "SHARD_OPTIMIZER_STATE",
+                                                         "SHARD_GRAD_OP", "FULL_SHARD"};
+          c.sharding_strategy = kStageStrategies[read_int(path, "deepspeed_config.zero_stage",
+                                                          deepspeed.second, 0, 3)];
+        } else if (warnings != nullptr) {
+          warnings->push_back("config file " + path + ": key 'deepspeed_config." + sub +
                               "' is not used by accel and is ignored");
         }
       }

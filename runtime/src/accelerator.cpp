@@ -23,6 +23,7 @@
 #include <c10/util/Type.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
@@ -132,6 +133,14 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->options.mixed_precision == "fp16") {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
+    if (impl_->sharded()) {
+      // Each process checks only its own gradient shard; all must skip or step together.
+      impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
+        auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
+        detail::all_reduce(*dist->host_group(), flag, Reduction::Max);
+        return flag.item<int64_t>() > 0;
+      });
+    }
   }
 }
 
@@ -166,8 +175,11 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
+    // ZeRO-2's optimizer reduce-scatters the gradients after backward; every other strategy
+    // all-reduces them during it.
+    const bool all_reduce = impl_->options.sharding_strategy != "SHARD_GRAD_OP";
     prepared.sync = std::make_unique<detail::GradientSynchronizer>(
-        model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp);
+        model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
   }
   impl_->models.push_back(std::move(prepared));
 }
@@ -189,6 +201,22 @@ void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
   }
   std::fprintf(stderr, "accel: prepared optimizer %s steps %s\n",
                c10::demangle(mangled_type).c_str(), path);
+}
+
+std::string Accelerator::effective_sharding_strategy() const {
+  return impl_->sharded() ? impl_->options.sharding_strategy : "NO_SHARD";
+}
+
+std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
+    torch::optim::Optimizer& optimizer) {
+  if (!impl_->sharded()) return nullptr;
+  using Reduction = detail::OptimizerShards::Reduction;
+  auto shards = std::make_shared<detail::OptimizerShards>(
+      optimizer, impl_->dist->device_group(),
+      impl_->options.sharding_strategy == "SHARD_GRAD_OP" ? Reduction::reduce_scatter
+                                                          : Reduction::slice_all_reduced);
+  impl_->shards.push_back(shards);
+  return shards;
 }
 
 void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
@@ -277,6 +305,11 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     } finish{syncing};
     scaled.backward(gradient, retain_graph, create_graph);
   }
+  // Sharded optimizers take their averaged slices now and free the full gradients, so those live
+  // only from backward to here (ZeRO-2's memory saving).
+  if (!syncing.empty()) {
+    for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
+  }
   // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
   // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
   // before this backward would change them under it. After it, every process starts its next
@@ -328,8 +361,50 @@ void Accelerator::unscale_gradients() {
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
+  // Gradients still whole (a backward not through accelerator.backward) go to their shards first,
+  // so that the scaler unscales and this clips what the optimizers will step with.
+  for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
   unscale_gradients();
-  return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  if (!impl_->sharded()) return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  return clip_sharded_grad_norm(parameters, max_norm, norm_type);
+}
+
+double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                           double max_norm, double norm_type) {
+  // Each process holds a slice of the gradients: the norm is the sum of every process's
+  // |g|^p (or the max of |g|, for p = inf), combined over the job.
+  std::vector<torch::Tensor> pieces, rest = parameters;
+  for (auto& shards : impl_->live_shards()) {
+    std::vector<torch::Tensor> unheld;
+    shards->shard_gradients_of(rest, pieces, unheld);
+    rest = std::move(unheld);
+  }
+  // Parameters no optimizer shards keep whole gradients, alike on every process: counted once.
+  std::vector<torch::Tensor> whole;
+  for (const auto& p : rest) {
+    if (p.grad().defined()) whole.push_back(p.grad());
+  }
+  const bool infinity = std::isinf(norm_type);
+  auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(impl_->device));
+  auto add = [&](const torch::Tensor& grad) {
+    auto norm = torch::linalg_vector_norm(grad.detach(), norm_type).to(local.device()).reshape({1});
+    if (infinity) {
+      local = torch::maximum(local, norm.to(torch::kFloat));
+    } else {
+      local.add_(norm.to(torch::kFloat).pow(norm_type));
+    }
+  };
+  for (const auto& piece : pieces) add(piece);
+  if (process_index() == 0) {
+    for (const auto& grad : whole) add(grad);
+  }
+  detail::all_reduce(impl_->device_group(), local, infinity ? Reduction::Max : Reduction::Sum);
+  const auto total = infinity ? local : local.pow(1.0 / norm_type);
+  const auto coefficient = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
+  torch::NoGradGuard no_grad;
+  for (auto& piece : pieces) piece.mul_(coefficient.to(piece.device()));
+  for (auto& grad : whole) grad.mul_(coefficient.to(grad.device()));
+  return total.item<double>();
 }
 
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,

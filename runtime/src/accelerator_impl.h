@@ -35,6 +35,8 @@ struct Accelerator::Impl {
   int64_t step = 0;
   /// The project configuration, whose iteration advances with each save_state().
   ProjectConfiguration project;
+  /// The shards of the prepared optimizers, with a sharding strategy on several processes.
+  std::vector<std::weak_ptr<detail::OptimizerShards>> shards;
   /// Objects registered with register_for_checkpointing, in registration order.
   std::vector<detail::CheckpointHooks> custom_objects;
 
@@ -49,6 +51,16 @@ struct Accelerator::Impl {
   /// The runtime's own CPU-side collectives: always Gloo.
   c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
   bool distributed() const { return dist->world_size() > 1; }
+  /// ZeRO-1 or ZeRO-2 in effect: a sharding strategy, on several processes.
+  bool sharded() const { return distributed() && options.sharding_strategy != "NO_SHARD"; }
+  /// The live shards, in the order their optimizers were prepared.
+  std::vector<std::shared_ptr<detail::OptimizerShards>> live_shards() const {
+    std::vector<std::shared_ptr<detail::OptimizerShards>> live;
+    for (const auto& weak : shards) {
+      if (auto shard = weak.lock()) live.push_back(std::move(shard));
+    }
+    return live;
+  }
 };
 
 }  // namespace accel

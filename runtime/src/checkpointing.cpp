@@ -30,6 +30,12 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
   return index == 0 ? stem + extension : stem + "_" + std::to_string(index) + extension;
 }
 
+/// A file every process writes for itself (a sharded optimizer's state): "optimizer_shard_3.pt".
+std::string per_process_file(const std::string& name, int64_t rank) {
+  const auto path = fs::path(name);
+  return path.stem().string() + "_shard_" + std::to_string(rank) + path.extension().string();
+}
+
 void save_archive(const fs::path& path,
                   const std::function<void(torch::serialize::OutputArchive&)>& fill) {
   torch::serialize::OutputArchive archive;
@@ -103,6 +109,8 @@ struct Part {
   /// A flag part is saved as true/false; its absence in the run is named by `used_with`.
   bool flag = false;
   const char* used_with = "";
+  /// Saved by every process into its own file (per_process_file), not by the main one.
+  bool per_process = false;
   /// Its i-th file in the folder.
   std::function<std::string(size_t)> file;
   std::function<void(const fs::path&, size_t)> save;
@@ -113,7 +121,8 @@ struct Part {
 std::vector<Part> checkpoint_parts(
     std::vector<detail::PreparedModel>& models, detail::GradientState& state,
     std::vector<detail::CheckpointHooks>& custom_objects,
-    const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded) {
+    const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded,
+    bool sharded_optimizers) {
   auto archive = [](auto save_one, auto load_one) {
     return std::make_pair(
         [save_one](const fs::path& path, size_t i) {
@@ -124,7 +133,7 @@ std::vector<Part> checkpoint_parts(
         });
   };
   std::vector<Part> parts;
-  parts.push_back({"models", "models", models.size(), false, "",
+  parts.push_back({"models", "models", models.size(), false, "", false,
                    [](size_t i) { return numbered("model", i, ".safetensors"); },
                    [&models](const fs::path& path, size_t i) {
                      save_safetensors(path.string(), detail::module_tensors(*models[i].module));
@@ -138,26 +147,26 @@ std::vector<Part> checkpoint_parts(
                 load_optimizer(*state.gates[i]->optimizer(), a);
                 on_optimizer_loaded(*state.gates[i]->optimizer());
               });
-  parts.push_back({"optimizers", "optimizers", state.gates.size(), false, "",
+  parts.push_back({"optimizers", "optimizers", state.gates.size(), false, "", sharded_optimizers,
                    [](size_t i) { return numbered("optimizer", i, ".pt"); }, optimizers.first,
                    optimizers.second});
   auto schedulers = archive([&state](auto& a, size_t i) { state.schedulers[i]->save_state(a); },
                             [&state](auto& a, size_t i) { state.schedulers[i]->load_state(a); });
-  parts.push_back({"schedulers", "schedulers", state.schedulers.size(), false, "",
+  parts.push_back({"schedulers", "schedulers", state.schedulers.size(), false, "", false,
                    [](size_t i) { return numbered("scheduler", i, ".pt"); }, schedulers.first,
                    schedulers.second});
   auto loaders = archive([&state](auto& a, size_t i) { state.loaders[i]->save_state(a); },
                          [&state](auto& a, size_t i) { state.loaders[i]->load_state(a); });
-  parts.push_back({"data_loaders", "data loaders", state.loaders.size(), false, "",
+  parts.push_back({"data_loaders", "data loaders", state.loaders.size(), false, "", false,
                    [](size_t i) { return numbered("data_loader", i, ".pt"); }, loaders.first,
                    loaders.second});
   auto scaler = archive([&state](auto& a, size_t) { state.scaler->save(a); },
                         [&state](auto& a, size_t) { state.scaler->load(a); });
-  parts.push_back({"scaler", "fp16 loss-scaler state", state.scaler ? 1u : 0u, true, "fp16",
+  parts.push_back({"scaler", "fp16 loss-scaler state", state.scaler ? 1u : 0u, true, "fp16", false,
                    [](size_t) { return std::string("scaler.pt"); }, scaler.first, scaler.second});
   auto custom = archive([&custom_objects](auto& a, size_t i) { custom_objects[i].save(a); },
                         [&custom_objects](auto& a, size_t i) { custom_objects[i].load(a); });
-  parts.push_back({"custom_objects", "registered objects", custom_objects.size(), false, "",
+  parts.push_back({"custom_objects", "registered objects", custom_objects.size(), false, "", false,
                    [](size_t i) { return "custom_checkpoint_" + std::to_string(i) + ".pt"; },
                    custom.first, custom.second});
   return parts;
@@ -201,10 +210,12 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   }
   wait_for_everyone();
 
-  const auto parts = checkpoint_parts(impl_->models, *impl_->gradient_state, impl_->custom_objects,
-                                      [](torch::optim::Optimizer&) {});
+  const auto parts = checkpoint_parts(
+      impl_->models, *impl_->gradient_state, impl_->custom_objects, [](torch::optim::Optimizer&) {},
+      impl_->sharded());
   if (coordinator) {
     for (const auto& part : parts) {
+      if (part.per_process) continue;
       for (size_t i = 0; i < part.count; ++i) part.save(staging / part.file(i), i);
     }
   }
@@ -213,6 +224,12 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
               " does not exist where process ", process_index(),
               " runs; machines that do not share a filesystem need "
               "project_configuration().save_on_each_node(true)");
+  for (const auto& part : parts) {
+    if (!part.per_process) continue;
+    for (size_t i = 0; i < part.count; ++i) {
+      part.save(staging / per_process_file(part.file(i), process_index()), i);
+    }
+  }
   save_archive(staging / random_states_file(process_index()), [&](auto& archive) {
     archive.write("cpu", detail::default_generator_state());
 #ifdef ACCEL_WITH_CUDA
@@ -229,7 +246,8 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     nlohmann::json summary = {{"format", kFormatVersion},
                               {"num_processes", num_processes()},
                               {"step", impl_->step},
-                              {"iteration", project.iteration()}};
+                              {"iteration", project.iteration()},
+                              {"sharding_strategy", effective_sharding_strategy()}};
     for (const auto& part : parts) {
       if (part.flag) {
         summary[part.key] = part.count > 0;
@@ -298,9 +316,21 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               << ": data loaders resume at the round holding the first batch no saved process had "
                  "started, and processes without a saved generator keep their own\n";
   }
+  // Optimizer state saved in shards is cut by the strategy and the process count.
+  const std::string saved_strategy = summary.value("sharding_strategy", "NO_SHARD");
+  TORCH_CHECK(
+      impl_->gradient_state->gates.empty() || saved_strategy == effective_sharding_strategy(),
+      "accel: ", dir.string(), " was saved with sharding_strategy ", saved_strategy,
+      " and this run uses ", effective_sharding_strategy(),
+      "; the optimizer state is laid out by the strategy, so resume with the same one");
+  TORCH_CHECK(!impl_->sharded() || saved_processes == num_processes(), "accel: ", dir.string(),
+              " holds optimizer state sharded over ", saved_processes,
+              " processes and this job has ", num_processes(),
+              "; sharded optimizer state resumes on the same number of processes");
   const auto parts = checkpoint_parts(
       impl_->models, *impl_->gradient_state, impl_->custom_objects,
-      [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); });
+      [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
+      impl_->sharded());
   for (const auto& part : parts) {
     if (part.flag) {
       const bool saved = summary.value(part.key, false);
@@ -313,8 +343,16 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
     }
   }
   for (const auto& part : parts) {
-    for (size_t i = 0; i < part.count; ++i) part.load(dir / part.file(i), i);
+    for (size_t i = 0; i < part.count; ++i) {
+      const auto file =
+          part.per_process ? per_process_file(part.file(i), process_index()) : part.file(i);
+      TORCH_CHECK(!part.per_process || fs::is_regular_file(dir / file), "accel: ", dir.string(),
+                  " has no ", file, " for process ", process_index());
+      part.load(dir / file, i);
+    }
   }
+  // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
+  for (auto& shards : impl_->live_shards()) shards->refresh_from_parameters();
   const auto generators = dir / random_states_file(process_index());
   if (process_index() < saved_processes) {
     load_archive(generators, [&](auto& archive) {

@@ -85,7 +85,7 @@ bool GradScaler::check_gradients(torch::optim::Optimizer& optimizer,
     check_and_unscale(entry.second, found_inf, unscale_by);
     found += found_inf.item<double>();
   }
-  return found > 0;
+  return any_process_ ? any_process_(found > 0) : found > 0;
 }
 
 bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<void()>& step) {

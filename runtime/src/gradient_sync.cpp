@@ -40,7 +40,8 @@ void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor
 GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
                                            c10::intrusive_ptr<c10d::ProcessGroup> device_group,
                                            c10d::ProcessGroup& host_group,
-                                           const DistributedDataParallelOptions& options)
+                                           const DistributedDataParallelOptions& options,
+                                           bool all_reduce_gradients)
     : group_(std::move(device_group)) {
   std::vector<torch::Tensor> states;
   for (const auto& p : module.parameters()) {
@@ -56,7 +57,7 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
     torch::NoGradGuard no_grad;
     if (!states.empty()) c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
   }
-  if (parameters_.empty()) return;
+  if (parameters_.empty() || !all_reduce_gradients) return;
 
   // Gradients of the parameters registered last are ready first in backward: bucket them in
   // reverse registration order so the small first bucket goes out as early as possible. After the

@@ -28,12 +28,14 @@ constexpr int64_t kFirstBucketBytes = 1024 * 1024;
 class GradientSynchronizer {
  public:
   /// Checks that every process built the same model (over `host_group`, on the CPU), copies rank
-  /// 0's parameters and buffers to all processes and installs the reducer's hooks (over
-  /// `device_group`, where the model lives).
+  /// 0's parameters and buffers to all processes and, with `all_reduce_gradients`, installs the
+  /// reducer's hooks (over `device_group`, where the model lives). Without it (ZeRO-2, whose
+  /// optimizer reduce-scatters the gradients after backward) backward leaves them alone.
   GradientSynchronizer(const torch::nn::Module& module,
                        c10::intrusive_ptr<c10d::ProcessGroup> device_group,
                        c10d::ProcessGroup& host_group,
-                       const DistributedDataParallelOptions& options);
+                       const DistributedDataParallelOptions& options,
+                       bool all_reduce_gradients = true);
   ~GradientSynchronizer();
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;

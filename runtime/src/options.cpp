@@ -75,9 +75,12 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
               "Invalid sharding_strategy: '", shard, "' (expected one of ",
               contract::join(contract::sharding_strategy_choices()), ")");
-  // Sharded training arrives with its own change; until then it is refused, not run unsharded.
-  TORCH_CHECK(shard == "NO_SHARD", "sharding_strategy '", shard,
-              "' is not supported by this build of libaccel yet (available: NO_SHARD)");
+  // Parameter sharding (ZeRO-3) and the two-level hybrid are not built yet: refused, not run as
+  // something else.
+  TORCH_CHECK(shard == "NO_SHARD" || shard == "SHARD_GRAD_OP" || shard == "SHARD_OPTIMIZER_STATE",
+              "sharding_strategy '", shard,
+              "' is not supported by this build of libaccel yet (available: NO_SHARD, "
+              "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP)");
   return out;
 }
 

@@ -106,6 +106,29 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
   EXPECT_NE(defaults.output.find("0/1 steps= cpu="), std::string::npos) << defaults.output;
 }
 
+TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
+  const std::string show = "echo shard=$ACCEL_SHARDING_STRATEGY";
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
+            "  fsdp_offload_params: false\n",
+            "shard=SHARD_GRAD_OP"},
+           {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n",
+            "shard=SHARD_OPTIMIZER_STATE"},
+           {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
+            "  offload_optimizer_device: none\n",
+            "shard=SHARD_GRAD_OP"},
+           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard=\n"},
+       }) {
+    const auto path = write("sharded.yaml", c.yaml);
+    auto result = accel({"launch", "--config_file", path, "sh", "-c", show});
+    EXPECT_EQ(result.exit_code, 0) << c.yaml << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.yaml << result.output;
+  }
+}
+
 TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
   struct Case {
     std::string yaml, expected;
@@ -115,14 +138,18 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"mixed_precision: fp32\n",
             "key 'mixed_precision': 'fp32' is not allowed (allowed: no, bf16, fp16, fp8)"},
            {"distributed_type: TPU\n",
-            "key 'distributed_type': 'TPU' is not allowed (allowed: NO, MULTI_CPU, MULTI_GPU)"},
+            "key 'distributed_type': 'TPU' is not allowed (allowed: NO, MULTI_CPU, MULTI_GPU, "
+            "FSDP, "
+            "DEEPSPEED)"},
            {"num_processes: [1, 2\n", "is not valid YAML"},
            {"use_cpu: maybe\n", "key 'use_cpu': 'maybe' is not a boolean"},
            {"num_machines: 2\nmachine_rank: 2\n", "key 'machine_rank': 2 is out of range"},
            {"distributed_type: NO\nnum_processes: 4\n", "contradicts distributed_type NO"},
            {"fsdp_config:\n  fsdp_sharding_strategy: HALF\n",
             "key 'fsdp_config.fsdp_sharding_strategy': 'HALF' is not allowed (allowed: NO_SHARD, "
-            "SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"},
+            "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"},
+           {"deepspeed_config:\n  zero_stage: 4\n",
+            "key 'deepspeed_config.zero_stage': 4 is out of range (expected 0..3"},
        }) {
     const auto path = write("bad.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "true"});

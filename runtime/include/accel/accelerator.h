@@ -166,6 +166,7 @@ class Accelerator {
                   "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
     move_optimizer_state(optimizer);
     AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
+    prepared.set_shards(shard_optimizer(prepared));
     report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
                           detail::step_kernel(prepared));
     return prepared;
@@ -522,6 +523,14 @@ class Accelerator {
 
   void prepare_model(torch::nn::Module& model);
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
+  /// With a sharding strategy on several processes: this process's shards of `optimizer`'s
+  /// parameters, which then replace them in it; null otherwise.
+  std::shared_ptr<detail::OptimizerShards> shard_optimizer(torch::optim::Optimizer& optimizer);
+  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process.
+  std::string effective_sharding_strategy() const;
+  /// clip_grad_norm_ over gradients sharded across the processes.
+  double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                double norm_type);
   /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes (`kernel`
   /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
   void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel) const;

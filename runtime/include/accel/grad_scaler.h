@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace torch {
 namespace optim {
@@ -62,6 +63,12 @@ class GradScaler {
   /// as PyTorch's fused path leaves them).
   bool step_unscaling_in_kernel(torch::optim::Optimizer& optimizer,
                                 const std::function<void(std::optional<double>)>& step);
+  /// In sharded training each process checks only its shard of the gradients: `any_process`
+  /// turns this process's finding into the job's (true when any process found inf/nan), so that
+  /// every process skips or steps alike.
+  void set_found_inf_reduction(std::function<bool(bool)> any_process) {
+    any_process_ = std::move(any_process);
+  }
   /// Adjusts the scale from what this step's checks found, and starts the next step.
   void update();
 
@@ -88,6 +95,7 @@ class GradScaler {
   double scale_;
   int64_t growth_tracker_ = 0;
   std::map<const torch::optim::Optimizer*, StepRecord> this_step_;
+  std::function<bool(bool)> any_process_;
 };
 
 }  // namespace accel

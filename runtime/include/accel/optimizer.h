@@ -2,6 +2,7 @@
 
 #include <accel/detail/gradient_state.h>
 #include <accel/detail/multi_tensor_step.h>
+#include <accel/detail/optimizer_shards.h>
 #include <accel/grad_scaler.h>
 
 #include <torch/optim/optimizer.h>
@@ -32,7 +33,10 @@ class AcceleratedOptimizer : public O {
       : O(std::move(optimizer)), state_(std::move(state)), gate_(state_.get(), this) {}
 
   AcceleratedOptimizer(AcceleratedOptimizer&& other)
-      : O(std::move(other)), state_(other.state_), gate_(std::move(other.gate_), this) {}
+      : O(std::move(other)),
+        state_(other.state_),
+        shards_(std::move(other.shards_)),
+        gate_(std::move(other.gate_), this) {}
 
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
   /// With fp16 loss scaling the step goes through the scaler: it is skipped (and
@@ -40,27 +44,43 @@ class AcceleratedOptimizer : public O {
   /// `torch::optim::AdamW`, `Adam` and `SGD` step through ATen's fused kernels, or its foreach ops
   /// where a tensor does not suit the kernel (see `AcceleratorOptions::fused_optimizer`); with
   /// fp16 on CUDA, the fused kernel also divides out the loss scale.
+  ///
+  /// With a sharding strategy, this process's optimizer steps only its shard of the parameters
+  /// (see `detail::OptimizerShards`): the gradients are averaged onto the shards first, and the
+  /// updated shards gathered into the model's parameters after.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
-    if (!state_->scaler) {
-      state_->optimizer_step_was_skipped = false;
-      return wrapped_step(std::move(closure));
-    }
+    TORCH_CHECK(!(shards_ && closure),
+                "accel: a sharded optimizer's step takes no closure: the closure's backward "
+                "would need the gradients averaged again");
+    if (shards_) shards_->reduce_gradients();
     torch::Tensor loss;
-    const bool stepped = scaled_step(std::move(closure), loss);
-    state_->scaler->update();
+    bool stepped = true;
+    if (!state_->scaler) {
+      loss = wrapped_step(std::move(closure));
+    } else {
+      stepped = scaled_step(std::move(closure), loss);
+      state_->scaler->update();
+    }
     state_->optimizer_step_was_skipped = !stepped;
+    if (shards_ && stepped) shards_->gather_parameters();
     return loss;
   }
 
   /// Clears the gradients on synchronisation steps only, so accumulation keeps them. As
   /// LibTorch's own, `set_to_none` (the default) leaves them undefined rather than zero.
   void zero_grad(bool set_to_none = true) {
-    if (state_->sync_gradients) O::zero_grad(set_to_none);
+    if (!state_->sync_gradients) return;
+    O::zero_grad(set_to_none);
+    if (shards_) shards_->zero_full_gradients(set_to_none);
   }
 
   /// The optimizer as the program built it.
   O& optimizer() { return *this; }
+
+  /// The sharding of this optimizer's parameters, or null (set by `Accelerator::prepare`).
+  const std::shared_ptr<detail::OptimizerShards>& shards() const { return shards_; }
+  void set_shards(std::shared_ptr<detail::OptimizerShards> shards) { shards_ = std::move(shards); }
 
   /// True when step() goes through ATen's multi-tensor kernels: the optimizer is exactly AdamW,
   /// Adam or SGD, and fusing is on. Each step then takes the fused kernel, or the foreach ops where
@@ -107,6 +127,7 @@ class AcceleratedOptimizer : public O {
   }
 
   std::shared_ptr<detail::GradientState> state_;
+  std::shared_ptr<detail::OptimizerShards> shards_;
   detail::OptimizerGate gate_;
 };
 

@@ -89,8 +89,14 @@ struct AcceleratorOptions {
   /// generator, consuming it as a plain LibTorch loader does.
   TORCH_ARG(std::optional<uint64_t>, seed) = std::nullopt;
 
-  /// "NO_SHARD" (data parallel), "SHARD_GRAD_OP", "FULL_SHARD" or "HYBRID_SHARD"
-  /// (`ACCEL_SHARDING_STRATEGY`, default "NO_SHARD").
+  /// How training is spread over the processes (`ACCEL_SHARDING_STRATEGY`, default "NO_SHARD"):
+  /// - "NO_SHARD": data parallel; every process holds everything, gradients are all-reduced.
+  /// - "SHARD_OPTIMIZER_STATE" (ZeRO-1): gradients are all-reduced during backward; each process
+  ///   keeps the optimizer state of 1/N of the parameters and steps only those, and the updated
+  ///   parameters are all-gathered.
+  /// - "SHARD_GRAD_OP" (ZeRO-2): as ZeRO-1, but gradients are reduce-scattered after backward,
+  ///   so each process keeps 1/N of them between steps too.
+  /// "FULL_SHARD" and "HYBRID_SHARD" are refused by this build.
   TORCH_ARG(std::optional<std::string>, sharding_strategy) = std::nullopt;
 
   /// How long rendezvous and collectives may wait for the other processes

@@ -1,0 +1,264 @@
+// Sharded data parallel (ZeRO-1: SHARD_OPTIMIZER_STATE, ZeRO-2: SHARD_GRAD_OP) against plain data
+// parallel (NO_SHARD). Run on 2 and on 4 processes by `accel launch` (see test/CMakeLists.txt):
+// every rank runs every test in the same order and checks its own side. Collectives go over Gloo.
+
+#include <accel/accel.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+
+int64_t rank() { return std::atoll(std::getenv("RANK")); }
+int64_t world_size() { return std::atoll(std::getenv("WORLD_SIZE")); }
+
+const std::vector<std::string> kShardedStrategies = {"SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP"};
+
+/// An MLP whose parameter counts (per group below: 5*7 + 7 + 7*3 = 63, and 3 + 3*1 + 1 = 7 with
+/// the head) divide by neither 2 nor 4, so shards end in padding.
+struct NetImpl : torch::nn::Module {
+  explicit NetImpl(int64_t width = 7) {
+    hidden = register_module("hidden", torch::nn::Linear(5, width));
+    middle = register_module("middle", torch::nn::Linear(width, 3));
+    head = register_module("head", torch::nn::Linear(3, 1));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    return head(torch::tanh(middle(torch::tanh(hidden(x)))));
+  }
+  torch::nn::Linear hidden{nullptr}, middle{nullptr}, head{nullptr};
+};
+TORCH_MODULE(Net);
+
+/// This process's batch for micro-step `step`: different on every process, the same in every run.
+std::pair<torch::Tensor, torch::Tensor> batch(int64_t step) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(1000 * step + rank());
+  auto x = torch::randn({8, 5}, generator);
+  auto y = torch::sin(x.sum(1, true)) + 0.1 * torch::randn({8, 1}, generator);
+  return {x, y};
+}
+
+/// Two parameter groups with their own learning rates: the body and the head.
+std::vector<torch::optim::OptimizerParamGroup> groups(Net& net) {
+  std::vector<torch::Tensor> body;
+  for (auto& p : net->hidden->parameters()) body.push_back(p);
+  for (auto& p : net->middle->parameters()) body.push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> out;
+  out.emplace_back(body, std::make_unique<torch::optim::AdamWOptions>(
+                             torch::optim::AdamWOptions(3e-2).weight_decay(0.1)));
+  out.emplace_back(net->head->parameters(), std::make_unique<torch::optim::AdamWOptions>(1e-2));
+  return out;
+}
+
+/// A training run: `micro_steps` micro-steps from `first_step`, accumulation 2, clipping at 0.5.
+template <typename Optimizer>
+void train(accel::Accelerator& accelerator, Net& net, Optimizer& optimizer, int64_t first_step,
+           int64_t micro_steps) {
+  for (int64_t step = first_step; step < first_step + micro_steps; ++step) {
+    auto scope = accelerator.accumulate(net);
+    auto [x, y] = batch(step);
+    accelerator.backward(torch::mse_loss(net->forward(x), y));
+    if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), 0.5);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+}
+
+std::vector<torch::Tensor> weights(Net& net) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+/// 20 optimizer steps (40 micro-steps) of `strategy`, from the same initial weights everywhere.
+std::vector<torch::Tensor> trained_weights(const std::string& strategy) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(2).sharding_strategy(
+          strategy));
+  torch::manual_seed(7);
+  Net net;
+  accelerator.prepare(net);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+  // Sharded, the optimizer holds one flat slice per group, not the model's parameters.
+  EXPECT_EQ(optimizer.shards() != nullptr, strategy != "NO_SHARD") << strategy;
+  EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
+  train(accelerator, net, optimizer, 0, 40);
+  return weights(net);
+}
+
+class Sharding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(world_size(), 2) << "run me with accel launch --num_processes 2 (or 4)";
+  }
+};
+
+TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
+  const auto reference = trained_weights("NO_SHARD");
+  for (const auto& strategy : kShardedStrategies) {
+    const auto sharded = trained_weights(strategy);
+    const double difference = worst_difference(sharded, reference);
+    EXPECT_LE(difference, 1e-6) << strategy;
+    if (rank() == 0)
+      std::printf("%s: largest weight difference %.3g\n", strategy.c_str(), difference);
+    // And the run did train: the weights moved from their start.
+    torch::manual_seed(7);
+    Net start;
+    EXPECT_GT(worst_difference(sharded, weights(start)), 1e-2) << strategy;
+  }
+}
+
+TEST_F(Sharding, OptimizerStateAndGradientsAreOneNthPerProcess) {
+  // Large enough that the shards' padding is negligible.
+  auto measure = [](const std::string& strategy) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
+    torch::manual_seed(3);
+    Net net(512);
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
+    auto [x, y] = batch(0);
+    accelerator.backward(torch::mse_loss(net->forward(x), y));
+    // Between backward and the step: what each process holds of the gradients, on the model's
+    // parameters and on the optimizer's (the shards, when sharded; the same tensors otherwise).
+    std::vector<torch::Tensor> held = net->parameters();
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& p : group.params()) {
+        const bool counted = std::any_of(held.begin(), held.end(),
+                                         [&](const torch::Tensor& q) { return q.is_same(p); });
+        if (!counted) held.push_back(p);
+      }
+    }
+    int64_t gradient_bytes = 0;
+    for (const auto& p : held) {
+      if (p.grad().defined()) gradient_bytes += p.grad().nbytes();
+    }
+    // No second copy of the parameters: the shard is a slice of the buffer they live in.
+    const auto& stepped = optimizer.param_groups()[0].params()[0];
+    EXPECT_TRUE(stepped.storage().is_alias_of(net->parameters()[0].storage())) << strategy;
+    optimizer.step();
+    int64_t state_bytes = 0;
+    for (const auto& entry : optimizer.state()) {
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+      state_bytes += state.exp_avg().nbytes() + state.exp_avg_sq().nbytes();
+    }
+    return std::make_pair(gradient_bytes, state_bytes);
+  };
+  const auto [full_gradients, full_state] = measure("NO_SHARD");
+  const double n = static_cast<double>(world_size());
+  for (const auto& strategy : kShardedStrategies) {
+    const auto [gradients, state] = measure(strategy);
+    EXPECT_NEAR(state / (full_state / n), 1.0, 0.01) << strategy << ": " << state << " bytes";
+    // Both strategies keep only the averaged slice once backward is through.
+    EXPECT_NEAR(gradients / (full_gradients / n), 1.0, 0.01)
+        << strategy << ": " << gradients << " bytes";
+  }
+}
+
+std::string shared_folder(const std::string& name) {
+  return ::testing::TempDir() + "/accel_sharding_" + name + "_" + std::getenv("MASTER_PORT");
+}
+
+TEST_F(Sharding, SaveAndLoadStateResumesBitForBit) {
+  for (const auto& strategy : kShardedStrategies) {
+    const auto folder = shared_folder("resume_" + strategy);
+    auto options =
+        accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(2).sharding_strategy(
+            strategy);
+    std::vector<torch::Tensor> straight;
+    {
+      accel::Accelerator accelerator(options);
+      torch::manual_seed(11);
+      Net net;
+      accelerator.prepare(net);
+      auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+      train(accelerator, net, optimizer, 0, 6);
+      accelerator.save_state(folder);
+      train(accelerator, net, optimizer, 6, 6);
+      straight = weights(net);
+    }
+    accel::Accelerator accelerator(options);
+    torch::manual_seed(99);  // other initial weights: everything must come from the checkpoint
+    Net net;
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+    accelerator.load_state(folder);
+    EXPECT_TRUE(
+        std::filesystem::exists(folder + "/optimizer_shard_" + std::to_string(rank()) + ".pt"));
+    train(accelerator, net, optimizer, 6, 6);
+    const auto resumed = weights(net);
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(resumed[i], straight[i])) << strategy << " tensor " << i;
+    }
+    accelerator.wait_for_everyone();
+    if (rank() == 0) std::filesystem::remove_all(folder);
+  }
+}
+
+TEST_F(Sharding, CheckpointOfAnotherStrategyIsRefusedWithItsName) {
+  const auto folder = shared_folder("other_strategy");
+  {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).sharding_strategy("SHARD_GRAD_OP"));
+    Net net;
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
+    accelerator.save_state(folder);
+  }
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).sharding_strategy("NO_SHARD"));
+  Net net;
+  accelerator.prepare(net);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
+  try {
+    accelerator.load_state(folder);
+    ADD_FAILURE() << "a SHARD_GRAD_OP checkpoint loaded into a NO_SHARD run";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("was saved with sharding_strategy SHARD_GRAD_OP and "
+                        "this run uses NO_SHARD"),
+              std::string::npos)
+        << error.what();
+  }
+  accelerator.wait_for_everyone();
+  if (rank() == 0) std::filesystem::remove_all(folder);
+}
+
+TEST_F(Sharding, UnshardableOptimizersAndStrategiesAreRefused) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).sharding_strategy("SHARD_GRAD_OP"));
+  Net net;
+  accelerator.prepare(net);
+  try {
+    accelerator.prepare(torch::optim::LBFGS(net->parameters()));
+    ADD_FAILURE() << "LBFGS was sharded";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("LBFGS cannot be sharded"), std::string::npos);
+  }
+  for (const std::string strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
+    try {
+      accel::Accelerator refused(accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
+      ADD_FAILURE() << strategy << " was accepted";
+    } catch (const c10::Error& error) {
+      EXPECT_NE(std::string(error.what()).find("is not supported by this build of libaccel yet"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+}  // namespace
