@@ -214,7 +214,9 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   auto shards = std::make_shared<detail::OptimizerShards>(
       optimizer, impl_->dist->device_group(),
       impl_->options.sharding_strategy == "SHARD_GRAD_OP" ? Reduction::reduce_scatter
-                                                          : Reduction::slice_all_reduced);
+                                                          : Reduction::slice_all_reduced,
+      // Gradients are sent in units as large as DDP's buckets.
+      impl_->options.ddp.bucket_cap_mb() << 20);
   impl_->shards.push_back(shards);
   return shards;
 }
@@ -295,20 +297,37 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     m->force_sync = false;
     m->sync->prepare_for_backward();
   }
+  // Sharded optimizers whose parameters this backward reaches: ZeRO-2's send each unit's
+  // gradients as backward finishes them.
+  std::vector<std::shared_ptr<detail::OptimizerShards>> sharded;
+  if (!syncing.empty()) sharded = impl_->live_shards();
+  if (sharded.size() > 1) {
+    const auto leaves = detail::autograd_leaves(scaled);
+    sharded.erase(std::remove_if(sharded.begin(), sharded.end(),
+                                 [&](const auto& shards) { return !shards->holds_any(leaves); }),
+                  sharded.end());
+  }
+  for (auto& shards : sharded) shards->arm();
   {
-    // Also when backward throws: no gradient is left a bucket view (see finish_backward).
+    // Also when backward throws: no gradient is left a bucket view (see finish_backward), and no
+    // shard is left waiting for the rest of a backward.
     struct FinishBackward {
       const std::vector<PreparedModel*>& models;
+      const std::vector<std::shared_ptr<detail::OptimizerShards>>& sharded;
+      bool completed = false;
       ~FinishBackward() {
         for (auto* m : models) m->sync->finish_backward();
+        if (completed) return;
+        for (auto& shards : sharded) shards->finish_backward(false);
       }
-    } finish{syncing};
+    } finish{syncing, sharded};
     scaled.backward(gradient, retain_graph, create_graph);
+    finish.completed = true;
   }
-  // Sharded optimizers take their averaged slices now and free the full gradients, so those live
-  // only from backward to here (ZeRO-2's memory saving).
-  if (!syncing.empty()) {
-    for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
+  // ZeRO-2 collects the units it sent; ZeRO-1 cuts its slices out of the all-reduced gradients.
+  for (auto& shards : sharded) {
+    shards->finish_backward(true);
+    shards->reduce_gradients();
   }
   // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
   // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting

@@ -3,25 +3,35 @@
 #include "accel/detail/optimizer_shards.h"
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
 namespace accel {
 namespace detail {
 
-struct OptimizerShards::Group {
-  std::vector<torch::Tensor> params;  // the group's parameters, whole, in order
-  std::vector<int64_t> offsets;       // where each starts in the group's flat range
+struct OptimizerShards::Unit {
+  std::vector<torch::Tensor> params;  // consecutive parameters of one group, whole, in order
+  std::vector<int64_t> offsets;       // where each starts in the unit's flat range
   int64_t total = 0;                  // elements of all of them
   int64_t shard_size = 0;             // elements each process owns (padding included)
   torch::Tensor flat;                 // the parameters' storage: shard_size x processes elements
-  torch::Tensor shard;                // the optimizer's parameter now: this process's slice of it
+  torch::Tensor shard;                // the optimizer's parameter: this process's slice of `flat`
+
+  // A reduce-scatter under way: the gradients sent (one flat copy) and this process's sum.
+  std::vector<bool> ready;  // parameters whose gradient this backward has finished
+  size_t ready_count = 0;
+  c10::intrusive_ptr<c10d::Work> work;
+  torch::Tensor sent, received;
 
   /// Parameter i's place in `flat`, shaped as the parameter.
   torch::Tensor slot(size_t i) const {
@@ -39,7 +49,6 @@ struct OptimizerShards::Group {
     place.copy_(param.detach());
     param.set_data(place);
   }
-
   /// The part of parameter i inside [begin, end) of the flat range: {start in the parameter,
   /// start in the range, length}; length 0 when they do not meet.
   std::tuple<int64_t, int64_t, int64_t> overlap(size_t i, int64_t begin, int64_t end) const {
@@ -48,16 +57,25 @@ struct OptimizerShards::Group {
     if (last <= first) return {0, 0, 0};
     return {first - offsets[i], first - begin, last - first};
   }
+  bool any_gradient() const {
+    return std::any_of(params.begin(), params.end(),
+                       [](const torch::Tensor& p) { return p.grad().defined(); });
+  }
 };
 
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Reduce-scatters under way at once during backward: one sending while the next unit's
+/// gradients are computed.
+constexpr size_t kUnitsInFlight = 2;
+
 }  // namespace
 
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
-                                 c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction)
+                                 c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
+                                 int64_t unit_bytes)
     : process_group_(std::move(group)), reduction_(reduction) {
   TORCH_CHECK(dynamic_cast<torch::optim::LBFGS*>(&optimizer) == nullptr,
               "accel: LBFGS cannot be sharded: its step takes dot products over every parameter "
@@ -66,114 +84,228 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
               "accel: a sharded optimizer must be prepared before its first step (its state "
               "would have to be cut into shards)");
   const int64_t processes = process_group_->getSize();
-  for (auto& param_group : optimizer.param_groups()) {
-    Group group;
-    group.params = param_group.params();
-    for (const auto& p : group.params) {
-      const auto& first = group.params.front();
-      TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
-                  "accel: sharding needs the parameters of each optimizer parameter group to "
-                  "share one dtype and device; this group mixes ",
-                  first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
-                  p.device());
-      TORCH_CHECK(p.layout() == torch::kStrided,
-                  "accel: sharding needs dense parameters (a parameter has layout ", p.layout(),
-                  ")");
-      group.offsets.push_back(group.total);
-      group.total += p.numel();
-    }
-    group.shard_size = ceil_div(group.total, processes);
-    const auto options = group.params.empty() ? torch::TensorOptions(torch::kFloat)
-                                              : group.params.front().options().requires_grad(false);
-    group.flat = torch::zeros({group.shard_size * processes}, options);
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < group.params.size(); ++i) group.bind(i);
-    }
-    group.shard =
-        group.flat.narrow(0, process_group_->getRank() * group.shard_size, group.shard_size)
-            .detach()
-            .requires_grad_(true);
-    param_group.params() = {group.shard};
-    groups_.push_back(std::move(group));
-  }
-}
-
-OptimizerShards::~OptimizerShards() = default;
-
-void OptimizerShards::ensure_fresh() {
-  if (fresh_) return;
+  const int64_t rank = process_group_->getRank();
   torch::NoGradGuard no_grad;
-  for (auto& group : groups_) {
-    for (size_t i = 0; i < group.params.size(); ++i) group.bind(i);
+  for (auto& param_group : optimizer.param_groups()) {
+    std::vector<torch::Tensor> shards;
+    const auto& params = param_group.params();
+    for (size_t begin = 0; begin < params.size();) {
+      // Consecutive parameters up to `unit_bytes` (one at least) make a unit.
+      Unit unit;
+      int64_t bytes = 0;
+      for (; begin < params.size() && (unit.params.empty() || bytes < unit_bytes); ++begin) {
+        const auto& p = params[begin];
+        const auto& first = params.front();
+        TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
+                    "accel: sharding needs the parameters of each optimizer parameter group to "
+                    "share one dtype and device; this group mixes ",
+                    first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
+                    p.device());
+        TORCH_CHECK(p.layout() == torch::kStrided,
+                    "accel: sharding needs dense parameters (a parameter has layout ", p.layout(),
+                    ")");
+        unit.params.push_back(p);
+        unit.offsets.push_back(unit.total);
+        unit.total += p.numel();
+        bytes += p.nbytes();
+      }
+      unit.shard_size = ceil_div(unit.total, processes);
+      unit.ready.assign(unit.params.size(), false);
+      unit.flat = torch::zeros({unit.shard_size * processes},
+                               unit.params.front().options().requires_grad(false));
+      for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+      unit.shard = unit.flat.narrow(0, rank * unit.shard_size, unit.shard_size)
+                       .detach()
+                       .requires_grad_(true);
+      shards.push_back(unit.shard);
+      units_.push_back(std::move(unit));
+    }
+    param_group.params() = shards;
   }
-  fresh_ = true;
+  // Backward finishes the last parameters first: their units are sent first.
+  for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
+  if (reduction_ == Reduction::reduce_scatter) install_hooks();
 }
 
-void OptimizerShards::refresh_from_parameters() { fresh_ = false; }
-
-void OptimizerShards::reduce_gradients() {
-  bool any = false;
-  for (const auto& group : groups_) {
-    for (const auto& p : group.params) any = any || p.grad().defined();
+OptimizerShards::~OptimizerShards() {
+  for (auto& [node, key] : hooks_) node->del_post_hook(key);
+  for (auto& unit : units_) {
+    if (unit.work) unit.work->wait();
   }
-  if (!any) return;
-  ensure_fresh();
+}
+
+void OptimizerShards::install_hooks() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (size_t i = 0; i < units_[u].params.size(); ++i) {
+      // The accumulator is held: the variable keeps it only weakly, and a new one would not
+      // carry the hook.
+      auto node = torch::autograd::impl::grad_accumulator(units_[u].params[i]);
+      const auto key = node->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, u, i](const torch::autograd::variable_list& outputs,
+                       const torch::autograd::variable_list&) {
+            gradient_ready(u, i);
+            return outputs;
+          }));
+      hooks_.emplace_back(std::move(node), key);
+    }
+  }
+}
+
+void OptimizerShards::arm() {
+  if (reduction_ != Reduction::reduce_scatter) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& unit : units_) {
+    std::fill(unit.ready.begin(), unit.ready.end(), false);
+    unit.ready_count = 0;
+  }
+  next_launch_ = next_deliver_ = 0;
+  armed_ = true;
+}
+
+void OptimizerShards::gradient_ready(size_t u, size_t i) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!armed_) return;
+  auto& unit = units_[u];
+  if (!unit.ready[i]) {
+    unit.ready[i] = true;
+    ++unit.ready_count;
+  }
+  // In one order on every process (collectives are matched by order): a unit finished early
+  // waits for those before it.
+  while (next_launch_ < launch_order_.size()) {
+    auto& next = units_[launch_order_[next_launch_]];
+    if (next.ready_count < next.params.size()) break;
+    // At most kUnitsInFlight flat copies exist at once: backward waits for the oldest rather
+    // than hold every unit's gradients twice (FSDP limits its in-flight collectives alike).
+    if (next_launch_ - next_deliver_ >= kUnitsInFlight) {
+      wait_and_deliver(units_[launch_order_[next_deliver_++]]);
+    }
+    launch(next);
+    ++next_launch_;
+  }
+  // Units whose reduce-scatter is done give back their flat copy now, not at the end.
+  while (next_deliver_ < next_launch_ && units_[launch_order_[next_deliver_]].work->isCompleted()) {
+    wait_and_deliver(units_[launch_order_[next_deliver_++]]);
+  }
+}
+
+void OptimizerShards::launch(Unit& unit) {
   torch::NoGradGuard no_grad;
   const int64_t processes = process_group_->getSize();
+  // This process's gradients laid out flat (zeros for parameters without one), summed slice by
+  // slice onto their owners; the full gradients are freed as soon as they are copied.
+  unit.sent = torch::zeros({unit.shard_size * processes}, unit.flat.options());
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    auto& grad = unit.params[i].mutable_grad();
+    if (!grad.defined()) continue;
+    unit.sent.narrow(0, unit.offsets[i], grad.numel()).copy_(grad.reshape(-1));
+    grad.reset();
+  }
+  unit.received = torch::empty({unit.shard_size}, unit.flat.options());
+  c10d::ReduceScatterOptions options;
+  options.reduceOp = c10d::ReduceOp::SUM;
+  unit.work = process_group_->_reduce_scatter_base(unit.received, unit.sent, options);
+}
+
+void OptimizerShards::deliver(Unit& unit, torch::Tensor mine) {
+  torch::NoGradGuard no_grad;
+  auto& shard_grad = unit.shard.mutable_grad();
+  if (shard_grad.defined()) {
+    shard_grad.add_(mine);
+  } else {
+    shard_grad = std::move(mine);
+  }
+}
+
+void OptimizerShards::wait_and_deliver(Unit& unit) {
+  unit.work->wait();
+  unit.work.reset();
+  unit.sent = torch::Tensor();
+  auto mine = std::move(unit.received);
+  mine.div_(process_group_->getSize());
+  deliver(unit, std::move(mine));
+}
+
+void OptimizerShards::finish_backward(bool completed) {
+  if (reduction_ != Reduction::reduce_scatter) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!armed_) return;
+  armed_ = false;
+  if (!completed) {
+    // Backward threw: the collectives under way finish (their buffers must outlive them), the
+    // gradients they carried are dropped.
+    for (auto& unit : units_) {
+      if (!unit.work) continue;
+      unit.work->wait();
+      unit.work.reset();
+      unit.sent = unit.received = torch::Tensor();
+    }
+    return;
+  }
+  // Units some of whose parameters got no gradient are sent now, in the same order.
+  for (; next_launch_ < launch_order_.size(); ++next_launch_) {
+    launch(units_[launch_order_[next_launch_]]);
+  }
+  for (; next_deliver_ < launch_order_.size(); ++next_deliver_) {
+    wait_and_deliver(units_[launch_order_[next_deliver_]]);
+  }
+}
+
+void OptimizerShards::ensure_bound() {
+  if (bound_) return;
+  torch::NoGradGuard no_grad;
+  for (auto& unit : units_) {
+    for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+  }
+  bound_ = true;
+}
+
+void OptimizerShards::refresh_from_parameters() { bound_ = false; }
+
+void OptimizerShards::reduce_gradients() {
+  ensure_bound();
+  const bool any = std::any_of(units_.begin(), units_.end(),
+                               [](const Unit& unit) { return unit.any_gradient(); });
+  if (!any) return;
+  torch::NoGradGuard no_grad;
+  if (reduction_ == Reduction::reduce_scatter) {
+    // Gradients left whole: backward did not go through accelerator.backward (or accumulated
+    // on micro-steps and was never armed). All units, in the hooks' order.
+    for (const size_t u : launch_order_) launch(units_[u]);
+    for (const size_t u : launch_order_) wait_and_deliver(units_[u]);
+    return;
+  }
+  // Backward all-reduced (and averaged) the gradients: this process's slice is cut out.
   const int64_t begin_of_mine = process_group_->getRank();
-  for (auto& group : groups_) {
-    if (group.total == 0) continue;
-    torch::Tensor mine;
-    const auto grad_options = group.shard.options().requires_grad(false);
-    if (reduction_ == Reduction::reduce_scatter) {
-      // Every process's gradients laid out flat (zeros for parameters without one), summed
-      // slice by slice onto their owners.
-      auto flat = torch::zeros({group.shard_size * processes}, grad_options);
-      for (size_t i = 0; i < group.params.size(); ++i) {
-        const auto& grad = group.params[i].grad();
-        if (!grad.defined()) continue;
-        flat.narrow(0, group.offsets[i], grad.numel()).copy_(grad.reshape(-1));
-      }
-      mine = torch::empty({group.shard_size}, grad_options);
-      c10d::ReduceScatterOptions options;
-      options.reduceOp = c10d::ReduceOp::SUM;
-      process_group_->_reduce_scatter_base(mine, flat, options)->wait();
-      mine.div_(processes);
-    } else {
-      const int64_t begin = begin_of_mine * group.shard_size, end = begin + group.shard_size;
-      mine = torch::zeros({group.shard_size}, grad_options);
-      for (size_t i = 0; i < group.params.size(); ++i) {
-        const auto& grad = group.params[i].grad();
-        const auto [in_param, in_shard, length] = group.overlap(i, begin, end);
-        if (!grad.defined() || length == 0) continue;
+  for (auto& unit : units_) {
+    const int64_t begin = begin_of_mine * unit.shard_size, end = begin + unit.shard_size;
+    auto mine = torch::zeros({unit.shard_size}, unit.flat.options());
+    for (size_t i = 0; i < unit.params.size(); ++i) {
+      auto& grad = unit.params[i].mutable_grad();
+      if (!grad.defined()) continue;
+      const auto [in_param, in_shard, length] = unit.overlap(i, begin, end);
+      if (length > 0) {
         mine.narrow(0, in_shard, length).copy_(grad.reshape(-1).narrow(0, in_param, length));
       }
+      grad.reset();
     }
-    auto& shard_grad = group.shard.mutable_grad();
-    if (shard_grad.defined()) {
-      shard_grad.add_(mine);
-    } else {
-      shard_grad = mine;
-    }
-    for (auto& p : group.params) p.mutable_grad().reset();
+    deliver(unit, std::move(mine));
   }
 }
 
 void OptimizerShards::gather_parameters() {
   torch::NoGradGuard no_grad;
-  for (auto& group : groups_) {
-    if (group.total == 0) continue;
+  for (auto& unit : units_) {
     // The step updated this process's slice of `flat` in place; the others come from their
     // owners. The input is a copy: an all-gather's input may not overlap its output.
-    auto mine = group.shard.detach().clone();
-    process_group_->_allgather_base(group.flat, mine)->wait();
+    auto mine = unit.shard.detach().clone();
+    process_group_->_allgather_base(unit.flat, mine)->wait();
   }
 }
 
 void OptimizerShards::zero_full_gradients(bool set_to_none) {
-  for (auto& group : groups_) {
-    for (auto& p : group.params) {
+  for (auto& unit : units_) {
+    for (auto& p : unit.params) {
       auto& grad = p.mutable_grad();
       if (!grad.defined()) continue;
       if (set_to_none) {
@@ -186,13 +318,22 @@ void OptimizerShards::zero_full_gradients(bool set_to_none) {
   }
 }
 
+bool OptimizerShards::holds_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const {
+  for (const auto& unit : units_) {
+    for (const auto& p : unit.params) {
+      if (leaves.count(p.unsafeGetTensorImpl()) > 0) return true;
+    }
+  }
+  return false;
+}
+
 void OptimizerShards::shard_gradients_of(const std::vector<torch::Tensor>& parameters,
                                          std::vector<torch::Tensor>& pieces,
                                          std::vector<torch::Tensor>& rest) {
   std::unordered_map<const c10::TensorImpl*, std::pair<size_t, size_t>> where;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      where[groups_[g].params[i].unsafeGetTensorImpl()] = {g, i};
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (size_t i = 0; i < units_[u].params.size(); ++i) {
+      where[units_[u].params[i].unsafeGetTensorImpl()] = {u, i};
     }
   }
   const int64_t begin_of_mine = process_group_->getRank();
@@ -202,10 +343,10 @@ void OptimizerShards::shard_gradients_of(const std::vector<torch::Tensor>& param
       rest.push_back(p);
       continue;
     }
-    auto& group = groups_[found->second.first];
-    const int64_t begin = begin_of_mine * group.shard_size, end = begin + group.shard_size;
-    const auto [in_param, in_shard, length] = group.overlap(found->second.second, begin, end);
-    const auto& grad = group.shard.grad();
+    auto& unit = units_[found->second.first];
+    const int64_t begin = begin_of_mine * unit.shard_size, end = begin + unit.shard_size;
+    const auto [in_param, in_shard, length] = unit.overlap(found->second.second, begin, end);
+    const auto& grad = unit.shard.grad();
     if (length > 0 && grad.defined()) pieces.push_back(grad.narrow(0, in_shard, length));
   }
 }

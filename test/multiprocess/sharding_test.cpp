@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -166,6 +168,75 @@ TEST_F(Sharding, OptimizerStateAndGradientsAreOneNthPerProcess) {
     // Both strategies keep only the averaged slice once backward is through.
     EXPECT_NEAR(gradients / (full_gradients / n), 1.0, 0.01)
         << strategy << ": " << gradients << " bytes";
+  }
+}
+
+/// An MLP of 16 layers of 256 x 256 (1.05M parameters).
+struct DeepNetImpl : torch::nn::Module {
+  DeepNetImpl() {
+    for (int i = 0; i < 16; ++i) layers->push_back(torch::nn::Linear(256, 256));
+    register_module("layers", layers);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& layer : *layers) x = torch::tanh(layer->as<torch::nn::Linear>()->forward(x));
+    return x.sum(1, true);
+  }
+  torch::nn::ModuleList layers;
+};
+TORCH_MODULE(DeepNet);
+
+/// Bytes of the distinct storages behind the model's parameters and gradients and the
+/// optimizer's parameters, gradients and Adam state (views of one buffer counted once).
+int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
+  std::map<const void*, int64_t> storages;
+  auto count = [&](const torch::Tensor& t) {
+    if (t.defined()) storages[t.storage().data()] = t.storage().nbytes();
+  };
+  for (const auto& p : net->parameters()) {
+    count(p);
+    count(p.grad());
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      count(p);
+      count(p.grad());
+    }
+  }
+  for (const auto& entry : optimizer.state()) {
+    const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+    count(state.exp_avg());
+    count(state.exp_avg_sq());
+  }
+  int64_t bytes = 0;
+  for (const auto& entry : storages) bytes += entry.second;
+  return bytes;
+}
+
+TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
+  // accel estimate-memory's fp32 columns, per process (P parameters, 4 bytes each):
+  // train DP 16P; stage 2 (SHARD_GRAD_OP) 4P of weights and (4P of gradients + 8P of Adam
+  // state) / N.
+  const double n = static_cast<double>(world_size());
+  for (const auto& [strategy, estimate_per_parameter] : std::vector<std::pair<std::string, double>>{
+           {"NO_SHARD", 16.0}, {"SHARD_GRAD_OP", 4 + 12 / n}}) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
+    torch::manual_seed(5);
+    DeepNet net;
+    accelerator.prepare(net);
+    int64_t parameters = 0;
+    for (const auto& p : net->parameters()) parameters += p.numel();
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
+    auto x = torch::randn({4, 256});
+    accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
+    optimizer.step();  // once a step is through: weights, gradients and Adam state all exist
+    const double held = static_cast<double>(held_bytes(net, optimizer));
+    const double estimate = estimate_per_parameter * static_cast<double>(parameters);
+    if (rank() == 0) {
+      std::printf("%s on %d processes: %.0f bytes held per process, estimate %.0f\n",
+                  strategy.c_str(), static_cast<int>(n), held, estimate);
+    }
+    EXPECT_NEAR(held / estimate, 1.0, 0.1) << strategy;
   }
 }
 

@@ -20,12 +20,21 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
+namespace c10 {
+struct TensorImpl;
+}
 namespace c10d {
 class ProcessGroup;
 }
 namespace torch {
+namespace autograd {
+struct Node;
+}
 namespace optim {
 class Optimizer;
 }
@@ -38,24 +47,31 @@ class OptimizerShards {
  public:
   /// How the full gradients become this process's averaged slice.
   enum class Reduction {
-    /// Backward all-reduced them already (ZeRO-1): the slice is cut out.
+    /// Backward all-reduced them already (ZeRO-1): the slice is cut out after it.
     slice_all_reduced,
-    /// Backward left each process its own (ZeRO-2): one reduce-scatter per group, then the full
-    /// gradients are freed.
+    /// Each process keeps its own through backward (ZeRO-2): a unit's gradients are
+    /// reduce-scattered as soon as backward has finished them all, then freed, so the full
+    /// gradients of only a few units are alive at a time.
     reduce_scatter,
   };
 
-  /// Replaces the parameters of each of `optimizer`'s groups by this process's shard of them.
+  /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them:
+  /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least).
   OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
-                  Reduction reduction);
+                  Reduction reduction, int64_t unit_bytes);
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
 
-  /// Adds the full parameters' gradients, averaged over the processes, to the shards' and frees
-  /// the full ones. Nothing to do (and no collective) when no full parameter has a gradient; every
-  /// process runs the same program, so all agree. Before the first reduction, and after
-  /// `refresh_from_parameters`, the shards are first set from the parameters.
+  /// Before a backward that synchronises gradients (ZeRO-2): units are sent as they finish.
+  void arm();
+  /// After that backward: sends the units not sent yet and adds every unit's averaged slice to
+  /// its shard's gradient. With `completed` false (backward threw) the gradients are dropped.
+  void finish_backward(bool completed);
+  /// For gradients still whole (ZeRO-1; or a backward not through accelerator.backward): adds
+  /// them, averaged over the processes, to the shards' and frees them. Nothing to do (and no
+  /// collective) when no full parameter has a gradient; every process runs the same program, so
+  /// all agree. Also rebinds parameters whose data was replaced (see refresh_from_parameters).
   void reduce_gradients();
   /// After a step: the updated shards, all-gathered into the full parameters.
   void gather_parameters();
@@ -64,6 +80,8 @@ class OptimizerShards {
   void refresh_from_parameters();
   /// Frees (or zeroes) the full parameters' gradients; the shards' are the optimizer's to clear.
   void zero_full_gradients(bool set_to_none);
+  /// True when any of the parameters it shards is among `leaves`.
+  bool holds_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
 
   /// This process's parts of the gradients of those of `parameters` it shards (a view of the
   /// shard gradient per piece), for clipping; `rest` gets the parameters it does not hold.
@@ -71,12 +89,24 @@ class OptimizerShards {
                           std::vector<at::Tensor>& pieces, std::vector<at::Tensor>& rest);
 
  private:
-  struct Group;
-  void ensure_fresh();
+  struct Unit;
+  void install_hooks();
+  void gradient_ready(size_t unit, size_t param);
+  void launch(Unit& unit);
+  void wait_and_deliver(Unit& unit);
+  void deliver(Unit& unit, at::Tensor mine);
+  void ensure_bound();
+
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
   Reduction reduction_;
-  std::vector<Group> groups_;
-  bool fresh_ = false;
+  std::vector<Unit> units_;
+  std::vector<size_t> launch_order_;  // units in the order their gradients are sent
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
+  std::mutex mutex_;  // autograd may run hooks on its device threads
+  bool armed_ = false;
+  size_t next_launch_ = 0;   // launch_order_ index of the next unit to send
+  size_t next_deliver_ = 0;  // ... and of the next whose result to collect
+  bool bound_ = true;
 };
 
 }  // namespace detail
