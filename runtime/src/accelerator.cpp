@@ -216,7 +216,9 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       impl_->options.sharding_strategy == "SHARD_GRAD_OP" ? Reduction::reduce_scatter
                                                           : Reduction::slice_all_reduced,
       // Gradients are sent in units as large as DDP's buckets.
-      impl_->options.ddp.bucket_cap_mb() << 20);
+      impl_->options.ddp.bucket_cap_mb() << 20,
+      impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
+                                       : detail::OptimizerShards::Collectives::native);
   impl_->shards.push_back(shards);
   return shards;
 }

@@ -75,8 +75,10 @@ constexpr size_t kUnitsInFlight = 2;
 
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
-                                 int64_t unit_bytes)
-    : process_group_(std::move(group)), reduction_(reduction) {
+                                 int64_t unit_bytes, Collectives collectives)
+    : process_group_(std::move(group)),
+      reduction_(reduction),
+      through_all_reduce_(collectives == Collectives::all_reduce) {
   TORCH_CHECK(dynamic_cast<torch::optim::LBFGS*>(&optimizer) == nullptr,
               "accel: LBFGS cannot be sharded: its step takes dot products over every parameter "
               "at once; use sharding_strategy NO_SHARD with it");
@@ -122,6 +124,11 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
     }
     param_group.params() = shards;
   }
+  for (const auto& unit : units_) {
+    largest_unit_ = std::max(largest_unit_, unit.shard_size * processes);
+  }
+
+  send_buffers_.resize(kUnitsInFlight);
   // Backward finishes the last parameters first: their units are sent first.
   for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
   if (reduction_ == Reduction::reduce_scatter) install_hooks();
@@ -173,33 +180,50 @@ void OptimizerShards::gradient_ready(size_t u, size_t i) {
   // In one order on every process (collectives are matched by order): a unit finished early
   // waits for those before it.
   while (next_launch_ < launch_order_.size()) {
-    auto& next = units_[launch_order_[next_launch_]];
+    const auto& next = units_[launch_order_[next_launch_]];
     if (next.ready_count < next.params.size()) break;
-    // At most kUnitsInFlight flat copies exist at once: backward waits for the oldest rather
-    // than hold every unit's gradients twice (FSDP limits its in-flight collectives alike).
-    if (next_launch_ - next_deliver_ >= kUnitsInFlight) {
-      wait_and_deliver(units_[launch_order_[next_deliver_++]]);
-    }
-    launch(next);
-    ++next_launch_;
+    send_next();
   }
-  // Units whose reduce-scatter is done give back their flat copy now, not at the end.
+  // Units whose reduce-scatter is done give back their buffer now, not when the next needs it.
   while (next_deliver_ < next_launch_ && units_[launch_order_[next_deliver_]].work->isCompleted()) {
-    wait_and_deliver(units_[launch_order_[next_deliver_++]]);
+    collect_next();
   }
 }
 
-void OptimizerShards::launch(Unit& unit) {
+void OptimizerShards::send_next() {
+  // At most kUnitsInFlight units are under way, each in its own send buffer: backward waits for
+  // the oldest rather than hold every unit's gradients twice (FSDP limits its in-flight
+  // collectives alike), and the buffers are reused step after step rather than allocated afresh.
+  if (next_launch_ - next_deliver_ >= kUnitsInFlight) collect_next();
+  auto& buffer = send_buffers_[next_launch_ % kUnitsInFlight];
+  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().flat.options());
+  launch(units_[launch_order_[next_launch_++]], buffer);
+}
+
+void OptimizerShards::collect_next() { wait_and_deliver(units_[launch_order_[next_deliver_++]]); }
+
+void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
   torch::NoGradGuard no_grad;
   const int64_t processes = process_group_->getSize();
-  // This process's gradients laid out flat (zeros for parameters without one), summed slice by
-  // slice onto their owners; the full gradients are freed as soon as they are copied.
-  unit.sent = torch::zeros({unit.shard_size * processes}, unit.flat.options());
+  // This process's gradients laid out flat (zeros for parameters without one, and for the
+  // padding), summed slice by slice onto their owners; the full gradients are freed as soon as
+  // they are copied.
+  unit.sent = buffer.narrow(0, 0, unit.shard_size * processes);
+  unit.sent.narrow(0, unit.total, unit.sent.numel() - unit.total).zero_();
   for (size_t i = 0; i < unit.params.size(); ++i) {
     auto& grad = unit.params[i].mutable_grad();
-    if (!grad.defined()) continue;
-    unit.sent.narrow(0, unit.offsets[i], grad.numel()).copy_(grad.reshape(-1));
+    auto place = unit.sent.narrow(0, unit.offsets[i], unit.params[i].numel());
+    if (!grad.defined()) {
+      place.zero_();
+      continue;
+    }
+    place.copy_(grad.reshape(-1));
     grad.reset();
+  }
+  if (through_all_reduce_) {
+    std::vector<torch::Tensor> tensors{unit.sent};
+    unit.work = process_group_->allreduce(tensors);
+    return;
   }
   unit.received = torch::empty({unit.shard_size}, unit.flat.options());
   c10d::ReduceScatterOptions options;
@@ -220,6 +244,11 @@ void OptimizerShards::deliver(Unit& unit, torch::Tensor mine) {
 void OptimizerShards::wait_and_deliver(Unit& unit) {
   unit.work->wait();
   unit.work.reset();
+  if (through_all_reduce_) {
+    // The whole sum came back: this process's slice is its reduce-scatter.
+    unit.received =
+        unit.sent.narrow(0, process_group_->getRank() * unit.shard_size, unit.shard_size).clone();
+  }
   unit.sent = torch::Tensor();
   auto mine = std::move(unit.received);
   mine.div_(process_group_->getSize());
@@ -243,12 +272,8 @@ void OptimizerShards::finish_backward(bool completed) {
     return;
   }
   // Units some of whose parameters got no gradient are sent now, in the same order.
-  for (; next_launch_ < launch_order_.size(); ++next_launch_) {
-    launch(units_[launch_order_[next_launch_]]);
-  }
-  for (; next_deliver_ < launch_order_.size(); ++next_deliver_) {
-    wait_and_deliver(units_[launch_order_[next_deliver_]]);
-  }
+  while (next_launch_ < launch_order_.size()) send_next();
+  while (next_deliver_ < launch_order_.size()) collect_next();
 }
 
 void OptimizerShards::ensure_bound() {
@@ -271,8 +296,9 @@ void OptimizerShards::reduce_gradients() {
   if (reduction_ == Reduction::reduce_scatter) {
     // Gradients left whole: backward did not go through accelerator.backward (or accumulated
     // on micro-steps and was never armed). All units, in the hooks' order.
-    for (const size_t u : launch_order_) launch(units_[u]);
-    for (const size_t u : launch_order_) wait_and_deliver(units_[u]);
+    next_launch_ = next_deliver_ = 0;
+    while (next_launch_ < launch_order_.size()) send_next();
+    while (next_deliver_ < launch_order_.size()) collect_next();
     return;
   }
   // Backward all-reduced (and averaged) the gradients: this process's slice is cut out.
@@ -295,12 +321,26 @@ void OptimizerShards::reduce_gradients() {
 
 void OptimizerShards::gather_parameters() {
   torch::NoGradGuard no_grad;
+  const int64_t rank = process_group_->getRank();
+  // Every unit's collective is started before any is waited for.
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, torch::Tensor>> under_way;
   for (auto& unit : units_) {
     // The step updated this process's slice of `flat` in place; the others come from their
-    // owners. The input is a copy: an all-gather's input may not overlap its output.
+    // owners.
+    if (through_all_reduce_) {
+      // Everything but this process's slice zeroed, then summed: x + 0 + ... + 0 is x exactly.
+      unit.flat.narrow(0, 0, rank * unit.shard_size).zero_();
+      const int64_t after = (rank + 1) * unit.shard_size;
+      unit.flat.narrow(0, after, unit.flat.numel() - after).zero_();
+      std::vector<torch::Tensor> tensors{unit.flat};
+      under_way.emplace_back(process_group_->allreduce(tensors), torch::Tensor());
+      continue;
+    }
+    // The input is a copy: an all-gather's input may not overlap its output.
     auto mine = unit.shard.detach().clone();
-    process_group_->_allgather_base(unit.flat, mine)->wait();
+    under_way.emplace_back(process_group_->_allgather_base(unit.flat, mine), mine);
   }
+  for (auto& [work, input] : under_way) work->wait();
 }
 
 void OptimizerShards::zero_full_gradients(bool set_to_none) {
