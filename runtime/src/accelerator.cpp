@@ -27,6 +27,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <unordered_set>
 
 namespace accel {
 
@@ -219,7 +221,11 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
                                        : detail::OptimizerShards::Collectives::native);
-  impl_->shards.push_back(shards);
+  // Optimizers destroyed since leave expired entries; they go as new ones come.
+  auto& known = impl_->shards;
+  known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),
+              known.end());
+  known.push_back(shards);
   return shards;
 }
 
@@ -287,12 +293,17 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   for (auto& m : impl_->models) {
     if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
   }
+  // The parameters this loss reaches, found once (a walk of the graph) if some filter needs them.
+  std::optional<std::unordered_set<const c10::TensorImpl*>> reached;
+  auto leaves = [&]() -> const std::unordered_set<const c10::TensorImpl*>& {
+    if (!reached) reached = detail::autograd_leaves(scaled);
+    return *reached;
+  };
   if (syncing.size() > 1) {
     // With several models, arm only those this loss reaches: a reducer armed for a model that gets
     // no gradient would wait for it forever.
-    const auto leaves = detail::autograd_leaves(scaled);
     syncing.erase(std::remove_if(syncing.begin(), syncing.end(),
-                                 [&](PreparedModel* m) { return !m->sync->uses_any(leaves); }),
+                                 [&](PreparedModel* m) { return !m->sync->uses_any(leaves()); }),
                   syncing.end());
   }
   for (auto* m : syncing) {
@@ -304,9 +315,8 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   std::vector<std::shared_ptr<detail::OptimizerShards>> sharded;
   if (!syncing.empty()) sharded = impl_->live_shards();
   if (sharded.size() > 1) {
-    const auto leaves = detail::autograd_leaves(scaled);
     sharded.erase(std::remove_if(sharded.begin(), sharded.end(),
-                                 [&](const auto& shards) { return !shards->holds_any(leaves); }),
+                                 [&](const auto& shards) { return !shards->holds_any(leaves()); }),
                   sharded.end());
   }
   for (auto& shards : sharded) shards->arm();
