@@ -120,6 +120,18 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
         if (sub == "fsdp_sharding_strategy") {
           c.sharding_strategy = read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
                                             contract::sharding_strategy_choices());
+        } else if (sub == "fsdp_transformer_layer_cls_to_wrap") {
+          // Accelerate writes one comma-separated string; a YAML list is taken too.
+          std::string names;
+          if (fsdp.second.IsSequence()) {
+            for (const auto& name : fsdp.second) {
+              names += (names.empty() ? "" : ",") +
+                       scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", name);
+            }
+          } else {
+            names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
+          }
+          c.classes_to_wrap = names;
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
                               "' is not used by accel and is ignored");
@@ -180,9 +192,11 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
-  if (c.sharding_strategy) {
-    out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap << YAML::Key
-        << "fsdp_sharding_strategy" << YAML::Value << *c.sharding_strategy << YAML::EndMap;
+  if (c.sharding_strategy || c.classes_to_wrap) {
+    out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
+    put("fsdp_sharding_strategy", c.sharding_strategy);
+    put("fsdp_transformer_layer_cls_to_wrap", c.classes_to_wrap);
+    out << YAML::EndMap;
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

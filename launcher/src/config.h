@@ -26,6 +26,8 @@ struct Config {
   /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
   /// HYBRID_SHARD.
   std::optional<std::string> sharding_strategy;
+  /// fsdp_config.fsdp_transformer_layer_cls_to_wrap: FULL_SHARD's unit classes, comma-separated.
+  std::optional<std::string> classes_to_wrap;
 };
 
 /// A config file that cannot be used; what() names the file, the key and what was expected.

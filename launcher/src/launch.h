@@ -24,6 +24,8 @@ struct LaunchOptions {
   bool cpu = false;
   /// Exported as ACCEL_SHARDING_STRATEGY.
   std::optional<std::string> sharding_strategy;
+  /// Exported as ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP.
+  std::optional<std::string> classes_to_wrap;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
   /// Prefix every line a process writes with "[rank N] ".

@@ -99,6 +99,7 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
       first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
   o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
   o.sharding_strategy = c.sharding_strategy;
+  o.classes_to_wrap = c.classes_to_wrap;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
   o.rank_prefix = a.rank_prefix;

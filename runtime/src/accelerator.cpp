@@ -5,6 +5,7 @@
 #include "distributed_state.h"
 #include "gradient_sync.h"
 #include "torch_compat.h"
+#include "wrap_policy.h"
 
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adagrad.h>
@@ -28,6 +29,7 @@
 #include <cstdio>
 #include <exception>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace accel {
@@ -177,9 +179,10 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
-    // ZeRO-2's optimizer reduce-scatters the gradients after backward; every other strategy
-    // all-reduces them during it.
-    const bool all_reduce = impl_->options.sharding_strategy != "SHARD_GRAD_OP";
+    // ZeRO-2's and ZeRO-3's optimizers reduce-scatter the gradients in backward; the other
+    // strategies all-reduce them during it.
+    const auto& strategy = impl_->options.sharding_strategy;
+    const bool all_reduce = strategy != "SHARD_GRAD_OP" && strategy != "FULL_SHARD";
     prepared.sync = std::make_unique<detail::GradientSynchronizer>(
         model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
   }
@@ -213,20 +216,56 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
     torch::optim::Optimizer& optimizer) {
   if (!impl_->sharded()) return nullptr;
   using Reduction = detail::OptimizerShards::Reduction;
+  const auto& strategy = impl_->options.sharding_strategy;
+  const bool full_shard = strategy == "FULL_SHARD";
+  detail::OptimizerShards::UnitOf unit_of;
+  if (full_shard) unit_of = full_shard_units(optimizer);
   auto shards = std::make_shared<detail::OptimizerShards>(
       optimizer, impl_->dist->device_group(),
-      impl_->options.sharding_strategy == "SHARD_GRAD_OP" ? Reduction::reduce_scatter
-                                                          : Reduction::slice_all_reduced,
+      strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
+                                          : Reduction::reduce_scatter,
       // Gradients are sent in units as large as DDP's buckets.
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
-                                       : detail::OptimizerShards::Collectives::native);
+                                       : detail::OptimizerShards::Collectives::native,
+      full_shard, unit_of);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   auto& known = impl_->shards;
   known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),
               known.end());
   known.push_back(shards);
   return shards;
+}
+
+detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
+    const torch::optim::Optimizer& optimizer) const {
+  // Each parameter's model: sharded parameters are served to every process's operators alike,
+  // so they must be the same everywhere first, as prepare(model) makes them.
+  std::unordered_map<const c10::TensorImpl*, int64_t> units;
+  const auto& classes = impl_->options.fsdp_transformer_layer_cls_to_wrap;
+  int64_t next = 1;
+  for (const auto& model : impl_->models) {
+    if (classes.empty()) {
+      for (const auto& p : model.module->parameters()) units[p.unsafeGetTensorImpl()] = 0;
+      continue;
+    }
+    for (const auto& [param, unit] : detail::units_by_class(*model.module, classes, next)) {
+      units[param] = unit;
+      next = std::max(next, unit + 1);
+    }
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0,
+                  "accel: FULL_SHARD shards the parameters of prepared models: prepare the model "
+                  "before its optimizer (an optimizer parameter belongs to no prepared model)");
+    }
+  }
+  // Without classes to wrap, units are runs of parameters by size (OptimizerShards' own rule).
+  if (classes.empty()) return nullptr;
+  return [units = std::move(units)](const torch::Tensor& p) {
+    return units.at(p.unsafeGetTensorImpl());
+  };
 }
 
 void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {

@@ -118,9 +118,10 @@ struct Part {
 };
 
 /// What the main process writes. Generators are per process and saved apart (see save_state).
+/// `gathered` holds the models' tensors to write (save_state gathers them; empty for a load).
 std::vector<Part> checkpoint_parts(
-    std::vector<detail::PreparedModel>& models, detail::GradientState& state,
-    std::vector<detail::CheckpointHooks>& custom_objects,
+    std::vector<detail::PreparedModel>& models, const std::vector<NamedTensors>& gathered,
+    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
     const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded,
     bool sharded_optimizers) {
   auto archive = [](auto save_one, auto load_one) {
@@ -135,8 +136,8 @@ std::vector<Part> checkpoint_parts(
   std::vector<Part> parts;
   parts.push_back({"models", "models", models.size(), false, "", false,
                    [](size_t i) { return numbered("model", i, ".safetensors"); },
-                   [&models](const fs::path& path, size_t i) {
-                     save_safetensors(path.string(), detail::module_tensors(*models[i].module));
+                   [&gathered](const fs::path& path, size_t i) {
+                     save_safetensors(path.string(), gathered.at(i));
                    },
                    [&models](const fs::path& path, size_t i) {
                      detail::read_module_tensors(*models[i].module, path.string());
@@ -210,9 +211,19 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   }
   wait_for_everyone();
 
+  // FULL_SHARD models' weights are gathered by every process, for the coordinator to write.
+  std::vector<NamedTensors> gathered(impl_->models.size());
+  for (size_t i = 0; i < impl_->models.size(); ++i) {
+    const auto& module = *impl_->models[i].module;
+    if (detail::has_sharded_parameters(module)) {
+      gathered[i] = detail::module_tensors_to_save(module, coordinator);
+    } else if (coordinator) {
+      gathered[i] = detail::module_tensors(module);
+    }
+  }
   const auto parts = checkpoint_parts(
-      impl_->models, *impl_->gradient_state, impl_->custom_objects, [](torch::optim::Optimizer&) {},
-      impl_->sharded());
+      impl_->models, gathered, *impl_->gradient_state, impl_->custom_objects,
+      [](torch::optim::Optimizer&) {}, impl_->sharded());
   if (coordinator) {
     for (const auto& part : parts) {
       if (part.per_process) continue;
@@ -328,7 +339,7 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               " processes and this job has ", num_processes(),
               "; sharded optimizer state resumes on the same number of processes");
   const auto parts = checkpoint_parts(
-      impl_->models, *impl_->gradient_state, impl_->custom_objects,
+      impl_->models, {}, *impl_->gradient_state, impl_->custom_objects,
       [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
       impl_->sharded());
   for (const auto& part : parts) {

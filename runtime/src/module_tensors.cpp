@@ -2,6 +2,7 @@
 
 #include "accel_common/safetensors_header.h"
 #include "positional_file.h"
+#include "sharded_parameter.h"
 
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
@@ -22,8 +23,10 @@ NamedTensors all_named_tensors(const torch::nn::Module& module) {
 }
 
 bool same_view(const torch::Tensor& a, const torch::Tensor& b) {
-  return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
-         (a.has_storage() && b.has_storage() && a.numel() > 0 && a.data_ptr() != nullptr &&
+  if (a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl()) return true;
+  // A sharded parameter has no data of its own to compare.
+  if (is_sharded(a) || is_sharded(b)) return false;
+  return (a.has_storage() && b.has_storage() && a.numel() > 0 && a.data_ptr() != nullptr &&
           a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides());
 }
 
@@ -35,6 +38,27 @@ NamedTensors module_tensors(const torch::nn::Module& module) {
     bool tied = false;
     for (const auto& kept : out) tied = tied || same_view(kept.second, entry.second);
     if (!tied) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+bool has_sharded_parameters(const torch::nn::Module& module) {
+  for (const auto& p : module.parameters()) {
+    if (is_sharded(p)) return true;
+  }
+  return false;
+}
+
+NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) {
+  NamedTensors out;
+  for (auto& entry : module_tensors(module)) {
+    if (is_sharded(entry.second)) {
+      // Copied off the gathered unit, which is freed as the next units are gathered.
+      auto value = gathered_value(entry.second).detach().clone();
+      if (keep) out.emplace_back(entry.first, std::move(value));
+    } else if (keep) {
+      out.push_back(std::move(entry));
+    }
   }
   return out;
 }
@@ -86,7 +110,8 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     const char* target_dtype =
         target == targets.end() ? nullptr : safetensors_dtype_name(target->second.scalar_type());
     const bool direct = target_dtype != nullptr && info.dtype == target_dtype &&
-                        target->second.is_cpu() && target->second.is_contiguous() &&
+                        target->second.is_cpu() && !is_sharded(target->second) &&
+                        target->second.is_contiguous() &&
                         target->second.sizes().vec() == info.shape;
     if (direct) {
       into = target->second;

@@ -20,6 +20,14 @@ std::optional<torch::ScalarType> safetensors_torch_dtype(const std::string& name
 /// weights) appears once, under its first name: safetensors cannot store two views of one buffer.
 NamedTensors module_tensors(const torch::nn::Module& module);
 
+/// True when some parameter of `module` is a sharded parameter (FULL_SHARD).
+bool has_sharded_parameters(const torch::nn::Module& module);
+
+/// module_tensors() with the values of sharded parameters, for writing (FULL_STATE_DICT). With
+/// sharded parameters every process must call it (each is gathered, unit by unit); only those
+/// with `keep` get the tensors, so one whole copy exists, on the writer.
+NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep);
+
 /// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the
 /// module has must be there with its shape, except second names of tied weights; names the
 /// module does not have are an error too. Errors name `path` and the tensor.

@@ -2,6 +2,8 @@
 
 #include "accel/detail/optimizer_shards.h"
 
+#include "sharded_parameter.h"
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -12,6 +14,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -20,12 +24,13 @@ namespace accel {
 namespace detail {
 
 struct OptimizerShards::Unit {
-  std::vector<torch::Tensor> params;  // consecutive parameters of one group, whole, in order
-  std::vector<int64_t> offsets;       // where each starts in the unit's flat range
-  int64_t total = 0;                  // elements of all of them
-  int64_t shard_size = 0;             // elements each process owns (padding included)
-  torch::Tensor flat;                 // the parameters' storage: shard_size x processes elements
-  torch::Tensor shard;                // the optimizer's parameter: this process's slice of `flat`
+  std::vector<torch::Tensor> params;   // consecutive parameters of one group, whole, in order
+  std::vector<int64_t> offsets;        // where each starts in the unit's flat range
+  int64_t total = 0;                   // elements of all of them
+  int64_t shard_size = 0;              // elements each process owns (padding included)
+  torch::Tensor flat;                  // the parameters' storage: shard_size x processes elements
+  torch::Tensor shard;                 // the optimizer's parameter: this process's slice of `flat`
+  std::shared_ptr<Gathered> gathered;  // FULL_SHARD: no `flat`; the unit gathered on demand
 
   // A reduce-scatter under way: the gradients sent (one flat copy) and this process's sum.
   std::vector<bool> ready;  // parameters whose gradient this backward has finished
@@ -57,10 +62,132 @@ struct OptimizerShards::Unit {
     if (last <= first) return {0, 0, 0};
     return {first - offsets[i], first - begin, last - first};
   }
+  torch::TensorOptions options() const { return shard.options().requires_grad(false); }
   bool any_gradient() const {
     return std::any_of(params.begin(), params.end(),
                        [](const torch::Tensor& p) { return p.grad().defined(); });
   }
+};
+
+/// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
+/// a unit's parameters one after another (a layer's weight, then its bias), and backward begins
+/// with the units forward ended with: the last kUnitsWhole gathered stay whole, older ones are
+/// freed. Every process gathers and frees in the same order, so all agree on what is whole.
+class OptimizerShards::GatherWindow {
+ public:
+  static constexpr size_t kUnitsWhole = 2;
+  std::mutex mutex;  // held across a gather: autograd may run operators on its device threads
+  std::deque<std::weak_ptr<Gathered>> recent;
+  int64_t gathers = 0;
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> issued;  // every gathered value's storage
+  void drop_all();
+  /// Counts a gather of `value`.
+  void gathered(const torch::Tensor& value) {
+    ++gathers;
+    issued.erase(std::remove_if(issued.begin(), issued.end(),
+                                [](const auto& storage) { return storage.expired(); }),
+                 issued.end());
+    issued.emplace_back(value.storage().getWeakStorageImpl());
+  }
+};
+
+/// A unit's parameters, gathered whole from the shards when an operator needs one of them.
+class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> {
+ public:
+  Gathered(c10::intrusive_ptr<c10d::ProcessGroup> group, bool through_all_reduce,
+           torch::Tensor shard, std::shared_ptr<GatherWindow> window)
+      : group_(std::move(group)),
+        through_all_reduce_(through_all_reduce),
+        shard_(std::move(shard)),
+        window_(std::move(window)) {}
+
+  /// The unit's flat value, padding included.
+  torch::Tensor whole() {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    if (value_.defined()) return value_;
+    torch::NoGradGuard no_grad;
+    const int64_t size = shard_.numel(), rank = group_->getRank();
+    if (through_all_reduce_) {
+      // As gather_parameters: zeros everywhere but this process's slice, summed.
+      value_ = torch::zeros({size * group_->getSize()}, shard_.options().requires_grad(false));
+      value_.narrow(0, rank * size, size).copy_(shard_.detach());
+      std::vector<torch::Tensor> tensors{value_};
+      group_->allreduce(tensors)->wait();
+    } else {
+      value_ = torch::empty({size * group_->getSize()}, shard_.options().requires_grad(false));
+      auto mine = shard_.detach().clone();
+      group_->_allgather_base(value_, mine)->wait();
+    }
+    window_->gathered(value_);
+    auto& recent = window_->recent;
+    recent.push_back(weak_from_this());
+    while (recent.size() > GatherWindow::kUnitsWhole) {
+      if (auto oldest = recent.front().lock()) oldest->value_.reset();
+      recent.pop_front();
+    }
+    return value_;
+  }
+
+  /// Writes this process's part of `flat_value` (the unit's elements [begin, begin + length))
+  /// into the shard; the unit is gathered anew at its next use.
+  void assign(const torch::Tensor& flat_value, int64_t begin) {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    torch::NoGradGuard no_grad;
+    const int64_t size = shard_.numel();
+    const int64_t mine = group_->getRank() * size;
+    const int64_t first = std::max(begin, mine);
+    const int64_t last = std::min(begin + flat_value.numel(), mine + size);
+    if (last > first) {
+      shard_.detach()
+          .narrow(0, first - mine, last - first)
+          .copy_(flat_value.narrow(0, first - begin, last - first));
+    }
+    forget();
+  }
+
+  /// Frees the whole value (called with the window's mutex held).
+  void forget() {
+    value_.reset();
+    auto& recent = window_->recent;
+    const auto self = weak_from_this();
+    recent.erase(std::remove_if(recent.begin(), recent.end(),
+                                [&](const std::weak_ptr<Gathered>& entry) {
+                                  return !entry.owner_before(self) && !self.owner_before(entry);
+                                }),
+                 recent.end());
+  }
+
+ private:
+  friend class GatherWindow;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  bool through_all_reduce_;
+  torch::Tensor shard_;
+  std::shared_ptr<GatherWindow> window_;
+  torch::Tensor value_;
+};
+
+void OptimizerShards::GatherWindow::drop_all() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& entry : recent) {
+    if (auto unit = entry.lock()) unit->value_.reset();
+  }
+  recent.clear();
+}
+
+/// A sharded parameter's source: its place in its unit.
+class OptimizerShards::UnitParameter final : public ParameterSource {
+ public:
+  UnitParameter(std::shared_ptr<Gathered> unit, int64_t offset, std::vector<int64_t> sizes)
+      : unit_(std::move(unit)), offset_(offset), sizes_(std::move(sizes)) {}
+  torch::Tensor gather() override {
+    return unit_->whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
+  }
+  void assign(const torch::Tensor& value) override { unit_->assign(value.reshape(-1), offset_); }
+
+ private:
+  std::shared_ptr<Gathered> unit_;
+  int64_t offset_;
+  std::vector<int64_t> sizes_;
 };
 
 namespace {
@@ -75,10 +202,15 @@ constexpr size_t kUnitsInFlight = 2;
 
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
-                                 int64_t unit_bytes, Collectives collectives)
+                                 int64_t unit_bytes, Collectives collectives, bool shard_parameters,
+                                 const UnitOf& unit_of)
     : process_group_(std::move(group)),
       reduction_(reduction),
-      through_all_reduce_(collectives == Collectives::all_reduce) {
+      through_all_reduce_(collectives == Collectives::all_reduce),
+      shard_parameters_(shard_parameters) {
+  TORCH_CHECK(!shard_parameters || reduction == Reduction::reduce_scatter,
+              "accel: sharded parameters need their gradients reduce-scattered");
+  if (shard_parameters_) window_ = std::make_shared<GatherWindow>();
   TORCH_CHECK(dynamic_cast<torch::optim::LBFGS*>(&optimizer) == nullptr,
               "accel: LBFGS cannot be sharded: its step takes dot products over every parameter "
               "at once; use sharding_strategy NO_SHARD with it");
@@ -91,34 +223,68 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
   for (auto& param_group : optimizer.param_groups()) {
     std::vector<torch::Tensor> shards;
     const auto& params = param_group.params();
-    for (size_t begin = 0; begin < params.size();) {
-      // Consecutive parameters up to `unit_bytes` (one at least) make a unit.
+    for (const auto& p : params) {
+      const auto& first = params.front();
+      TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
+                  "accel: sharding needs the parameters of each optimizer parameter group to "
+                  "share one dtype and device; this group mixes ",
+                  first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
+                  p.device());
+      TORCH_CHECK(p.layout() == torch::kStrided,
+                  "accel: sharding needs dense parameters (a parameter has layout ", p.layout(),
+                  ")");
+      TORCH_CHECK(!is_sharded(p),
+                  "accel: a parameter is sharded already (by another prepared "
+                  "optimizer); one optimizer per parameter with FULL_SHARD");
+    }
+    // The group's parameters by unit: `unit_of`'s numbering (units in order of their first
+    // parameter), or runs of consecutive parameters up to `unit_bytes` (one at least).
+    std::vector<std::vector<torch::Tensor>> members;
+    if (unit_of) {
+      std::map<int64_t, size_t> index;
+      for (const auto& p : params) {
+        const auto found = index.emplace(unit_of(p), members.size());
+        if (found.second) members.emplace_back();
+        members[found.first->second].push_back(p);
+      }
+    } else {
+      int64_t bytes = unit_bytes;
+      for (const auto& p : params) {
+        if (bytes >= unit_bytes) {
+          members.emplace_back();
+          bytes = 0;
+        }
+        members.back().push_back(p);
+        bytes += p.nbytes();
+      }
+    }
+    for (auto& unit_params : members) {
       Unit unit;
-      int64_t bytes = 0;
-      for (; begin < params.size() && (unit.params.empty() || bytes < unit_bytes); ++begin) {
-        const auto& p = params[begin];
-        const auto& first = params.front();
-        TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
-                    "accel: sharding needs the parameters of each optimizer parameter group to "
-                    "share one dtype and device; this group mixes ",
-                    first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
-                    p.device());
-        TORCH_CHECK(p.layout() == torch::kStrided,
-                    "accel: sharding needs dense parameters (a parameter has layout ", p.layout(),
-                    ")");
+      for (auto& p : unit_params) {
         unit.params.push_back(p);
         unit.offsets.push_back(unit.total);
         unit.total += p.numel();
-        bytes += p.nbytes();
       }
       unit.shard_size = ceil_div(unit.total, processes);
       unit.ready.assign(unit.params.size(), false);
       unit.flat = torch::zeros({unit.shard_size * processes},
                                unit.params.front().options().requires_grad(false));
       for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
-      unit.shard = unit.flat.narrow(0, rank * unit.shard_size, unit.shard_size)
-                       .detach()
-                       .requires_grad_(true);
+      unit.shard = unit.flat.narrow(0, rank * unit.shard_size, unit.shard_size).detach();
+      if (shard_parameters_) {
+        // The shard takes its slice away; the whole buffer goes, and each parameter becomes a
+        // sharded parameter served from the unit.
+        unit.shard = unit.shard.clone();
+        unit.flat = torch::Tensor();
+        unit.gathered =
+            std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard, window_);
+        for (size_t i = 0; i < unit.params.size(); ++i) {
+          shard_in_place(unit.params[i],
+                         std::make_shared<UnitParameter>(unit.gathered, unit.offsets[i],
+                                                         unit.params[i].sizes().vec()));
+        }
+      }
+      unit.shard.requires_grad_(true);
       shards.push_back(unit.shard);
       units_.push_back(std::move(unit));
     }
@@ -196,7 +362,7 @@ void OptimizerShards::send_next() {
   // collectives alike), and the buffers are reused step after step rather than allocated afresh.
   if (next_launch_ - next_deliver_ >= kUnitsInFlight) collect_next();
   auto& buffer = send_buffers_[next_launch_ % kUnitsInFlight];
-  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().flat.options());
+  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().options());
   launch(units_[launch_order_[next_launch_++]], buffer);
 }
 
@@ -225,7 +391,7 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
     unit.work = process_group_->allreduce(tensors);
     return;
   }
-  unit.received = torch::empty({unit.shard_size}, unit.flat.options());
+  unit.received = torch::empty({unit.shard_size}, unit.options());
   c10d::ReduceScatterOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   unit.work = process_group_->_reduce_scatter_base(unit.received, unit.sent, options);
@@ -277,7 +443,8 @@ void OptimizerShards::finish_backward(bool completed) {
 }
 
 void OptimizerShards::ensure_bound() {
-  if (bound_) return;
+  // Sharded parameters take new values through their sources (copy_ into them).
+  if (bound_ || shard_parameters_) return;
   torch::NoGradGuard no_grad;
   for (auto& unit : units_) {
     for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
@@ -305,7 +472,7 @@ void OptimizerShards::reduce_gradients() {
   const int64_t begin_of_mine = process_group_->getRank();
   for (auto& unit : units_) {
     const int64_t begin = begin_of_mine * unit.shard_size, end = begin + unit.shard_size;
-    auto mine = torch::zeros({unit.shard_size}, unit.flat.options());
+    auto mine = torch::zeros({unit.shard_size}, unit.options());
     for (size_t i = 0; i < unit.params.size(); ++i) {
       auto& grad = unit.params[i].mutable_grad();
       if (!grad.defined()) continue;
@@ -320,6 +487,11 @@ void OptimizerShards::reduce_gradients() {
 }
 
 void OptimizerShards::gather_parameters() {
+  if (shard_parameters_) {
+    // Each unit is gathered when an operator next uses it.
+    window_->drop_all();
+    return;
+  }
   torch::NoGradGuard no_grad;
   const int64_t rank = process_group_->getRank();
   // Every unit's collective is started before any is waited for.
@@ -341,6 +513,18 @@ void OptimizerShards::gather_parameters() {
     under_way.emplace_back(process_group_->_allgather_base(unit.flat, mine), mine);
   }
   for (auto& [work, input] : under_way) work->wait();
+}
+
+OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
+  GatherStatistics statistics;
+  if (!window_) return statistics;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  statistics.gathers = window_->gathers;
+  for (const auto& weak : window_->issued) {
+    if (auto storage = weak.lock())
+      statistics.alive_bytes += static_cast<int64_t>(storage->nbytes());
+  }
+  return statistics;
 }
 
 void OptimizerShards::zero_full_gradients(bool set_to_none) {

@@ -5,6 +5,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <sstream>
+
 namespace accel {
 namespace {
 
@@ -53,6 +55,15 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
            std::string("NO_SHARD"));
   out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
+  out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
+  if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
+    std::stringstream names(detail::env_string(env, contract::kFsdpClassesToWrap).value_or(""));
+    for (std::string name; std::getline(names, name, ',');) {
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      if (!name.empty()) out.fsdp_transformer_layer_cls_to_wrap.push_back(name);
+    }
+  }
 
   TORCH_CHECK(out.gradient_accumulation_steps >= 1,
               "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
@@ -75,12 +86,10 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
               "Invalid sharding_strategy: '", shard, "' (expected one of ",
               contract::join(contract::sharding_strategy_choices()), ")");
-  // Parameter sharding (ZeRO-3) and the two-level hybrid are not built yet: refused, not run as
-  // something else.
-  TORCH_CHECK(shard == "NO_SHARD" || shard == "SHARD_GRAD_OP" || shard == "SHARD_OPTIMIZER_STATE",
-              "sharding_strategy '", shard,
+  // The two-level hybrid is not built yet: refused, not run as something else.
+  TORCH_CHECK(shard != "HYBRID_SHARD", "sharding_strategy '", shard,
               "' is not supported by this build of libaccel yet (available: NO_SHARD, "
-              "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP)");
+              "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD)");
   return out;
 }
 

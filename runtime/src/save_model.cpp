@@ -63,6 +63,13 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
   const int64_t max_shard_bytes = parse_size(max_shard_size);
   TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
               max_shard_size, "'");
+  // FULL_SHARD: every process takes part in gathering the weights; the main one keeps them.
+  const bool sharded = detail::has_sharded_parameters(module);
+  TORCH_CHECK(!sharded || safe_serialization,
+              "accel: save_model of a FULL_SHARD model writes safetensors only "
+              "(safe_serialization=true)");
+  NamedTensors gathered;
+  if (sharded) gathered = detail::module_tensors_to_save(module, is_main_process());
   if (is_main_process()) {
     fs::create_directories(dir);
     const fs::path folder(dir);
@@ -76,7 +83,7 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
       });
       file.commit();
     } else {
-      const auto tensors = detail::module_tensors(module);
+      const auto tensors = sharded ? std::move(gathered) : detail::module_tensors(module);
       const auto shards = split_into_shards(tensors, max_shard_bytes);
       const std::map<std::string, std::string> metadata = {{"format", "pt"}};
       std::set<std::string> written;

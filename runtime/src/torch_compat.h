@@ -134,5 +134,13 @@ inline bool fused_unscale_available(c10::DeviceType device_type) {
 // initialisation, the same kind of use, and exists through 2.x.
 constexpr c10::DispatchKey kOffloadDispatchKey = c10::DispatchKey::DeferredInit;
 
+// The dispatch key sharded parameters carry (sharded_parameter.cpp). It must sit below autograd,
+// so that autograd records operators on them as on any parameter, and be one that no kernel and
+// no other fallback of LibTorch's C++ library is registered for, nor CompositeExplicitAutograd's
+// kernels (which serve the backend keys, CustomRNGKeyId among them). Fake is the functionality
+// key of Python's FakeTensor mode, unused by C++ programs; a process that also runs Python's
+// FakeTensor mode cannot use FULL_SHARD.
+constexpr c10::DispatchKey kShardedDispatchKey = c10::DispatchKey::Fake;
+
 }  // namespace detail
 }  // namespace accel

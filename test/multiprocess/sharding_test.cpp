@@ -1,6 +1,7 @@
-// Sharded data parallel (ZeRO-1: SHARD_OPTIMIZER_STATE, ZeRO-2: SHARD_GRAD_OP) against plain data
-// parallel (NO_SHARD). Run on 2 and on 4 processes by `accel launch` (see test/CMakeLists.txt):
-// every rank runs every test in the same order and checks its own side. Collectives go over Gloo.
+// Sharded data parallel (ZeRO-1: SHARD_OPTIMIZER_STATE, ZeRO-2: SHARD_GRAD_OP, ZeRO-3:
+// FULL_SHARD) against plain data parallel (NO_SHARD). Run on 2 and on 4 processes by `accel launch`
+// (see test/CMakeLists.txt): every rank runs every test in the same order and checks its own side.
+// Collectives go over Gloo.
 
 #include <accel/accel.h>
 
@@ -9,13 +10,16 @@
 #include <torch/torch.h>
 
 #include "distributed_state.h"
+#include "sharded_parameter.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,7 +28,8 @@ namespace {
 int64_t rank() { return std::atoll(std::getenv("RANK")); }
 int64_t world_size() { return std::atoll(std::getenv("WORLD_SIZE")); }
 
-const std::vector<std::string> kShardedStrategies = {"SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP"};
+const std::vector<std::string> kShardedStrategies = {"SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP",
+                                                     "FULL_SHARD"};
 
 /// An MLP whose parameter counts (per group below: 5*7 + 7 + 7*3 = 63, and 3 + 3*1 + 1 = 7 with
 /// the head) divide by neither 2 nor 4, so shards end in padding.
@@ -47,6 +52,13 @@ std::pair<torch::Tensor, torch::Tensor> batch(int64_t step) {
   auto x = torch::randn({8, 5}, generator);
   auto y = torch::sin(x.sum(1, true)) + 0.1 * torch::randn({8, 1}, generator);
   return {x, y};
+}
+
+/// One parameter group holding every parameter.
+std::vector<torch::optim::OptimizerParamGroup> groups_of_one(Net& net) {
+  std::vector<torch::optim::OptimizerParamGroup> out;
+  out.emplace_back(net->parameters());
+  return out;
 }
 
 /// Two parameter groups with their own learning rates: the body and the head.
@@ -90,17 +102,28 @@ double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<t
 }
 
 /// 20 optimizer steps (40 micro-steps) of `strategy`, from the same initial weights everywhere.
-std::vector<torch::Tensor> trained_weights(const std::string& strategy) {
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(2).sharding_strategy(
-          strategy));
+std::vector<torch::Tensor> trained_weights(const std::string& strategy,
+                                           const std::vector<std::string>& units = {},
+                                           const std::string& mixed_precision = "no") {
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .mixed_precision(mixed_precision)
+                                     .gradient_accumulation_steps(2)
+                                     .sharding_strategy(strategy)
+                                     .fsdp_transformer_layer_cls_to_wrap(units));
   torch::manual_seed(7);
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
   // Sharded, the optimizer holds one flat slice per group, not the model's parameters.
   EXPECT_EQ(optimizer.shards() != nullptr, strategy != "NO_SHARD") << strategy;
-  EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
+  if (units.empty()) {
+    EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
+  }
+  // FULL_SHARD: the model's parameters hold nothing themselves.
+  for (const auto& p : net->parameters()) {
+    EXPECT_EQ(accel::detail::is_sharded(p), strategy == "FULL_SHARD") << strategy;
+  }
   train(accelerator, net, optimizer, 0, 40);
   return weights(net);
 }
@@ -124,6 +147,93 @@ TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
     torch::manual_seed(7);
     Net start;
     EXPECT_GT(worst_difference(sharded, weights(start)), 1e-2) << strategy;
+  }
+  // FULL_SHARD with a unit per Linear (the wrap policy by class name): body 2 units, head 1.
+  const auto by_class = trained_weights("FULL_SHARD", {"Linear"});
+  EXPECT_LE(worst_difference(by_class, reference), 1e-6);
+  // Under bf16 autocast, the casts of sharded parameters are lazy too; the same training.
+  const auto bf16 = trained_weights("FULL_SHARD", {"Linear"}, "bf16");
+  const auto bf16_reference = trained_weights("NO_SHARD", {}, "bf16");
+  const double bf16_difference = worst_difference(bf16, bf16_reference);
+  EXPECT_LE(bf16_difference, 1e-6);
+  if (rank() == 0)
+    std::printf("FULL_SHARD bf16: largest weight difference %.3g\n", bf16_difference);
+}
+
+/// The bytes of gathered units alive, once they reach `expected` or 5 s have passed: Gloo's
+/// worker thread lets go of a collective's tensors a moment after the collective completes.
+int64_t alive_bytes_once_settled(const accel::detail::OptimizerShards& shards, int64_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  int64_t alive = shards.gather_statistics().alive_bytes;
+  while (alive != expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    alive = shards.gather_statistics().alive_bytes;
+  }
+  return alive;
+}
+
+TEST_F(Sharding, FullShardGathersEachUnitForItsOperatorsAndFreesIt) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions()
+          .cpu(true)
+          .sharding_strategy("FULL_SHARD")
+          .fsdp_transformer_layer_cls_to_wrap({"torch::nn::LinearImpl"}));
+  torch::manual_seed(4);
+  Net net;
+  Net reference;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < net->parameters().size(); ++i)
+      reference->parameters()[i].copy_(net->parameters()[i]);
+  }
+  accelerator.prepare(net);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(groups_of_one(net), 0.1));
+  // One shard per Linear, each 1/N of its weight and bias (rounded up).
+  ASSERT_EQ(optimizer.param_groups().size(), 1u);
+  const auto& shards = optimizer.param_groups()[0].params();
+  ASSERT_EQ(shards.size(), 3u);
+  const int64_t n = world_size();
+  EXPECT_EQ(shards[0].numel(), (5 * 7 + 7 + n - 1) / n);
+  EXPECT_EQ(shards[2].numel(), (3 + 1 + n - 1) / n);
+  // Forward gives what the unsharded model gives (training equivalence is tested above).
+  auto [x, y] = batch(0);
+  auto expected_loss = torch::mse_loss(reference->forward(x), y);
+  auto& gathers = *optimizer.shards();
+  auto loss = torch::mse_loss(net->forward(x), y);
+  EXPECT_NEAR(loss.item<double>(), expected_loss.item<double>(), 1e-6);
+  // Forward gathered each unit once, and what autograd saved for backward holds none of them:
+  // once the units left whole are dropped, no gathered bytes are alive.
+  EXPECT_EQ(gathers.gather_statistics().gathers, 3);
+  gathers.gather_parameters();
+  EXPECT_EQ(alive_bytes_once_settled(gathers, 0), 0);
+  // Backward gathers what its formulas need again: the head's and the middle layer's weights
+  // (the first layer's is not needed: x takes no gradient).
+  accelerator.backward(loss);
+  EXPECT_EQ(gathers.gather_statistics().gathers, 5);
+  const int64_t middle_and_head = (21 + 3 + n - 1) / n * n + (3 + 1 + n - 1) / n * n;
+  EXPECT_EQ(alive_bytes_once_settled(gathers, middle_and_head * 4), middle_and_head * 4);
+  // Reading a parameter (collective, on every process) gives its whole value.
+  EXPECT_TRUE(torch::equal(net->hidden->weight.detach().clone(), reference->hidden->weight));
+  optimizer.step();
+  EXPECT_EQ(alive_bytes_once_settled(gathers, 0), 0);
+  // In-place writes reach the shards: copy_ into a parameter, or any operator, then read back.
+  const auto middle_bias = net->middle->bias.detach().clone();
+  {
+    torch::NoGradGuard no_grad;
+    net->head->bias.copy_(torch::full({1}, 0.25));
+    net->middle->bias.mul_(2);
+  }
+  EXPECT_EQ(net->head->bias.detach().clone().item<float>(), 0.25f);
+  EXPECT_TRUE(torch::equal(net->middle->bias.detach().clone(), 2 * middle_bias));
+  // A write into a view of a sharded parameter cannot be kept: refused, by name.
+  try {
+    torch::NoGradGuard no_grad;
+    net->hidden->weight.t().zero_();
+    ADD_FAILURE() << "a write into a view of a sharded parameter was accepted";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("writes into a view of a sharded parameter"),
+              std::string::npos)
+        << error.what();
   }
 }
 
@@ -152,9 +262,12 @@ TEST_F(Sharding, OptimizerStateAndGradientsAreOneNthPerProcess) {
     for (const auto& p : held) {
       if (p.grad().defined()) gradient_bytes += p.grad().nbytes();
     }
-    // No second copy of the parameters: the shard is a slice of the buffer they live in.
+    // No second copy of the parameters: the shard is a slice of the buffer they live in (with
+    // FULL_SHARD, that buffer is gone: the parameters have none).
     const auto& stepped = optimizer.param_groups()[0].params()[0];
-    EXPECT_TRUE(stepped.storage().is_alias_of(net->parameters()[0].storage())) << strategy;
+    if (strategy != "FULL_SHARD") {
+      EXPECT_TRUE(stepped.storage().is_alias_of(net->parameters()[0].storage())) << strategy;
+    }
     optimizer.step();
     int64_t state_bytes = 0;
     for (const auto& entry : optimizer.state()) {
@@ -193,7 +306,10 @@ TORCH_MODULE(DeepNet);
 int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
   std::map<const void*, int64_t> storages;
   auto count = [&](const torch::Tensor& t) {
-    if (t.defined()) storages[t.storage().data()] = t.storage().nbytes();
+    // A sharded parameter (FULL_SHARD) holds no bytes: its shard is the optimizer's.
+    if (t.defined() && !accel::detail::is_sharded(t)) {
+      storages[t.storage().data()] = t.storage().nbytes();
+    }
   };
   for (const auto& p : net->parameters()) {
     count(p);
@@ -218,10 +334,10 @@ int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
 TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
   // accel estimate-memory's fp32 columns, per process (P parameters, 4 bytes each):
   // train DP 16P; stage 2 (SHARD_GRAD_OP) 4P of weights and (4P of gradients + 8P of Adam
-  // state) / N.
+  // state) / N; stage 3 (FULL_SHARD) all of it / N.
   const double n = static_cast<double>(world_size());
   for (const auto& [strategy, estimate_per_parameter] : std::vector<std::pair<std::string, double>>{
-           {"NO_SHARD", 16.0}, {"SHARD_GRAD_OP", 4 + 12 / n}}) {
+           {"NO_SHARD", 16.0}, {"SHARD_GRAD_OP", 4 + 12 / n}, {"FULL_SHARD", 16 / n}}) {
     accel::Accelerator accelerator(
         accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
     torch::manual_seed(5);
@@ -350,7 +466,7 @@ TEST_F(Sharding, UnshardableOptimizersAndStrategiesAreRefused) {
   } catch (const c10::Error& error) {
     EXPECT_NE(std::string(error.what()).find("LBFGS cannot be sharded"), std::string::npos);
   }
-  for (const std::string strategy : {"FULL_SHARD", "HYBRID_SHARD"}) {
+  for (const std::string strategy : {"HYBRID_SHARD"}) {
     try {
       accel::Accelerator refused(accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
       ADD_FAILURE() << strategy << " was accepted";
@@ -359,6 +475,39 @@ TEST_F(Sharding, UnshardableOptimizersAndStrategiesAreRefused) {
                 std::string::npos)
           << error.what();
     }
+  }
+}
+
+TEST_F(Sharding, FullShardErrorsNameTheProblem) {
+  {
+    // A class to wrap that the model does not have: the error lists the ones it has.
+    accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                       .cpu(true)
+                                       .sharding_strategy("FULL_SHARD")
+                                       .fsdp_transformer_layer_cls_to_wrap({"Linear", "Blok"}));
+    Net net;
+    accelerator.prepare(net);
+    try {
+      accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
+      ADD_FAILURE() << "a class to wrap that matches nothing was accepted";
+    } catch (const c10::Error& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find("names 'Blok', which is the class of no submodule"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("torch::nn::LinearImpl"), std::string::npos) << what;
+    }
+  }
+  // The optimizer of a model not prepared yet.
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).sharding_strategy("FULL_SHARD"));
+  Net net;
+  try {
+    accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
+    ADD_FAILURE() << "FULL_SHARD sharded an optimizer before its model was prepared";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("prepare the model before its optimizer"),
+              std::string::npos)
+        << error.what();
   }
 }
 

@@ -17,6 +17,9 @@ inline constexpr const char kMixedPrecision[] = "ACCEL_MIXED_PRECISION";
 inline constexpr const char kGradientAccumulationSteps[] = "ACCEL_GRADIENT_ACCUMULATION_STEPS";
 inline constexpr const char kUseCpu[] = "ACCEL_USE_CPU";
 inline constexpr const char kShardingStrategy[] = "ACCEL_SHARDING_STRATEGY";
+/// FULL_SHARD's units: module class names, comma-separated (Accelerate's
+/// fsdp_transformer_layer_cls_to_wrap).
+inline constexpr const char kFsdpClassesToWrap[] = "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP";
 
 // ---- Variables only the user sets ---------------------------------------------------------------
 

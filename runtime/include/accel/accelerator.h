@@ -526,6 +526,8 @@ class Accelerator {
   /// With a sharding strategy on several processes: this process's shards of `optimizer`'s
   /// parameters, which then replace them in it; null otherwise.
   std::shared_ptr<detail::OptimizerShards> shard_optimizer(torch::optim::Optimizer& optimizer);
+  /// FULL_SHARD's unit of each of `optimizer`'s parameters (null: by size).
+  detail::OptimizerShards::UnitOf full_shard_units(const torch::optim::Optimizer& optimizer) const;
   /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process.
   std::string effective_sharding_strategy() const;
   /// clip_grad_norm_ over gradients sharded across the processes.

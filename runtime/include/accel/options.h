@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace accel {
 
@@ -96,8 +97,20 @@ struct AcceleratorOptions {
   ///   parameters are all-gathered.
   /// - "SHARD_GRAD_OP" (ZeRO-2): as ZeRO-1, but gradients are reduce-scattered after backward,
   ///   so each process keeps 1/N of them between steps too.
-  /// "FULL_SHARD" and "HYBRID_SHARD" are refused by this build.
+  /// - "FULL_SHARD" (ZeRO-3): as ZeRO-2, and the parameters are sharded too: each process holds
+  ///   1/N of them, and a unit's parameters are gathered whole for the operators that use them,
+  ///   in forward and again in backward, then freed (see README, "FULL_SHARD"). Prepare the model
+  ///   before its optimizer.
+  /// "HYBRID_SHARD" is refused by this build.
   TORCH_ARG(std::optional<std::string>, sharding_strategy) = std::nullopt;
+
+  /// FULL_SHARD's units (FSDP's transformer auto-wrap policy): each submodule whose class is
+  /// named here (as `Module::name()` gives it, with or without namespace and a TORCH_MODULE
+  /// "Impl" suffix: "Block", "BlockImpl", "torch::nn::Linear") is one unit; the parameters of no
+  /// such module make the root's (`ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP`, comma-separated). Empty:
+  /// units of consecutive parameters of about ddp.bucket_cap_mb. A name that matches no module
+  /// of the model is an error.
+  TORCH_ARG(std::vector<std::string>, fsdp_transformer_layer_cls_to_wrap);
 
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
@@ -120,6 +133,7 @@ struct ResolvedOptions {
   bool fused_optimizer = true;
   std::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";
+  std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

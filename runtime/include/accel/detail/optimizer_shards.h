@@ -14,11 +14,18 @@
 //
 // Elementwise optimizers (SGD, Adam, AdamW, Adagrad, RMSprop) give the same update on a flat slice
 // as on the parameters; LBFGS, which takes whole-model dot products, is refused.
+//
+// With `shard_parameters` (FULL_SHARD, ZeRO-3) no process keeps the parameters whole either: the
+// shard owns this process's slice, and the model's parameters become sharded parameters
+// (sharded_parameter.h) whose values are gathered unit by unit by the operators that use them,
+// and freed after. Units are then the caller's (FSDP's wrapped modules), not runs of consecutive
+// parameters.
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
@@ -66,10 +73,17 @@ class OptimizerShards {
     all_reduce,
   };
 
+  /// Which unit a parameter belongs to (FULL_SHARD's wrap policy): parameters of one group with
+  /// the same number make one unit.
+  using UnitOf = std::function<int64_t(const at::Tensor&)>;
+
   /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them:
-  /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least).
+  /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least), or
+  /// as `unit_of` says when given. With `shard_parameters`, the parameters are sharded too (they
+  /// must be the same on every process, as prepare(model) makes them).
   OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
-                  Reduction reduction, int64_t unit_bytes, Collectives collectives);
+                  Reduction reduction, int64_t unit_bytes, Collectives collectives,
+                  bool shard_parameters = false, const UnitOf& unit_of = nullptr);
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
@@ -84,8 +98,17 @@ class OptimizerShards {
   /// collective) when no full parameter has a gradient; every process runs the same program, so
   /// all agree. Also rebinds parameters whose data was replaced (see refresh_from_parameters).
   void reduce_gradients();
-  /// After a step: the updated shards, all-gathered into the full parameters.
+  /// After a step: the updated shards, all-gathered into the full parameters (with sharded
+  /// parameters: the units left whole are dropped, the next use gathers them anew).
   void gather_parameters();
+  /// FULL_SHARD: the parameters are sharded parameters.
+  bool shards_parameters() const { return shard_parameters_; }
+  struct GatherStatistics {
+    int64_t gathers = 0;      // units gathered so far
+    int64_t alive_bytes = 0;  // bytes of gathered units still alive (whole, or referred to)
+  };
+  /// FULL_SHARD: what the gathers have done (zeros otherwise).
+  GatherStatistics gather_statistics() const;
   /// The parameters will be checked for replaced data before the next use (after the model's
   /// weights were loaded).
   void refresh_from_parameters();
@@ -101,6 +124,9 @@ class OptimizerShards {
 
  private:
   struct Unit;
+  class Gathered;
+  class GatherWindow;
+  class UnitParameter;
   void install_hooks();
   void gradient_ready(size_t unit, size_t param);
   /// Sends the next unit in launch order (waiting for the oldest when too many are under way).
@@ -115,6 +141,8 @@ class OptimizerShards {
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
   Reduction reduction_;
   bool through_all_reduce_;  // Collectives::all_reduce
+  bool shard_parameters_;
+  std::shared_ptr<GatherWindow> window_;  // FULL_SHARD: the units whole at the moment
   std::vector<Unit> units_;
   std::vector<size_t> launch_order_;  // units in the order their gradients are sent
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
