@@ -1,8 +1,9 @@
 // Sharded data parallel against plain data parallel, on 2 processes: step time of each strategy
 // relative to NO_SHARD, and the bytes each process holds for weights, gradients and Adam state
 // after a step. The model is an MLP of 6 layers of 4096 (100.7M parameters), trained with AdamW
-// on batches of 16 per process. The three strategies are built side by side and step in turn,
-// round after round, so they see the same machine; figures are medians.
+// on batches of 16 per process; FULL_SHARD's units are its Linear layers. The strategies are built
+// side by side and step in turn, round after round, so they see the same machine; figures are
+// medians.
 //   accel launch --num_processes 2 build/bench/accel_bench_sharding [ROUNDS]
 
 #include <accel/accel.h>
@@ -41,7 +42,12 @@ struct Run {
 
   explicit Run(std::string name) : strategy(std::move(name)) {
     accelerator = std::make_unique<accel::Accelerator>(
-        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
+        accel::AcceleratorOptions()
+            .cpu(true)
+            .sharding_strategy(strategy)
+            .fsdp_transformer_layer_cls_to_wrap(strategy == "FULL_SHARD"
+                                                    ? std::vector<std::string>{"Linear"}
+                                                    : std::vector<std::string>{}));
     model = build_model();
     accelerator->prepare(model);
     optimizer = std::make_unique<accel::AcceleratedOptimizer<torch::optim::AdamW>>(
@@ -65,7 +71,10 @@ struct Run {
     optimizer->step();
     std::map<const void*, int64_t> storages;
     auto count = [&](const torch::Tensor& t) {
-      if (t.defined()) storages[t.storage().data()] = t.storage().nbytes();
+      // FULL_SHARD's parameters have no storage data of their own (their shards are counted).
+      if (t.defined() && t.storage().data() != nullptr) {
+        storages[t.storage().data()] = t.storage().nbytes();
+      }
     };
     for (const auto& p : model->parameters()) {
       count(p);
@@ -94,7 +103,8 @@ struct Run {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   std::vector<std::unique_ptr<Run>> runs;
-  for (const char* strategy : {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP"}) {
+  for (const char* strategy :
+       {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP", "FULL_SHARD"}) {
     runs.push_back(std::make_unique<Run>(strategy));
   }
   auto& main_accelerator = *runs.front()->accelerator;

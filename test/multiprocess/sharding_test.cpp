@@ -426,6 +426,47 @@ TEST_F(Sharding, SaveAndLoadStateResumesBitForBit) {
   }
 }
 
+TEST_F(Sharding, FullShardSaveModelWritesTheWholeWeights) {
+  const auto folder = shared_folder("save_model");
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .sharding_strategy("FULL_SHARD")
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
+  torch::manual_seed(13);
+  Net net;
+  accelerator.prepare(net);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+  train(accelerator, net, optimizer, 0, 4);
+  // Every process takes part; the main one writes. Small shards: one file per tensor or two.
+  accelerator.save_model(net, folder, "200B");
+  const auto expected = weights(net);  // gathered (collective)
+  if (rank() == 0) {
+    std::map<std::string, torch::Tensor> saved;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.path().extension() != ".safetensors") continue;
+      for (auto& [name, tensor] : accel::load_safetensors(entry.path().string()))
+        saved[name] = tensor;
+    }
+    const auto named = net->named_parameters();
+    ASSERT_EQ(saved.size(), named.size());
+    for (size_t i = 0; i < named.size(); ++i) {
+      ASSERT_EQ(saved.count(named[i].key()), 1u) << named[i].key();
+      EXPECT_TRUE(torch::equal(saved[named[i].key()], expected[i])) << named[i].key();
+    }
+    EXPECT_TRUE(std::filesystem::exists(folder + "/model.safetensors.index.json"));
+  }
+  // Not in the pickled form, which would read the parameters' bytes directly.
+  try {
+    accelerator.save_model(net, folder, "10GB", /*safe_serialization=*/false);
+    ADD_FAILURE() << "a FULL_SHARD model was saved in LibTorch's archive format";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("writes safetensors only"), std::string::npos)
+        << error.what();
+  }
+  accelerator.wait_for_everyone();
+  if (rank() == 0) std::filesystem::remove_all(folder);
+}
+
 TEST_F(Sharding, CheckpointOfAnotherStrategyIsRefusedWithItsName) {
   const auto folder = shared_folder("other_strategy");
   {
