@@ -11,6 +11,11 @@ const std::vector<std::string>& mixed_precision_choices() {
   return choices;
 }
 
+const std::vector<std::string>& state_dict_type_choices() {
+  static const std::vector<std::string> choices = {"FULL_STATE_DICT", "SHARDED_STATE_DICT"};
+  return choices;
+}
+
 const std::vector<std::string>& sharding_strategy_choices() {
   // SHARD_OPTIMIZER_STATE is DeepSpeed's ZeRO stage 1, which FSDP has no name for.
   static const std::vector<std::string> choices{"NO_SHARD", "SHARD_OPTIMIZER_STATE",

@@ -132,6 +132,9 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
             names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
           }
           c.classes_to_wrap = names;
+        } else if (sub == "fsdp_state_dict_type") {
+          c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
+                                          contract::state_dict_type_choices());
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
                               "' is not used by accel and is ignored");
@@ -192,10 +195,11 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
-  if (c.sharding_strategy || c.classes_to_wrap) {
+  if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type) {
     out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
     put("fsdp_sharding_strategy", c.sharding_strategy);
     put("fsdp_transformer_layer_cls_to_wrap", c.classes_to_wrap);
+    put("fsdp_state_dict_type", c.state_dict_type);
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

@@ -28,6 +28,8 @@ struct Config {
   std::optional<std::string> sharding_strategy;
   /// fsdp_config.fsdp_transformer_layer_cls_to_wrap: FULL_SHARD's unit classes, comma-separated.
   std::optional<std::string> classes_to_wrap;
+  /// fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT.
+  std::optional<std::string> state_dict_type;
 };
 
 /// A config file that cannot be used; what() names the file, the key and what was expected.

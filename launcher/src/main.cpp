@@ -3,6 +3,7 @@
 #include "config.h"
 #include "launch.h"
 #include "memory_estimate.h"
+#include "merge_weights.h"
 #include "questionnaire.h"
 #include "system_info.h"
 
@@ -100,6 +101,7 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
   o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
   o.sharding_strategy = c.sharding_strategy;
   o.classes_to_wrap = c.classes_to_wrap;
+  o.state_dict_type = c.state_dict_type;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
   o.rank_prefix = a.rank_prefix;
@@ -225,6 +227,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
 
+  std::string merge_from, merge_to;
+  auto* merge = app.add_subcommand(
+      "merge-weights",
+      "Turn a checkpoint saved with SHARDED_STATE_DICT into whole weights (model.safetensors)");
+  merge->add_option("checkpoint_directory", merge_from, "The save_state folder")->required();
+  merge->add_option("output_path", merge_to, "Where the merged weights go")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -246,6 +255,17 @@ int main(int argc, char** argv) {
       }
     }
     accel::launcher::print_estimates(std::cout, parameters, estimate_processes);
+    return 0;
+  }
+  if (merge->parsed()) {
+    try {
+      for (const auto& file : accel::launcher::merge_weights(merge_from, merge_to)) {
+        std::cout << "accel merge-weights: wrote " << file << "\n";
+      }
+    } catch (const accel::launcher::MergeError& e) {
+      std::cerr << "accel merge-weights: " << e.what() << "\n";
+      return 2;
+    }
     return 0;
   }
   if (env->parsed()) {

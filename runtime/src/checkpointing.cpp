@@ -4,6 +4,7 @@
 #include "accelerator_impl.h"
 #include "durable_file.h"
 #include "module_tensors.h"
+#include "sharded_state_dict.h"
 
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
@@ -117,11 +118,19 @@ struct Part {
   std::function<void(const fs::path&, size_t)> load;
 };
 
+/// SHARDED_STATE_DICT in effect: every process saves its shards of the models.
+struct ShardedModels {
+  std::vector<std::shared_ptr<detail::OptimizerShards>> shards;
+  int64_t rank = 0, processes = 1;
+};
+
 /// What the main process writes. Generators are per process and saved apart (see save_state).
-/// `gathered` holds the models' tensors to write (save_state gathers them; empty for a load).
+/// `gathered` holds the models' tensors to write (save_state gathers them; empty for a load),
+/// unless `sharded_models` is given.
 std::vector<Part> checkpoint_parts(
     std::vector<detail::PreparedModel>& models, const std::vector<NamedTensors>& gathered,
-    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
+    const std::optional<ShardedModels>& sharded_models, detail::GradientState& state,
+    std::vector<detail::CheckpointHooks>& custom_objects,
     const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded,
     bool sharded_optimizers) {
   auto archive = [](auto save_one, auto load_one) {
@@ -134,14 +143,38 @@ std::vector<Part> checkpoint_parts(
         });
   };
   std::vector<Part> parts;
-  parts.push_back({"models", "models", models.size(), false, "", false,
-                   [](size_t i) { return numbered("model", i, ".safetensors"); },
-                   [&gathered](const fs::path& path, size_t i) {
-                     save_safetensors(path.string(), gathered.at(i));
-                   },
-                   [&models](const fs::path& path, size_t i) {
-                     detail::read_module_tensors(*models[i].module, path.string());
-                   }});
+  if (sharded_models) {
+    const auto& sharded = *sharded_models;
+    parts.push_back({"models", "models", models.size(), false, "", true,
+                     [](size_t i) { return numbered("model", i, ".safetensors"); },
+                     [&models, &sharded](const fs::path& path, size_t i) {
+                       std::vector<std::string> files;
+                       const auto name = numbered("model", i, ".safetensors");
+                       for (int64_t r = 0; r < sharded.processes; ++r) {
+                         files.push_back(per_process_file(name, r));
+                       }
+                       const auto index = path.parent_path() / detail::sharded_index_name(name);
+                       detail::save_sharded_model(*models[i].module, sharded.shards, path.string(),
+                                                  index.string(), files, sharded.rank,
+                                                  sharded.processes);
+                     },
+                     [&models, &sharded](const fs::path& path, size_t i) {
+                       const auto name = numbered("model", i, ".safetensors");
+                       const auto main = path.parent_path() / per_process_file(name, 0);
+                       const auto index = path.parent_path() / detail::sharded_index_name(name);
+                       detail::load_sharded_model(*models[i].module, sharded.shards, path.string(),
+                                                  main.string(), index.string(), sharded.processes);
+                     }});
+  } else {
+    parts.push_back({"models", "models", models.size(), false, "", false,
+                     [](size_t i) { return numbered("model", i, ".safetensors"); },
+                     [&gathered](const fs::path& path, size_t i) {
+                       save_safetensors(path.string(), gathered.at(i));
+                     },
+                     [&models](const fs::path& path, size_t i) {
+                       detail::read_module_tensors(*models[i].module, path.string());
+                     }});
+  }
   auto optimizers =
       archive([&state](auto& a, size_t i) { save_optimizer(*state.gates[i]->optimizer(), a); },
               [&state, on_optimizer_loaded](auto& a, size_t i) {
@@ -171,6 +204,17 @@ std::vector<Part> checkpoint_parts(
                    [](size_t i) { return "custom_checkpoint_" + std::to_string(i) + ".pt"; },
                    custom.first, custom.second});
   return parts;
+}
+
+/// The ShardedModels of a FULL_SHARD run with SHARDED_STATE_DICT; none otherwise.
+std::optional<ShardedModels> sharded_models_for(
+    const ResolvedOptions& options, bool sharded,
+    std::vector<std::shared_ptr<detail::OptimizerShards>> shards, int64_t rank, int64_t processes) {
+  if (!sharded || options.sharding_strategy != "FULL_SHARD" ||
+      options.fsdp_state_dict_type != "SHARDED_STATE_DICT") {
+    return std::nullopt;
+  }
+  return ShardedModels{std::move(shards), rank, processes};
 }
 
 std::string random_states_file(int64_t rank) {
@@ -211,9 +255,12 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   }
   wait_for_everyone();
 
-  // FULL_SHARD models' weights are gathered by every process, for the coordinator to write.
+  // FULL_SHARD models' weights are gathered by every process, for the coordinator to write
+  // (FULL_STATE_DICT), or each process writes its shards (SHARDED_STATE_DICT).
+  const auto sharded_models = sharded_models_for(
+      impl_->options, impl_->sharded(), impl_->live_shards(), process_index(), num_processes());
   std::vector<NamedTensors> gathered(impl_->models.size());
-  for (size_t i = 0; i < impl_->models.size(); ++i) {
+  for (size_t i = 0; i < impl_->models.size() && !sharded_models; ++i) {
     const auto& module = *impl_->models[i].module;
     if (detail::has_sharded_parameters(module)) {
       gathered[i] = detail::module_tensors_to_save(module, coordinator);
@@ -222,7 +269,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     }
   }
   const auto parts = checkpoint_parts(
-      impl_->models, gathered, *impl_->gradient_state, impl_->custom_objects,
+      impl_->models, gathered, sharded_models, *impl_->gradient_state, impl_->custom_objects,
       [](torch::optim::Optimizer&) {}, impl_->sharded());
   if (coordinator) {
     for (const auto& part : parts) {
@@ -254,11 +301,13 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   wait_for_everyone();
 
   if (coordinator) {
-    nlohmann::json summary = {{"format", kFormatVersion},
-                              {"num_processes", num_processes()},
-                              {"step", impl_->step},
-                              {"iteration", project.iteration()},
-                              {"sharding_strategy", effective_sharding_strategy()}};
+    nlohmann::json summary = {
+        {"format", kFormatVersion},
+        {"num_processes", num_processes()},
+        {"step", impl_->step},
+        {"iteration", project.iteration()},
+        {"sharding_strategy", effective_sharding_strategy()},
+        {"state_dict_type", sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT"}};
     for (const auto& part : parts) {
       if (part.flag) {
         summary[part.key] = part.count > 0;
@@ -338,8 +387,16 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               " holds optimizer state sharded over ", saved_processes,
               " processes and this job has ", num_processes(),
               "; sharded optimizer state resumes on the same number of processes");
+  const auto sharded_models = sharded_models_for(
+      impl_->options, impl_->sharded(), impl_->live_shards(), process_index(), num_processes());
+  const std::string saved_layout = summary.value("state_dict_type", "FULL_STATE_DICT");
+  const std::string layout = sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT";
+  TORCH_CHECK(saved_layout == layout, "accel: ", dir.string(), " holds its models as ",
+              saved_layout, " and this run reads ", layout,
+              " (fsdp_state_dict_type); set the same, or turn a sharded one into whole weights "
+              "with `accel merge-weights`");
   const auto parts = checkpoint_parts(
-      impl_->models, {}, *impl_->gradient_state, impl_->custom_objects,
+      impl_->models, {}, sharded_models, *impl_->gradient_state, impl_->custom_objects,
       [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
       impl_->sharded());
   for (const auto& part : parts) {

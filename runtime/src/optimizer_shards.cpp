@@ -527,6 +527,12 @@ OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
   return statistics;
 }
 
+std::vector<OptimizerShards::UnitLayout> OptimizerShards::unit_layouts() const {
+  std::vector<UnitLayout> layouts;
+  for (const auto& unit : units_) layouts.push_back({unit.params, unit.offsets, unit.shard});
+  return layouts;
+}
+
 void OptimizerShards::zero_full_gradients(bool set_to_none) {
   for (auto& unit : units_) {
     for (auto& p : unit.params) {

@@ -55,6 +55,12 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
            std::string("NO_SHARD"));
   out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
+  out.fsdp_state_dict_type =
+      pick(options.fsdp_state_dict_type(), detail::env_string(env, contract::kFsdpStateDictType),
+           std::string("FULL_STATE_DICT"));
+  TORCH_CHECK(contract::is_one_of(out.fsdp_state_dict_type, contract::state_dict_type_choices()),
+              "Invalid fsdp_state_dict_type: '", out.fsdp_state_dict_type, "' (expected one of ",
+              contract::join(contract::state_dict_type_choices()), ")");
   out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
   if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
     std::stringstream names(detail::env_string(env, contract::kFsdpClassesToWrap).value_or(""));

@@ -12,6 +12,8 @@
 #include "distributed_state.h"
 #include "sharded_parameter.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -465,6 +467,97 @@ TEST_F(Sharding, FullShardSaveModelWritesTheWholeWeights) {
   }
   accelerator.wait_for_everyone();
   if (rank() == 0) std::filesystem::remove_all(folder);
+}
+
+/// Runs `accel ARGUMENTS`, returning its exit status and what it printed.
+std::pair<int, std::string> run_accel(const std::string& arguments) {
+  const std::string command = std::string(ACCEL_CLI_PATH) + " " + arguments + " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  char chunk[512];
+  while (pipe != nullptr && std::fgets(chunk, sizeof chunk, pipe) != nullptr) output += chunk;
+  const int status = pipe == nullptr ? -1 : ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST_F(Sharding, ShardedStateDictResumesAndMergesIntoTheWholeWeights) {
+  const auto folder = shared_folder("sharded_state_dict");
+  const auto whole = shared_folder("sharded_state_dict_whole");
+  const auto merged = shared_folder("sharded_state_dict_merged");
+  auto options = accel::AcceleratorOptions()
+                     .cpu(true)
+                     .gradient_accumulation_steps(2)
+                     .sharding_strategy("FULL_SHARD")
+                     .fsdp_transformer_layer_cls_to_wrap({"Linear"})
+                     .fsdp_state_dict_type("SHARDED_STATE_DICT");
+  std::vector<torch::Tensor> straight;
+  {
+    accel::Accelerator accelerator(options);
+    torch::manual_seed(17);
+    Net net;
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+    train(accelerator, net, optimizer, 0, 6);
+    accelerator.save_state(folder);
+    accelerator.save_model(net, whole);  // the same weights, gathered
+    train(accelerator, net, optimizer, 6, 6);
+    straight = weights(net);
+  }
+  // Each process wrote its shards; process 0 the index.
+  EXPECT_TRUE(
+      std::filesystem::exists(folder + "/model_shard_" + std::to_string(rank()) + ".safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(folder + "/model.shards.json"));
+  EXPECT_FALSE(std::filesystem::exists(folder + "/model.safetensors"));
+  {
+    accel::Accelerator accelerator(options);
+    torch::manual_seed(98);
+    Net net;
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+    accelerator.load_state(folder);
+    train(accelerator, net, optimizer, 6, 6);
+    const auto resumed = weights(net);
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(resumed[i], straight[i])) << "tensor " << i;
+    }
+  }
+  {
+    // A run that reads whole weights is told what the checkpoint holds.
+    accel::Accelerator accelerator(options.fsdp_state_dict_type("FULL_STATE_DICT"));
+    Net net;
+    accelerator.prepare(net);
+    try {
+      accelerator.load_state(folder);
+      ADD_FAILURE() << "a SHARDED_STATE_DICT checkpoint loaded as whole weights";
+    } catch (const c10::Error& error) {
+      EXPECT_NE(std::string(error.what()).find("holds its models as SHARDED_STATE_DICT"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  if (rank() == 0) {
+    // merge-weights gives save_model's tensors, value for value, in the same order.
+    const auto [status, output] = run_accel("merge-weights " + folder + " " + merged);
+    ASSERT_EQ(status, 0) << output;
+    const auto expected = accel::load_safetensors(whole + "/model.safetensors");
+    const auto got = accel::load_safetensors(merged + "/model.safetensors");
+    ASSERT_EQ(got.size(), expected.size());
+    for (const auto& [name, tensor] : expected) {
+      ASSERT_EQ(got.count(name), 1u) << name;
+      EXPECT_TRUE(torch::equal(got.at(name), tensor)) << name;
+    }
+    // Bad input: a folder with no index, and a shard file cut short, named in the error.
+    const auto [no_index, no_index_output] = run_accel("merge-weights " + whole + " " + merged);
+    EXPECT_EQ(no_index, 2);
+    EXPECT_NE(no_index_output.find("has no *.shards.json"), std::string::npos) << no_index_output;
+    const auto last = folder + "/model_shard_" + std::to_string(world_size() - 1) + ".safetensors";
+    std::filesystem::resize_file(last, std::filesystem::file_size(last) - 4);
+    const auto [cut, cut_output] = run_accel("merge-weights " + folder + " " + merged);
+    EXPECT_EQ(cut, 2);
+    EXPECT_NE(cut_output.find(last), std::string::npos) << cut_output;
+    for (const auto& path : {folder, whole, merged}) std::filesystem::remove_all(path);
+  }
+  accel::Accelerator(accel::AcceleratorOptions().cpu(true)).wait_for_everyone();
 }
 
 TEST_F(Sharding, CheckpointOfAnotherStrategyIsRefusedWithItsName) {

@@ -108,29 +108,33 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
 
 TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   const std::string show =
-      "echo shard=$ACCEL_SHARDING_STRATEGY wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP";
+      "echo shard=$ACCEL_SHARDING_STRATEGY wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP "
+      "dict=$ACCEL_FSDP_STATE_DICT_TYPE";
   struct Case {
     std::string yaml, expected;
   };
   for (const Case& c : std::vector<Case>{
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
             "  fsdp_offload_params: false\n",
-            "shard=SHARD_GRAD_OP wrap=\n"},
+            "shard=SHARD_GRAD_OP wrap= dict=\n"},
            // Accelerate writes the classes as one comma-separated string; a list is taken too.
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block,Embedding\n",
-            "shard=FULL_SHARD wrap=Block,Embedding"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: [Block, Embedding]\n",
-            "shard=FULL_SHARD wrap=Block,Embedding"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict=\n"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n",
-            "shard=FULL_SHARD wrap=\n"},
+            "shard=FULL_SHARD wrap= dict=\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+            "  fsdp_state_dict_type: SHARDED_STATE_DICT\n",
+            "shard=FULL_SHARD wrap= dict=SHARDED_STATE_DICT"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n",
             "shard=SHARD_OPTIMIZER_STATE"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
             "  offload_optimizer_device: none\n",
             "shard=SHARD_GRAD_OP"},
-           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard= wrap=\n"},
+           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard= wrap= dict=\n"},
        }) {
     const auto path = write("sharded.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "sh", "-c", show});

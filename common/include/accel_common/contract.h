@@ -20,6 +20,8 @@ inline constexpr const char kShardingStrategy[] = "ACCEL_SHARDING_STRATEGY";
 /// FULL_SHARD's units: module class names, comma-separated (Accelerate's
 /// fsdp_transformer_layer_cls_to_wrap).
 inline constexpr const char kFsdpClassesToWrap[] = "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP";
+/// How save_state writes a FULL_SHARD model: FULL_STATE_DICT or SHARDED_STATE_DICT.
+inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
 
 // ---- Variables only the user sets ---------------------------------------------------------------
 
@@ -42,6 +44,8 @@ inline constexpr const char kHome[] = "ACCEL_HOME";
 const std::vector<std::string>& mixed_precision_choices();
 /// `sharding_strategy` (FSDP's names): "NO_SHARD" first, the default.
 const std::vector<std::string>& sharding_strategy_choices();
+/// `fsdp_state_dict_type`: "FULL_STATE_DICT" first, the default.
+const std::vector<std::string>& state_dict_type_choices();
 /// `distributed_type` as `accel config` writes it.
 const std::vector<std::string>& distributed_type_choices();
 

@@ -112,6 +112,12 @@ struct AcceleratorOptions {
   /// of the model is an error.
   TORCH_ARG(std::vector<std::string>, fsdp_transformer_layer_cls_to_wrap);
 
+  /// How save_state writes a FULL_SHARD model (`ACCEL_FSDP_STATE_DICT_TYPE`):
+  /// "FULL_STATE_DICT" (the default): the whole weights, gathered for the main process to write;
+  /// "SHARDED_STATE_DICT": each process writes its shards, no process gathers anything, and
+  /// process 0 writes an index; `accel merge-weights` turns it into model.safetensors.
+  TORCH_ARG(std::optional<std::string>, fsdp_state_dict_type) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -134,6 +140,7 @@ struct ResolvedOptions {
   std::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
+  std::string fsdp_state_dict_type = "FULL_STATE_DICT";
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

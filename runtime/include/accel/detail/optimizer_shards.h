@@ -109,6 +109,14 @@ class OptimizerShards {
   };
   /// FULL_SHARD: what the gathers have done (zeros otherwise).
   GatherStatistics gather_statistics() const;
+
+  /// One unit as a checkpoint describes it.
+  struct UnitLayout {
+    std::vector<at::Tensor> params;  // in the unit's order
+    std::vector<int64_t> offsets;    // where each starts in the unit's flat range
+    at::Tensor shard;                // this process's slice (the optimizer's parameter)
+  };
+  std::vector<UnitLayout> unit_layouts() const;
   /// The parameters will be checked for replaced data before the next use (after the model's
   /// weights were loaded).
   void refresh_from_parameters();
