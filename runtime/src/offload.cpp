@@ -1,5 +1,7 @@
 #include "offload.h"
 
+#include "boxed_arguments.h"
+
 #include "torch_compat.h"
 
 #include <accel/dispatch.h>
@@ -127,35 +129,6 @@ at::Tensor materialise(const OffloadedWeight& weight) {
   if (value.device() != weight.execution_device) value = value.to(weight.execution_device);
   counters().materialisations.fetch_add(1);
   return value;
-}
-
-/// Calls `visit` on every tensor among the operator's arguments (plain, in lists, optional),
-/// letting it replace them.
-template <typename Visit>
-void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack,
-                              Visit visit) {
-  const size_t count = op.schema().arguments().size();
-  for (size_t i = stack->size() - count; i < stack->size(); ++i) {
-    c10::IValue& value = (*stack)[i];
-    if (value.isTensor()) {
-      at::Tensor tensor = value.toTensor();
-      if (visit(tensor)) value = std::move(tensor);
-    } else if (value.isTensorList()) {
-      auto list = value.toTensorList();
-      for (size_t k = 0; k < list.size(); ++k) {
-        at::Tensor tensor = list.get(k);
-        if (visit(tensor)) list.set(k, std::move(tensor));
-      }
-    } else if (value.isList()) {
-      auto list = value.toList();
-      for (size_t k = 0; k < list.size(); ++k) {
-        c10::IValue element = list.get(k);
-        if (!element.isTensor()) continue;
-        at::Tensor tensor = element.toTensor();
-        if (visit(tensor)) list.set(k, c10::IValue(std::move(tensor)));
-      }
-    }
-  }
 }
 
 /// Offloaded arguments are replaced by copies on the execution device, the other tensors are

@@ -2,6 +2,7 @@
 
 #include "sharded_parameter.h"
 
+#include "boxed_arguments.h"
 #include "torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -71,39 +72,9 @@ at::Tensor make_deferred(std::unique_ptr<Deferred> what, const at::Tensor& layou
   return at::Tensor(std::move(impl));
 }
 
-/// Calls `visit` on every tensor among the operator's arguments (plain, in lists, optional),
-/// letting it replace them.
-template <typename Visit>
-void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IValue>& arguments,
-                              size_t first, Visit visit) {
-  for (size_t i = first; i < arguments.size(); ++i) {
-    c10::IValue& value = arguments[i];
-    if (value.isTensor()) {
-      at::Tensor tensor = value.toTensor();
-      if (visit(tensor)) value = std::move(tensor);
-    } else if (value.isTensorList()) {
-      auto list = value.toTensorList();
-      for (size_t k = 0; k < list.size(); ++k) {
-        at::Tensor tensor = list.get(k);
-        if (visit(tensor)) list.set(k, std::move(tensor));
-      }
-    } else if (value.isList()) {
-      auto list = value.toList();
-      for (size_t k = 0; k < list.size(); ++k) {
-        c10::IValue element = list.get(k);
-        if (!element.isTensor()) continue;
-        at::Tensor tensor = element.toTensor();
-        if (visit(tensor)) list.set(k, c10::IValue(std::move(tensor)));
-      }
-    }
-  }
-  (void)op;
-}
-
 /// Replaces every storage-less argument by its value.
-void replace_by_values(const c10::OperatorHandle& op, std::vector<c10::IValue>& arguments,
-                       size_t first) {
-  for_each_tensor_argument(op, arguments, first, [](at::Tensor& tensor) {
+void replace_by_values(std::vector<c10::IValue>& arguments, size_t first) {
+  for_each_tensor_in(arguments, first, [](at::Tensor& tensor) {
     if (deferred(tensor) == nullptr) return false;
     tensor = value_of(tensor);
     return true;
@@ -119,7 +90,7 @@ class LazyResult final : public Deferred {
     auto stack = arguments_;
     // Values are real tensors: the operator runs below this key.
     c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
-    replace_by_values(op_, stack, 0);
+    replace_by_values(stack, 0);
     op_.callBoxed(&stack);
     return stack.front().toTensor();
   }
@@ -201,7 +172,7 @@ void write_through(const c10::OperatorHandle& op, std::vector<c10::IValue>* stac
   } else {
     at::Tensor value = value_of(parameter).clone();
     (*stack)[first + target] = value;
-    replace_by_values(op, *stack, first);
+    replace_by_values(*stack, first);
     op.callBoxed(stack);
     source->assign(value);
     // The operator returned its written argument: the parameter, not the copy.
@@ -228,7 +199,7 @@ void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
     }
     bool into_sharded = false;
     std::vector<c10::IValue> argument{value};
-    for_each_tensor_argument(op, argument, 0, [&](at::Tensor& tensor) {
+    for_each_tensor_in(argument, 0, [&](at::Tensor& tensor) {
       into_sharded = into_sharded || deferred(tensor) != nullptr;
       return false;
     });
@@ -243,7 +214,7 @@ void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
     stack->push_back(std::move(result));
     return;
   }
-  replace_by_values(op, *stack, first);
+  replace_by_values(*stack, first);
   op.callBoxed(stack);
 }
 
