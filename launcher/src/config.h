@@ -24,7 +24,7 @@ struct Config {
   std::optional<bool> use_cpu;
   std::optional<int> gradient_accumulation_steps;
   /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
-  /// HYBRID_SHARD.
+  /// HYBRID_SHARD (or SHARD_OPTIMIZER_STATE, accel's name for ZeRO-1).
   std::optional<std::string> sharding_strategy;
   /// fsdp_config.fsdp_transformer_layer_cls_to_wrap: FULL_SHARD's unit classes, comma-separated.
   std::optional<std::string> classes_to_wrap;

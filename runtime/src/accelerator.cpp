@@ -134,6 +134,8 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
 #endif
   check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
+  // Every process constructs its Accelerator at the same point: the groups' rendezvous.
+  if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->options);
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->options.mixed_precision == "fp16") {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
@@ -179,10 +181,10 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
-    // ZeRO-2's and ZeRO-3's optimizers reduce-scatter the gradients in backward; the other
-    // strategies all-reduce them during it.
+    // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
+    // backward; the other strategies all-reduce them during it.
     const auto& strategy = impl_->options.sharding_strategy;
-    const bool all_reduce = strategy != "SHARD_GRAD_OP" && strategy != "FULL_SHARD";
+    const bool all_reduce = strategy == "NO_SHARD" || strategy == "SHARD_OPTIMIZER_STATE";
     prepared.sync = std::make_unique<detail::GradientSynchronizer>(
         model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
   }
@@ -217,18 +219,18 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   if (!impl_->sharded()) return nullptr;
   using Reduction = detail::OptimizerShards::Reduction;
   const auto& strategy = impl_->options.sharding_strategy;
-  const bool full_shard = strategy == "FULL_SHARD";
+  const bool full_shard = impl_->shards_parameters();
   detail::OptimizerShards::UnitOf unit_of;
   if (full_shard) unit_of = full_shard_units(optimizer);
   auto shards = std::make_shared<detail::OptimizerShards>(
-      optimizer, impl_->dist->device_group(),
+      optimizer, impl_->shard_group(),
       strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
                                           : Reduction::reduce_scatter,
       // Gradients are sent in units as large as DDP's buckets.
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
                                        : detail::OptimizerShards::Collectives::native,
-      full_shard, unit_of);
+      full_shard, unit_of, impl_->replicate_group());
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   auto& known = impl_->shards;
   known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),
@@ -257,8 +259,9 @@ detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) {
       TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0,
-                  "accel: FULL_SHARD shards the parameters of prepared models: prepare the model "
-                  "before its optimizer (an optimizer parameter belongs to no prepared model)");
+                  "accel: ", impl_->options.sharding_strategy,
+                  " shards the parameters of prepared models: prepare the model before its "
+                  "optimizer (an optimizer parameter belongs to no prepared model)");
     }
   }
   // Without classes to wrap, units are runs of parameters by size (OptimizerShards' own rule).
@@ -442,7 +445,8 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
 double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
                                            double max_norm, double norm_type) {
   // Each process holds a slice of the gradients: the norm is the sum of every process's
-  // |g|^p (or the max of |g|, for p = inf), combined over the job.
+  // |g|^p (or the max of |g|, for p = inf), combined over the processes the shards are cut among
+  // (under HYBRID_SHARD the other machines hold the same slices).
   std::vector<torch::Tensor> pieces, rest = parameters;
   for (auto& shards : impl_->live_shards()) {
     std::vector<torch::Tensor> unheld;
@@ -465,10 +469,11 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
     }
   };
   for (const auto& piece : pieces) add(piece);
-  if (process_index() == 0) {
+  auto& group = *impl_->shard_group();
+  if (group.getRank() == 0) {
     for (const auto& grad : whole) add(grad);
   }
-  detail::all_reduce(impl_->device_group(), local, infinity ? Reduction::Max : Reduction::Sum);
+  detail::all_reduce(group, local, infinity ? Reduction::Max : Reduction::Sum);
   const auto total = infinity ? local : local.pow(1.0 / norm_type);
   const auto coefficient = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
   torch::NoGradGuard no_grad;

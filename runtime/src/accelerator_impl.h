@@ -51,8 +51,22 @@ struct Accelerator::Impl {
   /// The runtime's own CPU-side collectives: always Gloo.
   c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
   bool distributed() const { return dist->world_size() > 1; }
-  /// ZeRO-1 or ZeRO-2 in effect: a sharding strategy, on several processes.
+  /// A sharding strategy in effect: one, on several processes.
   bool sharded() const { return distributed() && options.sharding_strategy != "NO_SHARD"; }
+  /// FULL_SHARD or HYBRID_SHARD in effect: the parameters are sharded too.
+  bool shards_parameters() const {
+    return sharded() && (options.sharding_strategy == "FULL_SHARD" || hybrid());
+  }
+  /// HYBRID_SHARD in effect.
+  bool hybrid() const { return sharded() && options.sharding_strategy == "HYBRID_SHARD"; }
+  /// The processes among which the shards are cut: this machine's under HYBRID_SHARD, else all.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group() const {
+    return hybrid() ? dist->hybrid_groups(options).shard : dist->device_group();
+  }
+  /// HYBRID_SHARD's replicas of this process's shards, one per machine; null otherwise.
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {
+    return hybrid() ? dist->hybrid_groups(options).replicate : nullptr;
+  }
   /// The live shards, in the order their optimizers were prepared.
   std::vector<std::shared_ptr<detail::OptimizerShards>> live_shards() const {
     std::vector<std::shared_ptr<detail::OptimizerShards>> live;

@@ -116,12 +116,18 @@ struct Part {
   std::function<std::string(size_t)> file;
   std::function<void(const fs::path&, size_t)> save;
   std::function<void(const fs::path&, size_t)> load;
+  /// For a per-process part: the number in this process's file names (-1: its process index),
+  /// and whether this process writes them (HYBRID_SHARD's other machines hold the same shards).
+  int64_t file_rank = -1;
+  bool writes = true;
 };
 
-/// SHARDED_STATE_DICT in effect: every process saves its shards of the models.
+/// SHARDED_STATE_DICT in effect: every process saves its shards of the models (under
+/// HYBRID_SHARD, the processes of the first machine: the others hold the same shards).
 struct ShardedModels {
   std::vector<std::shared_ptr<detail::OptimizerShards>> shards;
-  int64_t rank = 0, processes = 1;
+  int64_t rank = 0, processes = 1;  // among the processes the shards are cut among
+  bool writes = true;
 };
 
 /// What the main process writes. Generators are per process and saved apart (see save_state).
@@ -165,6 +171,8 @@ std::vector<Part> checkpoint_parts(
                        detail::load_sharded_model(*models[i].module, sharded.shards, path.string(),
                                                   main.string(), index.string(), sharded.processes);
                      }});
+    parts.back().file_rank = sharded.rank;
+    parts.back().writes = sharded.writes;
   } else {
     parts.push_back({"models", "models", models.size(), false, "", false,
                      [](size_t i) { return numbered("model", i, ".safetensors"); },
@@ -206,15 +214,22 @@ std::vector<Part> checkpoint_parts(
   return parts;
 }
 
-/// The ShardedModels of a FULL_SHARD run with SHARDED_STATE_DICT; none otherwise.
+/// The ShardedModels of a FULL_SHARD or HYBRID_SHARD run with SHARDED_STATE_DICT (`group`: the
+/// processes the shards are cut among; `replicas`: HYBRID_SHARD's other machines); none otherwise.
 std::optional<ShardedModels> sharded_models_for(
-    const ResolvedOptions& options, bool sharded,
-    std::vector<std::shared_ptr<detail::OptimizerShards>> shards, int64_t rank, int64_t processes) {
-  if (!sharded || options.sharding_strategy != "FULL_SHARD" ||
-      options.fsdp_state_dict_type != "SHARDED_STATE_DICT") {
+    const ResolvedOptions& options, bool shards_parameters,
+    std::vector<std::shared_ptr<detail::OptimizerShards>> shards, const c10d::ProcessGroup* group,
+    const c10d::ProcessGroup* replicas) {
+  if (!shards_parameters || options.fsdp_state_dict_type != "SHARDED_STATE_DICT") {
     return std::nullopt;
   }
-  return ShardedModels{std::move(shards), rank, processes};
+  return ShardedModels{std::move(shards), group->getRank(), group->getSize(),
+                       replicas == nullptr || replicas->getRank() == 0};
+}
+
+/// The number in `part`'s file names for process `process`.
+int64_t file_rank(const Part& part, int64_t process) {
+  return part.file_rank >= 0 ? part.file_rank : process;
 }
 
 std::string random_states_file(int64_t rank) {
@@ -257,8 +272,9 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
 
   // FULL_SHARD models' weights are gathered by every process, for the coordinator to write
   // (FULL_STATE_DICT), or each process writes its shards (SHARDED_STATE_DICT).
-  const auto sharded_models = sharded_models_for(
-      impl_->options, impl_->sharded(), impl_->live_shards(), process_index(), num_processes());
+  const auto sharded_models =
+      sharded_models_for(impl_->options, impl_->shards_parameters(), impl_->live_shards(),
+                         impl_->shard_group().get(), impl_->replicate_group().get());
   std::vector<NamedTensors> gathered(impl_->models.size());
   for (size_t i = 0; i < impl_->models.size() && !sharded_models; ++i) {
     const auto& module = *impl_->models[i].module;
@@ -283,9 +299,9 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
               " runs; machines that do not share a filesystem need "
               "project_configuration().save_on_each_node(true)");
   for (const auto& part : parts) {
-    if (!part.per_process) continue;
+    if (!part.per_process || !part.writes) continue;
     for (size_t i = 0; i < part.count; ++i) {
-      part.save(staging / per_process_file(part.file(i), process_index()), i);
+      part.save(staging / per_process_file(part.file(i), file_rank(part, process_index())), i);
     }
   }
   save_archive(staging / random_states_file(process_index()), [&](auto& archive) {
@@ -387,8 +403,9 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               " holds optimizer state sharded over ", saved_processes,
               " processes and this job has ", num_processes(),
               "; sharded optimizer state resumes on the same number of processes");
-  const auto sharded_models = sharded_models_for(
-      impl_->options, impl_->sharded(), impl_->live_shards(), process_index(), num_processes());
+  const auto sharded_models =
+      sharded_models_for(impl_->options, impl_->shards_parameters(), impl_->live_shards(),
+                         impl_->shard_group().get(), impl_->replicate_group().get());
   const std::string saved_layout = summary.value("state_dict_type", "FULL_STATE_DICT");
   const std::string layout = sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT";
   TORCH_CHECK(saved_layout == layout, "accel: ", dir.string(), " holds its models as ",
@@ -412,8 +429,9 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
   }
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count; ++i) {
-      const auto file =
-          part.per_process ? per_process_file(part.file(i), process_index()) : part.file(i);
+      const auto file = part.per_process
+                            ? per_process_file(part.file(i), file_rank(part, process_index()))
+                            : part.file(i);
       TORCH_CHECK(!part.per_process || fs::is_regular_file(dir / file), "accel: ", dir.string(),
                   " has no ", file, " for process ", process_index());
       part.load(dir / file, i);

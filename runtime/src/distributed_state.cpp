@@ -93,8 +93,8 @@ std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& o
 DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptions& options)
     : identity_(std::move(identity)) {
   if (identity_.world_size == 1) return;
-  auto store = connect_store(identity_, options.timeout);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store);
+  store_ = connect_store(identity_, options.timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store_);
   const int rank = static_cast<int>(identity_.rank);
   const int size = static_cast<int>(identity_.world_size);
   try {
@@ -106,6 +106,45 @@ DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptio
                 " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,
                 "): ", e.what());
   }
+}
+
+const DistributedState::HybridGroups& DistributedState::hybrid_groups(
+    const ResolvedOptions& options) {
+  std::lock_guard<std::mutex> lock(hybrid_mutex_);
+  if (hybrid_) return *hybrid_;
+  const int64_t per_machine = identity_.local_world_size, size = identity_.world_size;
+  TORCH_CHECK(per_machine >= 1 && size % per_machine == 0,
+              "accel: HYBRID_SHARD needs the same "
+              "number of processes on every machine (LOCAL_WORLD_SIZE ",
+              per_machine, " does not divide WORLD_SIZE ", size, ")");
+  const int64_t machines = size / per_machine;
+  TORCH_CHECK(machines > 1,
+              "accel: sharding_strategy HYBRID_SHARD shards within each machine and "
+              "replicates across machines, and this job's ",
+              size,
+              " processes are all on one "
+              "machine; use FULL_SHARD there (or launch with --num_machines 2 or more)");
+  // Ranks are numbered machine by machine (torchrun's and accel launch's order).
+  const int64_t machine = identity_.rank / per_machine, local = identity_.rank % per_machine;
+  const bool nccl = device(options.cpu).is_cuda();
+  auto group = [&](const std::string& name, int64_t rank, int64_t count) {
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/hybrid/" + name, store_);
+    try {
+      return make_job_groups(prefixed, static_cast<int>(rank), static_cast<int>(count), nccl,
+                             gloo_device(process_environment(), identity_.master_addr),
+                             options.timeout)
+          .device;
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "accel: rank ", identity_.rank, " could not form HYBRID_SHARD's ", name,
+                  " group: ", e.what());
+    }
+    return c10::intrusive_ptr<c10d::ProcessGroup>();  // not reached
+  };
+  HybridGroups groups;
+  groups.shard = group("shard/machine" + std::to_string(machine), local, per_machine);
+  groups.replicate = group("replicate/local" + std::to_string(local), machine, machines);
+  hybrid_ = std::move(groups);
+  return *hybrid_;
 }
 
 torch::Device DistributedState::device(bool cpu) const {

@@ -13,6 +13,8 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 namespace gloo {
@@ -55,6 +57,16 @@ class DistributedState {
   /// The device group's backend for device tensors: "gloo", "nccl", or "none" for one process.
   const std::string& backend() const { return groups_.backend; }
 
+  /// HYBRID_SHARD's two levels, as device groups: `shard` holds the processes of this machine,
+  /// `replicate` the processes of the same local rank on every machine.
+  struct HybridGroups {
+    c10::intrusive_ptr<c10d::ProcessGroup> shard, replicate;
+  };
+  /// The hybrid groups, created on first use. Collective: every process of the job calls it at
+  /// the same point (Accelerator's constructor, under HYBRID_SHARD). Refused when the job runs on
+  /// one machine, where HYBRID_SHARD would be FULL_SHARD with an extra collective.
+  const HybridGroups& hybrid_groups(const ResolvedOptions& options);
+
   /// The device for an Accelerator of this process: `cuda:LOCAL_RANK` when CUDA is available and
   /// `cpu` is false, else the CPU.
   torch::Device device(bool cpu) const;
@@ -64,6 +76,9 @@ class DistributedState {
 
   ProcessIdentity identity_;
   JobGroups groups_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the job's rendezvous, for the groups made later
+  std::mutex hybrid_mutex_;
+  std::optional<HybridGroups> hybrid_;
 };
 
 }  // namespace detail

@@ -203,13 +203,17 @@ constexpr size_t kUnitsInFlight = 2;
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
                                  int64_t unit_bytes, Collectives collectives, bool shard_parameters,
-                                 const UnitOf& unit_of)
+                                 const UnitOf& unit_of,
+                                 c10::intrusive_ptr<c10d::ProcessGroup> replicate_group)
     : process_group_(std::move(group)),
+      replicate_group_(std::move(replicate_group)),
       reduction_(reduction),
       through_all_reduce_(collectives == Collectives::all_reduce),
       shard_parameters_(shard_parameters) {
   TORCH_CHECK(!shard_parameters || reduction == Reduction::reduce_scatter,
               "accel: sharded parameters need their gradients reduce-scattered");
+  TORCH_CHECK(!replicate_group_ || reduction == Reduction::reduce_scatter,
+              "accel: replicated shards need their gradients reduce-scattered");
   if (shard_parameters_) window_ = std::make_shared<GatherWindow>();
   TORCH_CHECK(dynamic_cast<torch::optim::LBFGS*>(&optimizer) == nullptr,
               "accel: LBFGS cannot be sharded: its step takes dot products over every parameter "
@@ -417,7 +421,15 @@ void OptimizerShards::wait_and_deliver(Unit& unit) {
   }
   unit.sent = torch::Tensor();
   auto mine = std::move(unit.received);
-  mine.div_(process_group_->getSize());
+  int64_t processes = process_group_->getSize();
+  if (replicate_group_) {
+    // The same slice's sums on the other machines: a small collective (1/N of the unit) after the
+    // machine's own, as FSDP's hybrid strategy does.
+    std::vector<torch::Tensor> tensors{mine};
+    replicate_group_->allreduce(tensors)->wait();
+    processes *= replicate_group_->getSize();
+  }
+  mine.div_(processes);
   deliver(unit, std::move(mine));
 }
 

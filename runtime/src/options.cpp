@@ -92,10 +92,6 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
               "Invalid sharding_strategy: '", shard, "' (expected one of ",
               contract::join(contract::sharding_strategy_choices()), ")");
-  // The two-level hybrid is not built yet: refused, not run as something else.
-  TORCH_CHECK(shard != "HYBRID_SHARD", "sharding_strategy '", shard,
-              "' is not supported by this build of libaccel yet (available: NO_SHARD, "
-              "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD)");
   return out;
 }
 

@@ -423,8 +423,9 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
                         accel::DistributedDataParallelOptions().bucket_cap_mb(0)))
                 .find("Invalid ddp.bucket_cap_mb: 0 (expected an integer >= 1)"),
             std::string::npos);
-  EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("HYBRID_SHARD"))
-                .find("sharding_strategy 'HYBRID_SHARD' is not supported by this build"),
+  EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("ZERO_3"))
+                .find("Invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "
+                      "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"),
             std::string::npos);
   EnvGuard bad("ACCEL_USE_CPU", "sometimes");
   EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),

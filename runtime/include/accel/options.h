@@ -101,7 +101,10 @@ struct AcceleratorOptions {
   ///   1/N of them, and a unit's parameters are gathered whole for the operators that use them,
   ///   in forward and again in backward, then freed (see README, "FULL_SHARD"). Prepare the model
   ///   before its optimizer.
-  /// "HYBRID_SHARD" is refused by this build.
+  /// - "HYBRID_SHARD": FULL_SHARD within each machine, replicated across machines: a process
+  ///   holds 1/(processes per machine) of everything, units are gathered from this machine's
+  ///   processes only, and each gradient slice is reduce-scattered on the machine, then
+  ///   all-reduced with the same slice of the other machines. Refused on one machine.
   TORCH_ARG(std::optional<std::string>, sharding_strategy) = std::nullopt;
 
   /// FULL_SHARD's units (FSDP's transformer auto-wrap policy): each submodule whose class is

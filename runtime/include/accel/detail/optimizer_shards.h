@@ -20,6 +20,10 @@
 // (sharded_parameter.h) whose values are gathered unit by unit by the operators that use them,
 // and freed after. Units are then the caller's (FSDP's wrapped modules), not runs of consecutive
 // parameters.
+//
+// With a `replicate_group` (HYBRID_SHARD) the slices are cut among `group` (one machine's
+// processes) and each group of the job holds the same slices: a reduce-scattered slice is summed
+// with its replicas over `replicate_group` before it is averaged over every process.
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
@@ -80,10 +84,12 @@ class OptimizerShards {
   /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them:
   /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least), or
   /// as `unit_of` says when given. With `shard_parameters`, the parameters are sharded too (they
-  /// must be the same on every process, as prepare(model) makes them).
+  /// must be the same on every process, as prepare(model) makes them). With `replicate_group`,
+  /// `group` is one of several holding the same shards (HYBRID_SHARD; see above).
   OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
                   Reduction reduction, int64_t unit_bytes, Collectives collectives,
-                  bool shard_parameters = false, const UnitOf& unit_of = nullptr);
+                  bool shard_parameters = false, const UnitOf& unit_of = nullptr,
+                  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {});
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
@@ -147,6 +153,7 @@ class OptimizerShards {
   void ensure_bound();
 
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;  // HYBRID_SHARD: the other machines
   Reduction reduction_;
   bool through_all_reduce_;  // Collectives::all_reduce
   bool shard_parameters_;
