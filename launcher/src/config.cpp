@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -132,6 +133,13 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
             names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
           }
           c.classes_to_wrap = names;
+        } else if (sub == "fsdp_auto_wrap_policy") {
+          c.auto_wrap_policy =
+              read_choice(path, "fsdp_config.fsdp_auto_wrap_policy", fsdp.second,
+                          {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"});
+        } else if (sub == "fsdp_min_num_params") {
+          c.min_num_params = read_int(path, "fsdp_config.fsdp_min_num_params", fsdp.second, 1,
+                                      std::numeric_limits<int>::max());
         } else if (sub == "fsdp_state_dict_type") {
           c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
                                           contract::state_dict_type_choices());
@@ -195,10 +203,13 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
-  if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type) {
+  if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
+      c.min_num_params) {
     out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
     put("fsdp_sharding_strategy", c.sharding_strategy);
+    put("fsdp_auto_wrap_policy", c.auto_wrap_policy);
     put("fsdp_transformer_layer_cls_to_wrap", c.classes_to_wrap);
+    put("fsdp_min_num_params", c.min_num_params);
     put("fsdp_state_dict_type", c.state_dict_type);
     out << YAML::EndMap;
   }

@@ -28,6 +28,11 @@ struct Config {
   std::optional<std::string> sharding_strategy;
   /// fsdp_config.fsdp_transformer_layer_cls_to_wrap: FULL_SHARD's unit classes, comma-separated.
   std::optional<std::string> classes_to_wrap;
+  /// fsdp_config.fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP (units by class, the default),
+  /// SIZE_BASED_WRAP (by fsdp_min_num_params) or NO_WRAP (accel's own units).
+  std::optional<std::string> auto_wrap_policy;
+  /// fsdp_config.fsdp_min_num_params: the size-based policy's threshold.
+  std::optional<int> min_num_params;
   /// fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT.
   std::optional<std::string> state_dict_type;
 };

@@ -100,7 +100,12 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
       first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
   o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
   o.sharding_strategy = c.sharding_strategy;
-  o.classes_to_wrap = c.classes_to_wrap;
+  // Accelerate's auto-wrap policy picks which of the two unit settings applies; without one, the
+  // classes do (its default is the transformer policy).
+  const std::string policy = c.auto_wrap_policy.value_or(
+      c.classes_to_wrap || !c.min_num_params ? "TRANSFORMER_BASED_WRAP" : "SIZE_BASED_WRAP");
+  if (policy == "TRANSFORMER_BASED_WRAP") o.classes_to_wrap = c.classes_to_wrap;
+  if (policy == "SIZE_BASED_WRAP") o.min_num_params = c.min_num_params.value_or(100000000);
   o.state_dict_type = c.state_dict_type;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;

@@ -245,13 +245,17 @@ detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
   // so they must be the same everywhere first, as prepare(model) makes them.
   std::unordered_map<const c10::TensorImpl*, int64_t> units;
   const auto& classes = impl_->options.fsdp_transformer_layer_cls_to_wrap;
+  const int64_t min_num_params = impl_->options.fsdp_min_num_params;
+  const bool by_size = min_num_params > 0;
   int64_t next = 1;
   for (const auto& model : impl_->models) {
-    if (classes.empty()) {
+    if (classes.empty() && !by_size) {
       for (const auto& p : model.module->parameters()) units[p.unsafeGetTensorImpl()] = 0;
       continue;
     }
-    for (const auto& [param, unit] : detail::units_by_class(*model.module, classes, next)) {
+    const auto policy = by_size ? detail::units_by_size(*model.module, min_num_params, next)
+                                : detail::units_by_class(*model.module, classes, next);
+    for (const auto& [param, unit] : policy) {
       units[param] = unit;
       next = std::max(next, unit + 1);
     }
@@ -264,8 +268,9 @@ detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
                   "optimizer (an optimizer parameter belongs to no prepared model)");
     }
   }
-  // Without classes to wrap, units are runs of parameters by size (OptimizerShards' own rule).
-  if (classes.empty()) return nullptr;
+  // Without a wrap policy, units are runs of parameters of about a bucket (OptimizerShards' own
+  // rule).
+  if (classes.empty() && !by_size) return nullptr;
   return [units = std::move(units)](const torch::Tensor& p) {
     return units.at(p.unsafeGetTensorImpl());
   };

@@ -70,6 +70,19 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       if (!name.empty()) out.fsdp_transformer_layer_cls_to_wrap.push_back(name);
     }
   }
+  if (options.fsdp_min_num_params()) {
+    out.fsdp_min_num_params = *options.fsdp_min_num_params();
+    TORCH_CHECK(out.fsdp_min_num_params >= 1,
+                "Invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
+                " (expected an integer >= 1)");
+  } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
+    TORCH_CHECK(*count >= 1, "Invalid ", contract::kFsdpMinNumParams, ": ", *count,
+                " (expected an integer >= 1)");
+    out.fsdp_min_num_params = *count;
+  }
+  TORCH_CHECK(out.fsdp_min_num_params == 0 || out.fsdp_transformer_layer_cls_to_wrap.empty(),
+              "accel: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params are two auto-wrap "
+              "policies; set one (FSDP's TRANSFORMER_BASED_WRAP or SIZE_BASED_WRAP)");
 
   TORCH_CHECK(out.gradient_accumulation_steps >= 1,
               "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,

@@ -1,8 +1,12 @@
 #include "wrap_policy.h"
 
 #include <c10/util/Exception.h>
+#include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/modulelist.h>
 
+#include <functional>
 #include <set>
+#include <unordered_set>
 
 namespace accel {
 namespace detail {
@@ -52,6 +56,45 @@ std::unordered_map<const c10::TensorImpl*, int64_t> units_by_class(
                 "', which is the class of no submodule of the model (its classes: ",
                 names.empty() ? "none" : names, ")");
   }
+  return units;
+}
+
+std::unordered_map<const c10::TensorImpl*, int64_t> units_by_size(const torch::nn::Module& model,
+                                                                  int64_t min_num_params,
+                                                                  int64_t first_unit) {
+  std::unordered_map<const c10::TensorImpl*, int64_t> units;
+  for (const auto& p : model.parameters()) units[p.unsafeGetTensorImpl()] = 0;
+  std::unordered_set<const c10::TensorImpl*> taken;
+  int64_t next = first_unit;
+  // The parameters under `module` that no unit has taken yet, after its children had their turn.
+  std::function<std::vector<at::Tensor>(const torch::nn::Module&, bool)> unwrapped =
+      [&](const torch::nn::Module& module, bool root) {
+        std::vector<at::Tensor> left;
+        for (const auto& child : module.children()) {
+          for (auto& p : unwrapped(*child, false)) left.push_back(std::move(p));
+        }
+        for (const auto& p : module.parameters(/*recurse=*/false)) left.push_back(p);
+        // A parameter reached twice (tied, or left by two children) counts once.
+        std::vector<at::Tensor> unique;
+        std::unordered_set<const c10::TensorImpl*> seen;
+        int64_t count = 0;
+        for (auto& p : left) {
+          const auto* impl = p.unsafeGetTensorImpl();
+          if (taken.count(impl) != 0 || !seen.insert(impl).second) continue;
+          count += p.numel();
+          unique.push_back(std::move(p));
+        }
+        const bool container = dynamic_cast<const torch::nn::ModuleListImpl*>(&module) != nullptr ||
+                               dynamic_cast<const torch::nn::ModuleDictImpl*>(&module) != nullptr;
+        if (root || container || unique.empty() || count < min_num_params) return unique;
+        const int64_t unit = next++;
+        for (const auto& p : unique) {
+          units[p.unsafeGetTensorImpl()] = unit;
+          taken.insert(p.unsafeGetTensorImpl());
+        }
+        return std::vector<at::Tensor>();
+      };
+  unwrapped(model, /*root=*/true);
   return units;
 }
 

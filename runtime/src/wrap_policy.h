@@ -20,6 +20,15 @@ namespace detail {
 std::unordered_map<const c10::TensorImpl*, int64_t> units_by_class(
     const torch::nn::Module& model, const std::vector<std::string>& classes, int64_t first_unit);
 
+/// FSDP's size-based auto-wrap policy over `model`: from the leaves up, a submodule whose
+/// parameters not yet in a unit number `min_num_params` or more becomes a unit of them
+/// (ModuleList and ModuleDict, which only hold other modules, never do); what is left makes
+/// unit 0. Units are numbered from `first_unit` (>= 1) in that order; a parameter shared by
+/// two modules goes to the first unit that takes it.
+std::unordered_map<const c10::TensorImpl*, int64_t> units_by_size(const torch::nn::Module& model,
+                                                                  int64_t min_num_params,
+                                                                  int64_t first_unit);
+
 /// True when `module_name` (Module::name(): "ns::BlockImpl") names the class `wanted`, given with
 /// or without its namespace and TORCH_MODULE's "Impl" suffix.
 bool class_name_matches(const std::string& module_name, const std::string& wanted);

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -126,21 +127,29 @@ double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<t
 /// 20 optimizer steps (40 micro-steps) of `strategy`, from the same initial weights everywhere.
 std::vector<torch::Tensor> trained_weights(const std::string& strategy,
                                            const std::vector<std::string>& units = {},
-                                           const std::string& mixed_precision = "no") {
+                                           const std::string& mixed_precision = "no",
+                                           std::optional<int64_t> min_num_params = std::nullopt) {
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
                                      .gradient_accumulation_steps(2)
                                      .sharding_strategy(strategy)
-                                     .fsdp_transformer_layer_cls_to_wrap(units));
+                                     .fsdp_transformer_layer_cls_to_wrap(units)
+                                     .fsdp_min_num_params(min_num_params));
   torch::manual_seed(7);
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
   // Sharded, the optimizer holds one flat slice per group, not the model's parameters.
   EXPECT_EQ(optimizer.shards() != nullptr, strategy != "NO_SHARD") << strategy;
-  if (units.empty()) {
+  if (units.empty() && !min_num_params) {
     EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
+  }
+  if (min_num_params && shards_parameters(strategy)) {
+    // By size, 30: the first layer (42 parameters) is a unit, the middle one (24) is not: the body
+    // group holds two units, the head's group one.
+    EXPECT_EQ(optimizer.param_groups()[0].params().size(), 2u);
+    EXPECT_EQ(optimizer.param_groups()[1].params().size(), 1u);
   }
   // FULL_SHARD: the model's parameters hold nothing themselves.
   for (const auto& p : net->parameters()) {
@@ -175,6 +184,9 @@ TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
     // With a unit per Linear (the wrap policy by class name): body 2 units, head 1.
     const auto by_class = trained_weights(strategy, {"Linear"});
     EXPECT_LE(worst_difference(by_class, reference), 1e-6) << strategy;
+    // With units by size (FSDP's size-based policy).
+    const auto by_size = trained_weights(strategy, {}, "no", 30);
+    EXPECT_LE(worst_difference(by_size, reference), 1e-6) << strategy;
     // Under bf16 autocast, the casts of sharded parameters are lazy too; the same training.
     const auto bf16 = trained_weights(strategy, {"Linear"}, "bf16");
     const double bf16_difference = worst_difference(bf16, bf16_reference);

@@ -427,6 +427,14 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
                 .find("Invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "
                       "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"),
             std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions()
+                        .fsdp_transformer_layer_cls_to_wrap({"Block"})
+                        .fsdp_min_num_params(1000))
+                .find("two auto-wrap policies; set one"),
+            std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().fsdp_min_num_params(0))
+                .find("Invalid fsdp_min_num_params: 0 (expected an integer >= 1)"),
+            std::string::npos);
   EnvGuard bad("ACCEL_USE_CPU", "sometimes");
   EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),
             std::string::npos);

@@ -109,32 +109,48 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
 TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   const std::string show =
       "echo shard=$ACCEL_SHARDING_STRATEGY wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP "
-      "dict=$ACCEL_FSDP_STATE_DICT_TYPE";
+      "dict=$ACCEL_FSDP_STATE_DICT_TYPE min=$ACCEL_FSDP_MIN_NUM_PARAMS";
   struct Case {
     std::string yaml, expected;
   };
   for (const Case& c : std::vector<Case>{
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
             "  fsdp_offload_params: false\n",
-            "shard=SHARD_GRAD_OP wrap= dict=\n"},
+            "shard=SHARD_GRAD_OP wrap= dict= min=\n"},
            // Accelerate writes the classes as one comma-separated string; a list is taken too.
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block,Embedding\n",
-            "shard=FULL_SHARD wrap=Block,Embedding dict=\n"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict= min=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: [Block, Embedding]\n",
-            "shard=FULL_SHARD wrap=Block,Embedding dict=\n"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict= min=\n"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n",
-            "shard=FULL_SHARD wrap= dict=\n"},
+            "shard=FULL_SHARD wrap= dict= min=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_state_dict_type: SHARDED_STATE_DICT\n",
             "shard=FULL_SHARD wrap= dict=SHARDED_STATE_DICT"},
+           // The auto-wrap policy picks the unit setting that applies, as in Accelerate.
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+            "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: 2000\n"
+            "  fsdp_transformer_layer_cls_to_wrap: Block\n",
+            "shard=FULL_SHARD wrap= dict= min=2000\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n",
+            "wrap= dict= min=100000000\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: "
+            "TRANSFORMER_BASED_WRAP\n"
+            "  fsdp_min_num_params: 2000\n  fsdp_transformer_layer_cls_to_wrap: Block\n",
+            "wrap=Block dict= min=\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 2000\n",
+            "wrap= dict= min=2000\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: NO_WRAP\n"
+            "  fsdp_transformer_layer_cls_to_wrap: Block\n",
+            "wrap= dict= min=\n"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n",
             "shard=SHARD_OPTIMIZER_STATE"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
             "  offload_optimizer_device: none\n",
             "shard=SHARD_GRAD_OP"},
-           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard= wrap= dict=\n"},
+           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard= wrap= dict= min=\n"},
        }) {
     const auto path = write("sharded.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "sh", "-c", show});
@@ -162,6 +178,11 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"fsdp_config:\n  fsdp_sharding_strategy: HALF\n",
             "key 'fsdp_config.fsdp_sharding_strategy': 'HALF' is not allowed (allowed: NO_SHARD, "
             "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"},
+           {"fsdp_config:\n  fsdp_auto_wrap_policy: LAYER_WRAP\n",
+            "key 'fsdp_config.fsdp_auto_wrap_policy': 'LAYER_WRAP' is not allowed (allowed: "
+            "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP)"},
+           {"fsdp_config:\n  fsdp_min_num_params: 1e8\n",
+            "key 'fsdp_config.fsdp_min_num_params': '1e8' is not an integer"},
            {"deepspeed_config:\n  zero_stage: 4\n",
             "key 'deepspeed_config.zero_stage': 4 is out of range (expected 0..3"},
        }) {

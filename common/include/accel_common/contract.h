@@ -20,6 +20,9 @@ inline constexpr const char kShardingStrategy[] = "ACCEL_SHARDING_STRATEGY";
 /// FULL_SHARD's units: module class names, comma-separated (Accelerate's
 /// fsdp_transformer_layer_cls_to_wrap).
 inline constexpr const char kFsdpClassesToWrap[] = "ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP";
+/// FULL_SHARD's units by size: the fewest parameters a unit takes (Accelerate's
+/// fsdp_min_num_params).
+inline constexpr const char kFsdpMinNumParams[] = "ACCEL_FSDP_MIN_NUM_PARAMS";
 /// How save_state writes a FULL_SHARD model: FULL_STATE_DICT or SHARDED_STATE_DICT.
 inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
 

@@ -110,10 +110,15 @@ struct AcceleratorOptions {
   /// FULL_SHARD's units (FSDP's transformer auto-wrap policy): each submodule whose class is
   /// named here (as `Module::name()` gives it, with or without namespace and a TORCH_MODULE
   /// "Impl" suffix: "Block", "BlockImpl", "torch::nn::Linear") is one unit; the parameters of no
-  /// such module make the root's (`ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP`, comma-separated). Empty:
-  /// units of consecutive parameters of about ddp.bucket_cap_mb. A name that matches no module
-  /// of the model is an error.
+  /// such module make the root's (`ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP`, comma-separated). Empty,
+  /// and no fsdp_min_num_params: units of consecutive parameters of about ddp.bucket_cap_mb. A
+  /// name that matches no module of the model is an error.
   TORCH_ARG(std::vector<std::string>, fsdp_transformer_layer_cls_to_wrap);
+
+  /// FULL_SHARD's units by size (FSDP's size-based auto-wrap policy, `ACCEL_FSDP_MIN_NUM_PARAMS`):
+  /// from the leaves up, each submodule holding at least this many parameters not in a unit yet
+  /// becomes a unit; the rest make the root's. Set this or the classes above, not both.
+  TORCH_ARG(std::optional<int64_t>, fsdp_min_num_params) = std::nullopt;
 
   /// How save_state writes a FULL_SHARD model (`ACCEL_FSDP_STATE_DICT_TYPE`):
   /// "FULL_STATE_DICT" (the default): the whole weights, gathered for the main process to write;
@@ -143,6 +148,7 @@ struct ResolvedOptions {
   std::optional<uint64_t> seed;
   std::string sharding_strategy = "NO_SHARD";
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
+  int64_t fsdp_min_num_params = 0;  // 0: not set
   std::string fsdp_state_dict_type = "FULL_STATE_DICT";
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
