@@ -53,9 +53,14 @@ NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) 
   NamedTensors out;
   for (auto& entry : module_tensors(module)) {
     if (is_sharded(entry.second)) {
-      // Copied off the gathered unit, which is freed as the next units are gathered.
-      auto value = gathered_value(entry.second).detach().clone();
-      if (keep) out.emplace_back(entry.first, std::move(value));
+      // Every process takes part in the gather; only the keeper copies the value off the unit
+      // (freed as the next units are gathered), into CPU memory (FSDP's FULL_STATE_DICT with
+      // offload_to_cpu and rank0_only): one whole copy in all, on the host of the main process.
+      auto value = gathered_value(entry.second);
+      if (keep) {
+        out.emplace_back(entry.first,
+                         value.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true));
+      }
     } else if (keep) {
       out.push_back(std::move(entry));
     }

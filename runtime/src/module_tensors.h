@@ -25,7 +25,7 @@ bool has_sharded_parameters(const torch::nn::Module& module);
 
 /// module_tensors() with the values of sharded parameters, for writing (FULL_STATE_DICT). With
 /// sharded parameters every process must call it (each is gathered, unit by unit); only those
-/// with `keep` get the tensors, so one whole copy exists, on the writer.
+/// with `keep` get the tensors, copied to the CPU, so one whole copy exists, on the writer's host.
 NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep);
 
 /// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the
