@@ -13,6 +13,7 @@ packages=(
   libgloo-dev                       # Gloo's headers, for c10d's ProcessGroupGloo.hpp (the wheel has none)
   libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
   nlohmann-json3-dev                # safetensors headers
+  libprotobuf-dev protobuf-compiler # the TensorBoard tracker's event messages
   googletest libgtest-dev           # tests
   libbenchmark-dev                  # benchmarks
   clang-14 libclang-cpp14-dev libclang-14-dev llvm-14-dev  # accel-migrate (Clang LibTooling)

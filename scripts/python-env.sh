@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's Python environment: the pinned `torch` wheel (its LibTorch is what accel builds
-# against) and Python Accelerate (the reference for behaviour and speed), in a virtual environment
-# keyed by the pinned versions, so a second checkout neither downloads nor unpacks them again.
+# against), Python Accelerate (the reference for behaviour and speed) and TensorBoard (whose reader
+# checks the tracker's event files), in a virtual environment keyed by the pinned torch and
+# Accelerate, so a second checkout neither downloads nor unpacks them again.
 #
 #   scripts/python-env.sh              prints the environment's folder
 #   scripts/python-env.sh --install    creates it if it is missing or incomplete, then prints it
@@ -12,21 +13,32 @@ set -euo pipefail
 
 torch_version=2.11.0
 accelerate_version=1.15.0
+tensorboard_version=2.20.0
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/accel
 venv=${ACCEL_VENV:-$cache/venv-torch-$torch_version-accelerate-$accelerate_version}
 marker="$venv/.accel-complete"
 
+pins="torch==$torch_version accelerate==$accelerate_version tensorboard==$tensorboard_version"
+
 install() {
-  [ -f "$marker" ] && return 0
-  echo "python-env: creating $venv (torch==$torch_version, accelerate==$accelerate_version)" >&2
+  if [ -f "$marker" ]; then
+    grep -qxF "$pins" "$marker" && return 0
+    # An environment from before a pin was added or changed: only what differs is installed.
+    echo "python-env: updating $venv to $pins" >&2
+    "$venv/bin/pip" install -q --disable-pip-version-check "tensorboard==$tensorboard_version" >&2
+    echo "$pins" > "$marker"
+    return 0
+  fi
+  echo "python-env: creating $venv ($pins)" >&2
   rm -rf "$venv"
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check --upgrade pip >&2
   "$venv/bin/pip" install -q --disable-pip-version-check \
-    "torch==$torch_version" "accelerate==$accelerate_version" safetensors numpy >&2
+    "torch==$torch_version" "accelerate==$accelerate_version" \
+    "tensorboard==$tensorboard_version" safetensors numpy >&2
   # The marker is written last, so an interrupted install is redone rather than half reused.
-  echo "torch==$torch_version accelerate==$accelerate_version" > "$marker"
+  echo "$pins" > "$marker"
 }
 
 case "${1:-}" in

@@ -114,6 +114,17 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       c.use_cpu = read_bool(path, key, value);
     } else if (key == "gradient_accumulation_steps") {
       c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
+    } else if (key == "log_with") {
+      // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
+      // the names (a program may be built against a libaccel with other trackers).
+      std::string names;
+      if (value.IsSequence()) {
+        for (const auto& name : value)
+          names += (names.empty() ? "" : ",") + scalar(path, key, name);
+      } else if (!value.IsNull()) {
+        names = scalar(path, key, value);
+      }
+      if (!names.empty()) c.log_with = names;
     } else if (key == "fsdp_config") {
       if (!value.IsMap()) fail(path, key, "expected a mapping");
       for (const auto& fsdp : value) {
@@ -203,6 +214,7 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
+  put("log_with", c.log_with);
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
       c.min_num_params) {
     out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;

@@ -33,6 +33,8 @@ struct Config {
   std::optional<std::string> auto_wrap_policy;
   /// fsdp_config.fsdp_min_num_params: the size-based policy's threshold.
   std::optional<int> min_num_params;
+  /// log_with: the built-in trackers to start, comma-separated (exported as ACCEL_LOG_WITH).
+  std::optional<std::string> log_with;
   /// fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT.
   std::optional<std::string> state_dict_type;
 };

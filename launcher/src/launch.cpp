@@ -80,6 +80,7 @@ void set_env(const std::string& name, const std::string& value) {
   if (o.classes_to_wrap) set_env(contract::kFsdpClassesToWrap, *o.classes_to_wrap);
   if (o.min_num_params) set_env(contract::kFsdpMinNumParams, std::to_string(*o.min_num_params));
   if (o.state_dict_type) set_env(contract::kFsdpStateDictType, *o.state_dict_type);
+  if (o.log_with) set_env(contract::kLogWith, *o.log_with);
   if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
   ::setpgid(0, 0);

@@ -28,6 +28,8 @@ struct LaunchOptions {
   std::optional<std::string> classes_to_wrap;
   /// Exported as ACCEL_FSDP_MIN_NUM_PARAMS.
   std::optional<int> min_num_params;
+  /// Exported as ACCEL_LOG_WITH.
+  std::optional<std::string> log_with;
   /// Exported as ACCEL_FSDP_STATE_DICT_TYPE.
   std::optional<std::string> state_dict_type;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.

@@ -150,7 +150,13 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   }
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() {
+  try {
+    end_training();
+  } catch (...) {
+    // A destructor does not throw; end_training reports a tracker's failure itself.
+  }
+}
 
 torch::Device Accelerator::device() const { return impl_->device; }
 int64_t Accelerator::process_index() const { return impl_->dist->rank(); }

@@ -39,6 +39,9 @@ struct Accelerator::Impl {
   std::vector<std::weak_ptr<detail::OptimizerShards>> shards;
   /// Objects registered with register_for_checkpointing, in registration order.
   std::vector<detail::CheckpointHooks> custom_objects;
+  /// The started trackers (main process), and whether init_trackers ran.
+  std::vector<std::shared_ptr<GeneralTracker>> trackers;
+  bool trackers_initialized = false;
 
   detail::PreparedModel* find(const torch::nn::Module* module) {
     for (auto& m : models) {

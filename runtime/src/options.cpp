@@ -1,10 +1,12 @@
 #include <accel/options.h>
 
 #include "accel_common/contract.h"
+#include "builtin_trackers.h"
 #include "environment.h"
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace accel {
@@ -70,6 +72,30 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       if (!name.empty()) out.fsdp_transformer_layer_cls_to_wrap.push_back(name);
     }
   }
+  // Trackers: names checked here, so a typo fails at construction rather than at init_trackers.
+  std::vector<std::string> log_with = options.log_with();
+  if (log_with.empty()) {
+    std::stringstream names(detail::env_string(env, contract::kLogWith).value_or(""));
+    for (std::string name; std::getline(names, name, ',');) {
+      name.erase(0, name.find_first_not_of(" \t"));
+      name.erase(name.find_last_not_of(" \t") + 1);
+      if (!name.empty()) log_with.push_back(name);
+    }
+  }
+  for (const auto& name : log_with) {
+    const auto& known = detail::builtin_tracker_names();
+    if (name == "all") {
+      out.log_with = known;
+      break;
+    }
+    TORCH_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "Invalid log_with: '",
+                name, "' (expected all, ", contract::join(known),
+                "; a tracker of your own goes in AcceleratorOptions::trackers)");
+    if (std::find(out.log_with.begin(), out.log_with.end(), name) == out.log_with.end()) {
+      out.log_with.push_back(name);
+    }
+  }
+  out.trackers = options.trackers();
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,

@@ -109,23 +109,23 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
 TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   const std::string show =
       "echo shard=$ACCEL_SHARDING_STRATEGY wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP "
-      "dict=$ACCEL_FSDP_STATE_DICT_TYPE min=$ACCEL_FSDP_MIN_NUM_PARAMS";
+      "dict=$ACCEL_FSDP_STATE_DICT_TYPE min=$ACCEL_FSDP_MIN_NUM_PARAMS log=$ACCEL_LOG_WITH";
   struct Case {
     std::string yaml, expected;
   };
   for (const Case& c : std::vector<Case>{
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
             "  fsdp_offload_params: false\n",
-            "shard=SHARD_GRAD_OP wrap= dict= min=\n"},
+            "shard=SHARD_GRAD_OP wrap= dict= min= log=\n"},
            // Accelerate writes the classes as one comma-separated string; a list is taken too.
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block,Embedding\n",
-            "shard=FULL_SHARD wrap=Block,Embedding dict= min=\n"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict= min= log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: [Block, Embedding]\n",
-            "shard=FULL_SHARD wrap=Block,Embedding dict= min=\n"},
+            "shard=FULL_SHARD wrap=Block,Embedding dict= min= log=\n"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n",
-            "shard=FULL_SHARD wrap= dict= min=\n"},
+            "shard=FULL_SHARD wrap= dict= min= log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_state_dict_type: SHARDED_STATE_DICT\n",
             "shard=FULL_SHARD wrap= dict=SHARDED_STATE_DICT"},
@@ -133,24 +133,28 @@ TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n  fsdp_min_num_params: 2000\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block\n",
-            "shard=FULL_SHARD wrap= dict= min=2000\n"},
+            "shard=FULL_SHARD wrap= dict= min=2000 log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n",
-            "wrap= dict= min=100000000\n"},
+            "wrap= dict= min=100000000 log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: "
             "TRANSFORMER_BASED_WRAP\n"
             "  fsdp_min_num_params: 2000\n  fsdp_transformer_layer_cls_to_wrap: Block\n",
-            "wrap=Block dict= min=\n"},
+            "wrap=Block dict= min= log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 2000\n",
-            "wrap= dict= min=2000\n"},
+            "wrap= dict= min=2000 log=\n"},
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: NO_WRAP\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block\n",
-            "wrap= dict= min=\n"},
+            "wrap= dict= min= log=\n"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 1\n",
             "shard=SHARD_OPTIMIZER_STATE"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
             "  offload_optimizer_device: none\n",
             "shard=SHARD_GRAD_OP"},
-           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n", "shard= wrap= dict= min=\n"},
+           {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n",
+            "shard= wrap= dict= min= log=\n"},
+           // Trackers, as one name, several, or a list.
+           {"log_with: tensorboard\n", "log=tensorboard\n"},
+           {"log_with: [csv, jsonl]\n", "log=csv,jsonl\n"},
        }) {
     const auto path = write("sharded.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "sh", "-c", show});

@@ -26,6 +26,9 @@ inline constexpr const char kFsdpMinNumParams[] = "ACCEL_FSDP_MIN_NUM_PARAMS";
 /// How save_state writes a FULL_SHARD model: FULL_STATE_DICT or SHARDED_STATE_DICT.
 inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
 
+/// The built-in trackers to start: tensorboard, csv, jsonl or all, comma-separated.
+inline constexpr const char kLogWith[] = "ACCEL_LOG_WITH";
+
 // ---- Variables only the user sets ---------------------------------------------------------------
 
 inline constexpr const char kDevicePlacement[] = "ACCEL_DEVICE_PLACEMENT";

@@ -503,6 +503,25 @@ class Accelerator {
   /// accumulate() calls so far (restored by load_state).
   int64_t step() const;
 
+  // ---- Experiment tracking (see accel/tracking.h) -----------------------------------------------
+
+  /// Starts the trackers named by log_with and those in AcceleratorOptions::trackers for a run
+  /// named `project_name` under ProjectConfiguration::logging_dir, and gives each the run's
+  /// `config` (hyperparameters). `init_kwargs` holds options for one tracker, by its name (the
+  /// built-in ones take "logging_dir"). On the main process only; a tracker that fails to start
+  /// is reported on stderr and left out. Calling it twice is an error.
+  void init_trackers(const std::string& project_name, const TrackerValues& config = {},
+                     const std::map<std::string, TrackerValues>& init_kwargs = {});
+  /// Logs `values` at `step` to every started tracker (main process only). A value that is not
+  /// finite is left out with a message naming it; a tracker that throws is stopped with a
+  /// message naming it, and the others, and training, go on.
+  void log(const TrackerValues& values, std::optional<int64_t> step = std::nullopt);
+  /// The started tracker called `name`; on the other processes a tracker that does nothing. A
+  /// name not started on the main process is an error listing those that are.
+  GeneralTracker& get_tracker(const std::string& name);
+  /// Ends every tracker (files flushed and closed). Called by the destructor if not before.
+  void end_training();
+
  private:
   struct Impl;
 

@@ -21,6 +21,9 @@ namespace accel {
 struct ProjectConfiguration {
   /// The folder checkpoints (and logs) go under.
   TORCH_ARG(std::string, project_dir) = "";
+  /// The folder trackers write under (each run in <logging_dir>/<project name>); empty: the
+  /// project_dir.
+  TORCH_ARG(std::string, logging_dir) = "";
   /// `save_state()` with no folder writes `project_dir/checkpoints/checkpoint_<iteration>`.
   TORCH_ARG(bool, automatic_checkpoint_naming) = false;
   /// With automatic naming, only this many checkpoints are kept: the oldest go once a new one is

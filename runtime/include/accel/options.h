@@ -2,11 +2,13 @@
 
 #include <accel/checkpointing.h>
 #include <accel/grad_scaler.h>
+#include <accel/tracking.h>
 
 #include <torch/arg.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -72,8 +74,16 @@ struct AcceleratorOptions {
   /// Gradient bucketing in data-parallel training.
   TORCH_ARG(DistributedDataParallelOptions, ddp) = {};
 
-  /// Where save_state() keeps checkpoints and how many (see ProjectConfiguration).
+  /// Where save_state() keeps checkpoints and how many, and where trackers write (see
+  /// ProjectConfiguration).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
+
+  /// The built-in trackers init_trackers starts (`ACCEL_LOG_WITH`, comma-separated):
+  /// "tensorboard", "csv", "jsonl", or "all" of them.
+  TORCH_ARG(std::vector<std::string>, log_with);
+
+  /// The program's own trackers (see accel/tracking.h), started beside log_with's.
+  TORCH_ARG(std::vector<std::shared_ptr<GeneralTracker>>, trackers);
 
   /// Prepared schedulers step once per optimizer step, times the number of processes unless
   /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
@@ -143,6 +153,8 @@ struct ResolvedOptions {
   GradScalerOptions grad_scaler;
   DistributedDataParallelOptions ddp;
   ProjectConfiguration project_config;
+  std::vector<std::string> log_with;  // built-in tracker names, "all" expanded
+  std::vector<std::shared_ptr<GeneralTracker>> trackers;
   bool step_scheduler_with_optimizer = true;
   bool fused_optimizer = true;
   std::optional<uint64_t> seed;

@@ -1,0 +1,34 @@
+#pragma once
+
+// The trackers accel ships, by the names log_with takes.
+
+#include <accel/tracking.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace accel {
+namespace detail {
+
+/// "tensorboard", "csv", "jsonl": what log_with accepts besides "all".
+const std::vector<std::string>& builtin_tracker_names();
+
+/// A new, unstarted tracker of that name; null for a name that is not built in.
+std::unique_ptr<GeneralTracker> make_builtin_tracker(const std::string& name);
+
+/// TensorBoard: <logging_dir>/<run>/events.out.tfevents.<seconds>.<host>.<pid>.0, read by
+/// TensorBoard itself. Numbers are scalars, strings go to the text plugin, the configuration to
+/// the hparams plugin (and <run>/config.json).
+std::unique_ptr<GeneralTracker> make_tensorboard_tracker();
+/// CSV: <logging_dir>/<run>/metrics.csv, one row per value (step, name, value, wall_time).
+std::unique_ptr<GeneralTracker> make_csv_tracker();
+/// JSON lines: <logging_dir>/<run>/metrics.jsonl, one object per log call.
+std::unique_ptr<GeneralTracker> make_jsonl_tracker();
+
+/// <logging_dir>/<run>, created; `config` written to its config.json (durably) unless empty.
+std::string make_run_folder(const std::string& logging_dir, const std::string& run_name);
+void write_config_json(const std::string& run_folder, const TrackerValues& config);
+
+}  // namespace detail
+}  // namespace accel
