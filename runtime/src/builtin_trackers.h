@@ -11,7 +11,7 @@
 namespace accel {
 namespace detail {
 
-/// "tensorboard", "csv", "jsonl": what log_with accepts besides "all".
+/// "tensorboard" (when built with protobuf), "csv", "jsonl": what log_with accepts besides "all".
 const std::vector<std::string>& builtin_tracker_names();
 
 /// A new, unstarted tracker of that name; null for a name that is not built in.
@@ -25,6 +25,9 @@ std::unique_ptr<GeneralTracker> make_tensorboard_tracker();
 std::unique_ptr<GeneralTracker> make_csv_tracker();
 /// JSON lines: <logging_dir>/<run>/metrics.jsonl, one object per log call.
 std::unique_ptr<GeneralTracker> make_jsonl_tracker();
+
+/// Seconds since the epoch, as trackers stamp what they write.
+double wall_time_now();
 
 /// <logging_dir>/<run>, created; `config` written to its config.json (durably) unless empty.
 std::string make_run_folder(const std::string& logging_dir, const std::string& run_name);

@@ -88,8 +88,11 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
       out.log_with = known;
       break;
     }
-    TORCH_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "Invalid log_with: '",
-                name, "' (expected all, ", contract::join(known),
+    const bool available = std::find(known.begin(), known.end(), name) != known.end();
+    TORCH_CHECK(available || name != "tensorboard",
+                "accel: log_with names tensorboard, and this libaccel was built without protobuf "
+                "(install libprotobuf-dev and protobuf-compiler, and rebuild it)");
+    TORCH_CHECK(available, "Invalid log_with: '", name, "' (expected all, ", contract::join(known),
                 "; a tracker of your own goes in AcceleratorOptions::trackers)");
     if (std::find(out.log_with.begin(), out.log_with.end(), name) == out.log_with.end()) {
       out.log_with.push_back(name);

@@ -6,7 +6,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -15,10 +14,6 @@ namespace detail {
 namespace {
 
 namespace events = tensorboard_events;
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 class TensorBoardTracker final : public GeneralTracker {
  public:
@@ -29,7 +24,7 @@ class TensorBoardTracker final : public GeneralTracker {
     folder_ = make_run_folder(logging_dir, run_name);
     char host[256] = "localhost";
     ::gethostname(host, sizeof host - 1);
-    const double started = now_seconds();
+    const double started = wall_time_now();
     // TensorBoard's own naming: a run folder may hold several files (a resumed run adds one).
     const auto file = std::filesystem::path(folder_) /
                       ("events.out.tfevents." + std::to_string(static_cast<int64_t>(started)) +
@@ -56,7 +51,7 @@ class TensorBoardTracker final : public GeneralTracker {
       }
       hparams.push_back(std::move(hparam));
     }
-    for (const auto& record : events::hparams_start(now_seconds(), hparams)) {
+    for (const auto& record : events::hparams_start(wall_time_now(), hparams)) {
       writer_->write_record(record);
     }
     session_started_ = true;
@@ -72,12 +67,12 @@ class TensorBoardTracker final : public GeneralTracker {
         texts.emplace_back(key, value.text());
       }
     }
-    writer_->write_record(events::step(now_seconds(), step.value_or(0), scalars, texts));
+    writer_->write_record(events::step(wall_time_now(), step.value_or(0), scalars, texts));
   }
 
   void finish() override {
     if (!writer_) return;
-    if (session_started_) writer_->write_record(events::hparams_end(now_seconds()));
+    if (session_started_) writer_->write_record(events::hparams_end(wall_time_now()));
     writer_->close();
     writer_.reset();
   }

@@ -20,10 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 nlohmann::json to_json(const TrackerValue& value) {
   return std::visit([](const auto& v) { return nlohmann::json(v); }, value.get());
 }
@@ -86,7 +82,7 @@ class CsvTracker final : public GeneralTracker {
   void log(const TrackerValues& values, std::optional<int64_t> step) override {
     // Long form, a row per value: the columns stay the same whatever each call logs.
     char time[32];
-    std::snprintf(time, sizeof time, "%.6f", now_seconds());
+    std::snprintf(time, sizeof time, "%.6f", wall_time_now());
     std::string rows;
     for (const auto& [key, value] : values) {
       rows += (step ? std::to_string(*step) : std::string()) + "," + csv_field(key) + "," +
@@ -115,7 +111,7 @@ class JsonLinesTracker final : public GeneralTracker {
   void log(const TrackerValues& values, std::optional<int64_t> step) override {
     nlohmann::json line = nlohmann::json::object();
     line["step"] = step ? nlohmann::json(*step) : nlohmann::json();
-    line["wall_time"] = now_seconds();
+    line["wall_time"] = wall_time_now();
     nlohmann::json logged = nlohmann::json::object();
     for (const auto& [key, value] : values) logged[key] = to_json(value);
     line["values"] = std::move(logged);
@@ -130,13 +126,23 @@ class JsonLinesTracker final : public GeneralTracker {
 
 }  // namespace
 
+double wall_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 const std::vector<std::string>& builtin_tracker_names() {
+#ifdef ACCEL_WITH_TENSORBOARD
   static const std::vector<std::string> names = {"tensorboard", "csv", "jsonl"};
+#else
+  static const std::vector<std::string> names = {"csv", "jsonl"};
+#endif
   return names;
 }
 
 std::unique_ptr<GeneralTracker> make_builtin_tracker(const std::string& name) {
+#ifdef ACCEL_WITH_TENSORBOARD
   if (name == "tensorboard") return make_tensorboard_tracker();
+#endif
   if (name == "csv") return make_csv_tracker();
   if (name == "jsonl") return make_jsonl_tracker();
   return nullptr;
