@@ -19,6 +19,18 @@ T pick(const std::optional<T>& in_code, const std::optional<T>& from_env, T fall
   return fallback;
 }
 
+/// The names of a comma-separated variable's value, trimmed, empty ones dropped.
+std::vector<std::string> names_in(const std::optional<std::string>& value) {
+  std::vector<std::string> names;
+  std::stringstream text(value.value_or(""));
+  for (std::string name; std::getline(text, name, ',');) {
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
 }  // namespace
 
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
@@ -65,23 +77,12 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
               contract::join(contract::state_dict_type_choices()), ")");
   out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
   if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
-    std::stringstream names(detail::env_string(env, contract::kFsdpClassesToWrap).value_or(""));
-    for (std::string name; std::getline(names, name, ',');) {
-      name.erase(0, name.find_first_not_of(" \t"));
-      name.erase(name.find_last_not_of(" \t") + 1);
-      if (!name.empty()) out.fsdp_transformer_layer_cls_to_wrap.push_back(name);
-    }
+    out.fsdp_transformer_layer_cls_to_wrap =
+        names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
   }
   // Trackers: names checked here, so a typo fails at construction rather than at init_trackers.
   std::vector<std::string> log_with = options.log_with();
-  if (log_with.empty()) {
-    std::stringstream names(detail::env_string(env, contract::kLogWith).value_or(""));
-    for (std::string name; std::getline(names, name, ',');) {
-      name.erase(0, name.find_first_not_of(" \t"));
-      name.erase(name.find_last_not_of(" \t") + 1);
-      if (!name.empty()) log_with.push_back(name);
-    }
-  }
+  if (log_with.empty()) log_with = names_in(detail::env_string(env, contract::kLogWith));
   for (const auto& name : log_with) {
     const auto& known = detail::builtin_tracker_names();
     if (name == "all") {

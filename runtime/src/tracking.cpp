@@ -38,19 +38,18 @@ std::string TrackerValue::text() const {
   if (const auto* b = std::get_if<bool>(&value_)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&value_)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&value_)) {
-    // Shortest form that reads back as the same double.
-    std::ostringstream out;
-    out.precision(17);
-    out << *d;
-    double back = 0;
+    // The shortest form that reads back as the same double (17 significant digits always do).
+    std::string shortest;
     for (int digits = 1; digits <= 17; ++digits) {
       std::ostringstream shorter;
       shorter.precision(digits);
       shorter << *d;
-      std::istringstream(shorter.str()) >> back;
-      if (back == *d) return shorter.str();
+      shortest = shorter.str();
+      double back = 0;
+      std::istringstream(shortest) >> back;
+      if (back == *d) break;
     }
-    return out.str();
+    return shortest;
   }
   return std::get<std::string>(value_);
 }
@@ -108,14 +107,15 @@ void Accelerator::init_trackers(const std::string& project_name, const TrackerVa
     TORCH_CHECK(tracker != nullptr, "accel: AcceleratorOptions::trackers holds a null tracker");
     candidates.push_back(tracker);
   }
-  for (auto& tracker : candidates) {
+  // log_with's trackers come first in `candidates`, then the program's own.
+  const size_t builtins = impl_->options.log_with.size();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    auto& tracker = candidates[i];
     const auto name = tracker->name();
+    const bool builtin = i < builtins;
     auto found = init_kwargs.find(name);
     TrackerValues options = found == init_kwargs.end() ? TrackerValues{} : found->second;
     std::string folder = logging_dir;
-    const bool builtin =
-        impl_->options.log_with.end() !=
-        std::find(impl_->options.log_with.begin(), impl_->options.log_with.end(), name);
     bool started = guarded(*tracker, "init_trackers", [&] {
       if (builtin) {
         // The built-in trackers' one option: their own folder.
