@@ -14,6 +14,8 @@ packages=(
   libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
   nlohmann-json3-dev                # safetensors headers
   libprotobuf-dev protobuf-compiler # the TensorBoard tracker's event messages
+  libspdlog-dev                     # accel::get_logger (spdlog with Debian's fmt 9, apart from LibTorch)
+  tmux                              # the progress bar's test in a real terminal
   googletest libgtest-dev           # tests
   libbenchmark-dev                  # benchmarks
   clang-14 libclang-cpp14-dev libclang-14-dev llvm-14-dev  # accel-migrate (Clang LibTooling)

@@ -114,6 +114,8 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       c.use_cpu = read_bool(path, key, value);
     } else if (key == "gradient_accumulation_steps") {
       c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
+    } else if (key == "max_restarts") {
+      c.max_restarts = read_int(path, key, value, 0, 1 << 20);
     } else if (key == "log_with") {
       // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
       // the names (a program may be built against a libaccel with other trackers).
@@ -214,6 +216,7 @@ std::string to_yaml(const Config& c) {
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
+  put("max_restarts", c.max_restarts);
   put("log_with", c.log_with);
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
       c.min_num_params) {

@@ -23,6 +23,8 @@ struct Config {
   std::optional<std::string> gpu_ids;          // "all" or "0,1,..."
   std::optional<bool> use_cpu;
   std::optional<int> gradient_accumulation_steps;
+  /// max_restarts: how often `accel launch` restarts a failed group.
+  std::optional<int> max_restarts;
   /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
   /// HYBRID_SHARD (or SHARD_OPTIMIZER_STATE, accel's name for ZeRO-1).
   std::optional<std::string> sharding_strategy;

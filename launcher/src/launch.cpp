@@ -15,6 +15,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -40,22 +41,31 @@ int exit_code_of(int status) {
   return 1;
 }
 
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return "signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
+}
+
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* name = sigabbrev_np(sig);
-    return "was killed by signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
-  }
-  return "stopped with status " + std::to_string(status);
+  if (WIFSIGNALED(status)) return "was killed by " + signal_text(WTERMSIG(status));
+  if (WIFSTOPPED(status)) return "was stopped by " + signal_text(WSTOPSIG(status));
+  return "ended with status " + std::to_string(status);
 }
+
+/// How one start of the group ended.
+struct GroupResult {
+  int code = 0;              // the launcher's exit code for it
+  bool interrupted = false;  // the launcher was asked to stop: no restart
+  std::string cause;         // "rank 1 (pid 123) exited with code 3"
+};
 
 void set_env(const std::string& name, const std::string& value) {
   ::setenv(name.c_str(), value.c_str(), 1);
 }
 
 // In the child, between fork and exec: the torchrun variables, then the program.
-[[noreturn]] void exec_child(const LaunchOptions& o, int local_rank, int port,
+[[noreturn]] void exec_child(const LaunchOptions& o, int local_rank, int port, int restart,
                              const sigset_t& original_mask, int stdout_fd, int stderr_fd) {
   if (stdout_fd >= 0) ::dup2(stdout_fd, STDOUT_FILENO);
   if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);
@@ -81,6 +91,11 @@ void set_env(const std::string& name, const std::string& value) {
   if (o.min_num_params) set_env(contract::kFsdpMinNumParams, std::to_string(*o.min_num_params));
   if (o.state_dict_type) set_env(contract::kFsdpStateDictType, *o.state_dict_type);
   if (o.log_with) set_env(contract::kLogWith, *o.log_with);
+  // torchrun's names too, for programs written against it.
+  set_env(contract::kRestartCount, std::to_string(restart));
+  set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
+  set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+  if (restart > 0) set_env(contract::kResume, "auto");
   if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
   ::setpgid(0, 0);
@@ -177,6 +192,128 @@ int find_free_port() {
   return port;
 }
 
+namespace {
+
+// Starts this machine's processes once and watches them until all have ended.
+GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_fd,
+                      const sigset_t& original) {
+  GroupResult group;
+  int& result = group.code;
+  const bool relay = o.rank_prefix || o.tee_dir.has_value();
+  OutputRelay relay_output(o.rank_prefix, o.tee_dir);
+  std::vector<Child> children;
+  const int per_machine = o.num_processes / o.num_machines;
+  for (int local = 0; local < per_machine; ++local) {
+    const int rank = o.machine_rank * per_machine + local;
+    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+    if (relay && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
+      std::cerr << "accel launch: pipe failed: " << std::strerror(errno) << "\n";
+      for (auto& c : children) ::kill(-c.pid, SIGKILL);
+      group.code = 1;
+      group.interrupted = true;  // nothing a restart would fix
+      return group;
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
+      for (auto& c : children) ::kill(-c.pid, SIGKILL);
+      group.code = 1;
+      group.interrupted = true;
+      return group;
+    }
+    if (pid == 0) exec_child(o, local, port, restart, original, out_pipe[1], err_pipe[1]);
+    ::setpgid(pid, pid);  // also here, so no signal can race the child's own setpgid
+    if (relay) {
+      ::close(out_pipe[1]);
+      ::close(err_pipe[1]);
+      relay_output.add(rank, out_pipe[0], STDOUT_FILENO);
+      relay_output.add(rank, err_pipe[0], STDERR_FILENO);
+    }
+    children.push_back({rank, pid, true});
+  }
+
+  bool stopping = false;
+  Clock::time_point kill_at;
+  auto signal_all = [&](int sig) {
+    for (const auto& c : children) {
+      if (c.running) ::kill(-c.pid, sig);
+    }
+  };
+  auto stop_all = [&](int sig) {
+    if (stopping) return;
+    stopping = true;
+    signal_all(sig);
+    signal_all(SIGCONT);  // a stopped process acts on SIGTERM only once it runs again
+    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_period * 1000));
+  };
+  auto fail = [&](const Child& c, int status, int code) {
+    if (result != 0) return;
+    result = code;
+    group.cause = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
+                  describe(status);
+    relay_output.flush();
+    std::cerr << "accel launch: " << group.cause << "; stopping the other processes\n";
+    stop_all(SIGTERM);
+  };
+  auto reap = [&] {
+    int status = 0;
+    pid_t pid;
+    // WUNTRACED: a process stopped by a signal (SIGSTOP, a debugger's) holds up every
+    // collective of the job; it counts as failed, and its group is stopped.
+    while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+      for (auto& c : children) {
+        if (c.pid != pid || !c.running) continue;
+        if (WIFSTOPPED(status)) {
+          fail(c, status, 128 + WSTOPSIG(status));
+          ::kill(-c.pid, SIGKILL);  // it cannot act on SIGTERM while stopped
+          continue;
+        }
+        c.running = false;
+        // The process-group leader is gone; its children may remain.
+        ::kill(-c.pid, SIGKILL);
+        const int code = exit_code_of(status);
+        if (code != 0) fail(c, status, code);
+      }
+    }
+  };
+  auto running = [&] {
+    size_t n = 0;
+    for (const auto& c : children) n += c.running ? 1 : 0;
+    return n;
+  };
+
+  const int poll_ms = std::max(1, static_cast<int>(o.monitor_interval * 1000));
+  while (running() > 0) {
+    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
+    relay_output.append_poll_fds(&fds);
+    ::poll(fds.data(), fds.size(), poll_ms);
+    relay_output.read_ready(fds, 1);
+    signalfd_siginfo info{};
+    while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+        relay_output.flush();
+        std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
+                  << ", stopping all processes\n";
+        group.interrupted = true;
+        if (result == 0) result = 128 + sig;
+        stop_all(sig);
+      }
+    }
+    reap();
+    if (stopping && running() > 0 && Clock::now() >= kill_at) {
+      std::cerr << "accel launch: processes still running after " << o.grace_period
+                << " s; sending SIGKILL\n";
+      signal_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+  }
+  relay_output.drain(std::chrono::milliseconds(500));
+  return group;
+}
+
+}  // namespace
+
 int launch(const LaunchOptions& o) {
   int port = 0;
   if (o.main_process_port) {
@@ -203,103 +340,26 @@ int launch(const LaunchOptions& o) {
   ::sigprocmask(SIG_BLOCK, &watched, &original);
   const int signal_fd = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
 
-  const bool relay = o.rank_prefix || o.tee_dir.has_value();
-  OutputRelay relay_output(o.rank_prefix, o.tee_dir);
-  std::vector<Child> children;
-  const int per_machine = o.num_processes / o.num_machines;
-  for (int local = 0; local < per_machine; ++local) {
-    const int rank = o.machine_rank * per_machine + local;
-    int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-    if (relay && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
-      std::cerr << "accel launch: pipe failed: " << std::strerror(errno) << "\n";
-      for (auto& c : children) ::kill(-c.pid, SIGKILL);
-      return 1;
-    }
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
-      for (auto& c : children) ::kill(-c.pid, SIGKILL);
-      return 1;
-    }
-    if (pid == 0) exec_child(o, local, port, original, out_pipe[1], err_pipe[1]);
-    ::setpgid(pid, pid);  // also here, so no signal can race the child's own setpgid
-    if (relay) {
-      ::close(out_pipe[1]);
-      ::close(err_pipe[1]);
-      relay_output.add(rank, out_pipe[0], STDOUT_FILENO);
-      relay_output.add(rank, err_pipe[0], STDERR_FILENO);
-    }
-    children.push_back({rank, pid, true});
-  }
-
-  int result = 0;
-  bool stopping = false;
-  Clock::time_point kill_at;
-  auto signal_all = [&](int sig) {
-    for (const auto& c : children) {
-      if (c.running) ::kill(-c.pid, sig);
-    }
-  };
-  auto stop_all = [&](int sig) {
-    if (stopping) return;
-    stopping = true;
-    signal_all(sig);
-    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_period * 1000));
-  };
-  auto reap = [&] {
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (auto& c : children) {
-        if (c.pid != pid || !c.running) continue;
-        c.running = false;
-        // The process-group leader is gone; its children may remain.
-        ::kill(-c.pid, SIGKILL);
-        const int code = exit_code_of(status);
-        if (code != 0 && result == 0) {
-          result = code;
-          relay_output.flush();
-          std::cerr << "accel launch: rank " << c.rank << " (pid " << c.pid << ") "
-                    << describe(status) << "; stopping the other processes\n";
-          stop_all(SIGTERM);
-        }
+  GroupResult group;
+  for (int restart = 0;; ++restart) {
+    group = run_group(o, port, restart, signal_fd, original);
+    if (group.code == 0 || group.interrupted) break;
+    if (restart >= o.max_restarts) {
+      if (o.max_restarts > 0) {
+        std::cerr << "accel launch: giving up after " << o.max_restarts << " restart"
+                  << (o.max_restarts == 1 ? "" : "s") << "; the last failure: " << group.cause
+                  << "\n";
       }
+      break;
     }
-  };
-  auto running = [&] {
-    size_t n = 0;
-    for (const auto& c : children) n += c.running ? 1 : 0;
-    return n;
-  };
-
-  while (running() > 0) {
-    std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
-    relay_output.append_poll_fds(&fds);
-    ::poll(fds.data(), fds.size(), 100);
-    relay_output.read_ready(fds, 1);
-    signalfd_siginfo info{};
-    while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-        relay_output.flush();
-        std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
-                  << ", stopping all processes\n";
-        if (result == 0) result = 128 + sig;
-        stop_all(sig);
-      }
-    }
-    reap();
-    if (stopping && running() > 0 && Clock::now() >= kill_at) {
-      std::cerr << "accel launch: processes still running after " << o.grace_period
-                << " s; sending SIGKILL\n";
-      signal_all(SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
+    std::cerr << "accel launch: restarting the group (restart " << restart + 1 << " of "
+              << o.max_restarts << ") after " << group.cause << "\n";
+    // The old rendezvous port may linger in TIME_WAIT; a one-machine job takes a fresh one.
+    if (!o.main_process_port && o.num_machines == 1) port = find_free_port();
   }
-  relay_output.drain(std::chrono::milliseconds(500));
   ::close(signal_fd);
   ::sigprocmask(SIG_SETMASK, &original, nullptr);
-  return result;
+  return group.code;
 }
 
 }  // namespace launcher

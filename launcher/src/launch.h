@@ -40,6 +40,11 @@ struct LaunchOptions {
   std::optional<std::string> tee_dir;
   /// Seconds between SIGTERM and SIGKILL when the job is stopped.
   double grace_period = 5.0;
+  /// How often a failed group (a process that exited non-zero, was killed, or was stopped) is
+  /// started again, whole, before the launcher gives up (torchrun's --max_restarts).
+  int max_restarts = 0;
+  /// Seconds between the launcher's checks of its processes (torchrun's --monitor_interval).
+  double monitor_interval = 0.1;
   /// The program and its arguments.
   std::vector<std::string> command;
 };
@@ -48,7 +53,9 @@ struct LaunchOptions {
 std::optional<std::string> validate(const LaunchOptions& options);
 
 /// Runs the job and returns the launcher's exit code: 0 when every process exited 0, else the
-/// first failing process's exit code (128 + signal number for a signal).
+/// first failing process's exit code (128 + signal number for a signal) in the last attempt. A
+/// failed group is restarted up to max_restarts times; an interrupted one (SIGINT, SIGTERM,
+/// SIGHUP to the launcher) never is.
 int launch(const LaunchOptions& options);
 
 /// A TCP port on this machine that nothing listens on now.

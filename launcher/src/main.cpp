@@ -27,12 +27,13 @@ using accel::launcher::ConfigError;
 struct LaunchArgs {
   std::optional<std::string> config_file;
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
-  std::optional<int> gradient_accumulation_steps;
+  std::optional<int> gradient_accumulation_steps, max_restarts;
   std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
   bool cpu = false;
   bool rank_prefix = false;
   std::optional<std::string> tee;
   double grace_period = 5.0;
+  double monitor_interval = 0.1;
 };
 
 bool file_exists(const std::string& path) {
@@ -110,6 +111,8 @@ accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
   o.log_with = c.log_with;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;
+  o.max_restarts = first_of(a.max_restarts, c.max_restarts).value_or(0);
+  o.monitor_interval = a.monitor_interval;
   o.rank_prefix = a.rank_prefix;
   o.tee_dir = a.tee;
   return o;
@@ -192,6 +195,16 @@ int main(int argc, char** argv) {
   launch
       ->add_option("--grace_period", args.grace_period,
                    "Seconds between SIGTERM and SIGKILL when stopping the job")
+      ->capture_default_str();
+  launch
+      ->add_option("--max_restarts", args.max_restarts,
+                   "Restart the whole group up to N times when a process fails (a restarted "
+                   "program sees ACCEL_RESTART_COUNT and ACCEL_RESUME=auto)")
+      ->check(CLI::NonNegativeNumber);
+  launch
+      ->add_option("--monitor_interval", args.monitor_interval,
+                   "Seconds between checks of the processes")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   // Everything from the first non-option argument on is the program and its own arguments.
   launch->prefix_command();

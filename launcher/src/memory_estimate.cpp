@@ -1,6 +1,9 @@
 #include "memory_estimate.h"
 
+#include "accel_common/progress_bar.h"
 #include "accel_common/safetensors_header.h"
+
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -45,8 +48,16 @@ std::optional<double> parse_parameter_count(const std::string& text) {
 double count_parameters(const std::string& path) {
   const bool index = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   const auto files = index ? detail::read_safetensors_index(path) : std::vector<std::string>{path};
+  // Reading many shards' headers from a network filesystem takes a while: a bar on a terminal.
+  progress_bar::Renderer::Settings bar;
+  bar.description = "reading headers";
+  bar.total = static_cast<int64_t>(files.size());
+  bar.unit = "file";
+  bar.enabled = files.size() > 1 && ::isatty(STDERR_FILENO) == 1;
+  progress_bar::Renderer headers(bar);
   double total = 0;
   for (const auto& file : files) {
+    headers.update();
     for (const auto& t : detail::read_safetensors_header(file).tensors) {
       total += static_cast<double>(t.second.numel());
     }

@@ -1,5 +1,6 @@
 #include "merge_weights.h"
 
+#include "accel_common/progress_bar.h"
 #include "accel_common/safetensors_header.h"
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 
 constexpr const char* kFormat = "accel-sharded-state-dict";
 constexpr const char* kIndexSuffix = ".shards.json";
+// Merges at least this big show a progress bar even when stderr is not a terminal.
+constexpr uint64_t kProgressLogBytes = uint64_t{256} << 20;
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
   throw MergeError(path + ": " + problem);
@@ -191,7 +194,15 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
     out.write(prefix, 8);
     out.write(json.data(), static_cast<std::streamsize>(json.size()));
     std::vector<char> buffer;
+    // A bar on a terminal, or in a log for merges big enough to take a while.
+    progress_bar::Renderer::Settings bar;
+    bar.description = "merging " + output.filename().string();
+    bar.total = static_cast<int64_t>(order.size());
+    bar.unit = "tensor";
+    bar.enabled = ::isatty(STDERR_FILENO) == 1 || data_bytes >= kProgressLogBytes;
+    progress_bar::Renderer written(bar);
     for (const auto& name : order) {
+      written.update();
       if (auto p = sharded.find(name); p != sharded.end()) {
         // Process r holds elements [r S, (r + 1) S) of the unit: the parameter's range is read
         // from each process that holds part of it.

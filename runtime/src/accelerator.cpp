@@ -66,19 +66,33 @@ NoSyncGuard::~NoSyncGuard() {
   if (accelerator_ != nullptr) accelerator_->exit_no_sync(model_);
 }
 
-MainProcessFirst::MainProcessFirst(Accelerator* accelerator) : accelerator_(accelerator) {
-  if (!accelerator_->is_main_process()) accelerator_->wait_for_everyone();
+MainProcessFirst::MainProcessFirst(Accelerator* accelerator, bool goes_first)
+    : accelerator_(accelerator), goes_first_(goes_first) {
+  if (!goes_first_) accelerator_->wait_for_everyone();
 }
 MainProcessFirst::MainProcessFirst(MainProcessFirst&& other) noexcept
-    : accelerator_(other.accelerator_) {
+    : accelerator_(other.accelerator_), goes_first_(other.goes_first_) {
   other.accelerator_ = nullptr;
 }
 MainProcessFirst::~MainProcessFirst() noexcept(false) {
   // While unwinding, a barrier could only add a second error; the others time out instead.
-  if (accelerator_ != nullptr && accelerator_->is_main_process() &&
-      std::uncaught_exceptions() == 0) {
+  if (accelerator_ != nullptr && goes_first_ && std::uncaught_exceptions() == 0) {
     accelerator_->wait_for_everyone();
   }
+}
+
+JoinScope::JoinScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
+                     std::optional<bool> even_batches)
+    : accelerator_(accelerator), models_(std::move(models)) {
+  accelerator_->begin_join(models_, even_batches);
+}
+JoinScope::JoinScope(JoinScope&& other) noexcept
+    : accelerator_(other.accelerator_), models_(std::move(other.models_)) {
+  other.accelerator_ = nullptr;
+}
+JoinScope::~JoinScope() noexcept(false) {
+  // While unwinding, shadowing could only add a second error; the others time out instead.
+  if (accelerator_ != nullptr && std::uncaught_exceptions() == 0) accelerator_->end_join(models_);
 }
 
 // ---- Construction and identity ------------------------------------------------------------------
@@ -162,6 +176,14 @@ torch::Device Accelerator::device() const { return impl_->device; }
 int64_t Accelerator::process_index() const { return impl_->dist->rank(); }
 int64_t Accelerator::local_process_index() const { return impl_->dist->identity().local_rank; }
 int64_t Accelerator::num_processes() const { return impl_->dist->world_size(); }
+int64_t Accelerator::local_num_processes() const {
+  return impl_->dist->identity().local_world_size;
+}
+
+void Accelerator::check_process_index(int64_t index, int64_t count, const char* method) {
+  TORCH_CHECK(index >= 0 && index < count, "accel: ", method, "(", index,
+              "): this job has processes 0 to ", count - 1);
+}
 const ResolvedOptions& Accelerator::options() const { return impl_->options; }
 std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
   return impl_->gradient_state;
@@ -359,6 +381,16 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
                                  [&](PreparedModel* m) { return !m->sync->uses_any(leaves()); }),
                   syncing.end());
   }
+  // Under join_uneven_inputs, the processes that ran out of batches wait in end_join for this
+  // count to learn whether a backward is coming that they must shadow.
+  if (!impl_->join_models.empty() &&
+      std::any_of(syncing.begin(), syncing.end(), [&](PreparedModel* m) {
+        return std::count(impl_->join_models.begin(), impl_->join_models.end(), m->module) > 0;
+      })) {
+    auto still_training = torch::ones({1}, torch::kInt64);
+    detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
+    ++impl_->join_backwards;
+  }
   for (auto* m : syncing) {
     m->force_sync = false;
     m->sync->prepare_for_backward();
@@ -440,7 +472,9 @@ void Accelerator::unscale_gradients() {
   auto* scaler = this->scaler();
   // Only on synchronisation steps: the scaler unscales once per optimizer step.
   if (scaler == nullptr || !sync_gradients()) return;
-  for (auto* gate : impl_->gradient_state->gates) scaler->unscale_(*gate->optimizer());
+  for (auto* gate : impl_->gradient_state->gates) {
+    if (!scaler->unscaled(*gate->optimizer())) scaler->unscale_(*gate->optimizer());
+  }
 }
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
@@ -539,9 +573,57 @@ bool Accelerator::check_trigger() {
 
 void Accelerator::free_memory() {
   impl_->models.clear();
+  impl_->step = 0;
 #ifdef ACCEL_WITH_CUDA
   if (impl_->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
+}
+
+void Accelerator::begin_join(const std::vector<const torch::nn::Module*>& models,
+                             std::optional<bool> even_batches) {
+  TORCH_CHECK(impl_->join_models.empty(), "accel: join_uneven_inputs scopes do not nest");
+  TORCH_CHECK(!impl_->sharded(),
+              "accel: join_uneven_inputs works with data-parallel models "
+              "(NO_SHARD); under ",
+              impl_->options.sharding_strategy,
+              " the optimizer's collectives would wait for the processes that ran out");
+  for (const auto* model : models) {
+    TORCH_CHECK(impl_->find(model) != nullptr,
+                "accel: join_uneven_inputs was given a model that was not prepared");
+  }
+  TORCH_CHECK(!models.empty(), "accel: join_uneven_inputs needs the prepared models it joins");
+  impl_->join_models = models;
+  impl_->join_backwards = 0;
+  impl_->gradient_state->even_batches_override = even_batches;
+}
+
+void Accelerator::end_join(const std::vector<const torch::nn::Module*>& models) {
+  impl_->gradient_state->even_batches_override.reset();
+  impl_->join_models.clear();
+  if (!impl_->distributed()) return;
+  // Each round: how many processes are still training (each counts itself in backward()). While
+  // any is, shadow the all-reduces of its backward; when none is, every process leaves together.
+  for (;;) {
+    auto still_training = torch::zeros({1}, torch::kInt64);
+    detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
+    if (still_training.item<int64_t>() == 0) break;
+    for (const auto* model : models) {
+      auto* prepared = impl_->find(model);
+      if (prepared == nullptr || !prepared->sync) continue;
+      prepared->sync->shadow_backward();
+      prepared->sync->sync_buffers();
+    }
+  }
+  // The processes that finished early skipped their last optimizer steps. As DDP's Join, every
+  // process continues from the model of the one that trained longest (the highest rank among
+  // equals).
+  auto last = torch::tensor({impl_->join_backwards * num_processes() + process_index()});
+  detail::all_reduce(impl_->host_group(), last, Reduction::Max);
+  const int64_t authority = last.item<int64_t>() % num_processes();
+  for (const auto* model : models) {
+    auto* prepared = impl_->find(model);
+    if (prepared != nullptr && prepared->sync) prepared->sync->broadcast_from(authority);
+  }
 }
 
 }  // namespace accel

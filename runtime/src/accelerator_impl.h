@@ -8,6 +8,7 @@
 #include "distributed_state.h"
 #include "gradient_sync.h"
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct Accelerator::Impl {
   std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
   std::vector<detail::PreparedModel> models;
   bool trigger = false;
+  /// resume_if_possible() loaded a checkpoint.
+  bool resumed = false;
+  /// Inside join_uneven_inputs: the models whose synchronising backwards count the processes
+  /// still training.
+  std::vector<const torch::nn::Module*> join_models;
+  /// This process's synchronising backwards inside the join scope.
+  int64_t join_backwards = 0;
   /// accumulate() calls so far (Accelerate's `step`); saved with the state.
   int64_t step = 0;
   /// The project configuration, whose iteration advances with each save_state().
@@ -39,10 +47,24 @@ struct Accelerator::Impl {
   std::vector<std::weak_ptr<detail::OptimizerShards>> shards;
   /// Objects registered with register_for_checkpointing, in registration order.
   std::vector<detail::CheckpointHooks> custom_objects;
+  /// register_save_state_pre_hook / register_load_state_pre_hook's hooks, by handle number, in
+  /// registration order.
+  /// Shared with the handles, which may outlive the Accelerator.
+  std::shared_ptr<std::map<int64_t, SaveStatePreHook>> save_state_pre_hooks =
+      std::make_shared<std::map<int64_t, SaveStatePreHook>>();
+  std::shared_ptr<std::map<int64_t, LoadStatePreHook>> load_state_pre_hooks =
+      std::make_shared<std::map<int64_t, LoadStatePreHook>>();
+  int64_t next_hook_id = 0;
   /// The started trackers (main process), and whether init_trackers ran.
   std::vector<std::shared_ptr<GeneralTracker>> trackers;
   bool trackers_initialized = false;
 
+  /// The prepared models, in preparation order.
+  std::vector<torch::nn::Module*> prepared_modules() const {
+    std::vector<torch::nn::Module*> modules;
+    for (const auto& m : models) modules.push_back(m.module);
+    return modules;
+  }
   detail::PreparedModel* find(const torch::nn::Module* module) {
     for (auto& m : models) {
       if (m.module == module) return &m;

@@ -134,7 +134,7 @@ struct ShardedModels {
 /// `gathered` holds the models' tensors to write (save_state gathers them; empty for a load),
 /// unless `sharded_models` is given.
 std::vector<Part> checkpoint_parts(
-    std::vector<detail::PreparedModel>& models, const std::vector<NamedTensors>& gathered,
+    const std::vector<torch::nn::Module*>& models, const std::vector<NamedTensors>& gathered,
     const std::optional<ShardedModels>& sharded_models, detail::GradientState& state,
     std::vector<detail::CheckpointHooks>& custom_objects,
     const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded,
@@ -160,7 +160,7 @@ std::vector<Part> checkpoint_parts(
                          files.push_back(per_process_file(name, r));
                        }
                        const auto index = path.parent_path() / detail::sharded_index_name(name);
-                       detail::save_sharded_model(*models[i].module, sharded.shards, path.string(),
+                       detail::save_sharded_model(*models[i], sharded.shards, path.string(),
                                                   index.string(), files, sharded.rank,
                                                   sharded.processes);
                      },
@@ -168,7 +168,7 @@ std::vector<Part> checkpoint_parts(
                        const auto name = numbered("model", i, ".safetensors");
                        const auto main = path.parent_path() / per_process_file(name, 0);
                        const auto index = path.parent_path() / detail::sharded_index_name(name);
-                       detail::load_sharded_model(*models[i].module, sharded.shards, path.string(),
+                       detail::load_sharded_model(*models[i], sharded.shards, path.string(),
                                                   main.string(), index.string(), sharded.processes);
                      }});
     parts.back().file_rank = sharded.rank;
@@ -180,7 +180,7 @@ std::vector<Part> checkpoint_parts(
                        save_safetensors(path.string(), gathered.at(i));
                      },
                      [&models](const fs::path& path, size_t i) {
-                       detail::read_module_tensors(*models[i].module, path.string());
+                       detail::read_module_tensors(*models[i], path.string());
                      }});
   }
   auto optimizers =
@@ -275,9 +275,12 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   const auto sharded_models =
       sharded_models_for(impl_->options, impl_->shards_parameters(), impl_->live_shards(),
                          impl_->shard_group().get(), impl_->replicate_group().get());
-  std::vector<NamedTensors> gathered(impl_->models.size());
-  for (size_t i = 0; i < impl_->models.size() && !sharded_models; ++i) {
-    const auto& module = *impl_->models[i].module;
+  // The pre-hooks may save models their own way and take them off the list.
+  std::vector<torch::nn::Module*> models = impl_->prepared_modules();
+  for (const auto& hook : *impl_->save_state_pre_hooks) hook.second(models, staging.string());
+  std::vector<NamedTensors> gathered(models.size());
+  for (size_t i = 0; i < models.size() && !sharded_models; ++i) {
+    const auto& module = *models[i];
     if (detail::has_sharded_parameters(module)) {
       gathered[i] = detail::module_tensors_to_save(module, coordinator);
     } else if (coordinator) {
@@ -285,7 +288,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     }
   }
   const auto parts = checkpoint_parts(
-      impl_->models, gathered, sharded_models, *impl_->gradient_state, impl_->custom_objects,
+      models, gathered, sharded_models, *impl_->gradient_state, impl_->custom_objects,
       [](torch::optim::Optimizer&) {}, impl_->sharded());
   if (coordinator) {
     for (const auto& part : parts) {
@@ -412,8 +415,10 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               saved_layout, " and this run reads ", layout,
               " (fsdp_state_dict_type); set the same, or turn a sharded one into whole weights "
               "with `accel merge-weights`");
+  std::vector<torch::nn::Module*> models = impl_->prepared_modules();
+  for (const auto& hook : *impl_->load_state_pre_hooks) hook.second(models, dir.string());
   const auto parts = checkpoint_parts(
-      impl_->models, {}, sharded_models, *impl_->gradient_state, impl_->custom_objects,
+      models, {}, sharded_models, *impl_->gradient_state, impl_->custom_objects,
       [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
       impl_->sharded());
   for (const auto& part : parts) {
@@ -458,6 +463,47 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
   }
   impl_->step = count("step");
   wait_for_everyone();
+}
+
+bool Accelerator::resume_if_possible() {
+  if (!impl_->options.resume) return false;
+  auto& project = impl_->project;
+  TORCH_CHECK(project.automatic_checkpoint_naming(),
+              "accel: resume_if_possible() finds checkpoints by automatic_checkpoint_naming; set "
+              "it in the ProjectConfiguration (with a project_dir)");
+  // Every process decides from the main process's view of the folder, so all load or none do.
+  const auto folders = numbered_checkpoints(fs::path(project.project_dir()) / "checkpoints");
+  const bool found = broadcast_object(!folders.empty());
+  if (!found) return false;
+  load_state();
+  impl_->resumed = true;
+  return true;
+}
+
+bool Accelerator::resumed() const { return impl_->resumed; }
+
+namespace {
+
+template <typename Hook>
+RemovableHandle add_hook(const std::shared_ptr<std::map<int64_t, Hook>>& hooks, int64_t& next_id,
+                         Hook hook) {
+  TORCH_CHECK(hook, "accel: a state pre-hook must be callable");
+  const int64_t id = next_id++;
+  hooks->emplace(id, std::move(hook));
+  std::weak_ptr<std::map<int64_t, Hook>> registry = hooks;
+  return RemovableHandle([registry, id] {
+    if (auto live = registry.lock()) live->erase(id);
+  });
+}
+
+}  // namespace
+
+RemovableHandle Accelerator::register_save_state_pre_hook(SaveStatePreHook hook) {
+  return add_hook(impl_->save_state_pre_hooks, impl_->next_hook_id, std::move(hook));
+}
+
+RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
+  return add_hook(impl_->load_state_pre_hooks, impl_->next_hook_id, std::move(hook));
 }
 
 }  // namespace accel

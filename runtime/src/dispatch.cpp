@@ -267,4 +267,40 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
 }
 
 }  // namespace detail
+LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, const std::string& path,
+                                                  const LoadCheckpointOptions& options) {
+  const Checkpoint checkpoint = open_checkpoint(path);
+  const NamedTensors tensors = module_tensors(model);
+  LoadCheckpointResult result;
+  std::set<std::string> in_model;
+  for (const auto& entry : tensors) {
+    in_model.insert(entry.first);
+    auto stored = checkpoint.tensors.find(entry.first);
+    if (stored == checkpoint.tensors.end()) {
+      TORCH_CHECK(!options.strict(), "accel: checkpoint ", path, " has no tensor '", entry.first,
+                  "', which the model has (LoadCheckpointOptions().strict(false) keeps the "
+                  "model's value)");
+      result.missing_keys.push_back(entry.first);
+      continue;
+    }
+    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
+                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
+                entry.second.sizes());
+  }
+  for (const auto& stored : checkpoint.tensors) {
+    if (in_model.count(stored.first) != 0) continue;
+    TORCH_CHECK(!options.strict(), "accel: ", checkpoint.file_of(stored.first), " has a tensor '",
+                stored.first, "', which the model does not have");
+    result.unexpected_keys.push_back(stored.first);
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& entry : tensors) {
+    if (checkpoint.tensors.count(entry.first) == 0) continue;
+    auto target = entry.second;
+    target.copy_(read_stored(checkpoint, entry.first));
+  }
+  return result;
+}
+
 }  // namespace accel

@@ -80,14 +80,23 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
 #endif
 }
 
+namespace {
+std::mutex process_state_mutex;
+std::shared_ptr<DistributedState> process_state;
+}  // namespace
+
 std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& options) {
-  static std::mutex mutex;
-  static std::shared_ptr<DistributedState> state;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!state) {
-    state.reset(new DistributedState(detect_process_identity(process_environment()), options));
+  std::lock_guard<std::mutex> lock(process_state_mutex);
+  if (!process_state) {
+    process_state.reset(
+        new DistributedState(detect_process_identity(process_environment()), options));
   }
-  return state;
+  return process_state;
+}
+
+std::shared_ptr<DistributedState> DistributedState::existing() {
+  std::lock_guard<std::mutex> lock(process_state_mutex);
+  return process_state;
 }
 
 DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptions& options)

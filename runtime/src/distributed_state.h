@@ -43,6 +43,8 @@ class DistributedState {
  public:
   /// The process's state, created on first use from the environment and `options`.
   static std::shared_ptr<DistributedState> get(const ResolvedOptions& options);
+  /// The process's state if an Accelerator created it, else null (for the logger's rank order).
+  static std::shared_ptr<DistributedState> existing();
 
   const ProcessIdentity& identity() const { return identity_; }
   int64_t rank() const { return identity_.rank; }

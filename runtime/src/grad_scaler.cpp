@@ -61,6 +61,11 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   record.found_inf = check_gradients(optimizer, 1.0 / scale_);
 }
 
+bool GradScaler::unscaled(const torch::optim::Optimizer& optimizer) const {
+  auto record = this_step_.find(&optimizer);
+  return record != this_step_.end() && record->second.unscaled;
+}
+
 bool GradScaler::check_gradients(torch::optim::Optimizer& optimizer,
                                  std::optional<double> unscale_by) {
   // One pass per device over all of its gradients, as GradScaler does.

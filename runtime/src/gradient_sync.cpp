@@ -101,6 +101,32 @@ void GradientSynchronizer::prepare_for_backward() {
   // at the same step.
   reducer_->rebuild_buckets();
   reducer_->prepare_for_backward({});
+  ++backwards_;
+}
+
+void GradientSynchronizer::shadow_backward() {
+  if (!reducer_) return;
+  // The others rebuild their buckets (a collective) at their second synchronising backward. A
+  // process with no backward of its own has no ready order to offer; any order will do, as the
+  // main process's assignment is the one every process adopts.
+  if (backwards_ == 0 && reducer_->should_rebuild_buckets()) {
+    reducer_->push_rebuilt_params_for_all_indices();
+  }
+  reducer_->rebuild_buckets();
+  ++backwards_;
+  std::vector<c10::intrusive_ptr<c10::ivalue::Future>> pending;
+  for (auto& bucket : reducer_->get_grad_buckets(/*return_zero_tensors=*/true)) {
+    pending.push_back(reducer_->run_comm_hook(bucket));
+  }
+  for (auto& future : pending) future->wait();
+}
+
+void GradientSynchronizer::broadcast_from(int64_t rank) {
+  std::vector<torch::Tensor> states = parameters_;
+  states.insert(states.end(), buffers_.begin(), buffers_.end());
+  if (states.empty()) return;
+  torch::NoGradGuard no_grad;
+  c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, static_cast<int>(rank));
 }
 
 void GradientSynchronizer::sync_buffers() {

@@ -42,11 +42,17 @@ class GradientSynchronizer {
 
   /// Arms the reducer so that the next backward averages this model's gradients.
   void prepare_for_backward();
+  /// For a process that has run out of batches under join_uneven_inputs: takes part in the
+  /// all-reduces another process's synchronising backward makes, bucket by bucket in the
+  /// reducer's order, contributing zeros.
+  void shadow_backward();
   /// After backward (also when it threw): gradients that are views of buckets become plain tensors
   /// over the same memory.
   void finish_backward();
   /// Copies rank 0's buffers (e.g. batch-norm statistics) to every process.
   void sync_buffers();
+  /// Copies process `rank`'s parameters and buffers to every process.
+  void broadcast_from(int64_t rank);
   bool has_buffers() const { return !buffers_.empty(); }
   /// True when any of this model's trainable parameters is among `leaves`.
   bool uses_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
@@ -57,6 +63,7 @@ class GradientSynchronizer {
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   bool gradients_are_views_ = false;  // gradient_as_bucket_view
+  int64_t backwards_ = 0;             // synchronising backwards armed so far
 };
 
 /// The leaf tensors (parameters) that backward from `loss` would reach.

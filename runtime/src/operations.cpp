@@ -93,6 +93,16 @@ int64_t Accelerator::remainder_to_keep() const {
   return state.end_of_dataloader && state.remainder > 0 ? state.remainder : -1;
 }
 
+torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
+  if (!use_gather_object) return gather_for_metrics<torch::Tensor>(tensor);
+  // As objects, through the host group: the first dimensions may differ between processes.
+  auto parts = gather_object(tensor.detach().cpu());
+  for (auto& part : parts) {
+    if (part.dim() == 0) part = part.unsqueeze(0);
+  }
+  return truncate_to_remainder(torch::cat(parts).to(tensor.device()));
+}
+
 torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
   const int64_t keep = remainder_to_keep();
   if (keep < 0 || gathered.dim() == 0 || gathered.size(0) <= keep) return gathered;

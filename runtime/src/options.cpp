@@ -100,6 +100,13 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     }
   }
   out.trackers = options.trackers();
+  if (options.resume()) {
+    out.resume = *options.resume();
+  } else if (auto resume = detail::env_string(env, contract::kResume)) {
+    TORCH_CHECK(*resume == "auto" || *resume == "no", "Invalid ", contract::kResume, ": '", *resume,
+                "' (expected auto or no)");
+    out.resume = *resume == "auto";
+  }
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,

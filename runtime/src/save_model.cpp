@@ -110,4 +110,31 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
   wait_for_everyone();
 }
 
+bool Accelerator::writes_files() const {
+  return impl_->project.save_on_each_node() ? is_local_main_process() : is_main_process();
+}
+
+void Accelerator::write_saved(const std::string& path, const std::string& bytes) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  detail::write_file_durably(path, bytes);
+}
+
+void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
+                       const std::string& path) {
+  if (!writes_files()) return;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  save_safetensors(path, NamedTensors(tensors.begin(), tensors.end()));
+}
+
+NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
+  if (detail::has_sharded_parameters(module)) {
+    return detail::module_tensors_to_save(module, is_main_process());
+  }
+  NamedTensors tensors = detail::module_tensors(module);
+  for (auto& entry : tensors) entry.second = entry.second.detach();
+  return tensors;
+}
+
 }  // namespace accel

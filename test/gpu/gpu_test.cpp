@@ -118,6 +118,26 @@ TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {
   EXPECT_EQ(scaler->get_scale(), 1024.0);  // two clean steps: the interval
 }
 
+TEST_F(Gpu, PublicUnscaleGradientsUnscalesOncePerStep) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().mixed_precision("fp16").grad_scaler(
+      accel::GradScalerOptions().init_scale(1024)));
+  accel_test::RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto x = torch::ones({4, 1}, torch::device(accelerator.device()));
+  auto y = torch::full({4, 1}, 5.0, torch::device(accelerator.device()));
+  auto scope = accelerator.accumulate(model);
+  accelerator.backward(torch::mse_loss(model->forward(x), y));
+  const double scaled = model->a.grad().item<double>();
+  accelerator.unscale_gradients();
+  EXPECT_NEAR(model->a.grad().item<double>(), scaled / 1024, 1e-3);
+  // clip_grad_norm_ unscales first, but not a second time.
+  accelerator.clip_grad_norm_(model->parameters(), 1e9);
+  EXPECT_NEAR(model->a.grad().item<double>(), scaled / 1024, 1e-3);
+  optimizer.step();
+  EXPECT_FALSE(accelerator.optimizer_step_was_skipped());
+}
+
 // ---- Fused optimizer steps ----------------------------------------------------------------------
 
 /// An MLP's parameters on cuda:0 (4 layers of `width`), with fixed gradients.

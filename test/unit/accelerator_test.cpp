@@ -4,6 +4,7 @@
 #include <accel/accel.h>
 
 #include "support/datasets.h"
+#include "support/env_guard.h"
 
 #include <gtest/gtest.h>
 
@@ -382,14 +383,7 @@ TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {
   EXPECT_LE(model->a.grad().abs().item<double>(), 0.1 + 1e-7);
 }
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~EnvGuard() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using accel_test::EnvGuard;
 
 TEST(AcceleratorOptions, EnvironmentFillsWhatCodeLeavesUnset) {
   EnvGuard steps("ACCEL_GRADIENT_ACCUMULATION_STEPS", "3");

@@ -155,4 +155,67 @@ TEST(LaunchFaults, BadOptionsExitTwoWithAMessage) {
   EXPECT_NE(missing.output.find("cannot run '/nonexistent/program'"), std::string::npos);
 }
 
+// ---- Restarts (--max_restarts) -----------------------------------------------------------------
+
+TEST(LaunchRestarts, AFailedGroupIsStartedAgainWithItsRestartCount) {
+  // Rank 1 fails on the first two starts; the third start succeeds. Every start is the whole
+  // group, and a restarted one is told to resume.
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "3", "sh", "-c",
+                     "echo \"start $ACCEL_RESTART_COUNT rank $RANK resume=${ACCEL_RESUME:-no} "
+                     "torchelastic=$TORCHELASTIC_RESTART_COUNT\"; "
+                     "if [ $RANK = 1 ] && [ $ACCEL_RESTART_COUNT -lt 2 ]; then exit 3; fi; "
+                     "sleep 0.2"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (const char* line : {"start 0 rank 0 resume=no torchelastic=0", "start 0 rank 1 resume=no",
+                           "start 1 rank 0 resume=auto torchelastic=1", "start 1 rank 1",
+                           "start 2 rank 0 resume=auto", "start 2 rank 1 resume=auto"}) {
+    EXPECT_NE(result.output.find(line), std::string::npos) << line << "\n" << result.output;
+  }
+  EXPECT_EQ(result.output.find("start 3"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("accel launch: restarting the group (restart 1 of 3) after rank 1 "
+                               "(pid "),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("exited with code 3"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("(restart 2 of 3)"), std::string::npos) << result.output;
+}
+
+TEST(LaunchRestarts, AfterTheLastRestartTheFinalFailuresCodeIsTheExitCode) {
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "1", "sh", "-c",
+                     "if [ $RANK = 0 ]; then exit $((5 + ACCEL_RESTART_COUNT)); fi; sleep 30"});
+  EXPECT_EQ(result.exit_code, 6) << result.output;
+  EXPECT_NE(result.output.find("giving up after 1 restart; the last failure: rank 0"),
+            std::string::npos)
+      << result.output;
+  EXPECT_LT(result.seconds, 20.0);
+}
+
+TEST(LaunchRestarts, AStoppedRankCountsAsFailedAndItsGroupIsRestarted) {
+  // Rank 1 stops itself (a hang, as under SIGSTOP) on the first start only; rank 0 would wait
+  // 30 s for it. The launcher sees the stop at once, kills the group and starts it again.
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "1",
+                     "--monitor_interval", "0.05", "--grace_period", "1", "sh", "-c",
+                     "if [ $ACCEL_RESTART_COUNT = 0 ]; then "
+                     "  if [ $RANK = 1 ]; then kill -STOP $$; fi; sleep 30; "
+                     "fi; echo \"done $RANK\""},
+                    {}, 60);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("rank 1 (pid "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("was stopped by signal 19 (SIGSTOP)"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("done 0"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("done 1"), std::string::npos) << result.output;
+  EXPECT_LT(result.seconds, 20.0) << result.output;
+}
+
+TEST(LaunchRestarts, AnInterruptedLauncherDoesNotRestart) {
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--max_restarts", "5", "sleep", "30"}, {}, 60,
+      [](pid_t launcher) { ::kill(launcher, SIGINT); }, 1.0);
+  EXPECT_EQ(result.exit_code, 128 + 2) << result.output;
+  EXPECT_NE(result.output.find("received SIGINT"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("restarting the group"), std::string::npos) << result.output;
+  EXPECT_LT(result.seconds, 20.0);
+}
+
 }  // namespace

@@ -228,7 +228,9 @@ TEST(GradScaler, ScalesTheLossAndUnscalesTheGradients) {
   EXPECT_DOUBLE_EQ(t.state->scaler->scale(loss).item<double>(), loss.item<double>() * 1024);
   t.state->scaler->scale(loss).backward();
   EXPECT_NEAR(t.model->a.grad().item<double>(), -10.0 * 1024, 1e-3);
+  EXPECT_FALSE(t.state->scaler->unscaled(t.optimizer));
   t.state->scaler->unscale_(t.optimizer);
+  EXPECT_TRUE(t.state->scaler->unscaled(t.optimizer));  // Accelerator::unscale_gradients asks
   EXPECT_NEAR(t.model->a.grad().item<double>(), -10.0, 1e-6);
   EXPECT_THROW(t.state->scaler->unscale_(t.optimizer), c10::Error);  // once per step
   t.optimizer.step();                                                // does not unscale again

@@ -4,6 +4,7 @@
 #include <accel/accel.h>
 
 #include "event_file.h"
+#include "support/read_text.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -18,13 +19,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using accel_test::read_text;
 
 class Tracking : public ::testing::Test {
  protected:
@@ -112,12 +107,12 @@ TEST_F(Tracking, BuiltInTrackersWriteUnderLoggingDirAndOwnTrackersGetEverything)
   accelerator.end_training();
   EXPECT_TRUE(recorder->finished);
   const auto run = dir_ / "run";
-  const auto csv = read(run / "metrics.csv");
+  const auto csv = read_text(run / "metrics.csv");
   EXPECT_EQ(csv.rfind("step,name,value,wall_time\n3,loss,0.5,", 0), 0u) << csv;
   EXPECT_NE(csv.find("\n3,tag,\"a,b\","), std::string::npos) << csv;  // quoted
   EXPECT_NE(csv.find("\n,loss,0.25,"), std::string::npos) << csv;     // no step
-  EXPECT_NE(read(run / "metrics.jsonl").find("\"values\":{\"loss\":0.25}"), std::string::npos);
-  EXPECT_NE(read(run / "config.json").find("\"layers\": 4"), std::string::npos);
+  EXPECT_NE(read_text(run / "metrics.jsonl").find("\"values\":{\"loss\":0.25}"), std::string::npos);
+  EXPECT_NE(read_text(run / "config.json").find("\"layers\": 4"), std::string::npos);
   int event_files = 0;
   for (const auto& entry : fs::directory_iterator(run)) {
     event_files += entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
@@ -161,7 +156,7 @@ TEST_F(Tracking, BadValuesAndFailingTrackersAreNamedAndTrainingGoesOn) {
     EXPECT_NE(std::string(error.what()).find("init_trackers was called already"),
               std::string::npos);
   }
-  EXPECT_NE(read(dir_ / "run" / "metrics.csv").find("8,lr,0.2,"), std::string::npos);
+  EXPECT_NE(read_text(dir_ / "run" / "metrics.csv").find("8,lr,0.2,"), std::string::npos);
 }
 
 TEST_F(Tracking, AnUnwritableFolderLeavesThatTrackerOutAndTheRunGoesOn) {

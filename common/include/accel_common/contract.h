@@ -26,6 +26,11 @@ inline constexpr const char kFsdpMinNumParams[] = "ACCEL_FSDP_MIN_NUM_PARAMS";
 /// How save_state writes a FULL_SHARD model: FULL_STATE_DICT or SHARDED_STATE_DICT.
 inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
 
+/// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
+inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";
+/// "auto": resume from the newest complete checkpoint (set by the launcher on a restart).
+inline constexpr const char kResume[] = "ACCEL_RESUME";
+
 /// The built-in trackers to start: tensorboard, csv, jsonl or all, comma-separated.
 inline constexpr const char kLogWith[] = "ACCEL_LOG_WITH";
 

@@ -16,8 +16,14 @@
 #include <accel/dispatch.h>
 #include <accel/empty_weights.h>
 #include <accel/grad_scaler.h>
+#include <accel/logging.h>
+#include <accel/memory.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
 #include <accel/parse_size.h>
+#include <accel/profiler.h>
+#include <accel/progress.h>
+#include <accel/random.h>
 #include <accel/safetensors.h>
+#include <accel/tracking.h>

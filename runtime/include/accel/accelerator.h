@@ -9,10 +9,13 @@
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
+#include <accel/profiler.h>
+#include <accel/safetensors.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
+#include <torch/serialize.h>
 #include <torch/serialize/archive.h>
 
 #include <functional>
@@ -86,8 +89,9 @@ class [[nodiscard]] NoSyncGuard {
   const torch::nn::Module* model_;
 };
 
-/// The main process runs first: the others wait at construction, the main process waits at
-/// destruction (`Accelerator::main_process_first`).
+/// One process goes first (the main one, or each machine's local main one): the others wait at
+/// construction, the first one waits at destruction (`Accelerator::main_process_first`,
+/// `Accelerator::local_main_process_first`).
 class [[nodiscard]] MainProcessFirst {
  public:
   MainProcessFirst(MainProcessFirst&& other) noexcept;
@@ -98,8 +102,46 @@ class [[nodiscard]] MainProcessFirst {
 
  private:
   friend class Accelerator;
-  explicit MainProcessFirst(Accelerator* accelerator);
+  MainProcessFirst(Accelerator* accelerator, bool goes_first);
   Accelerator* accelerator_;
+  bool goes_first_;
+};
+
+/// Removes the hook it was returned for (Accelerate's RemovableHandle). Removing twice, or after
+/// the Accelerator is gone, does nothing.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
+
+/// Lets the processes run out of batches at different times (`Accelerator::join_uneven_inputs`).
+/// While it lives, every synchronising backward of a listed model first counts the processes
+/// still training (a small all-reduce). At its end a process that finished early keeps taking
+/// part in the others' gradient all-reduces, contributing zeros, until every process has
+/// finished. Gradients are divided by the job's process count throughout, as DDP's Join does by
+/// default (divide_by_initial_world_size). Other collectives inside the scope (gather, reduce,
+/// save_state) still need every process.
+class [[nodiscard]] JoinScope {
+ public:
+  JoinScope(JoinScope&& other) noexcept;
+  JoinScope(const JoinScope&) = delete;
+  JoinScope& operator=(const JoinScope&) = delete;
+  JoinScope& operator=(JoinScope&&) = delete;
+  ~JoinScope() noexcept(false);
+
+ private:
+  friend class Accelerator;
+  JoinScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
+            std::optional<bool> even_batches);
+  Accelerator* accelerator_;
+  std::vector<const torch::nn::Module*> models_;
 };
 
 /// The one object a training program needs to run on one device or many processes.
@@ -132,8 +174,11 @@ class Accelerator {
   int64_t process_index() const;
   int64_t local_process_index() const;
   int64_t num_processes() const;
+  /// Processes on this machine.
+  int64_t local_num_processes() const;
   bool is_main_process() const { return process_index() == 0; }
   bool is_local_main_process() const { return local_process_index() == 0; }
+  bool is_last_process() const { return process_index() == num_processes() - 1; }
   /// The options after the environment and the defaults were applied.
   const ResolvedOptions& options() const;
   int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
@@ -288,6 +333,12 @@ class Accelerator {
   /// Clips every gradient element of `parameters` to [-clip_value, clip_value].
   void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
 
+  /// With fp16, divides the prepared optimizers' gradients by the loss scale now, on a
+  /// synchronisation step (to read or change true gradients before the step); a no-op otherwise.
+  /// Each optimizer is unscaled once per step: clip_grad_norm_ and step() after it do not
+  /// unscale again.
+  void unscale_gradients();
+
   // ---- Distributed operations ------------------------------------------------------------------
 
   /// Concatenates every process's tensor along dim 0 (0-dim tensors become one element each).
@@ -313,6 +364,10 @@ class Accelerator {
   T gather_for_metrics(const T& value) {
     return truncate_to_remainder(gather_any(value));
   }
+  /// With `use_gather_object`, every process's tensor is gathered as an object, so their first
+  /// dimensions may differ (variable-length predictions), then concatenated in rank order and
+  /// truncated as above. Without it, as gather_for_metrics(tensor).
+  torch::Tensor gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object);
   /// Tensors go in one all-gather together (an evaluation batch's outputs and targets cost one
   /// collective, not one each); other values are gathered one by one.
   template <typename T, typename U, typename... Rest>
@@ -401,17 +456,50 @@ class Accelerator {
   /// Blocks until every process reaches this call.
   void wait_for_everyone();
   /// RAII form: the main process runs the scope first, the others after it.
-  MainProcessFirst main_process_first() { return MainProcessFirst(this); }
+  MainProcessFirst main_process_first() { return MainProcessFirst(this, is_main_process()); }
   /// Runs `fn` on the main process first, then on the others.
   template <typename Fn>
   void main_process_first(Fn&& fn) {
     auto guard = main_process_first();
     std::forward<Fn>(fn)();
   }
+  /// RAII form: each machine's local main process runs the scope first, the others after them
+  /// (a dataset downloaded or cached once per machine).
+  MainProcessFirst local_main_process_first() {
+    return MainProcessFirst(this, is_local_main_process());
+  }
+  /// Runs `fn` on each machine's local main process first, then on the others.
+  template <typename Fn>
+  void local_main_process_first(Fn&& fn) {
+    auto guard = local_main_process_first();
+    std::forward<Fn>(fn)();
+  }
   /// Runs `fn` on the main process only.
   template <typename Fn>
   void on_main_process(Fn&& fn) {
     if (is_main_process()) std::forward<Fn>(fn)();
+  }
+  /// Runs `fn` on each machine's local main process only.
+  template <typename Fn>
+  void on_local_main_process(Fn&& fn) {
+    if (is_local_main_process()) std::forward<Fn>(fn)();
+  }
+  /// Runs `fn` on the last process only.
+  template <typename Fn>
+  void on_last_process(Fn&& fn) {
+    if (is_last_process()) std::forward<Fn>(fn)();
+  }
+  /// Runs `fn` on process `index` only; an index not in the job is an error.
+  template <typename Fn>
+  void on_process(int64_t index, Fn&& fn) {
+    check_process_index(index, num_processes(), "on_process");
+    if (process_index() == index) std::forward<Fn>(fn)();
+  }
+  /// Runs `fn` on the process of local index `index` on each machine only.
+  template <typename Fn>
+  void on_local_process(int64_t index, Fn&& fn) {
+    check_process_index(index, local_num_processes(), "on_local_process");
+    if (local_process_index() == index) std::forward<Fn>(fn)();
   }
   /// `stream` itself on the main process (its formatting state included) and a stream that
   /// discards what it is given on the others: `accelerator.main_process_only(std::cout) << ...`.
@@ -429,6 +517,35 @@ class Accelerator {
     (void)std::initializer_list<int>{((line << args), 0)...};
     line << '\n';
     std::cout << line.str() << std::flush;
+  }
+
+  /// Profiles what this process runs while the result lives (see accel/profiler.h); with
+  /// `output_trace_dir`, each process writes its Chrome trace there at the end.
+  ///
+  /// Example:
+  /// ```
+  /// {
+  ///   auto profile = accelerator.profile(accel::ProfileOptions().output_trace_dir("traces"));
+  ///   train_steps(5);
+  /// }  // traces/profile_0.json, traces/profile_1.json, ...
+  /// ```
+  Profiler profile(ProfileOptions options = {}) { return Profiler(this, std::move(options)); }
+
+  /// Training on uneven inputs without hanging (Accelerate's `join_uneven_inputs`): see JoinScope.
+  /// `even_batches` overrides AcceleratorOptions::even_batches for the loaders' epochs that start
+  /// inside the scope (false: no samples repeated, so processes may get different numbers of
+  /// batches). Data-parallel models only (NO_SHARD); every process must open and close it.
+  ///
+  /// Example:
+  /// ```
+  /// {
+  ///   auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
+  ///   for (auto& batch : *loader) { ...; accelerator.backward(loss); optimizer.step(); ... }
+  /// }  // a process that ran out first shadows the others' all-reduces here
+  /// ```
+  template <typename... Models>
+  JoinScope join_uneven_inputs(std::optional<bool> even_batches, const Models&... models) {
+    return JoinScope(this, {&module_of(models)...}, even_batches);
   }
 
   /// Marks that this process wants the others to know something (e.g. to stop early).
@@ -452,6 +569,8 @@ class Accelerator {
   /// Forgets every prepared model (releasing its gradient-synchronisation state) and returns cached
   /// device memory to the system.
   void free_memory();
+  /// free_memory() (Accelerate's alias).
+  void clear() { free_memory(); }
 
   // ---- Checkpointing ---------------------------------------------------------------------------
 
@@ -482,6 +601,23 @@ class Accelerator {
   /// (random generators and data positions are per process) unless `options` allow it.
   void load_state(const std::string& dir = "", const LoadStateOptions& options = {});
 
+  /// Picks up where a failed run left off: with resuming on (AcceleratorOptions::resume, or
+  /// ACCEL_RESUME=auto, which `accel launch --max_restarts` sets when it restarts a failed group),
+  /// loads the newest checkpoint under `project_dir/checkpoints` and returns true; returns false,
+  /// changing nothing, when resuming is off or there is no checkpoint yet. Call it on every
+  /// process where a load_state() would go: after everything is prepared and registered. Needs
+  /// ProjectConfiguration::automatic_checkpoint_naming.
+  ///
+  /// Example:
+  /// ```
+  /// accelerator.prepare(model); ...
+  /// accelerator.resume_if_possible();
+  /// for (int epoch = loader->epoch(); epoch < epochs; ++epoch) for (auto& batch : *loader) ...
+  /// ```
+  bool resume_if_possible();
+  /// Whether resume_if_possible() loaded a checkpoint in this run.
+  bool resumed() const;
+
   /// Adds `object` to what save_state/load_state handle. It needs
   /// `void save(torch::serialize::OutputArchive&) const` and
   /// `void load(torch::serialize::InputArchive&)` (as `torch::nn::Module` has), and must outlive
@@ -495,6 +631,42 @@ class Accelerator {
     register_checkpoint_hooks(
         {[&object](torch::serialize::OutputArchive& archive) { object.save(archive); },
          [&object](torch::serialize::InputArchive& archive) { object.load(archive); }});
+  }
+
+  /// Called by save_state on every process before anything is written, with the prepared models
+  /// and the folder being assembled (it becomes the checkpoint's folder once complete). A hook
+  /// may save models its own way into it and take them off the list: save_state then skips
+  /// them (the saved models are numbered as the list is left).
+  using SaveStatePreHook =
+      std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
+  /// Called by load_state on every process before anything is read, with the prepared models and
+  /// the checkpoint's folder; models a hook takes off the list are not loaded by load_state.
+  using LoadStatePreHook =
+      std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
+  /// Registers a hook (run in registration order); the handle removes it.
+  RemovableHandle register_save_state_pre_hook(SaveStatePreHook hook);
+  RemovableHandle register_load_state_pre_hook(LoadStatePreHook hook);
+
+  /// Writes `value` with torch::save (a module, tensor, vector of tensors, optimizer...) to
+  /// `path`, atomically, from the main process only, or each machine's local main process with
+  /// ProjectConfiguration::save_on_each_node (machines without a shared filesystem).
+  template <typename T>
+  void save(const T& value, const std::string& path) {
+    if (!writes_files()) return;
+    std::ostringstream bytes;
+    torch::save(value, bytes);
+    write_saved(path, bytes.str());
+  }
+  /// Named tensors as a safetensors file, by the same processes as above.
+  void save(const std::map<std::string, torch::Tensor>& tensors, const std::string& path);
+
+  /// The model's parameters and buffers by name, as its whole tensors. For a model sharded by
+  /// FULL_SHARD or HYBRID_SHARD they are gathered (every process must call), copied to the CPU,
+  /// and returned on the main process only; other processes get an empty list. Otherwise they
+  /// are the model's own tensors, detached.
+  template <typename M>
+  NamedTensors get_state_dict(const M& model) {
+    return state_dict_of(module_of(model));
   }
 
   /// The project configuration in use; its iteration numbers the next automatic checkpoint.
@@ -528,6 +700,11 @@ class Accelerator {
   // ---- For the scopes only ----------------------------------------------------------------------
   friend class AccumulateScope;
   friend class NoSyncGuard;
+  friend class JoinScope;
+  void begin_join(const std::vector<const torch::nn::Module*>& models,
+                  std::optional<bool> even_batches);
+  /// Shadows the other processes' gradient all-reduces until every process has finished.
+  void end_join(const std::vector<const torch::nn::Module*>& models);
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
   bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
   void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
@@ -558,8 +735,11 @@ class Accelerator {
   std::shared_ptr<detail::GradientState> gradient_state() const;
   detail::LoaderContext loader_context(size_t batch_size);
   void trigger_sync(const torch::nn::Module* model);
-  /// With fp16: divides the prepared optimizers' gradients by the loss scale (before clipping).
-  void unscale_gradients();
+  /// Whether this process writes save()'s files.
+  bool writes_files() const;
+  void write_saved(const std::string& path, const std::string& bytes);
+  NamedTensors state_dict_of(const torch::nn::Module& module);
+  static void check_process_index(int64_t index, int64_t count, const char* method);
   void save_module(const torch::nn::Module& module, const std::string& dir,
                    const std::string& max_shard_size, bool safe_serialization);
   void register_checkpoint_hooks(detail::CheckpointHooks hooks);

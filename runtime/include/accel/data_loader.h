@@ -194,10 +194,10 @@ class DataLoader : private detail::StatefulPart {
   /// Starts an epoch: plans this process's batches and reads the first.
   Iterator begin() {
     const size_t size = *dataset_.size();
-    plan_ = detail::shard_batches(draw_epoch_order(size), context_.sharding);
+    plan_ = detail::shard_batches(draw_epoch_order(size), epoch_sharding());
     position_ = std::min(skip_, plan_.size());
     skip_ = 0;
-    context_.state->remainder = detail::sharding_remainder(size, context_.sharding);
+    context_.state->remainder = detail::sharding_remainder(size, epoch_sharding());
     if (prefetcher_) prefetcher_->start(plan_, position_);
     load_current();
     return Iterator(this);
@@ -208,7 +208,7 @@ class DataLoader : private detail::StatefulPart {
   size_t size() const {
     std::vector<size_t> order(*dataset_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    return detail::shard_batches(order, context_.sharding).size();
+    return detail::shard_batches(order, epoch_sharding()).size();
   }
 
   /// The epoch the next (or current) iteration reads; it advances when an iteration completes.
@@ -248,6 +248,15 @@ class DataLoader : private detail::StatefulPart {
       }
     }
     return order;
+  }
+
+  /// The sharding of an epoch: even_batches as join_uneven_inputs may have overridden it.
+  detail::ShardingOptions epoch_sharding() const {
+    auto sharding = context_.sharding;
+    if (context_.state && context_.state->even_batches_override) {
+      sharding.even_batches = *context_.state->even_batches_override;
+    }
+    return sharding;
   }
 
   void load_current() {

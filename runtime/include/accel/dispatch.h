@@ -79,6 +79,34 @@ DispatchResult load_checkpoint_and_dispatch(M& model, const std::string& checkpo
   return detail::dispatch_module(detail::module_ref(model), checkpoint, options);
 }
 
+struct LoadCheckpointOptions {
+  /// Every tensor of the model must be in the checkpoint and every tensor of the checkpoint in
+  /// the model; false: the model's missing ones keep their values, and the checkpoint's extra
+  /// ones are left out (both listed in the result).
+  TORCH_ARG(bool, strict) = true;
+};
+
+struct LoadCheckpointResult {
+  std::vector<std::string> missing_keys;     // in the model, not in the checkpoint
+  std::vector<std::string> unexpected_keys;  // in the checkpoint, not in the model
+};
+
+namespace detail {
+LoadCheckpointResult load_checkpoint_into(torch::nn::Module& model, const std::string& checkpoint,
+                                          const LoadCheckpointOptions& options);
+}  // namespace detail
+
+/// Loads `checkpoint` (as load_checkpoint_and_dispatch takes it) into `model`'s tensors where
+/// they are, each converted to its tensor's dtype and copied to its device (Accelerate's
+/// load_checkpoint_in_model without a device map; with one, use load_checkpoint_and_dispatch).
+/// Shapes must match. Everything is checked before any tensor is written: a refused checkpoint
+/// leaves the model as it was. Load before prepare() for a model prepare() shards.
+template <typename M>
+LoadCheckpointResult load_checkpoint_in_model(M& model, const std::string& checkpoint,
+                                              const LoadCheckpointOptions& options = {}) {
+  return detail::load_checkpoint_into(detail::module_ref(model), checkpoint, options);
+}
+
 /// What the offload fallback has done in this process.
 struct OffloadStatistics {
   int64_t materialisations = 0;  // offloaded tensors brought to the execution device

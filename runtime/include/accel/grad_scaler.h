@@ -52,6 +52,8 @@ class GradScaler {
   /// Divides the optimizer's gradients by the scale in place and records whether any was inf/nan.
   /// At most once per optimizer between updates.
   void unscale_(torch::optim::Optimizer& optimizer);
+  /// Whether unscale_() ran on `optimizer` since the last update().
+  bool unscaled(const torch::optim::Optimizer& optimizer) const;
   /// Unscales if not done yet, then calls `step` unless the gradients had inf/nan. Returns whether
   /// `step` ran.
   bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step);

@@ -78,6 +78,11 @@ struct AcceleratorOptions {
   /// ProjectConfiguration).
   TORCH_ARG(ProjectConfiguration, project_config) = {};
 
+  /// resume_if_possible() loads the newest checkpoint (`ACCEL_RESUME=auto`, which
+  /// `accel launch --max_restarts` sets when it restarts a failed group; "no" or unset: it does
+  /// not).
+  TORCH_ARG(std::optional<bool>, resume) = std::nullopt;
+
   /// The built-in trackers init_trackers starts (`ACCEL_LOG_WITH`, comma-separated):
   /// "tensorboard", "csv", "jsonl", or "all" of them.
   TORCH_ARG(std::vector<std::string>, log_with);
@@ -154,6 +159,7 @@ struct ResolvedOptions {
   DistributedDataParallelOptions ddp;
   ProjectConfiguration project_config;
   std::vector<std::string> log_with;  // built-in tracker names, "all" expanded
+  bool resume = false;
   std::vector<std::shared_ptr<GeneralTracker>> trackers;
   bool step_scheduler_with_optimizer = true;
   bool fused_optimizer = true;

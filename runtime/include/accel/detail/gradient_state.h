@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace torch {
@@ -71,6 +72,8 @@ struct GradientState {
   /// Live prepared schedulers and data loaders, in the order they were prepared.
   std::vector<StatefulPart*> schedulers;
   std::vector<StatefulPart*> loaders;
+  /// join_uneven_inputs' even_batches, for the epochs its scope starts; unset: the loaders' own.
+  std::optional<bool> even_batches_override;
 };
 
 /// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called
