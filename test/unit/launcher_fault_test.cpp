@@ -193,13 +193,22 @@ TEST(LaunchRestarts, AfterTheLastRestartTheFinalFailuresCodeIsTheExitCode) {
 TEST(LaunchRestarts, AStoppedRankCountsAsFailedAndItsGroupIsRestarted) {
   // Rank 1 stops itself (a hang, as under SIGSTOP) on the first start only; rank 0 would wait
   // 30 s for it. The launcher sees the stop at once, kills the group and starts it again.
+  const std::string pids = ::testing::TempDir() + "accel_restart_pids_";
   auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "1",
                      "--monitor_interval", "0.05", "--grace_period", "1", "sh", "-c",
-                     "if [ $ACCEL_RESTART_COUNT = 0 ]; then "
-                     "  if [ $RANK = 1 ]; then kill -STOP $$; fi; sleep 30; "
-                     "fi; echo \"done $RANK\""},
+                     "echo $$ > " + pids +
+                         "$ACCEL_RESTART_COUNT$RANK; "
+                         "if [ $ACCEL_RESTART_COUNT = 0 ]; then "
+                         "  if [ $RANK = 1 ]; then kill -STOP $$; fi; sleep 30; "
+                         "fi; echo \"done $RANK\""},
                     {}, 60);
   EXPECT_EQ(result.exit_code, 0) << result.output;
+  // No process of either start is left behind, the stopped one included.
+  for (const char* start_rank : {"00", "01", "10", "11"}) {
+    const pid_t pid = read_pid(pids + start_rank);
+    EXPECT_GT(pid, 0) << start_rank;
+    EXPECT_FALSE(alive(pid)) << "start and rank " << start_rank << " (pid " << pid << ") lives";
+  }
   EXPECT_NE(result.output.find("rank 1 (pid "), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("was stopped by signal 19 (SIGSTOP)"), std::string::npos)
       << result.output;
