@@ -158,13 +158,14 @@ TEST(LaunchFaults, BadOptionsExitTwoWithAMessage) {
 // ---- Restarts (--max_restarts) -----------------------------------------------------------------
 
 TEST(LaunchRestarts, AFailedGroupIsStartedAgainWithItsRestartCount) {
-  // Rank 1 fails on the first two starts; the third start succeeds. Every start is the whole
-  // group, and a restarted one is told to resume.
-  auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "3", "sh", "-c",
-                     "echo \"start $ACCEL_RESTART_COUNT rank $RANK resume=${ACCEL_RESUME:-no} "
-                     "torchelastic=$TORCHELASTIC_RESTART_COUNT\"; "
-                     "if [ $RANK = 1 ] && [ $ACCEL_RESTART_COUNT -lt 2 ]; then exit 3; fi; "
-                     "sleep 0.2"});
+  // Rank 1 fails on the first two starts (after rank 0 has printed its line); the third start
+  // succeeds. Every start is the whole group, and a restarted one is told to resume.
+  auto result =
+      run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "3", "sh", "-c",
+           "echo \"start $ACCEL_RESTART_COUNT rank $RANK resume=${ACCEL_RESUME:-no} "
+           "torchelastic=$TORCHELASTIC_RESTART_COUNT\"; "
+           "if [ $RANK = 1 ] && [ $ACCEL_RESTART_COUNT -lt 2 ]; then sleep 0.3; exit 3; fi; "
+           "sleep 0.2"});
   EXPECT_EQ(result.exit_code, 0) << result.output;
   for (const char* line : {"start 0 rank 0 resume=no torchelastic=0", "start 0 rank 1 resume=no",
                            "start 1 rank 0 resume=auto torchelastic=1", "start 1 rank 1",
@@ -199,7 +200,7 @@ TEST(LaunchRestarts, AStoppedRankCountsAsFailedAndItsGroupIsRestarted) {
                      "echo $$ > " + pids +
                          "$ACCEL_RESTART_COUNT$RANK; "
                          "if [ $ACCEL_RESTART_COUNT = 0 ]; then "
-                         "  if [ $RANK = 1 ]; then kill -STOP $$; fi; sleep 30; "
+                         "  if [ $RANK = 1 ]; then sleep 0.3; kill -STOP $$; fi; sleep 30; "
                          "fi; echo \"done $RANK\""},
                     {}, 60);
   EXPECT_EQ(result.exit_code, 0) << result.output;
