@@ -33,9 +33,9 @@ void ProgressBar::set_postfix(const TrackerValues& values) {
   for (const auto& [name, value] : values) {
     if (text.tellp() > 0) text << ", ";
     text << name << '=';
-    if (value.is_number() && !std::holds_alternative<bool>(value.get())) {
+    if (std::holds_alternative<double>(value.get())) {
       text << value.number();  // 6 significant digits, as tqdm's postfix shows floats
-    } else {
+    } else {  // integers whole (an epoch of 1000000 is not 1e+06), booleans and text as they are
       text << value.text();
     }
   }

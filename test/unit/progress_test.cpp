@@ -137,3 +137,22 @@ TEST(Progress, RangeCountsEveryElement) {
   EXPECT_EQ(sum, 15);
   EXPECT_EQ(range.bar().count(), 5);
 }
+
+TEST(Progress, PostfixShowsRealsShortAndIntegersWhole) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  {
+    const int saved = ::dup(2);
+    ::dup2(fds[1], 2);
+    accel::ProgressBar bar(2, accel::ProgressOptions().main_process_only(false));
+    bar.set_postfix({{"loss", 0.123456789}, {"step", int64_t{1000000}}, {"ok", true}});
+    bar.update(2);
+    bar.close();
+    ::dup2(saved, 2);
+    ::close(saved);
+  }
+  ::close(fds[1]);
+  const std::string out = drain(fds[0]);
+  ::close(fds[0]);
+  EXPECT_NE(out.find("loss=0.123457, step=1000000, ok=true]"), std::string::npos) << out;
+}
