@@ -1,9 +1,11 @@
 // Sharded data parallel against plain data parallel, on 2 processes: step time of each strategy
 // relative to NO_SHARD, and the bytes each process holds for weights, gradients and Adam state
 // after a step. The model is an MLP of 6 layers of 4096 (100.7M parameters), trained with AdamW
-// on batches of 16 per process; FULL_SHARD's units are its Linear layers. The strategies are built
-// side by side and step in turn, round after round, so they see the same machine; figures are
-// medians.
+// on batches of 16 per process; FULL_SHARD's units are its Linear layers. SHARD_GRAD_OP and
+// FULL_SHARD also run with CPU offload (fsdp_offload_params): on this CPU-only build the "device"
+// is the host too, so their rows show what the extra copies and the separate host shards cost,
+// not a PCIe link. The strategies are built side by side and step in turn, round after round, so
+// they see the same machine; figures are medians.
 //   accel launch --num_processes 2 build/bench/accel_bench_sharding [ROUNDS]
 
 #include <accel/accel.h>
@@ -35,16 +37,19 @@ torch::nn::Sequential build_model() {
 /// One strategy's job: its own Accelerator, model and optimizer.
 struct Run {
   std::string strategy;
+  bool offload;
   std::unique_ptr<accel::Accelerator> accelerator;
   torch::nn::Sequential model;
   std::unique_ptr<accel::AcceleratedOptimizer<torch::optim::AdamW>> optimizer;
   std::vector<double> step_seconds;
 
-  explicit Run(std::string name) : strategy(std::move(name)) {
+  Run(std::string name, bool offload_to_host)
+      : strategy(std::move(name)), offload(offload_to_host) {
     accelerator = std::make_unique<accel::Accelerator>(
         accel::AcceleratorOptions()
             .cpu(true)
             .sharding_strategy(strategy)
+            .fsdp_offload_params(offload)
             .fsdp_transformer_layer_cls_to_wrap(strategy == "FULL_SHARD"
                                                     ? std::vector<std::string>{"Linear"}
                                                     : std::vector<std::string>{}));
@@ -105,7 +110,10 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Run>> runs;
   for (const char* strategy :
        {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP", "FULL_SHARD"}) {
-    runs.push_back(std::make_unique<Run>(strategy));
+    runs.push_back(std::make_unique<Run>(strategy, false));
+  }
+  for (const char* strategy : {"SHARD_GRAD_OP", "FULL_SHARD"}) {
+    runs.push_back(std::make_unique<Run>(strategy, true));
   }
   auto& main_accelerator = *runs.front()->accelerator;
   for (int round = 0; round < rounds + 1; ++round) {  // the first round warms up
@@ -127,8 +135,9 @@ int main(int argc, char** argv) {
   const double base_step = accel_bench::median(runs.front()->step_seconds);
   for (size_t i = 0; i < runs.size(); ++i) {
     const double step = accel_bench::median(runs[i]->step_seconds);
-    std::printf("| %s | %.3f s | %.2f | %.0f MiB | %.2f |\n", runs[i]->strategy.c_str(), step,
-                step / base_step, held[i] / 1048576.0,
+    std::printf("| %s%s | %.3f s | %.2f | %.0f MiB | %.2f |\n", runs[i]->strategy.c_str(),
+                runs[i]->offload ? ", CPU offload" : "", step, step / base_step,
+                held[i] / 1048576.0,
                 static_cast<double>(held[i]) / static_cast<double>(held.front()));
   }
   return 0;

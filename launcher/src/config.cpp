@@ -156,6 +156,8 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
         } else if (sub == "fsdp_state_dict_type") {
           c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
                                           contract::state_dict_type_choices());
+        } else if (sub == "fsdp_offload_params") {
+          c.offload_params = read_bool(path, "fsdp_config.fsdp_offload_params", fsdp.second);
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
                               "' is not used by accel and is ignored");
@@ -172,6 +174,12 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
                                                          "SHARD_GRAD_OP", "FULL_SHARD"};
           c.sharding_strategy = kStageStrategies[read_int(path, "deepspeed_config.zero_stage",
                                                           deepspeed.second, 0, 3)];
+        } else if (sub == "offload_optimizer_device" || sub == "offload_param_device") {
+          // ZeRO-Offload: accel offloads the shards, their gradients and the optimizer state
+          // together, so either key set to cpu turns it on. NVMe is not offered.
+          const bool to_cpu = read_choice(path, "deepspeed_config." + sub, deepspeed.second,
+                                          {"none", "cpu"}) == "cpu";
+          c.offload_params = c.offload_params.value_or(false) || to_cpu;
         } else if (warnings != nullptr) {
           warnings->push_back("config file " + path + ": key 'deepspeed_config." + sub +
                               "' is not used by accel and is ignored");
@@ -219,13 +227,14 @@ std::string to_yaml(const Config& c) {
   put("max_restarts", c.max_restarts);
   put("log_with", c.log_with);
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
-      c.min_num_params) {
+      c.min_num_params || c.offload_params) {
     out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
     put("fsdp_sharding_strategy", c.sharding_strategy);
     put("fsdp_auto_wrap_policy", c.auto_wrap_policy);
     put("fsdp_transformer_layer_cls_to_wrap", c.classes_to_wrap);
     put("fsdp_min_num_params", c.min_num_params);
     put("fsdp_state_dict_type", c.state_dict_type);
+    put("fsdp_offload_params", c.offload_params);
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

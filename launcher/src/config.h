@@ -39,6 +39,10 @@ struct Config {
   std::optional<std::string> log_with;
   /// fsdp_config.fsdp_state_dict_type: FULL_STATE_DICT or SHARDED_STATE_DICT.
   std::optional<std::string> state_dict_type;
+  /// fsdp_config.fsdp_offload_params, or deepspeed_config.offload_optimizer_device /
+  /// offload_param_device set to cpu: CPU offload of the shards (exported as
+  /// ACCEL_FSDP_OFFLOAD_PARAMS).
+  std::optional<bool> offload_params;
 };
 
 /// A config file that cannot be used; what() names the file, the key and what was expected.

@@ -32,6 +32,8 @@ struct LaunchOptions {
   std::optional<std::string> log_with;
   /// Exported as ACCEL_FSDP_STATE_DICT_TYPE.
   std::optional<std::string> state_dict_type;
+  /// Exported as ACCEL_FSDP_OFFLOAD_PARAMS.
+  std::optional<bool> offload_params;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
   /// Prefix every line a process writes with "[rank N] ".

@@ -122,6 +122,12 @@ Config ask_config(std::istream& in, std::ostream& out) {
     c.sharding_strategy =
         asker.ask_choice("How should parameters, gradients and optimizer states be sharded?",
                          contract::sharding_strategy_choices(), "NO_SHARD");
+    if (*c.sharding_strategy != "NO_SHARD") {
+      c.offload_params = asker.ask_yes_no(
+          "Offload the shards of the parameters, their gradients and the optimizer state to the "
+          "CPU?",
+          false);
+    }
   }
   return c;
 }

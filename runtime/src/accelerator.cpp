@@ -258,7 +258,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
                                        : detail::OptimizerShards::Collectives::native,
-      full_shard, unit_of, impl_->replicate_group());
+      full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   auto& known = impl_->shards;
   known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),
@@ -306,11 +306,18 @@ detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
 
 void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
   if (!impl_->options.device_placement) return;
-  const auto device = impl_->device;
-  auto move = [&](torch::Tensor& t) {
-    if (t.defined()) t = t.to(device);
-  };
+  // Each parameter's state goes where the parameter is: the device, or the host for the shards of
+  // a CPU-offloaded run.
+  std::unordered_map<const void*, torch::Device> devices;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) devices.emplace(p.unsafeGetTensorImpl(), p.device());
+  }
   for (auto& entry : optimizer.state()) {
+    const auto found = devices.find(entry.first);
+    const torch::Device device = found != devices.end() ? found->second : impl_->device;
+    auto move = [&](torch::Tensor& t) {
+      if (t.defined()) t = t.to(device);
+    };
     auto* state = entry.second.get();
     if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state)) {
       move(s->momentum_buffer());

@@ -30,6 +30,8 @@ struct OptimizerShards::Unit {
   int64_t shard_size = 0;              // elements each process owns (padding included)
   torch::Tensor flat;                  // the parameters' storage: shard_size x processes elements
   torch::Tensor shard;                 // the optimizer's parameter: this process's slice of `flat`
+                                       // (a host copy of it under CPU offload)
+  torch::TensorOptions compute;        // the parameters' dtype and device
   std::shared_ptr<Gathered> gathered;  // FULL_SHARD: no `flat`; the unit gathered on demand
 
   // A reduce-scatter under way: the gradients sent (one flat copy) and this process's sum.
@@ -62,7 +64,12 @@ struct OptimizerShards::Unit {
     if (last <= first) return {0, 0, 0};
     return {first - offsets[i], first - begin, last - first};
   }
+  /// The shard's dtype and device (the host's under CPU offload).
   torch::TensorOptions options() const { return shard.options().requires_grad(false); }
+  /// This process's slice of `flat` (ZeRO-1 and -2).
+  torch::Tensor own_slice(int64_t rank) const {
+    return flat.narrow(0, rank * shard_size, shard_size);
+  }
   bool any_gradient() const {
     return std::any_of(params.begin(), params.end(),
                        [](const torch::Tensor& p) { return p.grad().defined(); });
@@ -95,13 +102,15 @@ class OptimizerShards::GatherWindow {
 class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> {
  public:
   Gathered(c10::intrusive_ptr<c10d::ProcessGroup> group, bool through_all_reduce,
-           torch::Tensor shard, std::shared_ptr<GatherWindow> window)
+           torch::Tensor shard, torch::TensorOptions compute, std::shared_ptr<GatherWindow> window)
       : group_(std::move(group)),
         through_all_reduce_(through_all_reduce),
         shard_(std::move(shard)),
+        compute_(compute),
         window_(std::move(window)) {}
 
-  /// The unit's flat value, padding included.
+  /// The unit's flat value, padding included, on the parameters' device (the shard may be on the
+  /// host: CPU offload).
   torch::Tensor whole() {
     std::lock_guard<std::mutex> lock(window_->mutex);
     if (value_.defined()) return value_;
@@ -109,13 +118,14 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
     const int64_t size = shard_.numel(), rank = group_->getRank();
     if (through_all_reduce_) {
       // As gather_parameters: zeros everywhere but this process's slice, summed.
-      value_ = torch::zeros({size * group_->getSize()}, shard_.options().requires_grad(false));
+      value_ = torch::zeros({size * group_->getSize()}, compute_);
       value_.narrow(0, rank * size, size).copy_(shard_.detach());
       std::vector<torch::Tensor> tensors{value_};
       group_->allreduce(tensors)->wait();
     } else {
-      value_ = torch::empty({size * group_->getSize()}, shard_.options().requires_grad(false));
-      auto mine = shard_.detach().clone();
+      value_ = torch::empty({size * group_->getSize()}, compute_);
+      auto mine = torch::empty({size}, compute_);
+      mine.copy_(shard_.detach());
       group_->_allgather_base(value_, mine)->wait();
     }
     window_->gathered(value_);
@@ -162,6 +172,7 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   bool through_all_reduce_;
   torch::Tensor shard_;
+  torch::TensorOptions compute_;
   std::shared_ptr<GatherWindow> window_;
   torch::Tensor value_;
 };
@@ -204,12 +215,14 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
                                  int64_t unit_bytes, Collectives collectives, bool shard_parameters,
                                  const UnitOf& unit_of,
-                                 c10::intrusive_ptr<c10d::ProcessGroup> replicate_group)
+                                 c10::intrusive_ptr<c10d::ProcessGroup> replicate_group,
+                                 bool offload_to_host)
     : process_group_(std::move(group)),
       replicate_group_(std::move(replicate_group)),
       reduction_(reduction),
       through_all_reduce_(collectives == Collectives::all_reduce),
-      shard_parameters_(shard_parameters) {
+      shard_parameters_(shard_parameters),
+      offload_(offload_to_host) {
   TORCH_CHECK(!shard_parameters || reduction == Reduction::reduce_scatter,
               "accel: sharded parameters need their gradients reduce-scattered");
   TORCH_CHECK(!replicate_group_ || reduction == Reduction::reduce_scatter,
@@ -271,17 +284,26 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
       }
       unit.shard_size = ceil_div(unit.total, processes);
       unit.ready.assign(unit.params.size(), false);
-      unit.flat = torch::zeros({unit.shard_size * processes},
-                               unit.params.front().options().requires_grad(false));
+      unit.compute = unit.params.front().options().requires_grad(false);
+      unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
       for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
-      unit.shard = unit.flat.narrow(0, rank * unit.shard_size, unit.shard_size).detach();
+      unit.shard = unit.own_slice(rank).detach();
+      if (offload_) {
+        // Pinned host memory when the parameters are on a GPU: the copies each step makes
+        // between the two then go at the link's full speed.
+        const bool pin = !unit.compute.device().is_cpu();
+        auto host =
+            torch::empty({unit.shard_size}, unit.compute.device(torch::kCPU).pinned_memory(pin));
+        host.copy_(unit.shard);
+        unit.shard = host;
+      }
       if (shard_parameters_) {
         // The shard takes its slice away; the whole buffer goes, and each parameter becomes a
         // sharded parameter served from the unit.
-        unit.shard = unit.shard.clone();
+        if (!offload_) unit.shard = unit.shard.clone();
         unit.flat = torch::Tensor();
-        unit.gathered =
-            std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard, window_);
+        unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                                   unit.compute, window_);
         for (size_t i = 0; i < unit.params.size(); ++i) {
           shard_in_place(unit.params[i],
                          std::make_shared<UnitParameter>(unit.gathered, unit.offsets[i],
@@ -366,7 +388,7 @@ void OptimizerShards::send_next() {
   // collectives alike), and the buffers are reused step after step rather than allocated afresh.
   if (next_launch_ - next_deliver_ >= kUnitsInFlight) collect_next();
   auto& buffer = send_buffers_[next_launch_ % kUnitsInFlight];
-  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().options());
+  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().compute);
   launch(units_[launch_order_[next_launch_++]], buffer);
 }
 
@@ -395,7 +417,7 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
     unit.work = process_group_->allreduce(tensors);
     return;
   }
-  unit.received = torch::empty({unit.shard_size}, unit.options());
+  unit.received = torch::empty({unit.shard_size}, unit.compute);
   c10d::ReduceScatterOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   unit.work = process_group_->_reduce_scatter_base(unit.received, unit.sent, options);
@@ -403,6 +425,12 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
 
 void OptimizerShards::deliver(Unit& unit, torch::Tensor mine) {
   torch::NoGradGuard no_grad;
+  if (mine.device() != unit.shard.device()) {
+    // CPU offload: the averaged slice goes to the host, where the optimizer steps.
+    auto host = torch::empty({unit.shard_size}, unit.options().pinned_memory(true));
+    host.copy_(mine);
+    mine = std::move(host);
+  }
   auto& shard_grad = unit.shard.mutable_grad();
   if (shard_grad.defined()) {
     shard_grad.add_(mine);
@@ -458,8 +486,11 @@ void OptimizerShards::ensure_bound() {
   // Sharded parameters take new values through their sources (copy_ into them).
   if (bound_ || shard_parameters_) return;
   torch::NoGradGuard no_grad;
+  const int64_t rank = process_group_->getRank();
   for (auto& unit : units_) {
     for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+    // CPU offload: the host shard is the value the optimizer steps; it takes the device's.
+    if (offload_) unit.shard.detach().copy_(unit.own_slice(rank));
   }
   bound_ = true;
 }
@@ -509,8 +540,9 @@ void OptimizerShards::gather_parameters() {
   // Every unit's collective is started before any is waited for.
   std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, torch::Tensor>> under_way;
   for (auto& unit : units_) {
-    // The step updated this process's slice of `flat` in place; the others come from their
-    // owners.
+    // The step updated this process's slice of `flat` in place (under CPU offload, the host
+    // shard: it is copied back first); the others come from their owners.
+    if (offload_) unit.own_slice(rank).copy_(unit.shard.detach());
     if (through_all_reduce_) {
       // Everything but this process's slice zeroed, then summed: x + 0 + ... + 0 is x exactly.
       unit.flat.narrow(0, 0, rank * unit.shard_size).zero_();
@@ -521,7 +553,7 @@ void OptimizerShards::gather_parameters() {
       continue;
     }
     // The input is a copy: an all-gather's input may not overlap its output.
-    auto mine = unit.shard.detach().clone();
+    auto mine = unit.own_slice(rank).clone();
     under_way.emplace_back(process_group_->_allgather_base(unit.flat, mine), mine);
   }
   for (auto& [work, input] : under_way) work->wait();

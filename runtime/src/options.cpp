@@ -75,6 +75,12 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(out.fsdp_state_dict_type, contract::state_dict_type_choices()),
               "Invalid fsdp_state_dict_type: '", out.fsdp_state_dict_type, "' (expected one of ",
               contract::join(contract::state_dict_type_choices()), ")");
+  out.fsdp_offload_params = pick(options.fsdp_offload_params(),
+                                 detail::env_bool(env, contract::kFsdpOffloadParams), false);
+  TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != "NO_SHARD",
+              "accel: fsdp_offload_params keeps the shards of a sharded run in host memory, and "
+              "sharding_strategy is NO_SHARD; choose SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, "
+              "FULL_SHARD or HYBRID_SHARD with it");
   out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
   if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
     out.fsdp_transformer_layer_cls_to_wrap =

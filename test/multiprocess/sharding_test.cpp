@@ -124,18 +124,27 @@ double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<t
   return worst;
 }
 
+/// True when `a` and `b` share memory.
+bool same_memory(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.storage().is_alias_of(b.storage());
+}
+
 /// 20 optimizer steps (40 micro-steps) of `strategy`, from the same initial weights everywhere.
+/// With `offload`, also checks that the optimizer's parameters and state are host tensors of
+/// their own.
 std::vector<torch::Tensor> trained_weights(const std::string& strategy,
                                            const std::vector<std::string>& units = {},
                                            const std::string& mixed_precision = "no",
-                                           std::optional<int64_t> min_num_params = std::nullopt) {
+                                           std::optional<int64_t> min_num_params = std::nullopt,
+                                           bool offload = false) {
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
                                      .gradient_accumulation_steps(2)
                                      .sharding_strategy(strategy)
                                      .fsdp_transformer_layer_cls_to_wrap(units)
-                                     .fsdp_min_num_params(min_num_params));
+                                     .fsdp_min_num_params(min_num_params)
+                                     .fsdp_offload_params(offload));
   torch::manual_seed(7);
   Net net;
   accelerator.prepare(net);
@@ -155,7 +164,28 @@ std::vector<torch::Tensor> trained_weights(const std::string& strategy,
   for (const auto& p : net->parameters()) {
     EXPECT_EQ(accel::detail::is_sharded(p), shards_parameters(strategy)) << strategy;
   }
+  if (offload) {
+    EXPECT_TRUE(optimizer.shards()->offloads_to_host()) << strategy;
+    // The shards are copies in host memory, not slices of the buffer the parameters live in (the
+    // parameters stay on the device; here both are the CPU).
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& shard : group.params()) {
+        EXPECT_TRUE(shard.device().is_cpu()) << strategy;
+        for (const auto& p : net->parameters()) {
+          if (!accel::detail::is_sharded(p)) {
+            EXPECT_FALSE(same_memory(shard, p)) << strategy;
+          }
+        }
+      }
+    }
+  }
   train(accelerator, net, optimizer, 0, 40);
+  if (offload) {
+    for (const auto& entry : optimizer.state()) {
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+      EXPECT_TRUE(state.exp_avg().device().is_cpu() && state.exp_avg_sq().device().is_cpu());
+    }
+  }
   return weights(net);
 }
 
@@ -194,6 +224,27 @@ TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
     if (rank() == 0) {
       std::printf("%s bf16: largest weight difference %.3g\n", strategy.c_str(), bf16_difference);
     }
+  }
+}
+
+TEST_F(Sharding, CpuOffloadTrainsAsDataParallel) {
+  // The shards step in host memory: each step copies the reduced slices there and the updated
+  // shards back into the parameters. A copy left out leaves the weights where they started.
+  const auto reference = trained_weights("NO_SHARD");
+  for (const auto& strategy : sharded_strategies()) {
+    const auto offloaded = trained_weights(strategy, {}, "no", std::nullopt, /*offload=*/true);
+    const double difference = worst_difference(offloaded, reference);
+    EXPECT_LE(difference, 1e-6) << strategy;
+    if (rank() == 0) {
+      std::printf("%s, CPU offload: largest weight difference %.3g\n", strategy.c_str(),
+                  difference);
+    }
+  }
+  // FULL_SHARD gathers each unit from host shards, under bf16 autocast too.
+  const auto bf16_reference = trained_weights("NO_SHARD", {}, "bf16");
+  for (const auto& strategy : parameter_sharding_strategies()) {
+    const auto bf16 = trained_weights(strategy, {"Linear"}, "bf16", std::nullopt, true);
+    EXPECT_LE(worst_difference(bf16, bf16_reference), 1e-6) << strategy;
   }
 }
 
@@ -370,12 +421,15 @@ int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
 
 TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
   // accel estimate-memory's fp32 columns, per process (P parameters, 4 bytes each):
-  // train DP 16P; stage 2 (SHARD_GRAD_OP) 4P of weights and (4P of gradients + 8P of Adam
+  // train DP 16P; stage 1 (SHARD_OPTIMIZER_STATE) 4P of weights, 4P of whole gradients and 8P
+  // of Adam state / N; stage 2 (SHARD_GRAD_OP) 4P of weights and (4P of gradients + 8P of Adam
   // state) / N; stage 3 (FULL_SHARD) all of it / N; HYBRID_SHARD is stage 3 over one machine's
   // processes.
   const double n = static_cast<double>(world_size());
-  std::vector<std::pair<std::string, double>> estimates = {
-      {"NO_SHARD", 16.0}, {"SHARD_GRAD_OP", 4 + 12 / n}, {"FULL_SHARD", 16 / n}};
+  std::vector<std::pair<std::string, double>> estimates = {{"NO_SHARD", 16.0},
+                                                           {"SHARD_OPTIMIZER_STATE", 8 + 8 / n},
+                                                           {"SHARD_GRAD_OP", 4 + 12 / n},
+                                                           {"FULL_SHARD", 16 / n}};
   if (machines() > 1) {
     estimates.emplace_back("HYBRID_SHARD", 16.0 / static_cast<double>(processes_per_machine()));
   }
@@ -391,6 +445,14 @@ TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
     auto x = torch::randn({4, 256});
     accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
     optimizer.step();  // once a step is through: weights, gradients and Adam state all exist
+    if (strategy == "SHARD_OPTIMIZER_STATE") {
+      // ZeRO-1 cuts the whole gradients down to this process's slice as soon as backward has
+      // all-reduced them; its peak, which the estimate describes, is while they are whole, as
+      // after a backward that does not synchronise (an accumulation micro-step).
+      optimizer.zero_grad();
+      auto skip = accelerator.no_sync(net);
+      accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
+    }
     const double held = static_cast<double>(held_bytes(net, optimizer));
     const double estimate = estimate_per_parameter * static_cast<double>(parameters);
     if (rank() == 0) {
@@ -401,6 +463,77 @@ TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
   }
 }
 
+TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
+  // After a step, with CPU offload: the optimizer's side (the fp32 shards, their gradients and
+  // Adam's two moments: 16 bytes per parameter, over N) is host memory; the model's side keeps
+  // what the strategy keeps on the device: the whole weights under ZeRO-1 and -2 (4 bytes per
+  // parameter), nothing under FULL_SHARD between uses.
+  for (const auto& strategy : sharded_strategies()) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy).fsdp_offload_params(
+            true));
+    torch::manual_seed(5);
+    DeepNet net;
+    accelerator.prepare(net);
+    int64_t parameters = 0;
+    for (const auto& p : net->parameters()) parameters += p.numel();
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
+    auto x = torch::randn({4, 256});
+    accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
+    optimizer.step();
+    std::map<const void*, int64_t> model_side, optimizer_side;
+    auto count = [](std::map<const void*, int64_t>& side, const torch::Tensor& t) {
+      if (t.defined() && !accel::detail::is_sharded(t)) {
+        side[t.storage().data()] = static_cast<int64_t>(t.storage().nbytes());
+      }
+    };
+    for (const auto& p : net->parameters()) {
+      count(model_side, p);
+      count(model_side, p.grad());
+    }
+    bool all_on_host = true;
+    auto count_host = [&](const torch::Tensor& t) {
+      count(optimizer_side, t);
+      all_on_host = all_on_host && t.device().is_cpu();
+    };
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& p : group.params()) {
+        count_host(p);
+        count_host(p.grad());
+      }
+    }
+    for (const auto& entry : optimizer.state()) {
+      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+      count_host(state.exp_avg());
+      count_host(state.exp_avg_sq());
+    }
+    auto total = [](const std::map<const void*, int64_t>& side) {
+      int64_t bytes = 0;
+      for (const auto& entry : side) bytes += entry.second;
+      return static_cast<double>(bytes);
+    };
+    // No storage is on both sides.
+    for (const auto& entry : optimizer_side) EXPECT_EQ(model_side.count(entry.first), 0u);
+    EXPECT_TRUE(all_on_host) << strategy;
+    const double n = static_cast<double>(shard_count(strategy));
+    const double host_expected = 16.0 * static_cast<double>(parameters) / n;
+    EXPECT_NEAR(total(optimizer_side) / host_expected, 1.0, 0.1) << strategy;
+    if (shards_parameters(strategy)) {
+      EXPECT_EQ(total(model_side), 0.0) << strategy;
+    } else {
+      EXPECT_NEAR(total(model_side) / (4.0 * static_cast<double>(parameters)), 1.0, 0.1)
+          << strategy;
+    }
+    if (rank() == 0) {
+      std::printf(
+          "%s, CPU offload, %d processes: %.0f bytes on the optimizer's side (host), "
+          "%.0f on the model's\n",
+          strategy.c_str(), static_cast<int>(world_size()), total(optimizer_side),
+          total(model_side));
+    }
+  }
+}
+
 TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
   // Over Gloo the Accelerator moves slices with all-reduces; NCCL uses c10d's reduce-scatter and
   // all-gather. Both, driven by hand over this job's Gloo group, train alike.
@@ -408,12 +541,18 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
   auto group = accel::detail::DistributedState::get(accelerator.options())->device_group();
   using Shards = accel::detail::OptimizerShards;
   std::vector<std::vector<torch::Tensor>> results;
-  for (const auto collectives : {Shards::Collectives::native, Shards::Collectives::all_reduce}) {
+  // Each form also with the shards in host memory (CPU offload), which adds the copies between
+  // the two.
+  for (const auto& [collectives, offload] :
+       std::vector<std::pair<Shards::Collectives, bool>>{{Shards::Collectives::native, false},
+                                                         {Shards::Collectives::all_reduce, false},
+                                                         {Shards::Collectives::native, true},
+                                                         {Shards::Collectives::all_reduce, true}}) {
     torch::manual_seed(21);
     Net net;
     torch::optim::AdamW optimizer(groups(net), {});
     Shards shards(optimizer, group, Shards::Reduction::reduce_scatter, /*unit_bytes=*/128,
-                  collectives);
+                  collectives, /*shard_parameters=*/false, nullptr, {}, offload);
     for (int64_t step = 0; step < 5; ++step) {
       auto [x, y] = batch(step);
       shards.arm();
@@ -425,7 +564,18 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
     }
     results.push_back(weights(net));
   }
-  EXPECT_LE(worst_difference(results[0], results[1]), 1e-6);
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_LE(worst_difference(results[0], results[i]), 1e-6) << "form " << i;
+  }
+}
+
+/// Every strategy of sharded_strategies(), without CPU offload and with it.
+std::vector<std::pair<std::string, bool>> strategies_with_and_without_offload() {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const bool offload : {false, true}) {
+    for (const auto& strategy : sharded_strategies()) out.emplace_back(strategy, offload);
+  }
+  return out;
 }
 
 std::string shared_folder(const std::string& name) {
@@ -433,11 +583,14 @@ std::string shared_folder(const std::string& name) {
 }
 
 TEST_F(Sharding, SaveAndLoadStateResumesBitForBit) {
-  for (const auto& strategy : sharded_strategies()) {
-    const auto folder = shared_folder("resume_" + strategy);
-    auto options =
-        accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(2).sharding_strategy(
-            strategy);
+  for (const auto& [strategy, offload] : strategies_with_and_without_offload()) {
+    SCOPED_TRACE(strategy + (offload ? ", CPU offload" : ""));
+    const auto folder = shared_folder("resume_" + strategy + (offload ? "_offload" : ""));
+    auto options = accel::AcceleratorOptions()
+                       .cpu(true)
+                       .gradient_accumulation_steps(2)
+                       .sharding_strategy(strategy)
+                       .fsdp_offload_params(offload);
     std::vector<torch::Tensor> straight;
     {
       accel::Accelerator accelerator(options);

@@ -429,6 +429,20 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   EXPECT_NE(message(accel::AcceleratorOptions().fsdp_min_num_params(0))
                 .find("Invalid fsdp_min_num_params: 0 (expected an integer >= 1)"),
             std::string::npos);
+  // CPU offload moves the shards of a sharded run: without sharding there are none.
+  EXPECT_NE(message(accel::AcceleratorOptions().fsdp_offload_params(true))
+                .find("fsdp_offload_params keeps the shards of a sharded run in host memory, and "
+                      "sharding_strategy is NO_SHARD"),
+            std::string::npos);
+  EXPECT_EQ(message(accel::AcceleratorOptions().fsdp_offload_params(true).sharding_strategy(
+                "SHARD_GRAD_OP")),
+            "");
+  {
+    EnvGuard offload("ACCEL_FSDP_OFFLOAD_PARAMS", "maybe");
+    EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("FULL_SHARD"))
+                  .find("Invalid ACCEL_FSDP_OFFLOAD_PARAMS: 'maybe'"),
+              std::string::npos);
+  }
   EnvGuard bad("ACCEL_USE_CPU", "sometimes");
   EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),
             std::string::npos);

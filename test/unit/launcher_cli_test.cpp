@@ -50,7 +50,7 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
   // a wrong answer then bf16, 4 accumulation steps.
   auto result = accel({"config", "--config_file", path},
                       "MULTI_GPU\\n2\\n1\\n10.0.0.1\\n1234\\n8\\n0,1\\nno\\nfp32\\nbf16\\n4\\n"
-                      "FULL_SHARD\\n");
+                      "FULL_SHARD\\nyes\\n");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("please answer one of no/bf16/fp16/fp8"), std::string::npos)
       << result.output;
@@ -59,7 +59,7 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
        {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
         "main_process_ip: 10.0.0.1", "main_process_port: 1234", "num_processes: 8", "gpu_ids: 0,1",
         "use_cpu: false", "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4",
-        "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD"}) {
+        "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD", "fsdp_offload_params: true"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing from\n" << yaml;
   }
 }
@@ -108,7 +108,8 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
 
 TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   const std::string show =
-      "echo shard=$ACCEL_SHARDING_STRATEGY wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP "
+      "echo off=$ACCEL_FSDP_OFFLOAD_PARAMS shard=$ACCEL_SHARDING_STRATEGY "
+      "wrap=$ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP "
       "dict=$ACCEL_FSDP_STATE_DICT_TYPE min=$ACCEL_FSDP_MIN_NUM_PARAMS log=$ACCEL_LOG_WITH";
   struct Case {
     std::string yaml, expected;
@@ -116,7 +117,17 @@ TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   for (const Case& c : std::vector<Case>{
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n"
             "  fsdp_offload_params: false\n",
-            "shard=SHARD_GRAD_OP wrap= dict= min= log=\n"},
+            "off=false shard=SHARD_GRAD_OP wrap= dict= min= log=\n"},
+           {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+            "  fsdp_offload_params: true\n",
+            "off=true shard=FULL_SHARD wrap= dict= min= log=\n"},
+           // DeepSpeed's ZeRO-Offload: either device set to cpu offloads.
+           {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
+            "  offload_optimizer_device: cpu\n  offload_param_device: none\n",
+            "off=true shard=SHARD_GRAD_OP"},
+           {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n"
+            "  offload_param_device: cpu\n  offload_optimizer_device: none\n",
+            "off=true shard=FULL_SHARD"},
            // Accelerate writes the classes as one comma-separated string; a list is taken too.
            {"distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
             "  fsdp_transformer_layer_cls_to_wrap: Block,Embedding\n",
@@ -149,7 +160,7 @@ TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
             "shard=SHARD_OPTIMIZER_STATE"},
            {"distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 2\n"
             "  offload_optimizer_device: none\n",
-            "shard=SHARD_GRAD_OP"},
+            "off=false shard=SHARD_GRAD_OP"},
            {"distributed_type: MULTI_CPU\ndeepspeed_config: {}\n",
             "shard= wrap= dict= min= log=\n"},
            // Trackers, as one name, several, or a list.
@@ -187,6 +198,11 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
             "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP)"},
            {"fsdp_config:\n  fsdp_min_num_params: 1e8\n",
             "key 'fsdp_config.fsdp_min_num_params': '1e8' is not an integer"},
+           {"deepspeed_config:\n  offload_param_device: nvme\n",
+            "key 'deepspeed_config.offload_param_device': 'nvme' is not allowed (allowed: none, "
+            "cpu)"},
+           {"fsdp_config:\n  fsdp_offload_params: sometimes\n",
+            "key 'fsdp_config.fsdp_offload_params': 'sometimes' is not a boolean"},
            {"deepspeed_config:\n  zero_stage: 4\n",
             "key 'deepspeed_config.zero_stage': 4 is out of range (expected 0..3"},
        }) {

@@ -25,6 +25,9 @@ inline constexpr const char kFsdpClassesToWrap[] = "ACCEL_FSDP_TRANSFORMER_CLS_T
 inline constexpr const char kFsdpMinNumParams[] = "ACCEL_FSDP_MIN_NUM_PARAMS";
 /// How save_state writes a FULL_SHARD model: FULL_STATE_DICT or SHARDED_STATE_DICT.
 inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
+/// Keep the shards, their gradients and the optimizer state in host memory, and step there
+/// (Accelerate's fsdp_offload_params; DeepSpeed's offload_optimizer_device/offload_param_device).
+inline constexpr const char kFsdpOffloadParams[] = "ACCEL_FSDP_OFFLOAD_PARAMS";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";

@@ -141,6 +141,15 @@ struct AcceleratorOptions {
   /// process 0 writes an index; `accel merge-weights` turns it into model.safetensors.
   TORCH_ARG(std::optional<std::string>, fsdp_state_dict_type) = std::nullopt;
 
+  /// CPU offload of a sharded run (FSDP's `offload_params`, DeepSpeed's ZeRO-Offload;
+  /// `ACCEL_FSDP_OFFLOAD_PARAMS`): each process's shards of the parameters (the fp32 values the
+  /// optimizer steps), their gradients and the optimizer state live in host memory (pinned when
+  /// the model is on a GPU), and the optimizer steps there. Forward and backward still run on
+  /// the device: a reduced gradient slice is copied to the host, and an updated slice back before
+  /// the all-gather. With FULL_SHARD the device then holds only the units gathered at the moment.
+  /// Needs a sharding strategy other than NO_SHARD.
+  TORCH_ARG(std::optional<bool>, fsdp_offload_params) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -168,6 +177,7 @@ struct ResolvedOptions {
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
   int64_t fsdp_min_num_params = 0;  // 0: not set
   std::string fsdp_state_dict_type = "FULL_STATE_DICT";
+  bool fsdp_offload_params = false;
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

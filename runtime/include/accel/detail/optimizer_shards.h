@@ -21,6 +21,14 @@
 // and freed after. Units are then the caller's (FSDP's wrapped modules), not runs of consecutive
 // parameters.
 //
+// With `offload_to_host` (CPU offload) the shards, their gradients and so the optimizer's state
+// are host tensors (pinned when the parameters are on a GPU), and the optimizer steps on the
+// host: a reduced slice is copied there from the device, and an updated shard back to the device
+// for the all-gather. ZeRO-1 and -2 then keep a device copy of the parameters (the flat buffer)
+// beside the host shard, which is the value that counts: refresh_from_parameters() copies the
+// device's values into it after the parameters were written. With FULL_SHARD the device holds
+// nothing but the units gathered at the moment.
+//
 // With a `replicate_group` (HYBRID_SHARD) the slices are cut among `group` (one machine's
 // processes) and each group of the job holds the same slices: a reduce-scattered slice is summed
 // with its replicas over `replicate_group` before it is averaged over every process.
@@ -85,11 +93,13 @@ class OptimizerShards {
   /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least), or
   /// as `unit_of` says when given. With `shard_parameters`, the parameters are sharded too (they
   /// must be the same on every process, as prepare(model) makes them). With `replicate_group`,
-  /// `group` is one of several holding the same shards (HYBRID_SHARD; see above).
+  /// `group` is one of several holding the same shards (HYBRID_SHARD; see above). With
+  /// `offload_to_host`, the shards are host tensors (CPU offload; see above).
   OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
                   Reduction reduction, int64_t unit_bytes, Collectives collectives,
                   bool shard_parameters = false, const UnitOf& unit_of = nullptr,
-                  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {});
+                  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {},
+                  bool offload_to_host = false);
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
@@ -109,6 +119,8 @@ class OptimizerShards {
   void gather_parameters();
   /// FULL_SHARD: the parameters are sharded parameters.
   bool shards_parameters() const { return shard_parameters_; }
+  /// CPU offload: the shards are host tensors.
+  bool offloads_to_host() const { return offload_; }
   struct GatherStatistics {
     int64_t gathers = 0;      // units gathered so far
     int64_t alive_bytes = 0;  // bytes of gathered units still alive (whole, or referred to)
@@ -157,6 +169,7 @@ class OptimizerShards {
   Reduction reduction_;
   bool through_all_reduce_;  // Collectives::all_reduce
   bool shard_parameters_;
+  bool offload_;                          // the shards are host tensors
   std::shared_ptr<GatherWindow> window_;  // FULL_SHARD: the units whole at the moment
   std::vector<Unit> units_;
   std::vector<size_t> launch_order_;  // units in the order their gradients are sent
