@@ -153,7 +153,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->options.mixed_precision == "fp16") {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
-    if (impl_->sharded()) {
+    if (impl_->sharded() && impl_->distributed()) {
       // Each process checks only its own gradient shard; all must skip or step together.
       impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
         auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
@@ -402,10 +402,19 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     m->force_sync = false;
     m->sync->prepare_for_backward();
   }
+  // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
+  // on every backward outside no_sync.
+  const bool one_process_syncs =
+      !impl_->distributed() && impl_->sharded() &&
+      std::any_of(impl_->models.begin(), impl_->models.end(),
+                  [](const PreparedModel& m) { return m.no_sync_depth == 0 || m.force_sync; });
+  if (one_process_syncs) {
+    for (auto& m : impl_->models) m.force_sync = false;
+  }
   // Sharded optimizers whose parameters this backward reaches: ZeRO-2's send each unit's
   // gradients as backward finishes them.
   std::vector<std::shared_ptr<detail::OptimizerShards>> sharded;
-  if (!syncing.empty()) sharded = impl_->live_shards();
+  if (!syncing.empty() || one_process_syncs) sharded = impl_->live_shards();
   if (sharded.size() > 1) {
     sharded.erase(std::remove_if(sharded.begin(), sharded.end(),
                                  [&](const auto& shards) { return !shards->holds_any(leaves()); }),

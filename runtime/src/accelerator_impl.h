@@ -76,8 +76,12 @@ struct Accelerator::Impl {
   /// The runtime's own CPU-side collectives: always Gloo.
   c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
   bool distributed() const { return dist->world_size() > 1; }
-  /// A sharding strategy in effect: one, on several processes.
-  bool sharded() const { return distributed() && options.sharding_strategy != "NO_SHARD"; }
+  /// A sharding strategy in effect: one, on several processes, or on one with CPU offload (which
+  /// then moves the optimizer's side to the host).
+  bool sharded() const {
+    return (distributed() || options.fsdp_offload_params) &&
+           options.sharding_strategy != "NO_SHARD";
+  }
   /// FULL_SHARD or HYBRID_SHARD in effect: the parameters are sharded too.
   bool shards_parameters() const {
     return sharded() && (options.sharding_strategy == "FULL_SHARD" || hybrid());
@@ -86,7 +90,9 @@ struct Accelerator::Impl {
   bool hybrid() const { return sharded() && options.sharding_strategy == "HYBRID_SHARD"; }
   /// The processes among which the shards are cut: this machine's under HYBRID_SHARD, else all.
   const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group() const {
-    return hybrid() ? dist->hybrid_groups(options).shard : dist->device_group();
+    if (hybrid()) return dist->hybrid_groups(options).shard;
+    // One process has a group only to shard (CPU offload); null otherwise, as the job's groups.
+    return distributed() || !sharded() ? dist->device_group() : dist->single_process_group(options);
   }
   /// HYBRID_SHARD's replicas of this process's shards, one per machine; null otherwise.
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {

@@ -3,6 +3,7 @@
 #include "torch_compat.h"
 
 #include <torch/cuda.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <c10/util/Exception.h>
@@ -154,6 +155,21 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
   groups.replicate = group("replicate/local" + std::to_string(local), machine, machines);
   hybrid_ = std::move(groups);
   return *hybrid_;
+}
+
+const c10::intrusive_ptr<c10d::ProcessGroup>& DistributedState::single_process_group(
+    const ResolvedOptions& options) {
+  std::lock_guard<std::mutex> lock(hybrid_mutex_);
+  TORCH_CHECK(identity_.world_size == 1,
+              "accel: single_process_group() is for a one-process job; this one has ",
+              identity_.world_size, " processes");
+  if (!single_) {
+    single_ = make_job_groups(
+                  c10::make_intrusive<c10d::HashStore>(), 0, 1, device(options.cpu).is_cuda(),
+                  c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), options.timeout)
+                  .device;
+  }
+  return single_;
 }
 
 torch::Device DistributedState::device(bool cpu) const {

@@ -69,6 +69,12 @@ class DistributedState {
   /// one machine, where HYBRID_SHARD would be FULL_SHARD with an extra collective.
   const HybridGroups& hybrid_groups(const ResolvedOptions& options);
 
+  /// In a one-process job: a device group of this process alone, created on first use, for a
+  /// sharded run's collectives (a one-process job shards only with CPU offload, to move the
+  /// optimizer's side to the host). Its collectives copy nothing between processes.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& single_process_group(
+      const ResolvedOptions& options);
+
   /// The device for an Accelerator of this process: `cuda:LOCAL_RANK` when CUDA is available and
   /// `cpu` is false, else the CPU.
   torch::Device device(bool cpu) const;
@@ -81,6 +87,7 @@ class DistributedState {
   c10::intrusive_ptr<c10d::Store> store_;  // the job's rendezvous, for the groups made later
   std::mutex hybrid_mutex_;
   std::optional<HybridGroups> hybrid_;
+  c10::intrusive_ptr<c10d::ProcessGroup> single_;  // single_process_group()
 };
 
 }  // namespace detail

@@ -719,12 +719,13 @@ class Accelerator {
 
   void prepare_model(torch::nn::Module& model);
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
-  /// With a sharding strategy on several processes: this process's shards of `optimizer`'s
-  /// parameters, which then replace them in it; null otherwise.
+  /// With a sharding strategy on several processes (or on one with CPU offload): this process's
+  /// shards of `optimizer`'s parameters, which then replace them in it; null otherwise.
   std::shared_ptr<detail::OptimizerShards> shard_optimizer(torch::optim::Optimizer& optimizer);
   /// FULL_SHARD's unit of each of `optimizer`'s parameters (null: by size).
   detail::OptimizerShards::UnitOf full_shard_units(const torch::optim::Optimizer& optimizer) const;
-  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process.
+  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
+  /// offload.
   std::string effective_sharding_strategy() const;
   /// clip_grad_norm_ over gradients sharded across the processes.
   double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,

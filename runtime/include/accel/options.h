@@ -147,7 +147,9 @@ struct AcceleratorOptions {
   /// the model is on a GPU), and the optimizer steps there. Forward and backward still run on
   /// the device: a reduced gradient slice is copied to the host, and an updated slice back before
   /// the all-gather. With FULL_SHARD the device then holds only the units gathered at the moment.
-  /// Needs a sharding strategy other than NO_SHARD.
+  /// Needs a sharding strategy other than NO_SHARD. On one process, where a strategy alone would
+  /// change nothing, it applies with offload: the one "shard" is the whole model, kept on the
+  /// host (a model whose optimizer state does not fit on its one GPU).
   TORCH_ARG(std::optional<bool>, fsdp_offload_params) = std::nullopt;
 
   /// How long rendezvous and collectives may wait for the other processes
