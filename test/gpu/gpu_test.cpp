@@ -70,6 +70,24 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
 // ---- CPU offload of sharded training
 // -------------------------------------------------------------
 
+/// Under CPU offload: `optimizer`'s state is on the host, and `got` (the trained parameters, some
+/// perhaps sharded) are on the GPU with the values of `expected` (plain AdamW on the GPU: the same
+/// formulas rounded apart, so within 1e-5).
+void expect_host_state_and_cuda_weights(const torch::optim::Optimizer& optimizer,
+                                        const std::vector<torch::Tensor>& got,
+                                        const std::vector<torch::Tensor>& expected) {
+  for (const auto& entry : optimizer.state()) {
+    const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
+    EXPECT_TRUE(state.exp_avg().device().is_cpu());
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto value = accel::detail::gathered_value(got[i]).detach();
+    EXPECT_TRUE(value.device().is_cuda());
+    EXPECT_LE((value - expected[i].detach()).abs().max().item<double>(), 1e-5) << "tensor " << i;
+  }
+}
+
 TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
   // One process, an NCCL group of one: the shards are the whole model, which is enough to see
   // where each part lives and that the copies between device and host give plain AdamW's
@@ -124,18 +142,7 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
       optimizer.step();
       shards.gather_parameters();
     }
-    for (const auto& entry : optimizer.state()) {
-      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
-      EXPECT_TRUE(state.exp_avg().device().is_cpu());
-    }
-    const auto expected = reference->parameters();
-    const auto got = model->parameters();
-    for (size_t i = 0; i < got.size(); ++i) {
-      const auto value = accel::detail::gathered_value(got[i]).detach();
-      EXPECT_TRUE(value.device().is_cuda());
-      // AdamW on the host against AdamW on the GPU: the same formulas, rounded apart.
-      EXPECT_LE((value - expected[i].detach()).abs().max().item<double>(), 1e-5) << "tensor " << i;
-    }
+    expect_host_state_and_cuda_weights(optimizer, model->parameters(), reference->parameters());
   }
 }
 
@@ -193,16 +200,7 @@ TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
       "%.1f MB of parameters (plain training holds 4x that)\n",
       static_cast<double>(on_device) / 1e6, static_cast<double>(parameter_bytes) / 1e6);
   EXPECT_LT(on_device, parameter_bytes / 2);
-  for (const auto& entry : optimizer.state()) {
-    const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
-    EXPECT_TRUE(state.exp_avg().device().is_cpu());
-  }
-  const auto expected = reference->parameters();
-  const auto got = model->parameters();
-  for (size_t i = 0; i < got.size(); ++i) {
-    const auto value = accel::detail::gathered_value(got[i]).detach();
-    EXPECT_LE((value - expected[i].detach()).abs().max().item<double>(), 1e-5) << "tensor " << i;
-  }
+  expect_host_state_and_cuda_weights(optimizer, model->parameters(), reference->parameters());
 }
 
 // ---- Mixed precision ----------------------------------------------------------------------------

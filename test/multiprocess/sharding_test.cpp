@@ -12,6 +12,7 @@
 
 #include "distributed_state.h"
 #include "sharded_parameter.h"
+#include "support/sharded_training.h"
 
 #include <sys/wait.h>
 
@@ -96,32 +97,15 @@ std::vector<torch::optim::OptimizerParamGroup> groups(Net& net) {
   return out;
 }
 
-/// A training run: `micro_steps` micro-steps from `first_step`, accumulation 2, clipping at 0.5.
+using accel_test::weights;
+using accel_test::worst_difference;
+
+/// A training run on batch(): `micro_steps` micro-steps from `first_step`, accumulation 2 (the
+/// Accelerator's setting), clipping at 0.5.
 template <typename Optimizer>
 void train(accel::Accelerator& accelerator, Net& net, Optimizer& optimizer, int64_t first_step,
            int64_t micro_steps) {
-  for (int64_t step = first_step; step < first_step + micro_steps; ++step) {
-    auto scope = accelerator.accumulate(net);
-    auto [x, y] = batch(step);
-    accelerator.backward(torch::mse_loss(net->forward(x), y));
-    if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), 0.5);
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-}
-
-std::vector<torch::Tensor> weights(Net& net) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
+  accel_test::train_clipped(accelerator, net, optimizer, first_step, micro_steps, batch);
 }
 
 /// True when `a` and `b` share memory.
@@ -181,10 +165,11 @@ std::vector<torch::Tensor> trained_weights(const std::string& strategy,
   }
   train(accelerator, net, optimizer, 0, 40);
   if (offload) {
-    for (const auto& entry : optimizer.state()) {
-      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
-      EXPECT_TRUE(state.exp_avg().device().is_cpu() && state.exp_avg_sq().device().is_cpu());
-    }
+    accel_test::for_each_optimizer_tensor(optimizer, [&](const torch::Tensor& t) {
+      if (t.defined()) {
+        EXPECT_TRUE(t.device().is_cpu()) << strategy;
+      }
+    });
   }
   return weights(net);
 }
@@ -403,17 +388,7 @@ int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
     count(p);
     count(p.grad());
   }
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) {
-      count(p);
-      count(p.grad());
-    }
-  }
-  for (const auto& entry : optimizer.state()) {
-    const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
-    count(state.exp_avg());
-    count(state.exp_avg_sq());
-  }
+  accel_test::for_each_optimizer_tensor(optimizer, count);
   int64_t bytes = 0;
   for (const auto& entry : storages) bytes += entry.second;
   return bytes;
@@ -494,19 +469,9 @@ TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
     bool all_on_host = true;
     auto count_host = [&](const torch::Tensor& t) {
       count(optimizer_side, t);
-      all_on_host = all_on_host && t.device().is_cpu();
+      if (t.defined()) all_on_host = all_on_host && t.device().is_cpu();
     };
-    for (const auto& group : optimizer.param_groups()) {
-      for (const auto& p : group.params()) {
-        count_host(p);
-        count_host(p.grad());
-      }
-    }
-    for (const auto& entry : optimizer.state()) {
-      const auto& state = static_cast<const torch::optim::AdamWParamState&>(*entry.second);
-      count_host(state.exp_avg());
-      count_host(state.exp_avg_sq());
-    }
+    accel_test::for_each_optimizer_tensor(optimizer, count_host);
     auto total = [](const std::map<const void*, int64_t>& side) {
       int64_t bytes = 0;
       for (const auto& entry : side) bytes += entry.second;

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "sharded_parameter.h"
+#include "support/sharded_training.h"
 #include "support/temp_dir.h"
 
 #include <string>
@@ -33,32 +34,14 @@ std::pair<torch::Tensor, torch::Tensor> batch(int64_t step) {
   return {x, torch::cos(x.sum(1, true))};
 }
 
-std::vector<torch::Tensor> weights(Net& net) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : net->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
-}
+using accel_test::weights;
+using accel_test::worst_difference;
 
 /// `micro_steps` micro-steps from `first`: accumulation 2, clipping at 0.5.
 template <typename Optimizer>
 void train(accel::Accelerator& accelerator, Net& net, Optimizer& optimizer, int64_t first,
            int64_t micro_steps) {
-  for (int64_t step = first; step < first + micro_steps; ++step) {
-    auto scope = accelerator.accumulate(net);
-    auto [x, y] = batch(step);
-    accelerator.backward(torch::mse_loss(net->forward(x), y));
-    if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), 0.5);
-    optimizer.step();
-    optimizer.zero_grad();
-  }
+  accel_test::train_clipped(accelerator, net, optimizer, first, micro_steps, batch);
 }
 
 /// The same 10 optimizer steps in plain LibTorch.
