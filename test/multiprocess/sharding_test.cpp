@@ -394,6 +394,32 @@ int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
   return bytes;
 }
 
+/// A DeepNet prepared with `options`, its prepared AdamW, and one step taken: weights, gradients
+/// and Adam state all exist.
+struct SteppedDeepNet {
+  explicit SteppedDeepNet(const accel::AcceleratorOptions& options)
+      : accelerator(options),
+        net(prepared_net(accelerator)),
+        optimizer(accelerator.prepare(torch::optim::AdamW(net->parameters(), {}))) {
+    for (const auto& p : net->parameters()) parameters += p.numel();
+    accelerator.backward(loss());
+    optimizer.step();
+  }
+  static DeepNet prepared_net(accel::Accelerator& accelerator) {
+    torch::manual_seed(5);
+    DeepNet net;
+    accelerator.prepare(net);
+    return net;
+  }
+  torch::Tensor loss() { return torch::mse_loss(net->forward(x), torch::ones({4, 1})); }
+
+  accel::Accelerator accelerator;
+  DeepNet net;
+  accel::AcceleratedOptimizer<torch::optim::AdamW> optimizer;
+  torch::Tensor x = torch::randn({4, 256});
+  int64_t parameters = 0;
+};
+
 TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
   // accel estimate-memory's fp32 columns, per process (P parameters, 4 bytes each):
   // train DP 16P; stage 1 (SHARD_OPTIMIZER_STATE) 4P of weights, 4P of whole gradients and 8P
@@ -409,27 +435,17 @@ TEST_F(Sharding, HeldBytesAgreeWithEstimateMemory) {
     estimates.emplace_back("HYBRID_SHARD", 16.0 / static_cast<double>(processes_per_machine()));
   }
   for (const auto& [strategy, estimate_per_parameter] : estimates) {
-    accel::Accelerator accelerator(
-        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
-    torch::manual_seed(5);
-    DeepNet net;
-    accelerator.prepare(net);
-    int64_t parameters = 0;
-    for (const auto& p : net->parameters()) parameters += p.numel();
-    auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
-    auto x = torch::randn({4, 256});
-    accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
-    optimizer.step();  // once a step is through: weights, gradients and Adam state all exist
+    SteppedDeepNet run(accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
     if (strategy == "SHARD_OPTIMIZER_STATE") {
       // ZeRO-1 cuts the whole gradients down to this process's slice as soon as backward has
       // all-reduced them; its peak, which the estimate describes, is while they are whole, as
       // after a backward that does not synchronise (an accumulation micro-step).
-      optimizer.zero_grad();
-      auto skip = accelerator.no_sync(net);
-      accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
+      run.optimizer.zero_grad();
+      auto skip = run.accelerator.no_sync(run.net);
+      run.accelerator.backward(run.loss());
     }
-    const double held = static_cast<double>(held_bytes(net, optimizer));
-    const double estimate = estimate_per_parameter * static_cast<double>(parameters);
+    const double held = static_cast<double>(held_bytes(run.net, run.optimizer));
+    const double estimate = estimate_per_parameter * static_cast<double>(run.parameters);
     if (rank() == 0) {
       std::printf("%s on %d processes: %.0f bytes held per process, estimate %.0f\n",
                   strategy.c_str(), static_cast<int>(world_size()), held, estimate);
@@ -444,25 +460,16 @@ TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
   // what the strategy keeps on the device: the whole weights under ZeRO-1 and -2 (4 bytes per
   // parameter), nothing under FULL_SHARD between uses.
   for (const auto& strategy : sharded_strategies()) {
-    accel::Accelerator accelerator(
+    SteppedDeepNet run(
         accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy).fsdp_offload_params(
             true));
-    torch::manual_seed(5);
-    DeepNet net;
-    accelerator.prepare(net);
-    int64_t parameters = 0;
-    for (const auto& p : net->parameters()) parameters += p.numel();
-    auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
-    auto x = torch::randn({4, 256});
-    accelerator.backward(torch::mse_loss(net->forward(x), torch::ones({4, 1})));
-    optimizer.step();
     std::map<const void*, int64_t> model_side, optimizer_side;
     auto count = [](std::map<const void*, int64_t>& side, const torch::Tensor& t) {
       if (t.defined() && !accel::detail::is_sharded(t)) {
         side[t.storage().data()] = static_cast<int64_t>(t.storage().nbytes());
       }
     };
-    for (const auto& p : net->parameters()) {
+    for (const auto& p : run.net->parameters()) {
       count(model_side, p);
       count(model_side, p.grad());
     }
@@ -471,7 +478,7 @@ TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
       count(optimizer_side, t);
       if (t.defined()) all_on_host = all_on_host && t.device().is_cpu();
     };
-    accel_test::for_each_optimizer_tensor(optimizer, count_host);
+    accel_test::for_each_optimizer_tensor(run.optimizer, count_host);
     auto total = [](const std::map<const void*, int64_t>& side) {
       int64_t bytes = 0;
       for (const auto& entry : side) bytes += entry.second;
@@ -481,12 +488,12 @@ TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
     for (const auto& entry : optimizer_side) EXPECT_EQ(model_side.count(entry.first), 0u);
     EXPECT_TRUE(all_on_host) << strategy;
     const double n = static_cast<double>(shard_count(strategy));
-    const double host_expected = 16.0 * static_cast<double>(parameters) / n;
+    const double host_expected = 16.0 * static_cast<double>(run.parameters) / n;
     EXPECT_NEAR(total(optimizer_side) / host_expected, 1.0, 0.1) << strategy;
     if (shards_parameters(strategy)) {
       EXPECT_EQ(total(model_side), 0.0) << strategy;
     } else {
-      EXPECT_NEAR(total(model_side) / (4.0 * static_cast<double>(parameters)), 1.0, 0.1)
+      EXPECT_NEAR(total(model_side) / (4.0 * static_cast<double>(run.parameters)), 1.0, 0.1)
           << strategy;
     }
     if (rank() == 0) {
