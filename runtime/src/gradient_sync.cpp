@@ -106,13 +106,16 @@ void GradientSynchronizer::prepare_for_backward() {
 
 void GradientSynchronizer::shadow_backward() {
   if (!reducer_) return;
-  // The others rebuild their buckets (a collective) at their second synchronising backward. A
-  // process with no backward of its own has no ready order to offer; any order will do, as the
-  // main process's assignment is the one every process adopts.
-  if (backwards_ == 0 && reducer_->should_rebuild_buckets()) {
+  // As prepare_for_backward on the processes that train: the bucket rebuild is a collective once a
+  // backward has recorded the order in which gradients become ready, that is from the job's second
+  // synchronising backward on (at the first, every process's rebuild does nothing). A process that
+  // has only shadowed recorded no order; any will do, as the main process's assignment is the one
+  // every process adopts. (Recording does nothing once an order is recorded or the buckets are
+  // rebuilt.)
+  if (backwards_ > 0) {
     reducer_->push_rebuilt_params_for_all_indices();
+    reducer_->rebuild_buckets();
   }
-  reducer_->rebuild_buckets();
   ++backwards_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> pending;
   for (auto& bucket : reducer_->get_grad_buckets(/*return_zero_tensors=*/true)) {

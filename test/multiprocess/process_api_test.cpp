@@ -258,3 +258,46 @@ TEST_F(TwoProcesses, JoinUnevenInputsTrainsOnWithoutHanging) {
   // The scope ended on every process together, and a later epoch is even again.
   EXPECT_EQ(loader->size(), 3u);
 }
+
+// One batch of 2 with even_batches off, two epochs in one scope: rank 1 gets no batch at all,
+// trains nothing and shadows rank 0's two all-reduces from end_join (the second comes with the
+// reducer's bucket rebuild, a collective of its own). Both end with rank 0's model, whose steps
+// used half its gradient (divided by the job's 2 processes).
+TEST_F(TwoProcesses, JoinUnevenInputsWithNoBatchOnOneProcess) {
+  accel::Accelerator accelerator;
+  auto x = torch::tensor({{0.1F, 0.2F, 0.3F}, {0.4F, 0.5F, 0.6F}});
+  auto y = x.sum(1, true) * 2 + 1;
+  auto model = torch::nn::Linear(3, 1);
+  torch::nn::init::zeros_(model->weight);
+  torch::nn::init::zeros_(model->bias);
+  auto reference = torch::nn::Linear(3, 1);
+  torch::nn::init::zeros_(reference->weight);
+  torch::nn::init::zeros_(reference->bias);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.5));
+  auto loader = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
+      Pairs(x, y).map(torch::data::transforms::Stack<>()), 2);
+  int64_t batches = 0;
+  {
+    auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      for (auto& batch : *loader) {
+        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+        optimizer.step();
+        optimizer.zero_grad();
+        ++batches;
+      }
+    }
+  }
+  EXPECT_EQ(batches, rank() == 0 ? 2 : 0);
+  for (int step = 0; step < 2; ++step) {
+    reference->zero_grad();
+    torch::mse_loss(reference->forward(x), y).backward();
+    torch::NoGradGuard no_grad;
+    reference->weight -= 0.5 * reference->weight.grad() / 2;
+    reference->bias -= 0.5 * reference->bias.grad() / 2;
+  }
+  EXPECT_TRUE(torch::allclose(model->weight, reference->weight, 0, 1e-6))
+      << model->weight << reference->weight;
+  EXPECT_TRUE(torch::allclose(model->bias, reference->bias, 0, 1e-6));
+}
