@@ -204,39 +204,77 @@ TEST_F(TwoProcesses, ProfileWritesOneTracePerProcess) {
   EXPECT_TRUE(fs::exists(dir / "traces" / ("profile_" + std::to_string(1 - rank()) + ".json")));
 }
 
+/// The uneven-inputs tests' job: a Linear(3, 1) from zeros, prepared with SGD(0.5) and a
+/// sequential loader of batches of 2 over (x, y), beside an unprepared reference from zeros that
+/// a test steps by hand.
+struct JoinedLinear {
+  JoinedLinear(torch::Tensor inputs, torch::Tensor targets)
+      : x(std::move(inputs)),
+        y(std::move(targets)),
+        model(zeros()),
+        reference(zeros()),
+        optimizer(accelerator.prepare(sgd_of_prepared_model())),
+        loader(accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
+            Pairs(x, y).map(torch::data::transforms::Stack<>()), 2)) {}
+  torch::optim::SGD sgd_of_prepared_model() {
+    accelerator.prepare(model);
+    return torch::optim::SGD(model->parameters(), 0.5);
+  }
+  static torch::nn::Linear zeros() {
+    torch::nn::Linear linear(3, 1);
+    torch::nn::init::zeros_(linear->weight);
+    torch::nn::init::zeros_(linear->bias);
+    return linear;
+  }
+  /// `epochs` epochs of this process's batches in one join scope, even_batches off; the number
+  /// of batches this process trained on.
+  int64_t train_joined(int epochs) {
+    int64_t batches = 0;
+    auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
+    for (int epoch = 0; epoch < epochs; ++epoch) {
+      for (auto& batch : *loader) {
+        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+        optimizer.step();
+        optimizer.zero_grad();
+        ++batches;
+      }
+    }
+    return batches;
+  }
+  /// One SGD step of the reference with `gradients` (weight, bias) summed over a round's
+  /// batches, divided by the job's 2 processes as the joined model's are.
+  void step_reference(const torch::Tensor& weight_gradient, const torch::Tensor& bias_gradient) {
+    torch::NoGradGuard no_grad;
+    reference->weight -= 0.5 * weight_gradient / 2;
+    reference->bias -= 0.5 * bias_gradient / 2;
+  }
+  void expect_model_is_reference() const {
+    EXPECT_TRUE(torch::allclose(model->weight, reference->weight, 0, 1e-6))
+        << model->weight << reference->weight;
+    EXPECT_TRUE(torch::allclose(model->bias, reference->bias, 0, 1e-6));
+  }
+
+  accel::Accelerator accelerator;
+  torch::Tensor x, y;
+  torch::nn::Linear model, reference;
+  accel::AcceleratedOptimizer<torch::optim::SGD> optimizer;
+  using Batches = torch::data::datasets::MapDataset<Pairs, torch::data::transforms::Stack<>>;
+  std::unique_ptr<accel::DataLoader<Batches, torch::data::samplers::SequentialSampler>> loader;
+};
+
 // 5 batches of 2 with even_batches off: rank 0 trains on batches 0, 2, 4 and rank 1 on 1 and 3.
 // Rank 1 runs out first and shadows rank 0's third all-reduce with zeros; both end with rank 0's
 // model, whose third step used half its own gradient (divided by the job's 2 processes).
 TEST_F(TwoProcesses, JoinUnevenInputsTrainsOnWithoutHanging) {
-  accel::Accelerator accelerator;
   auto x = torch::arange(30, torch::kFloat).reshape({10, 3}) / 30;
-  auto y = x.sum(1, true) * 2 + 1;
-  auto model = torch::nn::Linear(3, 1);
-  torch::nn::init::zeros_(model->weight);
-  torch::nn::init::zeros_(model->bias);
-  auto reference = torch::nn::Linear(3, 1);
-  torch::nn::init::zeros_(reference->weight);
-  torch::nn::init::zeros_(reference->bias);
-  accelerator.prepare(model);
-  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.5));
-  auto loader = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
-      Pairs(x, y).map(torch::data::transforms::Stack<>()), 2);
-  int64_t batches = 0;
-  {
-    auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
-    for (auto& batch : *loader) {
-      accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
-      optimizer.step();
-      optimizer.zero_grad();
-      ++batches;
-    }
-  }
-  EXPECT_EQ(batches, rank() == 0 ? 3 : 2);
+  JoinedLinear job(x, x.sum(1, true) * 2 + 1);
+  EXPECT_EQ(job.train_joined(1), rank() == 0 ? 3 : 2);
 
   // The same steps on one process: mean gradients of batch pairs (0, 1), (2, 3), then (4, none).
+  auto& reference = job.reference;
   auto gradient_of = [&](int64_t b) {
     reference->zero_grad();
-    auto data = x.narrow(0, 2 * b, 2), target = y.narrow(0, 2 * b, 2);
+    auto data = job.x.narrow(0, 2 * b, 2), target = job.y.narrow(0, 2 * b, 2);
     torch::mse_loss(reference->forward(data), target).backward();
     return std::vector<torch::Tensor>{reference->weight.grad().clone(),
                                       reference->bias.grad().clone()};
@@ -248,15 +286,11 @@ TEST_F(TwoProcesses, JoinUnevenInputsTrainsOnWithoutHanging) {
       sum[0] += g[0];
       sum[1] += g[1];
     }
-    torch::NoGradGuard no_grad;
-    reference->weight -= 0.5 * sum[0] / 2;
-    reference->bias -= 0.5 * sum[1] / 2;
+    job.step_reference(sum[0], sum[1]);
   }
-  EXPECT_TRUE(torch::allclose(model->weight, reference->weight, 0, 1e-6))
-      << model->weight << reference->weight;
-  EXPECT_TRUE(torch::allclose(model->bias, reference->bias, 0, 1e-6));
+  job.expect_model_is_reference();
   // The scope ended on every process together, and a later epoch is even again.
-  EXPECT_EQ(loader->size(), 3u);
+  EXPECT_EQ(job.loader->size(), 3u);
 }
 
 // One batch of 2 with even_batches off, two epochs in one scope: rank 1 gets no batch at all,
@@ -264,40 +298,13 @@ TEST_F(TwoProcesses, JoinUnevenInputsTrainsOnWithoutHanging) {
 // reducer's bucket rebuild, a collective of its own). Both end with rank 0's model, whose steps
 // used half its gradient (divided by the job's 2 processes).
 TEST_F(TwoProcesses, JoinUnevenInputsWithNoBatchOnOneProcess) {
-  accel::Accelerator accelerator;
   auto x = torch::tensor({{0.1F, 0.2F, 0.3F}, {0.4F, 0.5F, 0.6F}});
-  auto y = x.sum(1, true) * 2 + 1;
-  auto model = torch::nn::Linear(3, 1);
-  torch::nn::init::zeros_(model->weight);
-  torch::nn::init::zeros_(model->bias);
-  auto reference = torch::nn::Linear(3, 1);
-  torch::nn::init::zeros_(reference->weight);
-  torch::nn::init::zeros_(reference->bias);
-  accelerator.prepare(model);
-  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.5));
-  auto loader = accelerator.prepare_data_loader<torch::data::samplers::SequentialSampler>(
-      Pairs(x, y).map(torch::data::transforms::Stack<>()), 2);
-  int64_t batches = 0;
-  {
-    auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
-    for (int epoch = 0; epoch < 2; ++epoch) {
-      for (auto& batch : *loader) {
-        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
-        optimizer.step();
-        optimizer.zero_grad();
-        ++batches;
-      }
-    }
-  }
-  EXPECT_EQ(batches, rank() == 0 ? 2 : 0);
+  JoinedLinear job(x, x.sum(1, true) * 2 + 1);
+  EXPECT_EQ(job.train_joined(2), rank() == 0 ? 2 : 0);
   for (int step = 0; step < 2; ++step) {
-    reference->zero_grad();
-    torch::mse_loss(reference->forward(x), y).backward();
-    torch::NoGradGuard no_grad;
-    reference->weight -= 0.5 * reference->weight.grad() / 2;
-    reference->bias -= 0.5 * reference->bias.grad() / 2;
+    job.reference->zero_grad();
+    torch::mse_loss(job.reference->forward(job.x), job.y).backward();
+    job.step_reference(job.reference->weight.grad(), job.reference->bias.grad());
   }
-  EXPECT_TRUE(torch::allclose(model->weight, reference->weight, 0, 1e-6))
-      << model->weight << reference->weight;
-  EXPECT_TRUE(torch::allclose(model->bias, reference->bias, 0, 1e-6));
+  job.expect_model_is_reference();
 }
