@@ -8,7 +8,9 @@
 //  3. raw c10d only: the bucketed all-reduce -- the same bytes in the reducer's buckets (1 MiB
 //     first, then up to bucket_cap_mb), each bucket's all-reduce started as soon as the previous
 //     one is issued -- against the flat all-reduce.
-// Prints medians over interleaved repetitions.
+// Prints medians over interleaved repetitions, and the minor page faults per step of the two steps
+// the headline subtracts: a step that faults its gradients' memory in afresh (an allocator that
+// gave it back to the system) is slower for reasons that are not gradient sync.
 //   Run: build/launcher/accel launch --num_processes 2 build/bench/accel_bench_grad_sync [reps]
 
 #include "bench_util.h"
@@ -17,6 +19,8 @@
 #include "gradient_sync.h"
 
 #include <accel/accel.h>
+
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -106,12 +110,19 @@ int main(int argc, char** argv) {
     }
   };
   auto flat_allreduce = [&] { accel::detail::all_reduce(group, flat, accel::Reduction::Sum); };
-  auto timed = [&](auto&& fn) {
+  auto minor_faults = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_minflt);
+  };
+  auto timed = [&](auto&& fn, std::vector<double>* faults_per_step = nullptr) {
     accelerator.wait_for_everyone();
-    return accel_bench::seconds([&] {
-             for (int s = 0; s < steps; ++s) fn();
-           }) /
-           steps;
+    const double faults = minor_faults();
+    const double seconds = accel_bench::seconds([&] {
+      for (int s = 0; s < steps; ++s) fn();
+    });
+    if (faults_per_step) faults_per_step->push_back((minor_faults() - faults) / steps);
+    return seconds / steps;
   };
 
   for (int i = 0; i < 2; ++i) {  // warm-up (and the reducer's bucket rebuild)
@@ -123,12 +134,12 @@ int main(int argc, char** argv) {
     bucketed_allreduce();
   }
   std::vector<double> bucket_ratio, step_ratio, bandwidth_ratio, copying_ratio, t_prepared, t_naive,
-      t_flat, t_unsynced;
+      t_flat, t_unsynced, faults_prepared, faults_unsynced;
   for (int r = 0; r < repetitions; ++r) {
-    const double p = timed(prepared_step);
+    const double p = timed(prepared_step, &faults_prepared);
     const double c = timed(copying_step);
     const double n = timed(naive_step);
-    const double u = timed(unsynced_step);
+    const double u = timed(unsynced_step, &faults_unsynced);
     const double f = timed(flat_allreduce);
     const double b = timed(bucketed_allreduce);
     bucket_ratio.push_back(f / b);
@@ -148,6 +159,8 @@ int main(int argc, char** argv) {
     std::printf("  step: prepared %.1f ms, naive per-tensor all-reduce %.1f ms, no sync %.1f ms\n",
                 accel_bench::median(t_prepared) * 1e3, accel_bench::median(t_naive) * 1e3,
                 accel_bench::median(t_unsynced) * 1e3);
+    std::printf("  minor page faults per step: prepared %.0f, no sync %.0f\n",
+                accel_bench::median(faults_prepared), accel_bench::median(faults_unsynced));
     std::printf("  raw flat all-reduce of the same bytes: %.1f ms (%.2f GB/s)\n",
                 accel_bench::median(t_flat) * 1e3, bytes / accel_bench::median(t_flat) / 1e9);
     // The headline measures accel: the time its reducer adds to backward (bucket copies and the
