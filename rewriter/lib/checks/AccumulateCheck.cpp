@@ -110,10 +110,15 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     InnerLoop.TraverseStmt(const_cast<Stmt *>(Body));
     if (InnerLoop.Found)
       return;
+    // Batches sliced by hand (or read any other way than from a prepared loader) are the same on
+    // every process: the job then trains N times on the whole data set, which a user who launched
+    // N processes to share the work would not expect, and nothing else would tell them.
     warn(Loop->getBeginLoc(),
          "backward() is called in a loop that does not iterate a prepared data loader, so it "
          "cannot be proven to be the training loop; open 'auto step = "
-         "accelerator.accumulate(model);' at the top of the training step by hand");
+         "accelerator.accumulate(model);' at the top of the training step by hand; unless its "
+         "batches come from a prepared data loader, every process trains on all of the data "
+         "(take this process's share with accelerator.split_between_processes)");
     return;
   }
 
