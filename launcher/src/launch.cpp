@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include "machine_link.h"
 #include "output_relay.h"
 
 #include "accel_common/contract.h"
@@ -22,6 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <set>
 
 namespace accel {
 namespace launcher {
@@ -58,6 +61,19 @@ struct GroupResult {
   int code = 0;              // the launcher's exit code for it
   bool interrupted = false;  // the launcher was asked to stop: no restart
   std::string cause;         // "rank 1 (pid 123) exited with code 3"
+  bool stopped = false;      // stopped because another machine's group failed (not a failure)
+};
+
+/// What else a group's watch listens to: the other machines' launchers (see MachineLink).
+class GroupWatch {
+ public:
+  virtual ~GroupWatch() = default;
+  virtual void add_poll_fds(std::vector<pollfd>* fds) = 0;
+  /// After each poll, with the fds it added from `first` on: a reason to stop this machine's
+  /// group, when another machine's asks for it.
+  virtual std::optional<std::string> check(const std::vector<pollfd>& fds, size_t first) = 0;
+  /// This machine's group has failed or was interrupted (called once, as soon as it is).
+  virtual void failed(const GroupResult& group) = 0;
 };
 
 void set_env(const std::string& name, const std::string& value) {
@@ -197,7 +213,7 @@ namespace {
 
 // Starts this machine's processes once and watches them until all have ended.
 GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_fd,
-                      const sigset_t& original) {
+                      const sigset_t& original, GroupWatch* watch = nullptr) {
   GroupResult group;
   int& result = group.code;
   const bool relay = o.rank_prefix || o.tee_dir.has_value();
@@ -248,13 +264,14 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int>(o.grace_period * 1000));
   };
   auto fail = [&](const Child& c, int status, int code) {
-    if (result != 0) return;
+    if (result != 0 || group.stopped) return;
     result = code;
     group.cause = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
                   describe(status);
     relay_output.flush();
     std::cerr << "accel launch: " << group.cause << "; stopping the other processes\n";
     stop_all(SIGTERM);
+    if (watch != nullptr) watch->failed(group);
   };
   auto reap = [&] {
     int status = 0;
@@ -287,8 +304,19 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
   while (running() > 0) {
     std::vector<pollfd> fds{{signal_fd, POLLIN, 0}};
     relay_output.append_poll_fds(&fds);
+    const size_t watched = fds.size();
+    if (watch != nullptr) watch->add_poll_fds(&fds);
     ::poll(fds.data(), fds.size(), poll_ms);
     relay_output.read_ready(fds, 1);
+    if (watch != nullptr && result == 0 && !group.stopped) {
+      if (auto reason = watch->check(fds, watched)) {
+        relay_output.flush();
+        std::cerr << "accel launch: " << *reason << "; stopping this machine's processes\n";
+        group.stopped = true;
+        group.cause = *reason;
+        stop_all(SIGTERM);
+      }
+    }
     signalfd_siginfo info{};
     while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
       const int sig = static_cast<int>(info.ssi_signo);
@@ -297,7 +325,12 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
         std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
                   << ", stopping all processes\n";
         group.interrupted = true;
-        if (result == 0) result = 128 + sig;
+        if (result == 0) {
+          result = 128 + sig;
+          group.cause = "machine " + std::to_string(o.machine_rank) + "'s launcher received SIG" +
+                        sigabbrev_np(sig);
+          if (watch != nullptr) watch->failed(group);
+        }
         stop_all(sig);
       }
     }
@@ -311,6 +344,197 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
   }
   relay_output.drain(std::chrono::milliseconds(500));
   return group;
+}
+
+// ---- Several machines with restarts: the launchers decide together (see machine_link.h) -------
+
+/// How long the launchers wait for each other: to join, and for a group to report its end.
+constexpr std::chrono::seconds kJoinTimeout{300};
+constexpr std::chrono::seconds kReportTimeout{60};
+
+/// A failure of some machine's group, as the coordinator records it.
+struct MachineFailure {
+  int code = 1;
+  bool restartable = true;
+  std::string cause;  // "machine 1: rank 3 (pid 42) was killed by signal 9 (SIGKILL)"
+};
+
+/// Machine 0's side: records the other machines' reports during a round.
+class CoordinatorWatch final : public GroupWatch {
+ public:
+  CoordinatorWatch(MachineLink& link, int round, int machines)
+      : link_(link), round_(round), machines_(machines) {}
+
+  void add_poll_fds(std::vector<pollfd>* fds) override { link_.add_poll_fds(fds); }
+  std::optional<std::string> check(const std::vector<pollfd>& fds, size_t first) override {
+    for (const auto& message : link_.read_ready(fds, first)) handle(message);
+    if (failure_) return failure_->cause;
+    return std::nullopt;
+  }
+  void failed(const GroupResult& group) override {
+    note({group.code, !group.interrupted, "machine 0: " + group.cause});
+  }
+  /// Waits until every other machine's group has ended.
+  void wait_for_the_others() {
+    while (static_cast<int>(ended_.size()) < machines_ - 1) {
+      auto message = link_.next(kReportTimeout);
+      if (!message) {
+        note({1, false,
+              "the other machines' launchers did not report within " +
+                  std::to_string(kReportTimeout.count()) + " s"});
+        return;
+      }
+      handle(*message);
+    }
+  }
+  const std::optional<MachineFailure>& failure() const { return failure_; }
+
+ private:
+  void handle(const LinkMessage& message) {
+    const std::string machine = "machine " + std::to_string(message.machine);
+    if (message.lost) {
+      ended_.insert(message.machine);
+      note({1, false, "lost contact with " + machine + "'s launcher"});
+      return;
+    }
+    if (message.words.empty() || std::atoi(message.words[0].c_str()) != round_) return;
+    if (message.verb == "failed" && message.words.size() >= 3) {
+      note({std::atoi(message.words[1].c_str()), message.words[2] == "1",
+            machine + ": " + message.rest(3)});
+    } else if (message.verb == "ended") {
+      ended_.insert(message.machine);
+    }
+  }
+  void note(MachineFailure failure) {
+    if (!failure_) failure_ = std::move(failure);
+    if (!stop_sent_) {
+      link_.send("stop " + std::to_string(round_));
+      stop_sent_ = true;
+    }
+  }
+
+  MachineLink& link_;
+  int round_, machines_;
+  std::optional<MachineFailure> failure_;
+  std::set<int> ended_;
+  bool stop_sent_ = false;
+};
+
+/// Another machine's side: reports its group's failure at once, stops when machine 0 says.
+class FollowerWatch final : public GroupWatch {
+ public:
+  FollowerWatch(MachineLink& link, int round) : link_(link), round_(round) {}
+
+  void add_poll_fds(std::vector<pollfd>* fds) override { link_.add_poll_fds(fds); }
+  std::optional<std::string> check(const std::vector<pollfd>& fds, size_t first) override {
+    for (const auto& message : link_.read_ready(fds, first)) {
+      if (message.lost) {
+        verdict_ = message;
+        return std::string("lost contact with machine 0's launcher");
+      }
+      if (message.verb == "give-up") verdict_ = message;
+      if (message.verb == "give-up" || message.verb == "stop") {
+        return std::string("machine 0's launcher stopped the job: another machine's group failed");
+      }
+    }
+    return std::nullopt;
+  }
+  void failed(const GroupResult& group) override {
+    link_.send("failed " + std::to_string(round_) + " " + std::to_string(group.code) + " " +
+               (group.interrupted ? "0 " : "1 ") + group.cause);
+  }
+  /// A give-up or lost connection that arrived while the group ran.
+  const std::optional<LinkMessage>& verdict() const { return verdict_; }
+
+ private:
+  MachineLink& link_;
+  int round_;
+  std::optional<LinkMessage> verdict_;
+};
+
+int coordinate(const LaunchOptions& o, MachineLink& link, int signal_fd, const sigset_t& original) {
+  std::string last_cause;
+  for (int round = 0;; ++round) {
+    // A fresh rendezvous port each round: a process of the round being stopped cannot reach it.
+    const int port = find_free_port();
+    link.send("start " + std::to_string(round) + " " + std::to_string(port) + " " + last_cause);
+    CoordinatorWatch watch(link, round, o.num_machines);
+    const auto group = run_group(o, port, round, signal_fd, original, &watch);
+    if (group.code != 0 && !group.stopped && !watch.failure()) watch.failed(group);
+    watch.wait_for_the_others();
+    const auto& failure = watch.failure();
+    if (!failure) {
+      link.send("done");
+      return 0;
+    }
+    if (failure->restartable && round < o.max_restarts) {
+      last_cause = failure->cause;
+      std::cerr << "accel launch: restarting the group on every machine (restart " << round + 1
+                << " of " << o.max_restarts << ") after " << failure->cause << "\n";
+      continue;
+    }
+    const std::string verdict = failure->restartable
+                                    ? "giving up after " + std::to_string(o.max_restarts) +
+                                          " restart" + (o.max_restarts == 1 ? "" : "s") +
+                                          "; the last failure: " + failure->cause
+                                    : "the job ends: " + failure->cause;
+    link.send("give-up " + std::to_string(failure->code) + " " + verdict);
+    std::cerr << "accel launch: " << verdict << "\n";
+    return failure->code;
+  }
+}
+
+/// The launcher's exit for a give-up or a lost connection to machine 0.
+int end_as_told(const LinkMessage& message) {
+  if (message.lost) {
+    std::cerr << "accel launch: lost contact with machine 0's launcher; the job ends\n";
+    return 1;
+  }
+  const int code = message.words.empty() ? 1 : std::atoi(message.words[0].c_str());
+  std::cerr << "accel launch: " << message.rest(1) << "\n";
+  return code == 0 ? 1 : code;
+}
+
+int follow(const LaunchOptions& o, MachineLink& link, int signal_fd, const sigset_t& original) {
+  for (;;) {
+    // Waits for machine 0's word, still answering SIGINT and SIGTERM.
+    std::optional<LinkMessage> message;
+    while (!message) {
+      signalfd_siginfo info{};
+      while (::read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        const int sig = static_cast<int>(info.ssi_signo);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) return 128 + sig;
+      }
+      message = link.next(std::chrono::milliseconds(200));
+    }
+    if (message->lost || message->verb == "give-up") return end_as_told(*message);
+    if (message->verb == "done") return 0;
+    if (message->verb != "start" || message->words.size() < 2) continue;
+    const int round = std::atoi(message->words[0].c_str());
+    const int port = std::atoi(message->words[1].c_str());
+    if (round > 0) {
+      std::cerr << "accel launch: restarting the group on every machine (restart " << round
+                << " of " << o.max_restarts << ") after " << message->rest(2) << "\n";
+    }
+    FollowerWatch watch(link, round);
+    const auto group = run_group(o, port, round, signal_fd, original, &watch);
+    link.send("ended " + std::to_string(round) + " " + std::to_string(group.code));
+    if (watch.verdict()) return end_as_told(*watch.verdict());
+  }
+}
+
+/// A job on several machines whose groups restart: the launchers meet first, then run each round
+/// together.
+int launch_linked(const LaunchOptions& o, int signal_fd, const sigset_t& original) {
+  std::unique_ptr<MachineLink> link;
+  try {
+    link = std::make_unique<MachineLink>(o, kJoinTimeout);
+  } catch (const std::runtime_error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return link->coordinator() ? coordinate(o, *link, signal_fd, original)
+                             : follow(o, *link, signal_fd, original);
 }
 
 }  // namespace
@@ -341,6 +565,12 @@ int launch(const LaunchOptions& o) {
   ::sigprocmask(SIG_BLOCK, &watched, &original);
   const int signal_fd = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
 
+  if (o.num_machines > 1 && o.max_restarts > 0) {
+    const int code = launch_linked(o, signal_fd, original);
+    ::close(signal_fd);
+    ::sigprocmask(SIG_SETMASK, &original, nullptr);
+    return code;
+  }
   GroupResult group;
   for (int restart = 0;; ++restart) {
     group = run_group(o, port, restart, signal_fd, original);

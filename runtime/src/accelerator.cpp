@@ -4,15 +4,11 @@
 #include "collectives.h"
 #include "distributed_state.h"
 #include "gradient_sync.h"
+#include "optimizer_state_tensors.h"
 #include "torch_compat.h"
 #include "wrap_policy.h"
 
 #include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/adagrad.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/rmsprop.h>
-#include <torch/optim/sgd.h>
 
 #ifdef ACCEL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -315,26 +311,10 @@ void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
   for (auto& entry : optimizer.state()) {
     const auto found = devices.find(entry.first);
     const torch::Device device = found != devices.end() ? found->second : impl_->device;
-    auto move = [&](torch::Tensor& t) {
-      if (t.defined()) t = t.to(device);
-    };
-    auto* state = entry.second.get();
-    if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(state)) {
-      move(s->momentum_buffer());
-    } else if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(state)) {
-      move(s->exp_avg());
-      move(s->exp_avg_sq());
-      move(s->max_exp_avg_sq());
-    } else if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(state)) {
-      move(s->exp_avg());
-      move(s->exp_avg_sq());
-      move(s->max_exp_avg_sq());
-    } else if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(state)) {
-      move(s->sum());
-    } else if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(state)) {
-      move(s->square_avg());
-      move(s->momentum_buffer());
-      move(s->grad_avg());
+    const auto tensors = detail::elementwise_state(*entry.second);
+    if (!tensors) continue;
+    for (auto* t : *tensors) {
+      if (t->defined()) *t = t->to(device);
     }
   }
 }
@@ -495,6 +475,9 @@ void Accelerator::unscale_gradients() {
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
+  // Inside an accumulation window the gradients are partial and each process's own: clipping them
+  // would make the result depend on the process count and on where each strategy keeps them.
+  if (!sync_gradients()) return local_grad_norm(parameters, norm_type);
   // Gradients still whole (a backward not through accelerator.backward) go to their shards first,
   // so that the scaler unscales and this clips what the optimizers will step with.
   for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
@@ -543,10 +526,41 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
   return total.item<double>();
 }
 
+double Accelerator::local_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                    double norm_type) const {
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) {
+      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(torch::kCPU));
+    }
+  }
+  if (norms.empty()) return 0.0;
+  double norm = torch::linalg_vector_norm(torch::stack(norms), norm_type).item<double>();
+  if (const auto* scaler = impl_->gradient_state->scaler.get()) norm /= scaler->get_scale();
+  return norm;
+}
+
 void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
                                    double clip_value) {
+  if (!sync_gradients()) return;
+  for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
   unscale_gradients();
-  torch::nn::utils::clip_grad_value_(parameters, clip_value);
+  if (!impl_->sharded()) {
+    torch::nn::utils::clip_grad_value_(parameters, clip_value);
+    return;
+  }
+  // The shards hold the synchronised gradients (the parameters' own were freed).
+  std::vector<torch::Tensor> pieces, rest = parameters;
+  for (auto& shards : impl_->live_shards()) {
+    std::vector<torch::Tensor> unheld;
+    shards->shard_gradients_of(rest, pieces, unheld);
+    rest = std::move(unheld);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& piece : pieces) piece.clamp_(-clip_value, clip_value);
+  for (const auto& p : rest) {
+    if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
+  }
 }
 
 // ---- Printing on the main process ---------------------------------------------------------------

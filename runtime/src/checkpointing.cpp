@@ -4,9 +4,13 @@
 #include "accelerator_impl.h"
 #include "durable_file.h"
 #include "module_tensors.h"
+#include "optimizer_resharding.h"
 #include "sharded_state_dict.h"
+#include "window_gradients.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+#include <c10/util/Type.h>
 #include <nlohmann/json.hpp>
 
 #ifdef ACCEL_WITH_CUDA
@@ -116,6 +120,8 @@ struct Part {
   std::function<std::string(size_t)> file;
   std::function<void(const fs::path&, size_t)> save;
   std::function<void(const fs::path&, size_t)> load;
+  /// Checks the i-th file against the run before anything is loaded (none: nothing to check).
+  std::function<void(const fs::path&, size_t)> check = nullptr;
   /// For a per-process part: the number in this process's file names (-1: its process index),
   /// and whether this process writes them (HYBRID_SHARD's other machines hold the same shards).
   int64_t file_rank = -1;
@@ -132,11 +138,12 @@ struct ShardedModels {
 
 /// What the main process writes. Generators are per process and saved apart (see save_state).
 /// `gathered` holds the models' tensors to write (save_state gathers them; empty for a load),
-/// unless `sharded_models` is given.
+/// unless `sharded_models` is given. For a load, `saved_sharded_models` says whether the
+/// checkpoint holds its models as SHARDED_STATE_DICT.
 std::vector<Part> checkpoint_parts(
     const std::vector<torch::nn::Module*>& models, const std::vector<NamedTensors>& gathered,
-    const std::optional<ShardedModels>& sharded_models, detail::GradientState& state,
-    std::vector<detail::CheckpointHooks>& custom_objects,
+    const std::optional<ShardedModels>& sharded_models, std::optional<bool> saved_sharded_models,
+    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
     const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded,
     bool sharded_optimizers) {
   auto archive = [](auto save_one, auto load_one) {
@@ -149,28 +156,26 @@ std::vector<Part> checkpoint_parts(
         });
   };
   std::vector<Part> parts;
+  // Written as the run holds its models; read as they were saved (`saved_sharded_models`): a
+  // sharded model loads into a whole one and the other way round, on any process count.
+  const auto index_of = [](const fs::path& path, size_t i) {
+    return path.parent_path() / detail::sharded_index_name(numbered("model", i, ".safetensors"));
+  };
   if (sharded_models) {
     const auto& sharded = *sharded_models;
     parts.push_back({"models", "models", models.size(), false, "", true,
                      [](size_t i) { return numbered("model", i, ".safetensors"); },
-                     [&models, &sharded](const fs::path& path, size_t i) {
+                     [&models, &sharded, index_of](const fs::path& path, size_t i) {
                        std::vector<std::string> files;
                        const auto name = numbered("model", i, ".safetensors");
                        for (int64_t r = 0; r < sharded.processes; ++r) {
                          files.push_back(per_process_file(name, r));
                        }
-                       const auto index = path.parent_path() / detail::sharded_index_name(name);
                        detail::save_sharded_model(*models[i], sharded.shards, path.string(),
-                                                  index.string(), files, sharded.rank,
+                                                  index_of(path, i).string(), files, sharded.rank,
                                                   sharded.processes);
                      },
-                     [&models, &sharded](const fs::path& path, size_t i) {
-                       const auto name = numbered("model", i, ".safetensors");
-                       const auto main = path.parent_path() / per_process_file(name, 0);
-                       const auto index = path.parent_path() / detail::sharded_index_name(name);
-                       detail::load_sharded_model(*models[i], sharded.shards, path.string(),
-                                                  main.string(), index.string(), sharded.processes);
-                     }});
+                     nullptr});
     parts.back().file_rank = sharded.rank;
     parts.back().writes = sharded.writes;
   } else {
@@ -179,16 +184,51 @@ std::vector<Part> checkpoint_parts(
                      [&gathered](const fs::path& path, size_t i) {
                        save_safetensors(path.string(), gathered.at(i));
                      },
-                     [&models](const fs::path& path, size_t i) {
-                       detail::read_module_tensors(*models[i], path.string());
-                     }});
+                     nullptr});
   }
-  auto optimizers =
-      archive([&state](auto& a, size_t i) { save_optimizer(*state.gates[i]->optimizer(), a); },
-              [&state, on_optimizer_loaded](auto& a, size_t i) {
-                load_optimizer(*state.gates[i]->optimizer(), a);
-                on_optimizer_loaded(*state.gates[i]->optimizer());
-              });
+  auto& model_part = parts.back();
+  if (!saved_sharded_models) {
+    // Saving: nothing to read.
+  } else if (*saved_sharded_models) {
+    // Read from the index and the saved slices, whatever this process's own file would be.
+    model_part.per_process = false;
+    model_part.file = [index_of](size_t i) {
+      return index_of(fs::path("."), i).filename().string();
+    };
+    model_part.load = [&models, sharded_models, index_of](const fs::path& path, size_t i) {
+      const auto index = index_of(path, i).string();
+      if (sharded_models) {
+        detail::load_sharded_model(*models[i], sharded_models->shards, index);
+      } else {
+        detail::load_whole_from_sharded_model(*models[i], index);
+      }
+    };
+    model_part.check = [&models, index_of](const fs::path& path, size_t i) {
+      detail::check_sharded_model(*models[i], index_of(path, i).string());
+    };
+  } else {
+    model_part.per_process = false;
+    model_part.file = [](size_t i) { return numbered("model", i, ".safetensors"); };
+    model_part.load = [&models](const fs::path& path, size_t i) {
+      detail::read_module_tensors(*models[i], path.string());
+    };
+    model_part.check = [&models](const fs::path& path, size_t i) {
+      TORCH_CHECK(fs::is_regular_file(path), "accel: the checkpoint has no ", path.string());
+      detail::check_module_file(*models[i], path.string());
+    };
+  }
+  // Inside an accumulation window the gates hold the parameter groups aside: opened, the saved
+  // and loaded groups are the real ones.
+  auto optimizers = archive(
+      [&state](auto& a, size_t i) {
+        detail::OpenedGate open(*state.gates[i]);
+        save_optimizer(*state.gates[i]->optimizer(), a);
+      },
+      [&state, on_optimizer_loaded](auto& a, size_t i) {
+        detail::OpenedGate open(*state.gates[i]);
+        load_optimizer(*state.gates[i]->optimizer(), a);
+        on_optimizer_loaded(*state.gates[i]->optimizer());
+      });
   parts.push_back({"optimizers", "optimizers", state.gates.size(), false, "", sharded_optimizers,
                    [](size_t i) { return numbered("optimizer", i, ".pt"); }, optimizers.first,
                    optimizers.second});
@@ -235,6 +275,100 @@ int64_t file_rank(const Part& part, int64_t process) {
 std::string random_states_file(int64_t rank) {
   return "random_states_" + std::to_string(rank) + ".pt";
 }
+
+/// The optimizer's class, without the AcceleratedOptimizer around it ("torch::optim::AdamW").
+std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
+  std::string name = c10::demangle(typeid(optimizer).name());
+  const std::string wrapper = "accel::AcceleratedOptimizer<";
+  if (name.rfind(wrapper, 0) == 0 && name.back() == '>') {
+    name = name.substr(wrapper.size(), name.size() - wrapper.size() - 1);
+  }
+  return name;
+}
+
+/// Each optimizer's class, the sizes of its parameter groups and its layout (how its parameters
+/// are cut from the model's: optimizer_resharding.h), as the summary records them.
+nlohmann::json describe_optimizers(
+    const detail::GradientState& state,
+    const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards) {
+  nlohmann::json described = nlohmann::json::array();
+  for (auto* gate : state.gates) {
+    detail::OpenedGate open(*gate);
+    const auto& optimizer = *gate->optimizer();
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& group : optimizer.param_groups()) groups.push_back(group.params().size());
+    described.push_back({{"type", optimizer_type(optimizer)},
+                         {"param_groups", groups},
+                         {"layout", detail::layout_of(optimizer, shards).to_json()}});
+  }
+  return described;
+}
+
+/// The file of saved slice `slice` of optimizer `index` (NO_SHARD: its one file).
+std::string optimizer_slice_file(size_t index, int64_t slice, bool saved_sharded) {
+  const auto name = numbered("optimizer", index, ".pt");
+  return saved_sharded ? per_process_file(name, slice) : name;
+}
+
+/// The run's optimizers are of the saved classes, with as many parameter groups; with
+/// `same_layout` (the strategy and process count of the save) the groups hold as many parameters.
+void check_optimizers(const nlohmann::json& saved, const nlohmann::json& run,
+                      const fs::path& state_path, bool same_layout) {
+  if (!saved.is_array()) return;  // written before the summary described them
+  for (size_t i = 0; i < saved.size() && i < run.size(); ++i) {
+    const auto file = numbered("optimizer", i, ".pt");
+    const std::string saved_type = saved[i].value("type", "");
+    TORCH_CHECK(saved_type == run[i]["type"].get<std::string>(), "accel: ", state_path.string(),
+                ": ", file, " holds the state of a ", saved_type, " and this run's optimizer ", i,
+                " is a ", run[i]["type"].get<std::string>());
+    const auto saved_groups = saved[i].value("param_groups", nlohmann::json::array());
+    const auto& groups = run[i]["param_groups"];
+    TORCH_CHECK(saved_groups.size() == groups.size(), "accel: ", state_path.string(), ": ", file,
+                " holds ", saved_groups.size(), " parameter groups and this run's optimizer ", i,
+                " has ", groups.size());
+    for (size_t g = 0; g < groups.size() && same_layout; ++g) {
+      TORCH_CHECK(saved_groups[g] == groups[g], "accel: ", state_path.string(), ": ", file,
+                  "'s parameter group ", g, " holds ", saved_groups[g].dump(),
+                  " parameters and this run's has ", groups[g].dump());
+    }
+  }
+}
+
+/// A checkpoint saved with another gradient_accumulation_steps resumes only between windows on
+/// another process count (keeping the global batch: 2 processes x 4 become 4 x 2); a window's
+/// gradients are this process's own, on this process count.
+void check_accumulation(const nlohmann::json& summary, const fs::path& state_path,
+                        int64_t saved_processes, bool window, const LoadStateOptions& options,
+                        int64_t processes, int64_t steps) {
+  TORCH_CHECK(!window || saved_processes == processes, "accel: ", state_path.string(),
+              " was taken inside a gradient accumulation window (micro-step ",
+              summary.value("micro_step", int64_t{0}), ") by ", saved_processes,
+              " processes, and a window's gradients are each process's own: resume it on ",
+              saved_processes, " processes, or from a checkpoint taken on a synchronising step");
+  if (!summary.contains("gradient_accumulation_steps")) return;
+  const auto saved = summary["gradient_accumulation_steps"].get<int64_t>();
+  if (saved == steps) return;
+  TORCH_CHECK(!window && saved_processes != processes && options.allow_process_count_change(),
+              "accel: ", state_path.string(), " was saved with gradient_accumulation_steps ", saved,
+              " and this run has ", steps,
+              "; resume with the same setting (another one is taken only between windows, with "
+              "allow_process_count_change, on another process count)");
+}
+
+/// The optimizers of the live gates, as window_gradients takes them (the gates must be open).
+std::vector<torch::optim::Optimizer*> gated_optimizers(const detail::GradientState& state) {
+  std::vector<torch::optim::Optimizer*> optimizers;
+  for (auto* gate : state.gates) optimizers.push_back(gate->optimizer());
+  return optimizers;
+}
+
+/// Opens every gate for its lifetime.
+struct AllGatesOpen {
+  std::vector<std::unique_ptr<detail::OpenedGate>> opened;
+  explicit AllGatesOpen(const detail::GradientState& state) {
+    for (auto* gate : state.gates) opened.push_back(std::make_unique<detail::OpenedGate>(*gate));
+  }
+};
 
 }  // namespace
 
@@ -288,7 +422,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     }
   }
   const auto parts = checkpoint_parts(
-      models, gathered, sharded_models, *impl_->gradient_state, impl_->custom_objects,
+      models, gathered, sharded_models, std::nullopt, *impl_->gradient_state, impl_->custom_objects,
       [](torch::optim::Optimizer&) {}, impl_->sharded());
   if (coordinator) {
     for (const auto& part : parts) {
@@ -317,6 +451,15 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     }
 #endif
   });
+  // Inside an accumulation window, what it has accumulated so far: each process its own.
+  const auto& gradient_state = *impl_->gradient_state;
+  const bool in_window = !gradient_state.sync_gradients;
+  if (in_window) {
+    AllGatesOpen open(gradient_state);
+    save_safetensors(
+        (staging / detail::window_gradients_file(process_index())).string(),
+        detail::window_gradients(impl_->prepared_modules(), gated_optimizers(gradient_state)));
+  }
   wait_for_everyone();
 
   if (coordinator) {
@@ -326,7 +469,11 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
         {"step", impl_->step},
         {"iteration", project.iteration()},
         {"sharding_strategy", effective_sharding_strategy()},
-        {"state_dict_type", sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT"}};
+        {"state_dict_type", sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT"},
+        {"gradient_accumulation_steps", gradient_accumulation_steps()},
+        {"micro_step", gradient_state.step},
+        {"window_gradients", in_window},
+        {"optimizer_layout", describe_optimizers(gradient_state, impl_->live_shards())}};
     for (const auto& part : parts) {
       if (part.flag) {
         summary[part.key] = part.count > 0;
@@ -395,30 +542,32 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
               << ": data loaders resume at the round holding the first batch no saved process had "
                  "started, and processes without a saved generator keep their own\n";
   }
-  // Optimizer state saved in shards is cut by the strategy and the process count.
+  // Optimizer state saved in shards is cut by the strategy and the process count: a checkpoint
+  // that records how (its optimizers' layouts) is re-split on load; an older one is not.
   const std::string saved_strategy = summary.value("sharding_strategy", "NO_SHARD");
-  TORCH_CHECK(
-      impl_->gradient_state->gates.empty() || saved_strategy == effective_sharding_strategy(),
-      "accel: ", dir.string(), " was saved with sharding_strategy ", saved_strategy,
-      " and this run uses ", effective_sharding_strategy(),
-      "; the optimizer state is laid out by the strategy, so resume with the same one");
-  TORCH_CHECK(!impl_->sharded() || saved_processes == num_processes(), "accel: ", dir.string(),
-              " holds optimizer state sharded over ", saved_processes,
+  const auto saved_optimizers = summary.value("optimizer_layout", nlohmann::json());
+  const bool layouts_saved = saved_optimizers.is_array() && !saved_optimizers.empty() &&
+                             saved_optimizers[0].contains("layout");
+  TORCH_CHECK(layouts_saved || impl_->gradient_state->gates.empty() ||
+                  saved_strategy == effective_sharding_strategy(),
+              "accel: ", dir.string(), " was saved with sharding_strategy ", saved_strategy,
+              " and this run uses ", effective_sharding_strategy(),
+              "; the optimizer state is laid out by the strategy, so resume with the same one");
+  TORCH_CHECK(layouts_saved || !impl_->sharded() || saved_processes == num_processes(),
+              "accel: ", dir.string(), " holds optimizer state sharded over ", saved_processes,
               " processes and this job has ", num_processes(),
               "; sharded optimizer state resumes on the same number of processes");
   const auto sharded_models =
       sharded_models_for(impl_->options, impl_->shards_parameters(), impl_->live_shards(),
                          impl_->shard_group().get(), impl_->replicate_group().get());
-  const std::string saved_layout = summary.value("state_dict_type", "FULL_STATE_DICT");
-  const std::string layout = sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT";
-  TORCH_CHECK(saved_layout == layout, "accel: ", dir.string(), " holds its models as ",
-              saved_layout, " and this run reads ", layout,
-              " (fsdp_state_dict_type); set the same, or turn a sharded one into whole weights "
-              "with `accel merge-weights`");
+  // The models are read as they were saved (whole or sharded), whatever this run writes.
+  const bool saved_sharded_models =
+      summary.value("state_dict_type", "FULL_STATE_DICT") == "SHARDED_STATE_DICT";
   std::vector<torch::nn::Module*> models = impl_->prepared_modules();
   for (const auto& hook : *impl_->load_state_pre_hooks) hook.second(models, dir.string());
   const auto parts = checkpoint_parts(
-      models, {}, sharded_models, *impl_->gradient_state, impl_->custom_objects,
+      models, {}, sharded_models, saved_sharded_models, *impl_->gradient_state,
+      impl_->custom_objects,
       [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
       impl_->sharded());
   for (const auto& part : parts) {
@@ -432,16 +581,89 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
                   part.count, "; prepare the same objects in the same order as the saved run");
     }
   }
+  // Everything is checked before anything is loaded: a checkpoint that does not fit leaves the
+  // run as it was.
+  const auto& gradient_state = *impl_->gradient_state;
+  const bool window = summary.value("window_gradients", false);
+  check_accumulation(summary, state_path, saved_processes, window, options, num_processes(),
+                     gradient_accumulation_steps());
+  check_optimizers(
+      saved_optimizers, describe_optimizers(gradient_state, impl_->live_shards()), state_path,
+      saved_processes == num_processes() && saved_strategy == effective_sharding_strategy());
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count && part.check && !part.per_process; ++i) {
+      part.check(dir / part.file(i), i);
+    }
+  }
+  // Optimizers whose saved layout is not this run's are re-split from the saved slices.
+  std::vector<std::function<void()>> resplit(gradient_state.gates.size());
+  std::vector<std::string> resplit_files;
+  for (size_t i = 0; i < resplit.size() && layouts_saved; ++i) {
+    auto* gate = gradient_state.gates[i];
+    detail::OpenedGate open(*gate);
+    int64_t rank = 0;
+    const auto live = detail::layout_of(*gate->optimizer(), impl_->live_shards(), &rank);
+    const auto saved = detail::OptimizerLayout::from_json(saved_optimizers.at(i).at("layout"),
+                                                          state_path.string());
+    if (saved == live) continue;
+    const bool saved_sharded = saved_strategy != "NO_SHARD";
+    const auto where = (dir / numbered("optimizer", i, ".pt")).string();
+    for (const int64_t slice : detail::slices_to_read(saved, live, rank, where)) {
+      resplit_files.push_back(optimizer_slice_file(i, slice, saved_sharded));
+    }
+    resplit[i] = [this, gate, live, rank, saved, saved_sharded, i, dir, where] {
+      detail::OpenedGate open(*gate);
+      auto& optimizer = *gate->optimizer();
+      detail::load_resplit(
+          optimizer, live, rank, saved,
+          [&](int64_t slice) {
+            load_archive(dir / optimizer_slice_file(i, slice, saved_sharded),
+                         [&](torch::serialize::InputArchive& archive) {
+                           load_optimizer(optimizer, archive);
+                         });
+          },
+          where);
+      move_optimizer_state(optimizer);
+    };
+  }
+  std::vector<std::string> missing;
+  auto expect = [&](const std::string& file) {
+    if (!fs::is_regular_file(dir / file)) missing.push_back(file);
+  };
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count && part.per_process; ++i) {
+      if (std::string(part.key) == "optimizers" && resplit[i]) continue;
+      expect(per_process_file(part.file(i), file_rank(part, process_index())));
+    }
+  }
+  for (const auto& file : resplit_files) expect(file);
+  if (process_index() < saved_processes) expect(random_states_file(process_index()));
+  if (window) expect(detail::window_gradients_file(process_index()));
+  TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", process_index(),
+              "'s files: ", c10::Join(", ", missing));
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count; ++i) {
+      if (std::string(part.key) == "optimizers" && resplit[i]) {
+        resplit[i]();
+        continue;
+      }
       const auto file = part.per_process
                             ? per_process_file(part.file(i), file_rank(part, process_index()))
                             : part.file(i);
-      TORCH_CHECK(!part.per_process || fs::is_regular_file(dir / file), "accel: ", dir.string(),
-                  " has no ", file, " for process ", process_index());
       part.load(dir / file, i);
     }
   }
+  // The gradients accumulated by the window the checkpoint was taken in, or none between windows.
+  {
+    AllGatesOpen open(gradient_state);
+    const auto file = dir / detail::window_gradients_file(process_index());
+    detail::restore_window_gradients(
+        impl_->prepared_modules(), gated_optimizers(gradient_state),
+        window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{},
+        file.string());
+  }
+  impl_->gradient_state->step = summary.value("micro_step", int64_t{0});
+  impl_->gradient_state->sync_gradients = !window;
   // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
   for (auto& shards : impl_->live_shards()) shards->refresh_from_parameters();
   const auto generators = dir / random_states_file(process_index());

@@ -95,13 +95,46 @@ void load_module_tensors(torch::nn::Module& module,
   }
 }
 
-void read_module_tensors(torch::nn::Module& module, const std::string& path) {
-  SafetensorsHeader header;
+namespace {
+
+SafetensorsHeader checked_header(const std::string& path) {
   try {
-    header = read_safetensors_header(path);
+    return read_safetensors_header(path);
   } catch (const SafetensorsError& e) {
     TORCH_CHECK(false, "accel: ", e.what());
   }
+}
+
+/// The file's names and shapes are the module's: each of its tensors (a tied one under its first
+/// name at least) and no other.
+void check_header_matches(const torch::nn::Module& module, const SafetensorsHeader& header,
+                          const std::string& path) {
+  for (const auto& entry : module_tensors(module)) {
+    auto found = header.tensors.find(entry.first);
+    TORCH_CHECK(found != header.tensors.end(), "accel: ", path, " has no tensor '", entry.first,
+                "', which the model has");
+    TORCH_CHECK(found->second.shape == entry.second.sizes().vec(), "accel: ", path, ": tensor '",
+                entry.first, "' has shape ", c10::IntArrayRef(found->second.shape),
+                ", the model's has ", entry.second.sizes());
+  }
+  std::set<std::string> names;
+  for (const auto& entry : all_named_tensors(module)) names.insert(entry.first);
+  for (const auto& entry : header.tensors) {
+    TORCH_CHECK(names.count(entry.first) != 0, "accel: ", path, " has a tensor '", entry.first,
+                "', which the model does not have");
+  }
+}
+
+}  // namespace
+
+void check_module_file(const torch::nn::Module& module, const std::string& path) {
+  check_header_matches(module, checked_header(path), path);
+}
+
+void read_module_tensors(torch::nn::Module& module, const std::string& path) {
+  const SafetensorsHeader header = checked_header(path);
+  // Before the first byte is read into the module: a file of another model changes nothing.
+  check_header_matches(module, header, path);
   const PositionalFile file(path);
   // Each tensor read straight into the module's, or else as a CPU tensor of the file's dtype.
   std::map<std::string, torch::Tensor> tensors;

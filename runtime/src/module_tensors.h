@@ -35,9 +35,12 @@ void load_module_tensors(torch::nn::Module& module,
                          const std::map<std::string, torch::Tensor>& tensors,
                          const std::string& path);
 
-/// load_module_tensors from a safetensors file, reading each tensor's bytes straight into the
-/// module's CPU tensor where dtype and layout allow (no mapping, no intermediate copy): restoring
-/// a checkpoint runs at the speed of a plain read.
+/// Checks, from its header alone, that the safetensors file at `path` holds `module`'s tensors by
+/// name and shape and nothing else; the errors name `path` and the tensor.
+void check_module_file(const torch::nn::Module& module, const std::string& path);
+/// load_module_tensors from a safetensors file, after check_module_file, reading each tensor's
+/// bytes straight into the module's CPU tensor where dtype and layout allow (no mapping, no
+/// intermediate copy): restoring a checkpoint runs at the speed of a plain read.
 void read_module_tensors(torch::nn::Module& module, const std::string& path);
 
 }  // namespace detail

@@ -26,6 +26,8 @@ namespace detail {
 struct OptimizerShards::Unit {
   std::vector<torch::Tensor> params;   // consecutive parameters of one group, whole, in order
   std::vector<int64_t> offsets;        // where each starts in the unit's flat range
+  int64_t group = 0;                   // the optimizer parameter group it belongs to
+  std::vector<int64_t> indices;        // each parameter's place in that group, as prepared
   int64_t total = 0;                   // elements of all of them
   int64_t shard_size = 0;              // elements each process owns (padding included)
   torch::Tensor flat;                  // the parameters' storage: shard_size x processes elements
@@ -237,7 +239,8 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
   const int64_t processes = process_group_->getSize();
   const int64_t rank = process_group_->getRank();
   torch::NoGradGuard no_grad;
-  for (auto& param_group : optimizer.param_groups()) {
+  for (size_t group_index = 0; group_index < optimizer.param_groups().size(); ++group_index) {
+    auto& param_group = optimizer.param_groups()[group_index];
     std::vector<torch::Tensor> shards;
     const auto& params = param_group.params();
     for (const auto& p : params) {
@@ -256,31 +259,33 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
     }
     // The group's parameters by unit: `unit_of`'s numbering (units in order of their first
     // parameter), or runs of consecutive parameters up to `unit_bytes` (one at least).
-    std::vector<std::vector<torch::Tensor>> members;
+    std::vector<std::vector<size_t>> members;  // places in `params`
     if (unit_of) {
       std::map<int64_t, size_t> index;
-      for (const auto& p : params) {
-        const auto found = index.emplace(unit_of(p), members.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto found = index.emplace(unit_of(params[i]), members.size());
         if (found.second) members.emplace_back();
-        members[found.first->second].push_back(p);
+        members[found.first->second].push_back(i);
       }
     } else {
       int64_t bytes = unit_bytes;
-      for (const auto& p : params) {
+      for (size_t i = 0; i < params.size(); ++i) {
         if (bytes >= unit_bytes) {
           members.emplace_back();
           bytes = 0;
         }
-        members.back().push_back(p);
-        bytes += p.nbytes();
+        members.back().push_back(i);
+        bytes += params[i].nbytes();
       }
     }
-    for (auto& unit_params : members) {
+    for (const auto& unit_members : members) {
       Unit unit;
-      for (auto& p : unit_params) {
-        unit.params.push_back(p);
+      unit.group = static_cast<int64_t>(group_index);
+      for (const size_t i : unit_members) {
+        unit.params.push_back(params[i]);
+        unit.indices.push_back(static_cast<int64_t>(i));
         unit.offsets.push_back(unit.total);
-        unit.total += p.numel();
+        unit.total += params[i].numel();
       }
       unit.shard_size = ceil_div(unit.total, processes);
       unit.ready.assign(unit.params.size(), false);
@@ -573,7 +578,10 @@ OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
 
 std::vector<OptimizerShards::UnitLayout> OptimizerShards::unit_layouts() const {
   std::vector<UnitLayout> layouts;
-  for (const auto& unit : units_) layouts.push_back({unit.params, unit.offsets, unit.shard});
+  for (const auto& unit : units_) {
+    layouts.push_back({unit.params, unit.offsets, unit.shard, unit.group, unit.indices, unit.total,
+                       process_group_->getRank(), process_group_->getSize()});
+  }
   return layouts;
 }
 

@@ -7,10 +7,13 @@
 #include <accel/safetensors.h>
 
 #include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
 #include <torch/types.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -112,63 +115,187 @@ void save_sharded_model(const torch::nn::Module& module,
   write_file_durably(index_file, index.dump(2) + "\n");
 }
 
+namespace {
+
+/// A SHARDED_STATE_DICT model as saved, read by parameter name and element range on any process
+/// count: each range is cut at the saved slices and read from their files, which are mapped, so
+/// only the pages holding the range are read.
+class SavedShards {
+ public:
+  SavedShards(const std::string& index_path, const std::string& folder)
+      : index_path_(index_path), folder_(folder), index_(read_index(index_path)) {
+    const auto files = index_.value("files", nlohmann::json::array());
+    const int64_t processes = index_.value("num_processes", int64_t{0});
+    TORCH_CHECK(
+        files.is_array() && processes >= 1 && files.size() == static_cast<size_t>(processes),
+        "accel: ", index_path, " names ", files.size(), " files for ", processes, " processes");
+    for (const auto& file : files) files_.push_back(file.get<std::string>());
+    for (const auto& unit : index_.value("units", nlohmann::json::array())) {
+      const auto key = unit.value("key", "");
+      const int64_t slice = unit.value("shard_elements", int64_t{0});
+      TORCH_CHECK(!key.empty() && slice > 0, "accel: ", index_path,
+                  " has a unit without a key or shard_elements");
+      for (const auto& p : unit.value("parameters", nlohmann::json::array())) {
+        Place place{key, slice, p.value("offset", int64_t{-1}),
+                    p.value("shape", std::vector<int64_t>{})};
+        TORCH_CHECK(place.offset >= 0, "accel: ", index_path, ": unit ", key,
+                    " has a parameter without an offset");
+        sharded_.emplace(p.value("name", ""), std::move(place));
+      }
+    }
+    for (const auto& name : index_.value("whole", nlohmann::json::array())) {
+      whole_.push_back(name.get<std::string>());
+    }
+  }
+
+  /// Checks that every saved slice's file is there, and `module`'s tensors against the saved
+  /// names and shapes (none missing, none extra).
+  void check(const torch::nn::Module& module) {
+    std::vector<std::string> missing;
+    for (const auto& file : files_) {
+      if (!fs::is_regular_file(fs::path(folder_) / file)) missing.push_back(file);
+    }
+    TORCH_CHECK(missing.empty(), "accel: ", folder_, " is missing the model shard files ",
+                c10::Join(", ", missing), " (named in ", index_path_, ")");
+    std::set<std::string> names;
+    for (const auto& entry : module_tensors(module)) {
+      names.insert(entry.first);
+      auto found = sharded_.find(entry.first);
+      if (found != sharded_.end()) {
+        TORCH_CHECK(found->second.shape == entry.second.sizes().vec(), "accel: ", index_path_,
+                    ": tensor '", entry.first, "' has shape ",
+                    c10::IntArrayRef(found->second.shape), ", the model's has ",
+                    entry.second.sizes());
+        continue;
+      }
+      TORCH_CHECK(std::count(whole_.begin(), whole_.end(), entry.first) == 1,
+                  "accel: ", index_path_, " has no tensor '", entry.first,
+                  "', which the model has");
+      const auto saved = whole(entry.first);
+      TORCH_CHECK(saved.sizes() == entry.second.sizes(), "accel: ", folder_, "/", files_[0],
+                  ": tensor '", entry.first, "' has shape ", saved.sizes(), ", the model's has ",
+                  entry.second.sizes());
+    }
+    for (const auto& entry : sharded_) {
+      TORCH_CHECK(names.count(entry.first) != 0, "accel: ", index_path_, " has a tensor '",
+                  entry.first, "', which the model does not have");
+    }
+  }
+
+  bool sharded(const std::string& name) const { return sharded_.count(name) != 0; }
+
+  /// Elements [begin, begin + into.numel()) of parameter `name`, flattened, into `into`.
+  void read(const std::string& name, int64_t begin, torch::Tensor into) {
+    const auto& place = sharded_.at(name);
+    int64_t from = place.offset + begin;
+    const int64_t to = from + into.numel();
+    int64_t written = 0;
+    while (from < to) {
+      const int64_t r = from / place.slice;
+      TORCH_CHECK(r < static_cast<int64_t>(files_.size()), "accel: ", index_path_, ": '", name,
+                  "' reaches past the last saved slice");
+      const int64_t length = std::min((r + 1) * place.slice, to) - from;
+      const auto& tensors = file(r);
+      auto found = tensors.find(place.key);
+      const auto path = folder_ + "/" + files_[r];
+      TORCH_CHECK(found != tensors.end() && found->second.numel() == place.slice, "accel: ", path,
+                  " has no tensor '", place.key, "' of ", place.slice, " elements");
+      into.narrow(0, written, length)
+          .copy_(found->second.narrow(0, from - r * place.slice, length));
+      from += length;
+      written += length;
+    }
+  }
+
+  /// Tensor `name` as saved whole, from process 0's file.
+  torch::Tensor whole(const std::string& name) {
+    const auto& tensors = file(0);
+    auto found = tensors.find(name);
+    TORCH_CHECK(found != tensors.end(), "accel: ", folder_, "/", files_[0], " has no tensor '",
+                name, "'");
+    return found->second;
+  }
+
+ private:
+  struct Place {
+    std::string key;
+    int64_t slice = 0, offset = 0;
+    std::vector<int64_t> shape;
+  };
+  const std::map<std::string, torch::Tensor>& file(int64_t r) {
+    auto found = mapped_.find(r);
+    if (found == mapped_.end()) {
+      const auto path = folder_ + "/" + files_[r];
+      TORCH_CHECK(fs::is_regular_file(path), "accel: the checkpoint has no ", path);
+      found = mapped_.emplace(r, load_safetensors(path)).first;
+    }
+    return found->second;
+  }
+
+  std::string index_path_, folder_;
+  nlohmann::json index_;
+  std::vector<std::string> files_;
+  std::map<std::string, Place> sharded_;
+  std::vector<std::string> whole_;
+  std::map<int64_t, std::map<std::string, torch::Tensor>> mapped_;
+};
+
+}  // namespace
+
+void check_sharded_model(const torch::nn::Module& module, const std::string& index_path) {
+  SavedShards(index_path, fs::path(index_path).parent_path().string()).check(module);
+}
+
 void load_sharded_model(torch::nn::Module& module,
                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                        const std::string& file, const std::string& main_file,
-                        const std::string& index_path, int64_t processes) {
-  const auto index = read_index(index_path);
-  const int64_t saved = index.value("num_processes", int64_t{0});
-  TORCH_CHECK(saved == processes, "accel: ", index_path, " holds a model sharded over ", saved,
-              " processes and this job has ", processes,
-              "; turn it into whole weights with `accel merge-weights` and load those");
-  const auto units = units_of(module, shards);
-  TORCH_CHECK(index.contains("units") && index["units"].size() == units.size(),
-              "accel: ", index_path, " describes ",
-              index.contains("units") ? index["units"].size() : 0, " units and this model has ",
-              units.size(),
-              "; shard it with the same fsdp_transformer_layer_cls_to_wrap and parameter groups");
-  const auto mine = load_safetensors(file);
+                        const std::string& index_path) {
+  SavedShards saved(index_path, fs::path(index_path).parent_path().string());
+  saved.check(module);
   torch::NoGradGuard no_grad;
-  for (size_t k = 0; k < units.size(); ++k) {
-    const auto& unit = units[k];
-    const auto& described = index["units"][k];
-    std::vector<std::string> names;
-    for (const auto& p : described.value("parameters", nlohmann::json::array())) {
-      names.push_back(p.value("name", ""));
+  // This process's slice of each unit, from whichever saved slices hold its elements.
+  for (const auto& unit : units_of(module, shards)) {
+    auto shard = unit.layout.shard.detach();
+    shard.zero_();
+    const int64_t begin = unit.layout.rank * shard.numel();
+    const int64_t end = std::min(begin + shard.numel(), unit.layout.total);
+    for (size_t i = 0; i < unit.names.size(); ++i) {
+      const int64_t offset = unit.layout.offsets[i];
+      const int64_t first = std::max(offset, begin);
+      const int64_t last = std::min(offset + unit.layout.params[i].numel(), end);
+      if (last <= first) continue;
+      saved.read(unit.names[i], first - offset, shard.narrow(0, first - begin, last - first));
     }
-    TORCH_CHECK(names == unit.names &&
-                    described.value("shard_elements", int64_t{-1}) == unit.layout.shard.numel(),
-                "accel: ", index_path, ": unit ", k, " holds other parameters than this model's (",
-                names.empty() ? std::string("none") : names.front(), "...)");
-    auto found = mine.find(unit.key);
-    TORCH_CHECK(found != mine.end() && found->second.numel() == unit.layout.shard.numel(),
-                "accel: ", file, " has no tensor '", unit.key, "' of ", unit.layout.shard.numel(),
-                " elements");
-    unit.layout.shard.detach().copy_(found->second);
-  }
-  // The whole tensors, from process 0's file.
-  const auto main = file == main_file ? mine : load_safetensors(main_file);
-  std::map<std::string, torch::Tensor> whole;
-  for (const auto& name : index.value("whole", nlohmann::json::array())) {
-    const auto key = name.get<std::string>();
-    auto found = main.find(key);
-    TORCH_CHECK(found != main.end(), "accel: ", main_file, " has no tensor '", key, "'");
-    whole.emplace(key, found->second);
   }
   for (auto& entry : module_tensors(module)) {
     if (is_sharded(entry.second)) continue;
-    auto found = whole.find(entry.first);
-    TORCH_CHECK(found != whole.end(), "accel: ", main_file, " has no tensor '", entry.first,
-                "', which the model has");
-    TORCH_CHECK(found->second.sizes() == entry.second.sizes(), "accel: ", main_file, ": tensor '",
-                entry.first, "' has shape ", found->second.sizes(), ", the model's has ",
-                entry.second.sizes());
-    entry.second.copy_(found->second);
+    if (saved.sharded(entry.first)) {
+      // Sharded when saved, whole in this run (no unit holds it now).
+      saved.read(entry.first, 0, entry.second.detach().view(-1));
+    } else {
+      entry.second.copy_(saved.whole(entry.first));
+    }
   }
   // The shards changed: units gathered before are stale.
   for (const auto& optimizer_shards : shards) {
     if (optimizer_shards->shards_parameters()) optimizer_shards->gather_parameters();
   }
+}
+
+void load_whole_from_sharded_model(torch::nn::Module& module, const std::string& index_path) {
+  SavedShards saved(index_path, fs::path(index_path).parent_path().string());
+  saved.check(module);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& entry : module_tensors(module)) {
+    if (saved.sharded(entry.first)) {
+      auto value = torch::empty(entry.second.sizes(),
+                                entry.second.options().device(torch::kCPU).requires_grad(false));
+      saved.read(entry.first, 0, value.view(-1));
+      tensors.emplace(entry.first, value);
+    } else {
+      tensors.emplace(entry.first, saved.whole(entry.first));
+    }
+  }
+  load_module_tensors(module, tensors, index_path);
 }
 
 }  // namespace detail

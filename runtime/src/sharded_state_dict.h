@@ -13,6 +13,9 @@
 //
 // A unit's flat range is its parameters end to end (at their offsets), padded to N x S elements;
 // process r holds elements [r S, (r + 1) S). `accel merge-weights` reads only this (no LibTorch).
+// Each parameter's name, global shape and place are in the index, so a load on M processes, or
+// into a run that holds the model whole, cuts its own slices from the saved ones (DCP's
+// resharding on load).
 
 #include <accel/detail/optimizer_shards.h>
 
@@ -37,12 +40,21 @@ void save_sharded_model(const torch::nn::Module& module,
                         const std::string& file, const std::string& index_file,
                         const std::vector<std::string>& files, int64_t rank, int64_t processes);
 
-/// Reads this process's shards of `module` from `file` and the whole tensors from
-/// `main_file` (process 0's), checking them against `index_file`.
+/// Checks, before anything is read, that the SHARDED_STATE_DICT model described by `index_file`
+/// holds `module`'s tensors by name and shape, and no others.
+void check_sharded_model(const torch::nn::Module& module, const std::string& index_file);
+
+/// Reads this process's shards of `module`, and its whole tensors, from the SHARDED_STATE_DICT
+/// model described by `index_file` (the files beside it). The saved model may have been sharded
+/// over another number of processes or into other units: each slice is assembled from the saved
+/// slices that hold its elements, and only those are read.
 void load_sharded_model(torch::nn::Module& module,
                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                        const std::string& file, const std::string& main_file,
-                        const std::string& index_file, int64_t processes);
+                        const std::string& index_file);
+
+/// Reads `module`, whole (a run without sharded parameters), from the SHARDED_STATE_DICT model
+/// described by `index_file`.
+void load_whole_from_sharded_model(torch::nn::Module& module, const std::string& index_file);
 
 }  // namespace detail
 }  // namespace accel

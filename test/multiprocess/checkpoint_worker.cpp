@@ -1,6 +1,8 @@
 // A training program for the checkpoint tests, started by `accel launch` (1 or 2 processes):
 //   checkpoint_worker train <steps> <out>               train, then write the final state to out
 //   checkpoint_worker save-at <k> <dir>                 train k steps, save_state(dir), exit
+//   checkpoint_worker save-each <k> <dir>               train k steps, save_state(dir/step_<i>)
+//                                                       after every step i < k, exit
 //   checkpoint_worker resume <dir> <steps> <out>        load_state(dir), train, write to out
 //   checkpoint_worker save-and-list <k> <dir>           train k steps, save_state(dir), then print
 //                                                       "remaining: ..." (the targets the rest of
@@ -11,7 +13,9 @@
 //                                                       and momentum all equal to the save's number
 //   checkpoint_worker check <dir>                       load_state(dir); print "consistent <n>" if
 //                                                       every weight and momentum equals one n
-// With CHECKPOINT_SAVE_ON_EACH_NODE=1 the project configuration has save_on_each_node.
+// A step is one accumulate() micro-step (ACCEL_GRADIENT_ACCUMULATION_STEPS sets how many make an
+// optimizer step); it clips the gradient norm and saves from inside accumulate(), as real loops
+// do. With CHECKPOINT_SAVE_ON_EACH_NODE=1 the project configuration has save_on_each_node.
 // "The final state" is the weights, Adam's state, the learning rate and a draw from every
 // process's generator, as one safetensors file, so runs compare byte for byte.
 
@@ -74,6 +78,7 @@ void print_targets(accel::Accelerator& accelerator, const std::vector<torch::Ten
   accelerator.print(line.str());
 }
 
+/// `save_at` 0: save after every step before the last, each into its own folder under save_dir.
 int train(const std::string& load_from, int steps, int save_at, const std::string& save_dir,
           const std::string& out, bool list_rest_of_epoch = false) {
   accel::Accelerator accelerator;
@@ -110,10 +115,14 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
       }
       auto step = accelerator.accumulate(model);
       accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      accelerator.clip_grad_norm_(model->parameters(), 0.5);
       optimizer.step();
       scheduler.step();
       optimizer.zero_grad();
       ++done;
+      if (save_at == 0 && done < steps) {
+        accelerator.save_state(save_dir + "/step_" + std::to_string(done));
+      }
       if (done == save_at) {
         accelerator.save_state(save_dir);
         if (!list_rest_of_epoch) return 0;
@@ -127,16 +136,22 @@ int train(const std::string& load_from, int steps, int save_at, const std::strin
     }
   }
 
+  if (out.empty()) return 0;  // save-each: the checkpoints were the point
+  // The weights whole (gathered under FULL_SHARD); the optimizer's state for whatever parameters
+  // it holds (under a sharding strategy each process's shards: gathered from every process).
   accel::NamedTensors state;
-  for (const auto& p : model->named_parameters()) state.emplace_back("param." + p.key(), p.value());
+  for (const auto& p : accelerator.get_state_dict(model))
+    state.emplace_back("param." + p.first, p.second);
   size_t i = 0;
-  for (const auto& p : model->parameters()) {
-    const auto key = static_cast<void*>(p.unsafeGetTensorImpl());
-    auto& s = static_cast<torch::optim::AdamParamState&>(*optimizer.state().at(key));
-    const auto prefix = "adam." + std::to_string(i++) + ".";
-    state.emplace_back(prefix + "step", torch::tensor(static_cast<int64_t>(s.step())));
-    state.emplace_back(prefix + "exp_avg", s.exp_avg());
-    state.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq());
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto key = static_cast<void*>(p.unsafeGetTensorImpl());
+      auto& s = static_cast<torch::optim::AdamParamState&>(*optimizer.state().at(key));
+      const auto prefix = "adam." + std::to_string(i++) + ".";
+      state.emplace_back(prefix + "step", torch::tensor(static_cast<int64_t>(s.step())));
+      state.emplace_back(prefix + "exp_avg", accelerator.gather(s.exp_avg().flatten()));
+      state.emplace_back(prefix + "exp_avg_sq", accelerator.gather(s.exp_avg_sq().flatten()));
+    }
   }
   state.emplace_back(
       "lr", torch::tensor(optimizer.param_groups()[0].options().get_lr(), torch::kFloat64));
@@ -205,6 +220,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "train" && argc == 4) return train("", std::atoi(argv[2]), -1, "", argv[3]);
     if (mode == "save-at" && argc == 4) return train("", 1 << 30, std::atoi(argv[2]), argv[3], "");
+    if (mode == "save-each" && argc == 4) return train("", std::atoi(argv[2]), 0, argv[3], "");
     if (mode == "resume" && argc == 5) return train(argv[2], std::atoi(argv[3]), -1, "", argv[4]);
     if (mode == "save-and-list" && argc == 4) {
       return train("", 1 << 30, std::atoi(argv[2]), argv[3], "", true);
@@ -217,6 +233,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cerr << "usage: checkpoint_worker "
-               "train|save-at|resume|save-and-list|load-and-list|save-loop|check ...\n";
+               "train|save-at|save-each|resume|save-and-list|load-and-list|save-loop|check ...\n";
   return 2;
 }

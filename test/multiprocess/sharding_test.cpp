@@ -21,8 +21,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -104,8 +107,8 @@ using accel_test::worst_difference;
 /// Accelerator's setting), clipping at 0.5.
 template <typename Optimizer>
 void train(accel::Accelerator& accelerator, Net& net, Optimizer& optimizer, int64_t first_step,
-           int64_t micro_steps) {
-  accel_test::train_clipped(accelerator, net, optimizer, first_step, micro_steps, batch);
+           int64_t micro_steps, accel_test::Clip clip = accel_test::Clip::norm_when_synchronising) {
+  accel_test::train_clipped(accelerator, net, optimizer, first_step, micro_steps, batch, clip);
 }
 
 /// True when `a` and `b` share memory.
@@ -116,11 +119,10 @@ bool same_memory(const torch::Tensor& a, const torch::Tensor& b) {
 /// 20 optimizer steps (40 micro-steps) of `strategy`, from the same initial weights everywhere.
 /// With `offload`, also checks that the optimizer's parameters and state are host tensors of
 /// their own.
-std::vector<torch::Tensor> trained_weights(const std::string& strategy,
-                                           const std::vector<std::string>& units = {},
-                                           const std::string& mixed_precision = "no",
-                                           std::optional<int64_t> min_num_params = std::nullopt,
-                                           bool offload = false) {
+std::vector<torch::Tensor> trained_weights(
+    const std::string& strategy, const std::vector<std::string>& units = {},
+    const std::string& mixed_precision = "no", std::optional<int64_t> min_num_params = std::nullopt,
+    bool offload = false, accel_test::Clip clip = accel_test::Clip::norm_when_synchronising) {
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
@@ -163,7 +165,7 @@ std::vector<torch::Tensor> trained_weights(const std::string& strategy,
       }
     }
   }
-  train(accelerator, net, optimizer, 0, 40);
+  train(accelerator, net, optimizer, 0, 40, clip);
   if (offload) {
     accel_test::for_each_optimizer_tensor(optimizer, [&](const torch::Tensor& t) {
       if (t.defined()) {
@@ -208,6 +210,46 @@ TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
     EXPECT_LE(bf16_difference, 1e-6) << strategy;
     if (rank() == 0) {
       std::printf("%s bf16: largest weight difference %.3g\n", strategy.c_str(), bf16_difference);
+    }
+  }
+}
+
+// One clipping rule: a loop that clips on every micro-step, not only on synchronising ones, gives
+// every strategy the weights of NO_SHARD, and those of the loop that clips when synchronising
+// (clipping applies to the synchronised gradient; see Accelerator::clip_grad_norm_).
+TEST_F(Sharding, ClippingOnEveryMicroStepIsOneRuleForEveryStrategy) {
+  using accel_test::Clip;
+  const auto guarded = trained_weights("NO_SHARD");
+  const auto reference =
+      trained_weights("NO_SHARD", {}, "no", std::nullopt, false, Clip::norm_every_micro_step);
+  EXPECT_EQ(worst_difference(reference, guarded), 0.0);
+  const auto value_reference =
+      trained_weights("NO_SHARD", {}, "no", std::nullopt, false, Clip::value_every_micro_step);
+  // Clipping by value at 0.05 does change this training.
+  EXPECT_GT(worst_difference(value_reference, guarded), 1e-3);
+  auto sum_of = [](const std::vector<torch::Tensor>& tensors) {
+    double sum = 0;
+    for (const auto& t : tensors) sum += t.sum().item<double>();
+    return sum;
+  };
+  if (rank() == 0) {
+    std::printf("NO_SHARD, clipping every micro-step: sum of all weights %.6f\n",
+                sum_of(reference));
+  }
+  for (const auto& strategy : sharded_strategies()) {
+    const auto norm =
+        trained_weights(strategy, {}, "no", std::nullopt, false, Clip::norm_every_micro_step);
+    const auto value =
+        trained_weights(strategy, {}, "no", std::nullopt, false, Clip::value_every_micro_step);
+    const double norm_difference = worst_difference(norm, reference);
+    const double value_difference = worst_difference(value, value_reference);
+    EXPECT_LE(norm_difference, 1e-5) << strategy;
+    EXPECT_LE(value_difference, 1e-5) << strategy;
+    if (rank() == 0) {
+      std::printf(
+          "%s, clipping every micro-step: sum of all weights %.6f, largest weight difference "
+          "from NO_SHARD %.3g (norm), %.3g (value)\n",
+          strategy.c_str(), sum_of(norm), norm_difference, value_difference);
     }
   }
 }
@@ -700,17 +742,17 @@ void sharded_state_dict_resumes_and_merges(const std::string& strategy) {
     }
   }
   {
-    // A run that reads whole weights is told what the checkpoint holds.
+    // A run that writes whole weights reads the sharded ones as well.
     accel::Accelerator accelerator(options.fsdp_state_dict_type("FULL_STATE_DICT"));
+    torch::manual_seed(97);
     Net net;
     accelerator.prepare(net);
-    try {
-      accelerator.load_state(folder);
-      ADD_FAILURE() << "a SHARDED_STATE_DICT checkpoint loaded as whole weights";
-    } catch (const c10::Error& error) {
-      EXPECT_NE(std::string(error.what()).find("holds its models as SHARDED_STATE_DICT"),
-                std::string::npos)
-          << error.what();
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+    accelerator.load_state(folder);
+    train(accelerator, net, optimizer, 6, 6);
+    const auto resumed = weights(net);
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(resumed[i], straight[i])) << "whole, tensor " << i;
     }
   }
   if (rank() == 0) {
@@ -745,33 +787,71 @@ TEST_F(Sharding, ShardedStateDictResumesAndMergesIntoTheWholeWeights) {
   }
 }
 
-TEST_F(Sharding, CheckpointOfAnotherStrategyIsRefusedWithItsName) {
-  const auto folder = shared_folder("other_strategy");
-  {
-    accel::Accelerator accelerator(
-        accel::AcceleratorOptions().cpu(true).sharding_strategy("SHARD_GRAD_OP"));
-    Net net;
-    accelerator.prepare(net);
-    auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
-    accelerator.save_state(folder);
+// A checkpoint moves between strategies on the same processes: each sharded strategy's state is
+// re-split into NO_SHARD's and back, and training goes on as it would have. A checkpoint that does
+// not record its optimizers' layouts (written before they were recorded) is still refused.
+TEST_F(Sharding, CheckpointsMoveBetweenStrategies) {
+  for (const auto& strategy : sharded_strategies()) {
+    for (const bool into_no_shard : {true, false}) {
+      const std::string from = into_no_shard ? strategy : "NO_SHARD";
+      const std::string to = into_no_shard ? "NO_SHARD" : strategy;
+      SCOPED_TRACE(from + " -> " + to);
+      const auto folder = shared_folder("strategies_" + from + "_" + to);
+      auto options = [](const std::string& s) {
+        return accel::AcceleratorOptions()
+            .cpu(true)
+            .gradient_accumulation_steps(2)
+            .sharding_strategy(s);
+      };
+      std::vector<torch::Tensor> straight;
+      {
+        accel::Accelerator accelerator(options(from));
+        torch::manual_seed(19);
+        Net net;
+        accelerator.prepare(net);
+        auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+        train(accelerator, net, optimizer, 0, 6);
+        accelerator.save_state(folder);
+        train(accelerator, net, optimizer, 6, 6);
+        straight = weights(net);
+      }
+      {
+        accel::Accelerator accelerator(options(to));
+        torch::manual_seed(96);
+        Net net;
+        accelerator.prepare(net);
+        auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+        accelerator.load_state(folder);
+        train(accelerator, net, optimizer, 6, 6);
+        EXPECT_LE(worst_difference(weights(net), straight), 1e-6);
+      }
+      accel::Accelerator accelerator(options(to));
+      if (rank() == 0) {
+        // As an older checkpoint: no layouts recorded.
+        const auto path = folder + "/accel_state.json";
+        std::ifstream in(path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        in.close();
+        std::ofstream(path) << std::regex_replace(text, std::regex("\"layout\""), "\"old\"");
+      }
+      accelerator.wait_for_everyone();
+      Net net;
+      accelerator.prepare(net);
+      auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+      try {
+        accelerator.load_state(folder);
+        ADD_FAILURE() << "a checkpoint without layouts loaded into another strategy";
+      } catch (const c10::Error& error) {
+        EXPECT_NE(
+            std::string(error.what())
+                .find("was saved with sharding_strategy " + from + " and this run uses " + to),
+            std::string::npos)
+            << error.what();
+      }
+      accelerator.wait_for_everyone();
+      if (rank() == 0) std::filesystem::remove_all(folder);
+    }
   }
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions().cpu(true).sharding_strategy("NO_SHARD"));
-  Net net;
-  accelerator.prepare(net);
-  auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), 0.1));
-  try {
-    accelerator.load_state(folder);
-    ADD_FAILURE() << "a SHARD_GRAD_OP checkpoint loaded into a NO_SHARD run";
-  } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what())
-                  .find("was saved with sharding_strategy SHARD_GRAD_OP and "
-                        "this run uses NO_SHARD"),
-              std::string::npos)
-        << error.what();
-  }
-  accelerator.wait_for_everyone();
-  if (rank() == 0) std::filesystem::remove_all(folder);
 }
 
 TEST_F(Sharding, UnshardableOptimizersAndStrategiesAreRefused) {

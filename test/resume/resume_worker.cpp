@@ -1,10 +1,17 @@
 // The job of the self-healing test (self_healing.sh): 4 epochs of a shuffled loader, dropout,
-// AdamW with a step scheduler, accumulation 2 and bf16 autocast on the CPU, saving its state every
-// 4 optimizer steps, resuming by itself when `accel launch --max_restarts` restarts it. It can be
-// told to kill itself with SIGKILL: on a given start, at a given optimizer step, on one rank, on
-// every rank, or inside a save. At the end each process writes its weights and optimizer state
-// as raw bytes to OUT/final_<rank>.bin; the main process logs every step's loss (JSON lines).
-//   resume_worker OUT [START:STEP:WHO ...]     WHO: a rank, "all", or "save"
+// AdamW with a step scheduler and bf16 autocast on the CPU, resuming by itself when
+// `accel launch --max_restarts` restarts it. It can be told to kill itself with SIGKILL: on a
+// given start, at a given step, on one rank, on every rank, or inside a save. At the end each
+// process writes its weights and optimizer state as raw bytes to OUT/final_<rank>.bin; the main
+// process logs every step's loss (JSON lines).
+//
+// Two ways of counting, as RESUME_WORKER_UNIT says:
+//   - "optimizer" (the default): accumulation 2, a save every 4 optimizer steps (between
+//     windows), kills and losses at optimizer steps;
+//   - "micro": accumulation 3, clip_grad_norm_ on every micro-step, a save every 5 micro-steps
+//     from inside accumulate() (mostly inside a window), kills and losses at micro-steps.
+//   resume_worker OUT [START:STEP:WHO ...]     WHO: a rank, "all", "machine<N>" (every rank of
+//                                              machine N), or "save"
 
 #include <accel/accel.h>
 #include <torch/torch.h>
@@ -22,7 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kEpochs = 4;
-constexpr int64_t kSaveEvery = 4;  // optimizer steps
 
 struct Kill {
   int64_t start = 0, step = 0;
@@ -83,13 +89,17 @@ int main(int argc, char** argv) {
   }
   const fs::path out = argv[1];
   const auto kills = parse_kills(argc, argv);
+  const char* unit_text = std::getenv("RESUME_WORKER_UNIT");
+  const bool micro = unit_text != nullptr && std::string(unit_text) == "micro";
+  const int64_t accumulation = micro ? 3 : 2;
+  const int64_t save_every = micro ? 5 : 4;
   const char* restart_text = std::getenv("ACCEL_RESTART_COUNT");
   const int64_t start = restart_text != nullptr ? std::atoll(restart_text) : 0;
 
   accel::Accelerator accelerator(
       accel::AcceleratorOptions()
           .cpu(true)
-          .gradient_accumulation_steps(2)
+          .gradient_accumulation_steps(accumulation)
           .mixed_precision("bf16")
           .seed(1234)
           .log_with({"jsonl"})
@@ -99,11 +109,14 @@ int main(int argc, char** argv) {
                               .automatic_checkpoint_naming(true)
                               .total_limit(2)));
   const int64_t rank = accelerator.process_index();
+  const char* per_machine_text = std::getenv("LOCAL_WORLD_SIZE");
+  const int64_t machine = rank / (per_machine_text != nullptr ? std::atoll(per_machine_text) : 1);
   auto should_die = [&](int64_t step, bool in_save) {
     for (const auto& kill : kills) {
       if (kill.start != start || kill.step != step) continue;
       if (in_save) return kill.who == "save" && accelerator.is_main_process();
       if (kill.who == "all" || kill.who == std::to_string(rank)) return true;
+      if (kill.who == "machine" + std::to_string(machine)) return true;
     }
     return false;
   };
@@ -122,11 +135,12 @@ int main(int argc, char** argv) {
   accelerator.init_trackers("resume", {{"epochs", kEpochs}});
 
   const bool resumed = accelerator.resume_if_possible();
-  int64_t optimizer_steps = accelerator.step() / accelerator.gradient_accumulation_steps();
+  // Micro-steps are accumulate() calls; optimizer steps every `accumulation` of them.
+  int64_t steps = micro ? accelerator.step() : accelerator.step() / accumulation;
+  const std::string unit = micro ? "micro-step " : "optimizer step ";
   // One write per line: the processes share stderr.
   std::cerr << ("start " + std::to_string(start) + " rank " + std::to_string(rank) +
-                (resumed ? " resumed at optimizer step " : " fresh at optimizer step ") +
-                std::to_string(optimizer_steps) + "\n");
+                (resumed ? " resumed at " : " fresh at ") + unit + std::to_string(steps) + "\n");
 
   for (auto epoch = static_cast<int>(loader->epoch()); epoch < kEpochs; ++epoch) {
     for (auto& batch : *loader) {
@@ -136,17 +150,28 @@ int main(int argc, char** argv) {
         auto step = accelerator.accumulate(model);
         loss = torch::mse_loss(accelerator.forward(model, batch.data), batch.target);
         accelerator.backward(loss);
+        if (micro) accelerator.clip_grad_norm_(model->parameters(), 0.5);
         optimizer.step();
         scheduler.step();
         optimizer.zero_grad();
         stepped = accelerator.sync_gradients();
+        if (micro) {
+          // Inside the accumulate() scope, on any micro-step: mostly inside a window.
+          ++steps;
+          accelerator.log({{"loss", loss}}, steps);
+          if (should_die(steps, false)) std::raise(SIGKILL);
+          if (steps % save_every == 0) {
+            save_killer.armed = should_die(steps, true);
+            accelerator.save_state();
+          }
+        }
       }
-      if (!stepped) continue;
-      ++optimizer_steps;
-      accelerator.log({{"loss", loss}}, optimizer_steps);
-      if (should_die(optimizer_steps, false)) std::raise(SIGKILL);
-      if (optimizer_steps % kSaveEvery == 0) {
-        save_killer.armed = should_die(optimizer_steps, true);
+      if (micro || !stepped) continue;
+      ++steps;
+      accelerator.log({{"loss", loss}}, steps);
+      if (should_die(steps, false)) std::raise(SIGKILL);
+      if (steps % save_every == 0) {
+        save_killer.armed = should_die(steps, true);
         accelerator.save_state();
       }
     }
@@ -165,7 +190,7 @@ int main(int argc, char** argv) {
     }
   }
   accelerator.end_training();
-  std::cerr << ("rank " + std::to_string(rank) + " finished at optimizer step " +
-                std::to_string(optimizer_steps) + "\n");
+  std::cerr << ("rank " + std::to_string(rank) + " finished at " + unit + std::to_string(steps) +
+                "\n");
   return 0;
 }

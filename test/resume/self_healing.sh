@@ -4,42 +4,69 @@
 # state, and every logged loss. The kill points are drawn from a seeded generator whose seed is
 # printed (set ACCEL_RESUME_TEST_SEED to replay one). Five kills per run, one per start, cycling
 # through one rank, every rank, and rank 0 inside save_state.
-#   self_healing.sh ACCEL WORKER PROCESSES
+# UNIT "optimizer" (the default) counts optimizer steps and saves between accumulation windows;
+# "micro" counts micro-steps, saves every 5 from inside accumulate() and kills inside windows
+# (see resume_worker.cpp). ACCEL_SHARDING_STRATEGY, when set, reaches the worker.
+#   self_healing.sh ACCEL WORKER PROCESSES [UNIT]
 set -euo pipefail
-accel=${1:?usage: self_healing.sh ACCEL WORKER PROCESSES}
-worker=${2:?usage: self_healing.sh ACCEL WORKER PROCESSES}
-processes=${3:?usage: self_healing.sh ACCEL WORKER PROCESSES}
+usage="usage: self_healing.sh ACCEL WORKER PROCESSES [optimizer|micro]"
+accel=${1:?$usage}
+worker=${2:?$usage}
+processes=${3:?$usage}
+unit=${4:-optimizer}
+export RESUME_WORKER_UNIT=$unit
 seed=${ACCEL_RESUME_TEST_SEED:-$(( $(date +%s) % 100000 ))}
 echo "kill points drawn with seed $seed (ACCEL_RESUME_TEST_SEED=$seed replays them)"
 RANDOM=$seed
 work=$(mktemp -d "${TMPDIR:-/tmp}/accel-self-healing.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# 96 samples, batches of 4, accumulation 2, 4 epochs: optimizer steps per process.
-total=$(( 96 / 4 / processes / 2 * 4 ))
-save_every=4
+# 96 samples, batches of 4, 4 epochs: micro-steps per process; optimizer steps with accumulation 2.
+if [ "$unit" = micro ]; then
+  total=$(( 96 / 4 / processes * 4 ))
+  save_every=5
+  accumulation=3  # resume_worker's in this mode
+else
+  total=$(( 96 / 4 / processes / 2 * 4 ))
+  save_every=4
+fi
 
 "$accel" launch --num_processes "$processes" "$worker" "$work/reference" 2> "$work/reference.log" ||
   { cat "$work/reference.log"; exit 1; }
 
-# Five increasing kill steps in 1..total-1, one per start: each start resumes from a checkpoint at
+# Five increasing kill steps in 1..total, one per start: each start resumes from a checkpoint at
 # or before the previous kill, so it reaches the next one. A save kill needs a step that saves.
 kills=()
 step=0
 kinds=("rank" "all" "save" "rank" "save")
 for start in 0 1 2 3 4; do
-  room=$(( total - 1 - step - (4 - start) * save_every ))
-  next=$(( step + 1 + RANDOM % (room > 1 ? room : 1) ))
   kind=${kinds[$start]}
   case $kind in
     rank) who=$(( RANDOM % processes )) ;;
     all) who=all ;;
-    save) next=$(( (next + save_every - 1) / save_every * save_every )); who=save ;;
+    save) who=save ;;
   esac
+  if [ "$unit" = micro ]; then
+    # Any step after the last kill that leaves one save interval to each later kill; a rank's
+    # kill inside a window (not on its synchronising micro-step), a save kill on a save.
+    candidates=()
+    for s in $(seq $(( step + 1 )) $(( total - (4 - start) * save_every ))); do
+      if [ "$kind" = save ]; then
+        [ $(( s % save_every )) -eq 0 ] && candidates+=("$s")
+      elif [ $(( s % accumulation )) -ne 0 ] && [ "$s" -lt "$total" ]; then
+        candidates+=("$s")
+      fi
+    done
+    next=${candidates[$(( RANDOM % ${#candidates[@]} ))]}
+  else
+    room=$(( total - 1 - step - (4 - start) * save_every ))
+    next=$(( step + 1 + RANDOM % (room > 1 ? room : 1) ))
+    [ "$kind" = save ] && next=$(( (next + save_every - 1) / save_every * save_every ))
+  fi
   step=$next
   kills+=("$start:$step:$who")
 done
-echo "kills (start:optimizer step:who) of $total steps: ${kills[*]}"
+echo "kills (start:$unit step:who) of $total steps (${ACCEL_SHARDING_STRATEGY:-NO_SHARD}): ${kills[*]}"
 
 set +e
 "$accel" launch --num_processes "$processes" --max_restarts 5 --grace_period 2 \
@@ -74,4 +101,4 @@ for step, values in killed.items():
 replayed = sum(len(v) - 1 for v in killed.values())
 print(f"losses of {total} steps bitwise equal; {replayed} replayed after kills logged the same")
 PYTHON
-echo "self-healing on $processes process(es): ok"
+echo "self-healing on $processes process(es), counting ${unit} steps: ok"

@@ -13,16 +13,34 @@
 
 namespace accel_test {
 
+/// How a training loop clips.
+enum class Clip {
+  norm_when_synchronising,  // if (sync_gradients()) clip_grad_norm_: Accelerate's documented form
+  norm_every_micro_step,    // clip_grad_norm_ on every micro-step, as loops without a guard do
+  value_every_micro_step,   // clip_grad_value_ on every micro-step
+};
+
 /// `micro_steps` micro-steps from `first` on `batch(step)` (an {input, target} pair), the
-/// Accelerator's gradient accumulation, clipping at 0.5 on synchronising steps, MSE loss.
+/// Accelerator's gradient accumulation, clipping at 0.5 as `clip` says, MSE loss.
 template <typename Net, typename Optimizer, typename Batch>
 void train_clipped(accel::Accelerator& accelerator, Net& net, Optimizer& optimizer, int64_t first,
-                   int64_t micro_steps, const Batch& batch) {
+                   int64_t micro_steps, const Batch& batch,
+                   Clip clip = Clip::norm_when_synchronising) {
   for (int64_t step = first; step < first + micro_steps; ++step) {
     auto scope = accelerator.accumulate(net);
     auto [x, y] = batch(step);
     accelerator.backward(torch::mse_loss(net->forward(x), y));
-    if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), 0.5);
+    switch (clip) {
+      case Clip::norm_when_synchronising:
+        if (accelerator.sync_gradients()) accelerator.clip_grad_norm_(net->parameters(), 0.5);
+        break;
+      case Clip::norm_every_micro_step:
+        accelerator.clip_grad_norm_(net->parameters(), 0.5);
+        break;
+      case Clip::value_every_micro_step:
+        accelerator.clip_grad_value_(net->parameters(), 0.05);
+        break;
+    }
     optimizer.step();
     optimizer.zero_grad();
   }

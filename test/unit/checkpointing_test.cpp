@@ -300,4 +300,136 @@ TEST(SaveState, RestoresRegisteredObjectsAndRefusesMismatches) {
             std::string::npos);
 }
 
+/// A two-layer model, its AdamW optimizer after one step, and a checkpoint of them in `folder`.
+struct TwoLayers {
+  explicit TwoLayers(accel::Accelerator& accelerator, int64_t width = 3)
+      : model(torch::nn::Linear(2, width), torch::nn::Linear(width, 1)),
+        optimizer(accelerator.prepare(torch::optim::AdamW(model->parameters(), 0.1))) {
+    accelerator.prepare(model);
+  }
+  void step(accel::Accelerator& accelerator) {
+    auto scope = accelerator.accumulate(model);
+    accelerator.backward(model->forward(torch::ones({4, 2})).sum());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  torch::nn::Sequential model;
+  accel::AcceleratedOptimizer<torch::optim::AdamW> optimizer;
+};
+
+// A checkpoint that does not fit the run is refused with the file and the difference named, before
+// anything is loaded: the run's weights and optimizer state stay as they were.
+TEST(SaveState, CheckpointsOfAnotherRunAreRefusedBeforeAnythingLoads) {
+  TempDir dir;
+  const auto folder = (dir / "ckpt").string();
+  {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    TwoLayers run(accelerator);
+    run.step(accelerator);
+    accelerator.save_state(folder);
+  }
+  auto refused = [&](accel::Accelerator& accelerator, torch::nn::Module& model,
+                     const std::string& expected) {
+    std::vector<torch::Tensor> before;
+    for (const auto& p : model.parameters()) before.push_back(p.detach().clone());
+    const auto message = error_of([&] { accelerator.load_state(folder); });
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+    const auto after = model.parameters();
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_TRUE(torch::equal(before[i], after[i]))
+          << "parameter " << i << " changed: " << message;
+    }
+  };
+  {
+    // Another model: the first layer would fit, the second does not.
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    TwoLayers run(accelerator, 4);
+    refused(accelerator, *run.model, "model.safetensors: tensor '0.weight' has shape [3, 2]");
+  }
+  {
+    // Another optimizer type.
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    torch::nn::Sequential model(torch::nn::Linear(2, 3), torch::nn::Linear(3, 1));
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+    refused(accelerator, *model,
+            "optimizer.pt holds the state of a torch::optim::AdamW and this run's optimizer 0 is "
+            "a torch::optim::SGD");
+  }
+  {
+    // Another number of parameter groups.
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    torch::nn::Sequential model(torch::nn::Linear(2, 3), torch::nn::Linear(3, 1));
+    accelerator.prepare(model);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(model[0]->parameters());
+    groups.emplace_back(model[1]->parameters());
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(groups, {}));
+    refused(accelerator, *model,
+            "optimizer.pt holds 1 parameter groups and this run's optimizer 0 has 2");
+  }
+  {
+    // Another accumulation setting.
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(4));
+    TwoLayers run(accelerator);
+    refused(accelerator, *run.model,
+            "was saved with gradient_accumulation_steps 1 and this run has 4");
+  }
+  {
+    // A process's files missing.
+    fs::remove(fs::path(folder) / "random_states_0.pt");
+    accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+    TwoLayers run(accelerator);
+    refused(accelerator, *run.model, "is missing process 0's files: random_states_0.pt");
+  }
+}
+
+// Saved from inside accumulate(), on every micro-step, the checkpoint holds the optimizer's real
+// parameter groups and, inside a window, the gradients accumulated so far; loaded into a fresh
+// run it continues as the saving run does.
+TEST(SaveState, SavesInsideAnAccumulationWindowHoldTheWindow) {
+  TempDir dir;
+  auto options = accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(3);
+  for (int saved_at = 1; saved_at <= 4; ++saved_at) {
+    SCOPED_TRACE("saved at micro-step " + std::to_string(saved_at));
+    const auto folder = (dir / ("at_" + std::to_string(saved_at))).string();
+    std::vector<torch::Tensor> straight;
+    {
+      accel::Accelerator accelerator(options);
+      torch::manual_seed(3);
+      TwoLayers run(accelerator);
+      for (int k = 1; k <= 7; ++k) {
+        auto scope = accelerator.accumulate(run.model);
+        accelerator.backward(run.model->forward(torch::full({4, 2}, 0.1 * k)).pow(2).sum());
+        run.optimizer.step();
+        run.optimizer.zero_grad();
+        if (k == saved_at) {
+          accelerator.save_state(folder);
+          const bool inside = saved_at % 3 != 0;
+          EXPECT_EQ(fs::exists(fs::path(folder) / "window_gradients_0.safetensors"), inside);
+          auto summary = nlohmann::json::parse(read_bytes(fs::path(folder) / "accel_state.json"));
+          EXPECT_EQ(summary["micro_step"], saved_at);
+          EXPECT_EQ(summary["window_gradients"], inside);
+        }
+      }
+      for (const auto& p : run.model->parameters()) straight.push_back(p.detach().clone());
+    }
+    accel::Accelerator accelerator(options);
+    torch::manual_seed(4);  // other weights: everything comes from the checkpoint
+    TwoLayers run(accelerator);
+    accelerator.load_state(folder);
+    for (int k = saved_at + 1; k <= 7; ++k) {
+      auto scope = accelerator.accumulate(run.model);
+      accelerator.backward(run.model->forward(torch::full({4, 2}, 0.1 * k)).pow(2).sum());
+      run.optimizer.step();
+      run.optimizer.zero_grad();
+    }
+    const auto resumed = run.model->parameters();
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(resumed[i], straight[i])) << "parameter " << i;
+    }
+  }
+}
+
 }  // namespace

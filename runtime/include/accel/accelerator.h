@@ -328,9 +328,17 @@ class Accelerator {
 
   /// Clips the gradient norm of `parameters` (as `torch::nn::utils::clip_grad_norm_`); returns the
   /// total norm before clipping. With fp16, the prepared optimizers' gradients are unscaled first.
+  ///
+  /// One rule under every strategy and process count: clipping applies to the gradient the
+  /// optimizer steps with, the synchronised one. On a micro-step that does not synchronise
+  /// (`sync_gradients()` false) the gradients are left as they are, and the returned norm is that
+  /// of this process's gradients accumulated so far (unscaled, without a collective). So a loop
+  /// that clips on every micro-step gives the weights of one that clips only when
+  /// `sync_gradients()`, whatever the strategy or the number of processes.
   double clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                          double norm_type = 2.0);
-  /// Clips every gradient element of `parameters` to [-clip_value, clip_value].
+  /// Clips every gradient element of `parameters` to [-clip_value, clip_value]; on a micro-step
+  /// that does not synchronise, a no-op (the rule of clip_grad_norm_).
   void clip_grad_value_(const std::vector<torch::Tensor>& parameters, double clip_value);
 
   /// With fp16, divides the prepared optimizers' gradients by the loss scale now, on a
@@ -727,6 +735,8 @@ class Accelerator {
   /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
   /// offload.
   std::string effective_sharding_strategy() const;
+  /// The norm of this process's gradients of `parameters` as they are, unscaled (no collective).
+  double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm_type) const;
   /// clip_grad_norm_ over gradients sharded across the processes.
   double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                                 double norm_type);

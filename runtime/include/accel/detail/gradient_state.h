@@ -102,5 +102,23 @@ class OptimizerGate {
   std::vector<std::vector<at::Tensor>> held_params_;
 };
 
+/// Opens a gate for its lifetime and closes it again if it was closed: save_state and load_state
+/// inside an accumulation window need the optimizer's real parameter groups.
+class OpenedGate {
+ public:
+  explicit OpenedGate(OptimizerGate& gate) : gate_(gate), was_closed_(gate.closed()) {
+    gate_.open();
+  }
+  OpenedGate(const OpenedGate&) = delete;
+  OpenedGate& operator=(const OpenedGate&) = delete;
+  ~OpenedGate() {
+    if (was_closed_) gate_.close();
+  }
+
+ private:
+  OptimizerGate& gate_;
+  bool was_closed_;
+};
+
 }  // namespace detail
 }  // namespace accel

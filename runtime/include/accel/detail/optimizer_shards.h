@@ -133,6 +133,10 @@ class OptimizerShards {
     std::vector<at::Tensor> params;  // in the unit's order
     std::vector<int64_t> offsets;    // where each starts in the unit's flat range
     at::Tensor shard;                // this process's slice (the optimizer's parameter)
+    int64_t group = 0;               // the optimizer parameter group it belongs to
+    std::vector<int64_t> indices;    // each parameter's place in that group, as prepared
+    int64_t total = 0;               // elements of its parameters, without the padding
+    int64_t rank = 0, slices = 1;    // the slice this process holds, of how many
   };
   std::vector<UnitLayout> unit_layouts() const;
   /// The parameters will be checked for replaced data before the next use (after the model's
