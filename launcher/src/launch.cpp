@@ -25,6 +25,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
+#include <sstream>
 
 namespace accel {
 namespace launcher {
@@ -54,6 +55,18 @@ std::string describe(int status) {
   if (WIFSIGNALED(status)) return "was killed by " + signal_text(WTERMSIG(status));
   if (WIFSTOPPED(status)) return "was stopped by " + signal_text(WSTOPSIG(status));
   return "ended with status " + std::to_string(status);
+}
+
+/// Writes one line of the launcher's to stderr in one write, so that the processes' own output on
+/// the same stream never splits it.
+template <typename... Parts>
+void say(const Parts&... parts) {
+  std::ostringstream line;
+  line << "accel launch: ";
+  (line << ... << parts);
+  line << '\n';
+  const std::string text = line.str();
+  [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text.data(), text.size());
 }
 
 /// How one start of the group ended.
@@ -224,7 +237,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     const int rank = o.machine_rank * per_machine + local;
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
     if (relay && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
-      std::cerr << "accel launch: pipe failed: " << std::strerror(errno) << "\n";
+      say("pipe failed: ", std::strerror(errno));
       for (auto& c : children) ::kill(-c.pid, SIGKILL);
       group.code = 1;
       group.interrupted = true;  // nothing a restart would fix
@@ -232,7 +245,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
-      std::cerr << "accel launch: fork failed: " << std::strerror(errno) << "\n";
+      say("fork failed: ", std::strerror(errno));
       for (auto& c : children) ::kill(-c.pid, SIGKILL);
       group.code = 1;
       group.interrupted = true;
@@ -269,7 +282,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     group.cause = "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " +
                   describe(status);
     relay_output.flush();
-    std::cerr << "accel launch: " << group.cause << "; stopping the other processes\n";
+    say(group.cause, "; stopping the other processes");
     stop_all(SIGTERM);
     if (watch != nullptr) watch->failed(group);
   };
@@ -311,7 +324,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     if (watch != nullptr && result == 0 && !group.stopped) {
       if (auto reason = watch->check(fds, watched)) {
         relay_output.flush();
-        std::cerr << "accel launch: " << *reason << "; stopping this machine's processes\n";
+        say(*reason, "; stopping this machine's processes");
         group.stopped = true;
         group.cause = *reason;
         stop_all(SIGTERM);
@@ -322,8 +335,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
         relay_output.flush();
-        std::cerr << "accel launch: received SIG" << sigabbrev_np(sig)
-                  << ", stopping all processes\n";
+        say("received SIG", sigabbrev_np(sig), ", stopping all processes");
         group.interrupted = true;
         if (result == 0) {
           result = 128 + sig;
@@ -336,8 +348,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     }
     reap();
     if (stopping && running() > 0 && Clock::now() >= kill_at) {
-      std::cerr << "accel launch: processes still running after " << o.grace_period
-                << " s; sending SIGKILL\n";
+      say("processes still running after ", o.grace_period, " s; sending SIGKILL");
       signal_all(SIGKILL);
       kill_at = Clock::time_point::max();
     }
@@ -469,8 +480,8 @@ int coordinate(const LaunchOptions& o, MachineLink& link, int signal_fd, const s
     }
     if (failure->restartable && round < o.max_restarts) {
       last_cause = failure->cause;
-      std::cerr << "accel launch: restarting the group on every machine (restart " << round + 1
-                << " of " << o.max_restarts << ") after " << failure->cause << "\n";
+      say("restarting the group on every machine (restart ", round + 1, " of ", o.max_restarts,
+          ") after ", failure->cause);
       continue;
     }
     const std::string verdict = failure->restartable
@@ -479,7 +490,7 @@ int coordinate(const LaunchOptions& o, MachineLink& link, int signal_fd, const s
                                           "; the last failure: " + failure->cause
                                     : "the job ends: " + failure->cause;
     link.send("give-up " + std::to_string(failure->code) + " " + verdict);
-    std::cerr << "accel launch: " << verdict << "\n";
+    say(verdict);
     return failure->code;
   }
 }
@@ -487,11 +498,11 @@ int coordinate(const LaunchOptions& o, MachineLink& link, int signal_fd, const s
 /// The launcher's exit for a give-up or a lost connection to machine 0.
 int end_as_told(const LinkMessage& message) {
   if (message.lost) {
-    std::cerr << "accel launch: lost contact with machine 0's launcher; the job ends\n";
+    say("lost contact with machine 0's launcher; the job ends");
     return 1;
   }
   const int code = message.words.empty() ? 1 : std::atoi(message.words[0].c_str());
-  std::cerr << "accel launch: " << message.rest(1) << "\n";
+  say(message.rest(1));
   return code == 0 ? 1 : code;
 }
 
@@ -513,8 +524,8 @@ int follow(const LaunchOptions& o, MachineLink& link, int signal_fd, const sigse
     const int round = std::atoi(message->words[0].c_str());
     const int port = std::atoi(message->words[1].c_str());
     if (round > 0) {
-      std::cerr << "accel launch: restarting the group on every machine (restart " << round
-                << " of " << o.max_restarts << ") after " << message->rest(2) << "\n";
+      say("restarting the group on every machine (restart ", round, " of ", o.max_restarts,
+          ") after ", message->rest(2));
     }
     FollowerWatch watch(link, round);
     const auto group = run_group(o, port, round, signal_fd, original, &watch);
@@ -530,7 +541,7 @@ int launch_linked(const LaunchOptions& o, int signal_fd, const sigset_t& origina
   try {
     link = std::make_unique<MachineLink>(o, kJoinTimeout);
   } catch (const std::runtime_error& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << (std::string(e.what()) + "\n");
     return 1;
   }
   return link->coordinator() ? coordinate(o, *link, signal_fd, original)
@@ -545,9 +556,9 @@ int launch(const LaunchOptions& o) {
     port = *o.main_process_port;
     // Only the machine that hosts the rendezvous binds the port.
     if (o.machine_rank == 0 && !port_is_free(port)) {
-      std::cerr << "accel launch: main process port " << port
-                << " is already in use on this machine; choose another with "
-                   "--main_process_port, or leave it out to get a free one\n";
+      say("main process port ", port,
+          " is already in use on this machine; choose another with "
+          "--main_process_port, or leave it out to get a free one");
       return 2;
     }
   } else {
@@ -577,14 +588,13 @@ int launch(const LaunchOptions& o) {
     if (group.code == 0 || group.interrupted) break;
     if (restart >= o.max_restarts) {
       if (o.max_restarts > 0) {
-        std::cerr << "accel launch: giving up after " << o.max_restarts << " restart"
-                  << (o.max_restarts == 1 ? "" : "s") << "; the last failure: " << group.cause
-                  << "\n";
+        say("giving up after ", o.max_restarts, " restart", (o.max_restarts == 1 ? "" : "s"),
+            "; the last failure: ", group.cause);
       }
       break;
     }
-    std::cerr << "accel launch: restarting the group (restart " << restart + 1 << " of "
-              << o.max_restarts << ") after " << group.cause << "\n";
+    say("restarting the group (restart ", restart + 1, " of ", o.max_restarts, ") after ",
+        group.cause);
     // The old rendezvous port may linger in TIME_WAIT; a one-machine job takes a fresh one.
     if (!o.main_process_port && o.num_machines == 1) port = find_free_port();
   }

@@ -2,6 +2,7 @@
 // replaces the previous one only when complete.
 
 #include "accelerator_impl.h"
+#include "checkpoint_checks.h"
 #include "durable_file.h"
 #include "module_tensors.h"
 #include "optimizer_resharding.h"
@@ -10,7 +11,6 @@
 
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
-#include <c10/util/Type.h>
 #include <nlohmann/json.hpp>
 
 #ifdef ACCEL_WITH_CUDA
@@ -276,83 +276,10 @@ std::string random_states_file(int64_t rank) {
   return "random_states_" + std::to_string(rank) + ".pt";
 }
 
-/// The optimizer's class, without the AcceleratedOptimizer around it ("torch::optim::AdamW").
-std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
-  std::string name = c10::demangle(typeid(optimizer).name());
-  const std::string wrapper = "accel::AcceleratedOptimizer<";
-  if (name.rfind(wrapper, 0) == 0 && name.back() == '>') {
-    name = name.substr(wrapper.size(), name.size() - wrapper.size() - 1);
-  }
-  return name;
-}
-
-/// Each optimizer's class, the sizes of its parameter groups and its layout (how its parameters
-/// are cut from the model's: optimizer_resharding.h), as the summary records them.
-nlohmann::json describe_optimizers(
-    const detail::GradientState& state,
-    const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards) {
-  nlohmann::json described = nlohmann::json::array();
-  for (auto* gate : state.gates) {
-    detail::OpenedGate open(*gate);
-    const auto& optimizer = *gate->optimizer();
-    nlohmann::json groups = nlohmann::json::array();
-    for (const auto& group : optimizer.param_groups()) groups.push_back(group.params().size());
-    described.push_back({{"type", optimizer_type(optimizer)},
-                         {"param_groups", groups},
-                         {"layout", detail::layout_of(optimizer, shards).to_json()}});
-  }
-  return described;
-}
-
 /// The file of saved slice `slice` of optimizer `index` (NO_SHARD: its one file).
 std::string optimizer_slice_file(size_t index, int64_t slice, bool saved_sharded) {
   const auto name = numbered("optimizer", index, ".pt");
   return saved_sharded ? per_process_file(name, slice) : name;
-}
-
-/// The run's optimizers are of the saved classes, with as many parameter groups; with
-/// `same_layout` (the strategy and process count of the save) the groups hold as many parameters.
-void check_optimizers(const nlohmann::json& saved, const nlohmann::json& run,
-                      const fs::path& state_path, bool same_layout) {
-  if (!saved.is_array()) return;  // written before the summary described them
-  for (size_t i = 0; i < saved.size() && i < run.size(); ++i) {
-    const auto file = numbered("optimizer", i, ".pt");
-    const std::string saved_type = saved[i].value("type", "");
-    TORCH_CHECK(saved_type == run[i]["type"].get<std::string>(), "accel: ", state_path.string(),
-                ": ", file, " holds the state of a ", saved_type, " and this run's optimizer ", i,
-                " is a ", run[i]["type"].get<std::string>());
-    const auto saved_groups = saved[i].value("param_groups", nlohmann::json::array());
-    const auto& groups = run[i]["param_groups"];
-    TORCH_CHECK(saved_groups.size() == groups.size(), "accel: ", state_path.string(), ": ", file,
-                " holds ", saved_groups.size(), " parameter groups and this run's optimizer ", i,
-                " has ", groups.size());
-    for (size_t g = 0; g < groups.size() && same_layout; ++g) {
-      TORCH_CHECK(saved_groups[g] == groups[g], "accel: ", state_path.string(), ": ", file,
-                  "'s parameter group ", g, " holds ", saved_groups[g].dump(),
-                  " parameters and this run's has ", groups[g].dump());
-    }
-  }
-}
-
-/// A checkpoint saved with another gradient_accumulation_steps resumes only between windows on
-/// another process count (keeping the global batch: 2 processes x 4 become 4 x 2); a window's
-/// gradients are this process's own, on this process count.
-void check_accumulation(const nlohmann::json& summary, const fs::path& state_path,
-                        int64_t saved_processes, bool window, const LoadStateOptions& options,
-                        int64_t processes, int64_t steps) {
-  TORCH_CHECK(!window || saved_processes == processes, "accel: ", state_path.string(),
-              " was taken inside a gradient accumulation window (micro-step ",
-              summary.value("micro_step", int64_t{0}), ") by ", saved_processes,
-              " processes, and a window's gradients are each process's own: resume it on ",
-              saved_processes, " processes, or from a checkpoint taken on a synchronising step");
-  if (!summary.contains("gradient_accumulation_steps")) return;
-  const auto saved = summary["gradient_accumulation_steps"].get<int64_t>();
-  if (saved == steps) return;
-  TORCH_CHECK(!window && saved_processes != processes && options.allow_process_count_change(),
-              "accel: ", state_path.string(), " was saved with gradient_accumulation_steps ", saved,
-              " and this run has ", steps,
-              "; resume with the same setting (another one is taken only between windows, with "
-              "allow_process_count_change, on another process count)");
 }
 
 /// The optimizers of the live gates, as window_gradients takes them (the gates must be open).
@@ -369,6 +296,120 @@ struct AllGatesOpen {
     for (auto* gate : state.gates) opened.push_back(std::make_unique<detail::OpenedGate>(*gate));
   }
 };
+
+/// The folder load_state reads: the one asked for, or the newest numbered one (the project's
+/// iteration then continues after it); a save interrupted between the two renames of
+/// commit_folder left the previous checkpoint, complete, in its backup.
+fs::path folder_to_load(ProjectConfiguration& project, const std::string& requested_dir) {
+  fs::path dir = requested_dir;
+  if (dir.empty()) {
+    TORCH_CHECK(project.automatic_checkpoint_naming(),
+                "accel: load_state() needs a folder unless the project configuration has "
+                "automatic_checkpoint_naming");
+    const auto folders = numbered_checkpoints(fs::path(project.project_dir()) / "checkpoints");
+    TORCH_CHECK(!folders.empty(), "accel: no checkpoint_<N> folder under ",
+                (fs::path(project.project_dir()) / "checkpoints").string());
+    dir = folders.back().second;
+    project.iteration(folders.back().first + 1);
+  }
+  return detail::committed_folder(dir.string(), kStateFile);
+}
+
+/// A checkpoint's accel_state.json.
+struct Summary {
+  fs::path path;
+  nlohmann::json json;
+
+  int64_t integer(const char* key) const {
+    TORCH_CHECK(json.contains(key) && json[key].is_number_integer(), "accel: ", path.string(),
+                " has no integer '", key, "'");
+    return json[key].get<int64_t>();
+  }
+};
+
+Summary read_summary(const fs::path& dir) {
+  Summary summary{dir / kStateFile, {}};
+  TORCH_CHECK(fs::is_regular_file(summary.path), "accel: ", dir.string(),
+              " is not a complete checkpoint (it has no ", kStateFile, ")");
+  try {
+    summary.json = nlohmann::json::parse(detail::read_file(summary.path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    TORCH_CHECK(false, "accel: ", summary.path.string(), " is not valid JSON: ", e.what());
+  }
+  TORCH_CHECK(summary.integer("format") == kFormatVersion, "accel: ", summary.path.string(),
+              " has format ", summary.integer("format"), "; this libaccel reads format ",
+              kFormatVersion);
+  return summary;
+}
+
+/// The generators of this process: CPU, and every CUDA device's.
+void save_generators(const fs::path& file) {
+  save_archive(file, [&](auto& archive) {
+    archive.write("cpu", detail::default_generator_state());
+#ifdef ACCEL_WITH_CUDA
+    for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      archive.write("cuda" + std::to_string(d), gen.get_state());
+    }
+#endif
+  });
+}
+
+void load_generators(const fs::path& file) {
+  load_archive(file, [&](auto& archive) {
+    torch::Tensor cpu;
+    archive.read("cpu", cpu);
+    detail::set_default_generator_state(cpu);
+#ifdef ACCEL_WITH_CUDA
+    for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
+      torch::Tensor saved;
+      if (!archive.try_read("cuda" + std::to_string(d), saved)) continue;
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(saved);
+    }
+#endif
+  });
+}
+
+/// An optimizer whose saved layout is not this run's, and the saved files its state comes from.
+struct Resplit {
+  detail::OptimizerLayout live, saved;
+  int64_t rank = 0;  // this process's slice of `live`
+  bool saved_sharded = false;
+  std::string where;  // for errors
+  std::vector<std::string> files;
+};
+
+/// The optimizers to re-split on load: none for those laid out as saved on as many processes
+/// (each process reads its own file); `saved_optimizers` is the summary's optimizer_layout. With
+/// another process count even an equal layout goes through the re-split, which reads each slice
+/// from its first holder's file (under HYBRID_SHARD the other machines' processes hold the same
+/// slices under other numbers).
+std::vector<std::optional<Resplit>> plan_resplits(
+    const detail::GradientState& state,
+    const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards,
+    const nlohmann::json& saved_optimizers, bool saved_sharded, bool same_processes,
+    const fs::path& dir, const std::string& state_path) {
+  std::vector<std::optional<Resplit>> plans(state.gates.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    detail::OpenedGate open(*state.gates[i]);
+    Resplit plan;
+    plan.live = detail::layout_of(*state.gates[i]->optimizer(), shards, &plan.rank);
+    plan.saved =
+        detail::OptimizerLayout::from_json(saved_optimizers.at(i).at("layout"), state_path);
+    if (plan.saved == plan.live && same_processes) continue;
+    plan.saved_sharded = saved_sharded;
+    plan.where = (dir / numbered("optimizer", i, ".pt")).string();
+    for (const int64_t slice :
+         detail::slices_to_read(plan.saved, plan.live, plan.rank, plan.where)) {
+      plan.files.push_back(optimizer_slice_file(i, slice, saved_sharded));
+    }
+    plans[i] = std::move(plan);
+  }
+  return plans;
+}
 
 }  // namespace
 
@@ -441,16 +482,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
       part.save(staging / per_process_file(part.file(i), file_rank(part, process_index())), i);
     }
   }
-  save_archive(staging / random_states_file(process_index()), [&](auto& archive) {
-    archive.write("cpu", detail::default_generator_state());
-#ifdef ACCEL_WITH_CUDA
-    for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
-      auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      archive.write("cuda" + std::to_string(d), gen.get_state());
-    }
-#endif
-  });
+  save_generators(staging / random_states_file(process_index()));
   // Inside an accumulation window, what it has accumulated so far: each process its own.
   const auto& gradient_state = *impl_->gradient_state;
   const bool in_window = !gradient_state.sync_gradients;
@@ -473,7 +505,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
         {"gradient_accumulation_steps", gradient_accumulation_steps()},
         {"micro_step", gradient_state.step},
         {"window_gradients", in_window},
-        {"optimizer_layout", describe_optimizers(gradient_state, impl_->live_shards())}};
+        {"optimizer_layout", detail::describe_optimizers(gradient_state, impl_->live_shards())}};
     for (const auto& part : parts) {
       if (part.flag) {
         summary[part.key] = part.count > 0;
@@ -498,38 +530,10 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
-  auto& project = impl_->project;
-  fs::path dir = requested_dir;
-  if (dir.empty()) {
-    TORCH_CHECK(project.automatic_checkpoint_naming(),
-                "accel: load_state() needs a folder unless the project configuration has "
-                "automatic_checkpoint_naming");
-    const auto folders = numbered_checkpoints(fs::path(project.project_dir()) / "checkpoints");
-    TORCH_CHECK(!folders.empty(), "accel: no checkpoint_<N> folder under ",
-                (fs::path(project.project_dir()) / "checkpoints").string());
-    dir = folders.back().second;
-    project.iteration(folders.back().first + 1);
-  }
-  // A save interrupted between the two renames of commit_folder left the previous checkpoint,
-  // complete, in its backup.
-  dir = detail::committed_folder(dir.string(), kStateFile);
-  const auto state_path = dir / kStateFile;
-  TORCH_CHECK(fs::is_regular_file(state_path), "accel: ", dir.string(),
-              " is not a complete checkpoint (it has no ", kStateFile, ")");
-  nlohmann::json summary;
-  try {
-    summary = nlohmann::json::parse(detail::read_file(state_path.string()));
-  } catch (const nlohmann::json::exception& e) {
-    TORCH_CHECK(false, "accel: ", state_path.string(), " is not valid JSON: ", e.what());
-  }
-  auto count = [&](const char* key) -> int64_t {
-    TORCH_CHECK(summary.contains(key) && summary[key].is_number_integer(),
-                "accel: ", state_path.string(), " has no integer '", key, "'");
-    return summary[key].get<int64_t>();
-  };
-  TORCH_CHECK(count("format") == kFormatVersion, "accel: ", state_path.string(), " has format ",
-              count("format"), "; this libaccel reads format ", kFormatVersion);
-  const int64_t saved_processes = count("num_processes");
+  const fs::path dir = folder_to_load(impl_->project, requested_dir);
+  const Summary summary = read_summary(dir);
+  const auto& state_path = summary.path;
+  const int64_t saved_processes = summary.integer("num_processes");
   TORCH_CHECK(saved_processes == num_processes() || options.allow_process_count_change(),
               "accel: ", dir.string(), " was saved by ", saved_processes,
               " processes and this job has ", num_processes(),
@@ -544,8 +548,8 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
   }
   // Optimizer state saved in shards is cut by the strategy and the process count: a checkpoint
   // that records how (its optimizers' layouts) is re-split on load; an older one is not.
-  const std::string saved_strategy = summary.value("sharding_strategy", "NO_SHARD");
-  const auto saved_optimizers = summary.value("optimizer_layout", nlohmann::json());
+  const std::string saved_strategy = summary.json.value("sharding_strategy", "NO_SHARD");
+  const auto saved_optimizers = summary.json.value("optimizer_layout", nlohmann::json());
   const bool layouts_saved = saved_optimizers.is_array() && !saved_optimizers.empty() &&
                              saved_optimizers[0].contains("layout");
   TORCH_CHECK(layouts_saved || impl_->gradient_state->gates.empty() ||
@@ -562,7 +566,7 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
                          impl_->shard_group().get(), impl_->replicate_group().get());
   // The models are read as they were saved (whole or sharded), whatever this run writes.
   const bool saved_sharded_models =
-      summary.value("state_dict_type", "FULL_STATE_DICT") == "SHARDED_STATE_DICT";
+      summary.json.value("state_dict_type", "FULL_STATE_DICT") == "SHARDED_STATE_DICT";
   std::vector<torch::nn::Module*> models = impl_->prepared_modules();
   for (const auto& hook : *impl_->load_state_pre_hooks) hook.second(models, dir.string());
   const auto parts = checkpoint_parts(
@@ -572,79 +576,72 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
       impl_->sharded());
   for (const auto& part : parts) {
     if (part.flag) {
-      const bool saved = summary.value(part.key, false);
+      const bool saved = summary.json.value(part.key, false);
       TORCH_CHECK(saved == (part.count > 0), "accel: ", dir.string(), saved ? " has " : " has no ",
                   part.what, " and this run ", saved ? "does not use " : "uses ", part.used_with);
     } else {
-      TORCH_CHECK(count(part.key) == static_cast<int64_t>(part.count), "accel: ", dir.string(),
-                  " holds ", count(part.key), " ", part.what, " and this program prepared ",
-                  part.count, "; prepare the same objects in the same order as the saved run");
+      TORCH_CHECK(summary.integer(part.key) == static_cast<int64_t>(part.count),
+                  "accel: ", dir.string(), " holds ", summary.integer(part.key), " ", part.what,
+                  " and this program prepared ", part.count,
+                  "; prepare the same objects in the same order as the saved run");
     }
   }
+
   // Everything is checked before anything is loaded: a checkpoint that does not fit leaves the
   // run as it was.
-  const auto& gradient_state = *impl_->gradient_state;
-  const bool window = summary.value("window_gradients", false);
-  check_accumulation(summary, state_path, saved_processes, window, options, num_processes(),
-                     gradient_accumulation_steps());
-  check_optimizers(
-      saved_optimizers, describe_optimizers(gradient_state, impl_->live_shards()), state_path,
+  auto& gradient_state = *impl_->gradient_state;
+  const bool window = summary.json.value("window_gradients", false);
+  detail::check_accumulation(summary.json, state_path.string(), saved_processes, window, options,
+                             num_processes(), gradient_accumulation_steps());
+  detail::check_optimizers(
+      saved_optimizers, detail::describe_optimizers(gradient_state, impl_->live_shards()),
+      state_path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
       saved_processes == num_processes() && saved_strategy == effective_sharding_strategy());
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count && part.check && !part.per_process; ++i) {
       part.check(dir / part.file(i), i);
     }
   }
-  // Optimizers whose saved layout is not this run's are re-split from the saved slices.
-  std::vector<std::function<void()>> resplit(gradient_state.gates.size());
-  std::vector<std::string> resplit_files;
-  for (size_t i = 0; i < resplit.size() && layouts_saved; ++i) {
-    auto* gate = gradient_state.gates[i];
-    detail::OpenedGate open(*gate);
-    int64_t rank = 0;
-    const auto live = detail::layout_of(*gate->optimizer(), impl_->live_shards(), &rank);
-    const auto saved = detail::OptimizerLayout::from_json(saved_optimizers.at(i).at("layout"),
-                                                          state_path.string());
-    if (saved == live) continue;
-    const bool saved_sharded = saved_strategy != "NO_SHARD";
-    const auto where = (dir / numbered("optimizer", i, ".pt")).string();
-    for (const int64_t slice : detail::slices_to_read(saved, live, rank, where)) {
-      resplit_files.push_back(optimizer_slice_file(i, slice, saved_sharded));
-    }
-    resplit[i] = [this, gate, live, rank, saved, saved_sharded, i, dir, where] {
-      detail::OpenedGate open(*gate);
-      auto& optimizer = *gate->optimizer();
-      detail::load_resplit(
-          optimizer, live, rank, saved,
-          [&](int64_t slice) {
-            load_archive(dir / optimizer_slice_file(i, slice, saved_sharded),
-                         [&](torch::serialize::InputArchive& archive) {
-                           load_optimizer(optimizer, archive);
-                         });
-          },
-          where);
-      move_optimizer_state(optimizer);
-    };
-  }
+  const auto resplits =
+      layouts_saved ? plan_resplits(gradient_state, impl_->live_shards(), saved_optimizers,
+                                    saved_strategy != "NO_SHARD",
+                                    saved_processes == num_processes(), dir, state_path.string())
+                    : std::vector<std::optional<Resplit>>(gradient_state.gates.size());
+  auto resplit = [&](const Part& part, size_t i) -> const std::optional<Resplit>& {
+    static const std::optional<Resplit> none;
+    return std::string(part.key) == "optimizers" ? resplits[i] : none;
+  };
   std::vector<std::string> missing;
   auto expect = [&](const std::string& file) {
     if (!fs::is_regular_file(dir / file)) missing.push_back(file);
   };
   for (const auto& part : parts) {
-    for (size_t i = 0; i < part.count && part.per_process; ++i) {
-      if (std::string(part.key) == "optimizers" && resplit[i]) continue;
-      expect(per_process_file(part.file(i), file_rank(part, process_index())));
+    for (size_t i = 0; i < part.count; ++i) {
+      if (const auto& plan = resplit(part, i)) {
+        for (const auto& file : plan->files) expect(file);
+      } else if (part.per_process) {
+        expect(per_process_file(part.file(i), file_rank(part, process_index())));
+      }
     }
   }
-  for (const auto& file : resplit_files) expect(file);
   if (process_index() < saved_processes) expect(random_states_file(process_index()));
   if (window) expect(detail::window_gradients_file(process_index()));
   TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", process_index(),
               "'s files: ", c10::Join(", ", missing));
+
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count; ++i) {
-      if (std::string(part.key) == "optimizers" && resplit[i]) {
-        resplit[i]();
+      if (const auto& plan = resplit(part, i)) {
+        detail::OpenedGate open(*gradient_state.gates[i]);
+        auto& optimizer = *gradient_state.gates[i]->optimizer();
+        detail::load_resplit(
+            optimizer, plan->live, plan->rank, plan->saved,
+            [&](int64_t slice) {
+              load_archive(dir / optimizer_slice_file(i, slice, plan->saved_sharded),
+                           [&](auto& archive) { load_optimizer(optimizer, archive); });
+            },
+            plan->where);
+        move_optimizer_state(optimizer);
         continue;
       }
       const auto file = part.per_process
@@ -662,28 +659,14 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
         window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{},
         file.string());
   }
-  impl_->gradient_state->step = summary.value("micro_step", int64_t{0});
-  impl_->gradient_state->sync_gradients = !window;
+  gradient_state.step = summary.json.value("micro_step", int64_t{0});
+  gradient_state.sync_gradients = !window;
   // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
   for (auto& shards : impl_->live_shards()) shards->refresh_from_parameters();
-  const auto generators = dir / random_states_file(process_index());
   if (process_index() < saved_processes) {
-    load_archive(generators, [&](auto& archive) {
-      torch::Tensor cpu;
-      archive.read("cpu", cpu);
-      detail::set_default_generator_state(cpu);
-#ifdef ACCEL_WITH_CUDA
-      for (int64_t d = 0; d < c10::cuda::device_count(); ++d) {
-        torch::Tensor saved;
-        if (!archive.try_read("cuda" + std::to_string(d), saved)) continue;
-        auto gen = at::cuda::detail::getDefaultCUDAGenerator(d);
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(saved);
-      }
-#endif
-    });
+    load_generators(dir / random_states_file(process_index()));
   }
-  impl_->step = count("step");
+  impl_->step = summary.integer("step");
   wait_for_everyone();
 }
 

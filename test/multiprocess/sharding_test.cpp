@@ -825,30 +825,43 @@ TEST_F(Sharding, CheckpointsMoveBetweenStrategies) {
         train(accelerator, net, optimizer, 6, 6);
         EXPECT_LE(worst_difference(weights(net), straight), 1e-6);
       }
-      accel::Accelerator accelerator(options(to));
-      if (rank() == 0) {
-        // As an older checkpoint: no layouts recorded.
-        const auto path = folder + "/accel_state.json";
-        std::ifstream in(path);
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        in.close();
-        std::ofstream(path) << std::regex_replace(text, std::regex("\"layout\""), "\"old\"");
+      {
+        accel::Accelerator accelerator(options(to));
+        if (rank() == 0) {
+          // As an older checkpoint: no layouts recorded.
+          const auto path = folder + "/accel_state.json";
+          std::ifstream in(path);
+          std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+          in.close();
+          std::ofstream(path) << std::regex_replace(text, std::regex("\"layout\""), "\"old\"");
+        }
+        accelerator.wait_for_everyone();
+        Net net;
+        accelerator.prepare(net);
+        auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
+        try {
+          accelerator.load_state(folder);
+          ADD_FAILURE() << "a checkpoint without layouts loaded into another strategy";
+        } catch (const c10::Error& error) {
+          EXPECT_NE(
+              std::string(error.what())
+                  .find("was saved with sharding_strategy " + from + " and this run uses " + to),
+              std::string::npos)
+              << error.what();
+        }
       }
-      accelerator.wait_for_everyone();
-      Net net;
-      accelerator.prepare(net);
-      auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
-      try {
-        accelerator.load_state(folder);
-        ADD_FAILURE() << "a checkpoint without layouts loaded into another strategy";
-      } catch (const c10::Error& error) {
-        EXPECT_NE(
-            std::string(error.what())
-                .find("was saved with sharding_strategy " + from + " and this run uses " + to),
-            std::string::npos)
-            << error.what();
+      {
+        // ... and still loads with the strategy it was saved with.
+        accel::Accelerator same(options(from));
+        torch::manual_seed(95);
+        Net same_net;
+        same.prepare(same_net);
+        auto same_optimizer = same.prepare(torch::optim::AdamW(groups(same_net), {}));
+        same.load_state(folder);
+        train(same, same_net, same_optimizer, 6, 6);
+        EXPECT_LE(worst_difference(weights(same_net), straight), 1e-6) << "as an older checkpoint";
+        same.wait_for_everyone();
       }
-      accelerator.wait_for_everyone();
       if (rank() == 0) std::filesystem::remove_all(folder);
     }
   }

@@ -96,18 +96,17 @@ int main(int argc, char** argv) {
   const char* restart_text = std::getenv("ACCEL_RESTART_COUNT");
   const int64_t start = restart_text != nullptr ? std::atoll(restart_text) : 0;
 
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions()
-          .cpu(true)
-          .gradient_accumulation_steps(accumulation)
-          .mixed_precision("bf16")
-          .seed(1234)
-          .log_with({"jsonl"})
-          .project_config(accel::ProjectConfiguration()
-                              .project_dir((out / "project").string())
-                              .logging_dir((out / "logs").string())
-                              .automatic_checkpoint_naming(true)
-                              .total_limit(2)));
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .gradient_accumulation_steps(accumulation)
+                                     .mixed_precision("bf16")
+                                     .seed(1234)
+                                     .log_with({"jsonl"})
+                                     .project_config(accel::ProjectConfiguration()
+                                                         .project_dir((out / "project").string())
+                                                         .logging_dir((out / "logs").string())
+                                                         .automatic_checkpoint_naming(true)
+                                                         .total_limit(2)));
   const int64_t rank = accelerator.process_index();
   const char* per_machine_text = std::getenv("LOCAL_WORLD_SIZE");
   const int64_t machine = rank / (per_machine_text != nullptr ? std::atoll(per_machine_text) : 1);
@@ -122,8 +121,8 @@ int main(int argc, char** argv) {
   };
 
   accel::set_seed(7);  // the initial weights: the same on every start
-  torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(),
-                              torch::nn::Dropout(0.2), torch::nn::Linear(32, 1));
+  torch::nn::Sequential model(torch::nn::Linear(8, 32), torch::nn::ReLU(), torch::nn::Dropout(0.2),
+                              torch::nn::Linear(32, 1));
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(
       torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-2)));
@@ -142,6 +141,16 @@ int main(int argc, char** argv) {
   std::cerr << ("start " + std::to_string(start) + " rank " + std::to_string(rank) +
                 (resumed ? " resumed at " : " fresh at ") + unit + std::to_string(steps) + "\n");
 
+  // A step done: its loss logged, then the kill or the save it is due for.
+  auto count_step = [&](const torch::Tensor& loss) {
+    ++steps;
+    accelerator.log({{"loss", loss}}, steps);
+    if (should_die(steps, false)) std::raise(SIGKILL);
+    if (steps % save_every == 0) {
+      save_killer.armed = should_die(steps, true);
+      accelerator.save_state();
+    }
+  };
   for (auto epoch = static_cast<int>(loader->epoch()); epoch < kEpochs; ++epoch) {
     for (auto& batch : *loader) {
       torch::Tensor loss;
@@ -155,25 +164,10 @@ int main(int argc, char** argv) {
         scheduler.step();
         optimizer.zero_grad();
         stepped = accelerator.sync_gradients();
-        if (micro) {
-          // Inside the accumulate() scope, on any micro-step: mostly inside a window.
-          ++steps;
-          accelerator.log({{"loss", loss}}, steps);
-          if (should_die(steps, false)) std::raise(SIGKILL);
-          if (steps % save_every == 0) {
-            save_killer.armed = should_die(steps, true);
-            accelerator.save_state();
-          }
-        }
+        // Counting micro-steps, this runs inside the accumulate() scope: mostly inside a window.
+        if (micro) count_step(loss);
       }
-      if (micro || !stepped) continue;
-      ++steps;
-      accelerator.log({{"loss", loss}}, steps);
-      if (should_die(steps, false)) std::raise(SIGKILL);
-      if (steps % save_every == 0) {
-        save_killer.armed = should_die(steps, true);
-        accelerator.save_state();
-      }
+      if (!micro && stepped) count_step(loss);
     }
   }
 

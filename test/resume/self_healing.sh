@@ -82,23 +82,6 @@ for rank in $(seq 0 $((processes - 1))); do
   cmp "$work/reference/final_$rank.bin" "$work/killed/final_$rank.bin" ||
     { echo "FAIL: rank $rank's weights or optimizer state differ"; exit 1; }
 done
-# Every step's loss as the uninterrupted run logged it; steps replayed after a kill are logged
-# again, and must repeat the same value.
-python3 - "$work/reference/logs/resume/metrics.jsonl" "$work/killed/logs/resume/metrics.jsonl" \
-  "$total" << 'PYTHON'
-import json, sys
-def losses(path):
-    by_step = {}
-    for line in open(path):
-        record = json.loads(line)
-        by_step.setdefault(record["step"], []).append(repr(record["values"]["loss"]))
-    return by_step
-reference, killed, total = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
-assert sorted(reference) == list(range(1, total + 1)), sorted(reference)
-assert sorted(killed) == sorted(reference), (sorted(killed), sorted(reference))
-for step, values in killed.items():
-    assert all(v == reference[step][0] for v in values), (step, values, reference[step])
-replayed = sum(len(v) - 1 for v in killed.values())
-print(f"losses of {total} steps bitwise equal; {replayed} replayed after kills logged the same")
-PYTHON
+python3 "$(dirname "${BASH_SOURCE[0]}")/compare_losses.py" \
+  "$work/reference/logs/resume/metrics.jsonl" "$work/killed/logs/resume/metrics.jsonl" "$total"
 echo "self-healing on $processes process(es), counting ${unit} steps: ok"

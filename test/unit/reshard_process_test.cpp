@@ -23,6 +23,7 @@ using accel_test::run;
 
 const std::string kAccel = ACCEL_CLI_PATH;
 const std::string kWorker = RESHARD_WORKER_PATH;
+const std::string kTwoMachines = LAUNCH_TWO_MACHINES_PATH;
 
 struct Case {
   const char* saved_strategy;
@@ -30,13 +31,23 @@ struct Case {
   const char* loaded_strategy;
   int loaded_processes;
   const char* state_dict_type = "FULL_STATE_DICT";
+  /// Machines the processes are spread over (HYBRID_SHARD needs 2): two launchers on this host.
+  int saved_machines = 1, loaded_machines = 1;
 };
 
 std::string name_of(const Case& c) {
-  return std::string(c.saved_strategy) + "_" + std::to_string(c.saved_processes) + "_to_" +
-         c.loaded_strategy + "_" + std::to_string(c.loaded_processes) +
+  auto side = [](const char* strategy, int processes, int machines) {
+    return std::string(strategy) + "_" +
+           (machines > 1 ? std::to_string(machines) + "x" + std::to_string(processes / machines)
+                         : std::to_string(processes));
+  };
+  return side(c.saved_strategy, c.saved_processes, c.saved_machines) + "_to_" +
+         side(c.loaded_strategy, c.loaded_processes, c.loaded_machines) +
          (std::string(c.state_dict_type) == "SHARDED_STATE_DICT" ? "_sharded_state_dict" : "");
 }
+
+// gtest prints a parameter with this (the test's listing and its failures).
+void PrintTo(const Case& c, std::ostream* out) { *out << name_of(c); }
 
 class Resharding : public ::testing::TestWithParam<Case> {
  protected:
@@ -48,10 +59,13 @@ class Resharding : public ::testing::TestWithParam<Case> {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  accel_test::RunResult launch(const char* strategy, int processes,
+  accel_test::RunResult launch(const char* strategy, int processes, int machines,
                                const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {kAccel, "launch", "--num_processes", std::to_string(processes),
-                                     kWorker};
+    std::vector<std::string> argv =
+        machines > 1
+            ? std::vector<std::string>{kTwoMachines, kAccel, std::to_string(processes), kWorker}
+            : std::vector<std::string>{kAccel, "launch", "--num_processes",
+                                       std::to_string(processes), kWorker};
     argv.insert(argv.end(), args.begin(), args.end());
     return run(argv,
                {{"ACCEL_TIMEOUT", "60"},
@@ -84,13 +98,15 @@ TEST_P(Resharding, ResumesOnAnotherProcessCountAsTheUninterruptedRun) {
   const auto& c = GetParam();
   // 16 micro-steps (8 optimizer steps), saved, then 12 more (6 optimizer steps).
   const auto straight = dir_ / "straight.safetensors";
-  auto a = launch(c.saved_strategy, c.saved_processes, {"train", "28", straight.string()});
+  auto a = launch(c.saved_strategy, c.saved_processes, c.saved_machines,
+                  {"train", "28", straight.string()});
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const auto checkpoint = dir_ / "checkpoint";
-  auto b = launch(c.saved_strategy, c.saved_processes, {"save", "16", checkpoint.string()});
+  auto b = launch(c.saved_strategy, c.saved_processes, c.saved_machines,
+                  {"save", "16", checkpoint.string()});
   ASSERT_EQ(b.exit_code, 0) << b.output;
   const auto resumed = dir_ / "resumed.safetensors";
-  auto d = launch(c.loaded_strategy, c.loaded_processes,
+  auto d = launch(c.loaded_strategy, c.loaded_processes, c.loaded_machines,
                   {"resume", checkpoint.string(), "12", resumed.string()});
   ASSERT_EQ(d.exit_code, 0) << d.output;
 
@@ -118,7 +134,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"FULL_SHARD", 4, "FULL_SHARD", 2, "SHARDED_STATE_DICT"},
                       Case{"FULL_SHARD", 2, "FULL_SHARD", 1, "SHARDED_STATE_DICT"},
                       Case{"NO_SHARD", 1, "FULL_SHARD", 2, "SHARDED_STATE_DICT"},
-                      Case{"NO_SHARD", 2, "SHARD_GRAD_OP", 4}),
+                      Case{"NO_SHARD", 2, "SHARD_GRAD_OP", 4},
+                      Case{"HYBRID_SHARD", 4, "FULL_SHARD", 2, "FULL_STATE_DICT", 2, 1},
+                      Case{"SHARD_GRAD_OP", 2, "HYBRID_SHARD", 4, "SHARDED_STATE_DICT", 1, 2}),
     [](const auto& info) { return name_of(info.param); });
 
 }  // namespace
