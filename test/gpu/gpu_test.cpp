@@ -408,6 +408,59 @@ TEST_F(Gpu, CudaGeneratorStatesResumeBitForBit) {
   EXPECT_TRUE(torch::equal(first, again));
 }
 
+// With fp16 on cuda:0, a checkpoint saved from inside accumulate() on every micro-step (inside a
+// window its scaled gradients, beside the scaler's state) resumes in a fresh Accelerator as the
+// saving run goes on: weights and scale bit for bit.
+TEST_F(Gpu, Fp16CheckpointAtEveryMicroStepResumesBitForBit) {
+  TempDir dir("accel_gpu_fp16_window");
+  auto options = accel::AcceleratorOptions()
+                     .mixed_precision("fp16")
+                     .gradient_accumulation_steps(3)
+                     .grad_scaler(accel::GradScalerOptions().init_scale(1024).growth_interval(2));
+  constexpr int kSteps = 7;
+  auto micro_step = [](accel::Accelerator& accelerator, torch::nn::Sequential& model,
+                       accel::AcceleratedOptimizer<torch::optim::AdamW>& optimizer, int k) {
+    auto scope = accelerator.accumulate(model);
+    const auto x = torch::full({8, 16}, 0.1 * k, torch::device(accelerator.device()));
+    accelerator.backward(model->forward(x).pow(2).mean());
+    accelerator.clip_grad_norm_(model->parameters(), 1.0);
+    optimizer.step();
+    optimizer.zero_grad();
+  };
+  auto build = [](accel::Accelerator& accelerator, uint64_t seed) {
+    torch::manual_seed(seed);
+    torch::nn::Sequential model(torch::nn::Linear(16, 16), torch::nn::Linear(16, 1));
+    accelerator.prepare(model);
+    return model;
+  };
+  std::vector<torch::Tensor> straight;
+  double straight_scale = 0;
+  {
+    accel::Accelerator accelerator(options);
+    auto model = build(accelerator, 3);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-2));
+    for (int k = 1; k <= kSteps; ++k) {
+      micro_step(accelerator, model, optimizer, k);
+      if (k < kSteps) accelerator.save_state((dir.path() / std::to_string(k)).string());
+    }
+    for (const auto& p : model->parameters()) straight.push_back(p.detach().cpu());
+    straight_scale = accelerator.scaler()->get_scale();
+  }
+  for (int saved = 1; saved < kSteps; ++saved) {
+    SCOPED_TRACE("saved at micro-step " + std::to_string(saved));
+    accel::Accelerator accelerator(options);
+    auto model = build(accelerator, 4);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-2));
+    accelerator.load_state((dir.path() / std::to_string(saved)).string());
+    for (int k = saved + 1; k <= kSteps; ++k) micro_step(accelerator, model, optimizer, k);
+    const auto resumed = model->parameters();
+    for (size_t i = 0; i < straight.size(); ++i) {
+      EXPECT_TRUE(torch::equal(resumed[i].detach().cpu(), straight[i])) << "parameter " << i;
+    }
+    EXPECT_EQ(accelerator.scaler()->get_scale(), straight_scale);
+  }
+}
+
 // ---- Big-model inference ------------------------------------------------------------------------
 
 TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
