@@ -528,10 +528,11 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
 
 double Accelerator::local_grad_norm(const std::vector<torch::Tensor>& parameters,
                                     double norm_type) const {
+  // Each parameter's norm stays on the device; one transfer at the end, not one per parameter.
   std::vector<torch::Tensor> norms;
   for (const auto& p : parameters) {
     if (p.grad().defined()) {
-      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(torch::kCPU));
+      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(impl_->device));
     }
   }
   if (norms.empty()) return 0.0;
