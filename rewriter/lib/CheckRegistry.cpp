@@ -10,6 +10,7 @@
 #include "checks/CudaApiCheck.h"
 #include "checks/DeviceCheck.h"
 #include "checks/GatherForMetricsCheck.h"
+#include "checks/MadeUnusedCheck.h"
 #include "checks/MainProcessCheck.h"
 #include "checks/PrepareCheck.h"
 #include "checks/ReduceMetricsCheck.h"
@@ -42,6 +43,8 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"cuda-api", "report CUDA-specific calls that need a manual step", make<CudaApiCheck>},
       {"batch-view", "report views that fix the batch dimension of a prepared loader's batch",
        make<BatchViewCheck>},
+      {"made-unused", "variables and parameters the migration leaves unused are removed, or named",
+       make<MadeUnusedCheck>},
       {"create-accelerator", "create the Accelerator and pass it to the functions that need it",
        make<CreateAcceleratorCheck>},
       {"add-include", "include <accel/accel.h> where the accelerator is used",

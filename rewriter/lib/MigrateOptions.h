@@ -24,6 +24,10 @@ struct MigrateOptions {
   /// The directory accel-migrate was run from (real path): parsing with a compilation database
   /// moves into each command's own directory, so it is noted before.
   std::string WorkingDirectory;
+  /// The file is parsed with accel-migrate's cached preamble, which holds library headers only:
+  /// what it declares is never walked, and the instantiations it asks for are not made. (A PCH
+  /// of the user's own may hold their headers, and is read in full.)
+  bool CachedPreamble = false;
 
   /// True when the transformation called Name should run. The two support transformations
   /// (add-include, create-accelerator) run whenever another one needs them, unless skipped.

@@ -9,6 +9,9 @@
 #include "clang/Frontend/FrontendAction.h"
 #include "clang/Lex/PPCallbacks.h"
 #include "clang/Lex/Preprocessor.h"
+#include "clang/Sema/ExternalSemaSource.h"
+#include "clang/Sema/Sema.h"
+#include "clang/Sema/SemaConsumer.h"
 
 using namespace clang;
 
@@ -46,11 +49,76 @@ private:
   IncludeIndex &Index;
 };
 
-class MigrationConsumer : public ASTConsumer {
+// With a cached preamble, the end of the file would instantiate the bodies of every LibTorch
+// template the file uses, and of those the preamble's own headers left pending: LibTorch's code,
+// which no check reads (matching stops at the project's own declarations) and which the
+// preamble exists to skip. Sema asks its external sources for their pending instantiations and
+// used vtables at the end of the file, just before it instantiates them: this source takes the
+// preamble's lists first (the preamble's reader hands them out once) and drops, from those and
+// from Sema's own, what comes from a template of the preamble's. The file's own templates are
+// still instantiated, as without a cache.
+class DropPreambleInstantiations : public ExternalSemaSource {
+public:
+  DropPreambleInstantiations(Sema &S, ExternalSemaSource &Preamble)
+      : S(S), Preamble(Preamble), SM(S.getSourceManager()) {}
+
+  void ReadUsedVTables(SmallVectorImpl<ExternalVTableUse> &VTables) override {
+    SmallVector<ExternalVTableUse, 0> Theirs;
+    Preamble.ReadUsedVTables(Theirs);
+    for (const ExternalVTableUse &Use : Theirs)
+      if (!fromPreamble(Use.Record))
+        VTables.push_back(Use);
+    llvm::erase_if(S.VTableUses, [&](const Sema::VTableUse &Use) {
+      if (!fromPreamble(Use.first))
+        return false;
+      S.VTablesUsed.erase(Use.first);
+      return true;
+    });
+  }
+
+  void ReadPendingInstantiations(
+      SmallVectorImpl<std::pair<ValueDecl *, SourceLocation>> &Pending) override {
+    auto patternFromPreamble = [&](const std::pair<ValueDecl *, SourceLocation> &P) {
+      if (const auto *Fn = dyn_cast<FunctionDecl>(P.first))
+        if (const FunctionDecl *Pattern = Fn->getTemplateInstantiationPattern())
+          return fromPreamble(Pattern);
+      if (const auto *Var = dyn_cast<VarDecl>(P.first))
+        if (const VarDecl *Pattern = Var->getTemplateInstantiationPattern())
+          return fromPreamble(Pattern);
+      return fromPreamble(P.first);
+    };
+    SmallVector<std::pair<ValueDecl *, SourceLocation>, 0> Theirs;
+    Preamble.ReadPendingInstantiations(Theirs);
+    for (const auto &P : Theirs)
+      if (!patternFromPreamble(P))
+        Pending.push_back(P);
+    auto &Own = S.PendingInstantiations;
+    Own.erase(std::remove_if(Own.begin(), Own.end(), patternFromPreamble), Own.end());
+  }
+
+private:
+  bool fromPreamble(const Decl *D) const {
+    return SM.isLoadedSourceLocation(SM.getExpansionLoc(D->getLocation()));
+  }
+
+  Sema &S;
+  ExternalSemaSource &Preamble;
+  const SourceManager &SM;
+};
+
+class MigrationConsumer : public SemaConsumer {
 public:
   MigrationConsumer(const MigrateOptions &Options, TranslationUnitResult &Result,
                     const IncludeIndex &Includes)
       : Options(Options), Result(Result), Includes(Includes) {}
+
+  void InitializeSema(Sema &Sema) override {
+    if (!Options.CachedPreamble)
+      return;
+    if (auto *Preamble =
+            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource()))
+      Sema.addExternalSource(new DropPreambleInstantiations(Sema, *Preamble));
+  }
 
   void HandleTranslationUnit(ASTContext &Ctx) override {
     if (Ctx.getDiagnostics().hasErrorOccurred()) {
@@ -69,7 +137,7 @@ public:
     }
     Finder.matchAST(Ctx);
     for (const auto &Check : Checks)
-      Check->onEndOfTranslationUnit();
+      Check->finish();
   }
 
 private:
@@ -105,6 +173,16 @@ public:
       : Options(Options), Result(Result) {}
   std::unique_ptr<FrontendAction> create() override {
     return std::make_unique<MigrationAction>(Options, Result);
+  }
+  // A failure with the cached preamble is recorded, not reported: the file is parsed again
+  // without it, and that parse reports (ClangTool would print "Error while processing").
+  bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation, FileManager *Files,
+                     std::shared_ptr<PCHContainerOperations> PCHContainerOps,
+                     DiagnosticConsumer *DiagConsumer) override {
+    const bool Ran = FrontendActionFactory::runInvocation(std::move(Invocation), Files,
+                                                          std::move(PCHContainerOps), DiagConsumer);
+    Result.Failed = Result.Failed || !Ran;
+    return Ran || Options.CachedPreamble;
   }
 
 private:

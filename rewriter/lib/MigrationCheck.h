@@ -22,8 +22,8 @@ public:
 
   virtual void registerMatchers(clang::ast_matchers::MatchFinder &) {}
   virtual void check(const clang::ast_matchers::MatchFinder::MatchResult &) {}
-  /// Runs after every check has seen every match, in the registry's order.
-  virtual void onEndOfTranslationUnit() {}
+  /// Runs after every check has seen every match, once, in the registry's order.
+  virtual void finish() {}
 
   llvm::StringRef name() const { return Name; }
 
@@ -38,6 +38,9 @@ protected:
   MigrationContext &Context;
 
 private:
+  // MatchFinder's own end-of-file hook runs the callbacks in no set order; finish() is called
+  // by the action instead.
+  void onEndOfTranslationUnit() final {}
   void run(const clang::ast_matchers::MatchFinder::MatchResult &Result) final { check(Result); }
   llvm::StringRef getID() const final { return Name; }
 };

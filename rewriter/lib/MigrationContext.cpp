@@ -26,11 +26,17 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
       llvm::sys::path::parent_path(Source.pathOf(SM.getLocForStartOfFile(SM.getMainFileID())))
           .str();
   WorkingDirectory = Options.WorkingDirectory;
-  // Matchers and analyses visit only what we may edit, not the whole of LibTorch.
+  // Matchers and analyses visit only what we may edit, not the whole of LibTorch; what the cached
+  // preamble holds is not even read (noload_decls leaves it on disk).
   std::vector<Decl *> Scope;
-  for (Decl *D : Ctx.getTranslationUnitDecl()->decls())
+  auto addEditable = [&](Decl *D) {
     if (isEditable(SM.getExpansionLoc(D->getLocation())))
       Scope.push_back(D);
+  };
+  if (Options.CachedPreamble)
+    llvm::for_each(Ctx.getTranslationUnitDecl()->noload_decls(), addEditable);
+  else
+    llvm::for_each(Ctx.getTranslationUnitDecl()->decls(), addEditable);
   Ctx.setTraversalScope(Scope);
   Facts.analyze(Ctx, [this](SourceLocation Loc) { return isEditable(Loc); });
 }

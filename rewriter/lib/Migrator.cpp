@@ -5,10 +5,14 @@
 #include "FileIO.h"
 #include "MigrationAction.h"
 #include "MigrationResult.h"
+#include "PreambleCache.h"
+#include "PreambleScan.h"
 #include "SourceStyle.h"
 #include "UnifiedDiff.h"
 
 #include "clang/Basic/FileManager.h"
+#include "clang/Frontend/TextDiagnosticPrinter.h"
+#include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -17,6 +21,7 @@
 #include "llvm/Support/ThreadPool.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace clang;
@@ -78,10 +83,63 @@ int collectInputs(const std::vector<std::string> &Files, const MigratorOptions &
   return ExitSuccess;
 }
 
-/// Phase 2: parses each input and runs the checks on it, several inputs at a time.
+/// The request for File's preamble: its compile command as ClangTool will run it (the same
+/// adjusters, then Extra), without the file. No request (no includes) when the file has no
+/// single compile command or opens with something a preamble would change.
+PreambleRequest preambleRequest(const tooling::CompilationDatabase &Database,
+                                const std::string &File, const std::vector<std::string> &Extra) {
+  PreambleRequest Request;
+  const std::vector<tooling::CompileCommand> Commands = Database.getCompileCommands(File);
+  if (Commands.size() != 1)
+    return Request;
+  const tooling::CompileCommand &Command = Commands[0];
+  tooling::ArgumentsAdjuster Adjust = tooling::combineAdjusters(
+      tooling::combineAdjusters(tooling::getClangStripOutputAdjuster(),
+                                tooling::getClangSyntaxOnlyAdjuster()),
+      tooling::combineAdjusters(
+          tooling::getClangStripDependencyFileAdjuster(),
+          tooling::getInsertArgumentAdjuster(Extra, tooling::ArgumentInsertPosition::END)));
+  std::vector<std::string> CommandLine = Adjust(Command.CommandLine, Command.Filename);
+  const auto Named = std::remove(CommandLine.begin() + 1, CommandLine.end(), Command.Filename);
+  if (Named == CommandLine.end())
+    return Request;
+  CommandLine.erase(Named, CommandLine.end());
+  Request.Includes = leadingLibraryIncludes(File, CommandLine, Command.Directory);
+  Request.CommandLine = std::move(CommandLine);
+  Request.Directory = Command.Directory;
+  return Request;
+}
+
+/// Parses File and runs the checks on it. Diagnostics go to Diagnostics when given (a parse
+/// with the cached preamble, which may be retried without), else to the terminal.
+bool parseAndCheck(const tooling::CompilationDatabase &Database, const std::string &File,
+                   const std::vector<std::string> &Args, const MigrateOptions &Checks,
+                   TranslationUnitResult &Result, std::string *Diagnostics) {
+  tooling::ClangTool Tool(Database, {File});
+  Tool.appendArgumentsAdjuster(
+      tooling::getInsertArgumentAdjuster(Args, tooling::ArgumentInsertPosition::END));
+  std::unique_ptr<llvm::raw_string_ostream> Stream;
+  IntrusiveRefCntPtr<DiagnosticOptions> DiagOpts = new DiagnosticOptions;
+  std::unique_ptr<TextDiagnosticPrinter> Printer;
+  if (Diagnostics) {
+    Stream = std::make_unique<llvm::raw_string_ostream>(*Diagnostics);
+    Printer = std::make_unique<TextDiagnosticPrinter>(*Stream, DiagOpts.get());
+    Tool.setDiagnosticConsumer(Printer.get());
+  }
+  const auto Factory = newMigrationActionFactory(Checks, Result);
+  const bool Parsed = Tool.run(Factory.get()) == 0 && !Result.Failed;
+  if (Stream)
+    Stream->flush();
+  Result.Failed = !Parsed;
+  return Parsed;
+}
+
+/// Phase 2: parses each input and runs the checks on it, several inputs at a time; with the
+/// cached preamble when the file can use one.
 std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase &Database,
                                              const std::vector<std::string> &Inputs,
-                                             const MigratorOptions &Options) {
+                                             const MigratorOptions &Options,
+                                             llvm::raw_ostream &Err) {
   std::vector<TranslationUnitResult> Results(Inputs.size());
   MigrateOptions Checks = Options.Checks;
   if (Checks.WorkingDirectory.empty()) {
@@ -90,17 +148,37 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
         Real != "/")
       Checks.WorkingDirectory = Real.str().str();
   }
+  std::vector<std::string> Extra = toolArgs();
+  Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
+  std::optional<PreambleCache> Cache;
+  if (!Options.NoCache)
+    Cache.emplace(Options.CacheDir.empty() ? PreambleCache::defaultDirectory() : Options.CacheDir,
+                  Err, Options.Quiet);
   llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
   for (size_t I = 0; I < Inputs.size(); ++I)
     Pool.async([&, I] {
-      tooling::ClangTool Tool(Database, {Inputs[I]});
-      std::vector<std::string> Extra = toolArgs();
-      Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
-      Tool.appendArgumentsAdjuster(
-          tooling::getInsertArgumentAdjuster(Extra, tooling::ArgumentInsertPosition::END));
-      const auto Factory = newMigrationActionFactory(Checks, Results[I]);
-      if (Tool.run(Factory.get()) != 0)
-        Results[I].Failed = true;
+      if (Cache) {
+        const std::string Pch = Cache->preambleFor(preambleRequest(Database, Inputs[I], Extra));
+        if (!Pch.empty()) {
+          std::vector<std::string> WithPch = Extra;
+          // No error count either: a file that fails here is parsed again, and reported then.
+          WithPch.insert(WithPch.end(), {"-include-pch", Pch, "-fno-caret-diagnostics"});
+          MigrateOptions WithPreamble = Checks;
+          WithPreamble.CachedPreamble = true;
+          std::string Diagnostics;
+          if (parseAndCheck(Database, Inputs[I], WithPch, WithPreamble, Results[I], &Diagnostics))
+            return;
+          // The same file parsed whole decides: a real error is reported from there.
+          Results[I] = TranslationUnitResult();
+          TranslationUnitResult Whole;
+          if (parseAndCheck(Database, Inputs[I], Extra, Checks, Whole, nullptr))
+            Cache->discard(Pch, displayPath(Inputs[I]),
+                           llvm::StringRef(Diagnostics).split('\n').first.str());
+          Results[I] = std::move(Whole);
+          return;
+        }
+      }
+      parseAndCheck(Database, Inputs[I], Extra, Checks, Results[I], nullptr);
     });
   Pool.wait();
   return Results;
@@ -137,7 +215,8 @@ MergedFiles mergeResults(const std::vector<std::string> &Inputs,
 }
 
 /// Phase 4: each file's migrated text: the edits applied, the inserted lines formatted in the
-/// file's style, and lines that changed only in whitespace put back.
+/// file's style, lines that changed only in whitespace put back, and no new line ending in
+/// whitespace.
 int renderFiles(MergedFiles &Merged, llvm::raw_ostream &Err) {
   for (auto &[Path, File] : Merged) {
     auto Content = readFile(Path);
@@ -146,8 +225,10 @@ int renderFiles(MergedFiles &Merged, llvm::raw_ostream &Err) {
     File.Original = *Content;
     std::vector<std::pair<unsigned, unsigned>> Inserted, Rewritten;
     File.Migrated = File.Result.Edits.apply(File.Original, &Inserted, &Rewritten);
-    File.Migrated = restoreWhitespaceOnlyChanges(
-        File.Original, formatInserted(Path, File.Original, File.Migrated, Inserted, Rewritten));
+    File.Migrated = trimNewTrailingWhitespace(
+        File.Original, restoreWhitespaceOnlyChanges(
+                           File.Original, formatInserted(Path, File.Original, File.Migrated,
+                                                         Inserted, Rewritten)));
   }
   return ExitSuccess;
 }
@@ -279,7 +360,7 @@ int runMigration(const tooling::CompilationDatabase &Database,
   std::vector<std::string> Inputs;
   if (const int Code = collectInputs(Files, Options, Inputs, Err))
     return Code;
-  auto Results = runChecks(Database, Inputs, Options);
+  auto Results = runChecks(Database, Inputs, Options, Err);
   std::vector<std::string> Failed;
   MergedFiles Merged = mergeResults(Inputs, Results, Failed);
   for (const std::string &Path : Failed)

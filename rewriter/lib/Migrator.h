@@ -31,6 +31,8 @@ struct MigratorOptions {
   std::string StatsJson;              ///< write per-file statistics here when set
   std::vector<std::string> ExtraArgs; ///< appended to every compile command
   bool Quiet = false;                 ///< no summary
+  bool NoCache = false;               ///< parse every header again, as without a cache
+  std::string CacheDir;               ///< the preamble cache; empty: PreambleCache's default
 };
 
 /// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and

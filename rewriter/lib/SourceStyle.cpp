@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 using namespace clang;
 
@@ -328,6 +329,25 @@ std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringR
         Result += Line.str();
     if (J < B.size() && !Plan.Dropped[J])
       Result += B[J].str();
+  }
+  return Result;
+}
+
+std::string trimNewTrailingWhitespace(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const std::vector<llvm::StringRef> Lines = splitLines(Original);
+  const std::set<llvm::StringRef> Known(Lines.begin(), Lines.end());
+  std::string Result;
+  for (llvm::StringRef Line : splitLines(Migrated)) {
+    const bool NewLine = Line.endswith("\n");
+    llvm::StringRef Text = Line.drop_back(NewLine ? 1 : 0);
+    if (Text.endswith("\r"))
+      Text = Text.drop_back();
+    if (!Known.count(Line) && Text.rtrim(" \t").size() != Text.size()) {
+      Result += Text.rtrim(" \t").str();
+      Result += Line.drop_front(Text.size()).str(); // the line's end, \r\n or \n
+      continue;
+    }
+    Result += Line.str();
   }
   return Result;
 }

@@ -41,6 +41,10 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original, llvm:
 /// (a changed block that is the same text re-wrapped is put back whole).
 std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated);
 
+/// Migrated with trailing blanks taken off every line that is not a line of Original: new text
+/// never ends a line in whitespace, whatever joined it (the user's own lines keep theirs).
+std::string trimNewTrailingWhitespace(llvm::StringRef Original, llvm::StringRef Migrated);
+
 /// The number of lines of Migrated that differ from a removed line of Original only in
 /// whitespace: what a reviewer would see as noise. 0 after restoreWhitespaceOnlyChanges.
 unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated);

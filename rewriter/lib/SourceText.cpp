@@ -9,6 +9,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
+#include <vector>
+
 using namespace clang;
 
 namespace accel::migrate {
@@ -44,6 +47,31 @@ std::string SourceText::indentation(SourceLocation Loc) const {
   while (End < Buffer.size() && (Buffer[End] == ' ' || Buffer[End] == '\t'))
     ++End;
   return Buffer.substr(LineStart, End - LineStart).str();
+}
+
+std::optional<std::string> SourceText::itemLineStart(SourceLocation Open,
+                                                     llvm::ArrayRef<SourceLocation> Items) const {
+  if (Items.empty())
+    return std::nullopt;
+  std::vector<unsigned> Lines;
+  for (SourceLocation Item : Items)
+    Lines.push_back(SM.getExpansionLineNumber(Item));
+  const bool OwnLines = std::adjacent_find(Lines.begin(), Lines.end(), [](unsigned A, unsigned B) {
+                          return A >= B;
+                        }) == Lines.end();
+  const bool FirstOnOwnLine = Lines.front() > SM.getExpansionLineNumber(Open);
+  if (!OwnLines || (Items.size() == 1 && !FirstOnOwnLine))
+    return std::nullopt;
+  const SourceLocation First = SM.getFileLoc(Items.front());
+  const auto [FID, Offset] = SM.getDecomposedLoc(First);
+  const StringRef Buffer = SM.getBufferData(FID);
+  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
+  LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
+  // Blanks for the text before the item on its line, tabs kept (they set the column).
+  std::string Start;
+  for (char C : Buffer.substr(LineStart, Offset - LineStart))
+    Start += C == '\t' ? '\t' : ' ';
+  return Start;
 }
 
 std::string SourceText::indentStep(SourceLocation Loc) const {

@@ -27,15 +27,45 @@ std::string qualifiedName(const CXXRecordDecl *RD) {
   return RD->getQualifiedNameAsString();
 }
 
+// The class a base specifier names: a record, or in a template's own definition, the template a
+// dependent base names (DataLoaderBase<Dataset, Batch, Request>).
+const CXXRecordDecl *baseClass(QualType T) {
+  if (const CXXRecordDecl *RD = recordOf(T))
+    return RD;
+  if (const auto *Spec = T->getAs<TemplateSpecializationType>())
+    if (const auto *Template =
+            dyn_cast_or_null<ClassTemplateDecl>(Spec->getTemplateName().getAsTemplateDecl()))
+      return Template->getTemplatedDecl();
+  return nullptr;
+}
+
+// Where the bases of RD are written. A class template specialization nothing has needed complete
+// yet (a data loader only returned by pointer) has no definition of its own: its template's
+// definition names the same bases. Whether the parse happened to instantiate it (with a cached
+// preamble LibTorch's function bodies are not instantiated) does not change the answer.
+const CXXRecordDecl *definitionOf(const CXXRecordDecl *RD) {
+  if (RD->hasDefinition())
+    return RD->getDefinition();
+  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
+  if (!Spec)
+    return nullptr;
+  const auto From = Spec->getSpecializedTemplateOrPartial();
+  const CXXRecordDecl *Pattern = From.is<ClassTemplatePartialSpecializationDecl *>()
+                                     ? From.get<ClassTemplatePartialSpecializationDecl *>()
+                                     : From.get<ClassTemplateDecl *>()->getTemplatedDecl();
+  return Pattern && Pattern->hasDefinition() ? Pattern->getDefinition() : nullptr;
+}
+
 bool derivesFrom(const CXXRecordDecl *RD, StringRef Name, unsigned Depth = 0) {
   if (!RD || Depth > 16)
     return false;
   if (qualifiedName(RD) == Name)
     return true;
-  if (!RD->hasDefinition())
+  const CXXRecordDecl *Definition = definitionOf(RD);
+  if (!Definition)
     return false;
-  for (const CXXBaseSpecifier &Base : RD->getDefinition()->bases())
-    if (derivesFrom(recordOf(Base.getType()), Name, Depth + 1))
+  for (const CXXBaseSpecifier &Base : Definition->bases())
+    if (derivesFrom(baseClass(Base.getType()), Name, Depth + 1))
       return true;
   return false;
 }

@@ -88,9 +88,21 @@ static cl::list<std::string> ExtraArgs("extra-arg",
 static cl::opt<bool> ListChecks("list-checks", cl::desc("List the transformations and exit"),
                                 cl::cat(Category));
 static cl::opt<bool> Quiet("quiet", cl::desc("No summary"), cl::cat(Category));
+static cl::opt<std::string>
+    CacheDir("cache-dir",
+             cl::desc("Keep the precompiled LibTorch preamble here (default: "
+                      "${XDG_CACHE_HOME:-~/.cache}/accel/migrate)"),
+             cl::value_desc("dir"), cl::cat(Category));
+static cl::opt<bool> NoCache("no-cache",
+                             cl::desc("Parse every header of every file, with no cached preamble"),
+                             cl::cat(Category));
 
 static cl::extrahelp MoreHelp(R"(
   --stats-json=<file>  - Write per-file statistics (changes per transformation, warnings) as JSON
+
+The first file parsed with a set of compile flags builds a precompiled preamble of the LibTorch
+and accel headers it opens with; later files (and later runs) read it instead of the headers.
+Remove the cache directory to clear it; a changed header, flag or LibTorch version rebuilds it.
 
 With neither -p nor '--', the compiler arguments are worked out: C++17 and LibTorch's include
 directories (from $Torch_DIR, $CMAKE_PREFIX_PATH, $LIBTORCH or the standard locations).
@@ -160,6 +172,8 @@ int main(int argc, const char **argv) {
   Options.StatsJson = StatsJson;
   Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
   Options.Quiet = Quiet;
+  Options.NoCache = NoCache;
+  Options.CacheDir = CacheDir;
 
   if (!BuildPath.empty()) {
     Database = clang::tooling::CompilationDatabase::loadFromDirectory(BuildPath, Error);

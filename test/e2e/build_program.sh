@@ -5,6 +5,11 @@
 # relative to that directory: the same program built again in a later run, or in another
 # checkout, is a cache hit, as the plain program always is and the migrated one is until
 # accel-migrate's output changes.
+# Warnings are errors in the programs we build: a migration that leaves a variable unused, or
+# anything else a careful shop's -Werror build rejects, fails the test.
+# shellcheck disable=SC2034
+strict_flags=(-DCMAKE_CXX_FLAGS="-Wall -Wextra -Werror")
+
 build_program() {
   local source=$1 build=$2
   shift 2

@@ -3,7 +3,9 @@
 # its own CMake project, its own style). Installs accel into a fresh prefix, builds and runs the
 # plain program, migrates a copy with the installed accel-migrate, and checks that
 #  - a second migration finds nothing to do (--check),
-#  - no line of the diff changed only in whitespace,
+#  - no line of the diff changed only in whitespace, and no new line ends in whitespace,
+#  - the plain and the migrated program both build with -Wall -Wextra -Werror (nothing the
+#    migration leaves unused warns),
 #  - the migrated program builds with find_package(accel) and, on one process, prints exactly
 #    what the plain program printed,
 #  - under `accel launch --num_processes 2` each line named by an `once` rule appears once, and
@@ -33,7 +35,7 @@ rm -f "$work/src/corpus.conf"
 cp -r "$work/src" "$work/original"
 
 # The plain program builds (one core) while the migration runs (the other).
-build_program "$work/original" "$work/plain" &
+build_program "$work/original" "$work/plain" "${strict_flags[@]}" &
 plain_build=$!
 
 # A program migrated with -p reads its compile commands from the project's own CMake
@@ -42,13 +44,18 @@ if [ -n "$database" ]; then
   cmake -S "$work/src" -B "$work/database" -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON > /dev/null
 fi
 
-# Migrate in place, timed; the statistics say how many lines changed only in whitespace.
+# Migrate in place, timed; the statistics say how many lines changed only in whitespace. The
+# tests share one preamble cache in the build tree.
+migrate="\"$work/prefix/bin/accel-migrate\" --cache-dir=\"$build_dir/migrate-cache\""
 start=$(date +%s.%N)
-(cd "$work/src" && eval "\"$work/prefix/bin/accel-migrate\" --stats-json=\"$work/stats.json\" $sources")
+(cd "$work/src" && eval "$migrate --stats-json=\"$work/stats.json\" $sources")
 end=$(date +%s.%N)
-(cd "$work/src" && eval "\"$work/prefix/bin/accel-migrate\" --check $sources")
+(cd "$work/src" && eval "$migrate --check $sources")
 diff -ru "$work/original" "$work/src" > "$work/migration.diff" || true
 cat "$work/migration.diff"
+if grep -nE '^\+.*[[:space:]]$' "$work/migration.diff"; then
+  echo "the lines above end in whitespace: the migration must not leave trailing spaces"; exit 1
+fi
 python3 - "$work/stats.json" "$start" "$end" <<'PY'
 import json, sys
 stats = json.load(open(sys.argv[1]))
@@ -66,7 +73,7 @@ PY
 wait "$plain_build"
 (cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt)
 
-build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix"
+build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${strict_flags[@]}"
 # The migrated program must print exactly what the plain one printed. The same arithmetic needs
 # LibTorch's own optimizer step: the fused one (the default) rounds differently, and the 2-process
 # run below, fused, is held to the program's tolerance instead.

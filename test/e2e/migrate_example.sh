@@ -2,7 +2,9 @@
 # The user story end to end on one of examples/: install accel into a fresh prefix, build and run
 # the plain LibTorch program, migrate a copy with the installed accel-migrate, build it with
 # nothing but find_package(accel), and check that
-#  - a second migration changes nothing (accel-migrate --check),
+#  - a second migration changes nothing (accel-migrate --check), and no migrated line ends in
+#    whitespace,
+#  - the plain and the migrated program build with -Wall -Wextra -Werror,
 #  - one plain process prints exactly what the unmigrated program printed (same binary, one device),
 #  - under `accel launch --num_processes 2` on the CPU, the evaluation covers the whole test set
 #    once, the main process alone prints, files are saved once, and the metric is within the
@@ -31,15 +33,20 @@ mkdir -p "$work/src" "$work/run-plain" "$work/run-one" "$work/run-two"
 cp "$source_dir/examples/$example/train.cpp" "$source_dir/examples/$example/CMakeLists.txt" "$work/src/"
 
 # Before: plain LibTorch (accel is not on the prefix path, so the CMakeLists picks Torch).
-build_program "$work/src" "$work/plain"
+build_program "$work/src" "$work/plain" "${strict_flags[@]}"
 (cd "$work/run-plain" && "$work/plain/train" > ../plain.txt)
 
 # Migrate in place; a second run must find nothing left to do.
-"$work/prefix/bin/accel-migrate" "$work/src/train.cpp"
+cp "$work/src/train.cpp" "$work/train.original.cpp"
+migrate=("$work/prefix/bin/accel-migrate" --cache-dir="$build_dir/migrate-cache")
+"${migrate[@]}" "$work/src/train.cpp"
 grep -q "accel::Accelerator accelerator" "$work/src/train.cpp"
-"$work/prefix/bin/accel-migrate" --check "$work/src/train.cpp"
+"${migrate[@]}" --check "$work/src/train.cpp"
+if diff "$work/train.original.cpp" "$work/src/train.cpp" | grep -nE '^>.*[[:space:]]$'; then
+  echo "the migrated lines above end in whitespace"; exit 1
+fi
 
-build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix"
+build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${strict_flags[@]}"
 
 # The migrated program must print exactly what the plain one printed. The same arithmetic needs
 # LibTorch's own optimizer step: the fused one (the default) rounds differently, and the 2-process

@@ -1,8 +1,10 @@
 // Unit tests of accel-migrate's library parts that need no parse: the edit set every check writes
-// into, the unified diff --diff prints, and the atomic file writer.
+// into, the unified diff --diff prints, the atomic file writer, and the scan that decides which
+// library headers a file's cached preamble holds.
 
 #include "EditSet.h"
 #include "FileIO.h"
+#include "PreambleScan.h"
 #include "SourceStyle.h"
 #include "UnifiedDiff.h"
 
@@ -11,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -89,6 +92,14 @@ TEST(SourceStyle, LinesChangedOnlyInWhitespaceArePutBack) {
   const std::string Restored = restoreWhitespaceOnlyChanges(Original, Formatted);
   EXPECT_EQ(Restored, "int f() {\n  h();\n    for (auto& x : v)\n        g(x,\n          y);\n}\n");
   EXPECT_EQ(countWhitespaceOnlyChanges(Original, Restored), 0u);
+}
+
+TEST(SourceStyle, NewLinesNeverEndInWhitespace) {
+  const std::string Original = "void f(  \n    int a);\nint b;   \n";
+  // An insertion left "accel, " at the end of a line; the user's own line keeps its blanks.
+  const std::string Migrated = "void f(accel, \n    int a);\nint b;   \nint c; \t\r\n";
+  EXPECT_EQ(trimNewTrailingWhitespace(Original, Migrated),
+            "void f(accel,\n    int a);\nint b;   \nint c;\r\n");
 }
 
 TEST(SourceStyle, DerivedFromTheFileItself) {
@@ -199,6 +210,61 @@ TEST(FileIO, AtomicWriteKeepsPermissionsAndMissingFilesAreErrors) {
   ASSERT_FALSE(static_cast<bool>(Missing));
   const std::string Message = llvm::toString(Missing.takeError());
   EXPECT_NE(Message.find(".missing"), std::string::npos) << Message;
+}
+
+// A directory of files for the preamble scan; removed at the end.
+class PreambleScanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char Template[] = "/tmp/accel-preamble-scan-XXXXXX";
+    ASSERT_NE(mkdtemp(Template), nullptr);
+    Dir = Template;
+  }
+  void TearDown() override { ASSERT_EQ(std::system(("rm -rf '" + Dir + "'").c_str()), 0); }
+  std::string write(const std::string& Name, const std::string& Text) {
+    const std::string Path = Dir + "/" + Name;
+    const std::string Parent = Path.substr(0, Path.rfind('/'));
+    EXPECT_EQ(std::system(("mkdir -p '" + Parent + "'").c_str()), 0);
+    std::ofstream(Path) << Text;
+    return Path;
+  }
+  std::vector<std::string> scan(const std::string& File, std::vector<std::string> Args = {}) {
+    Args.insert(Args.begin(), "clang-tool");
+    return leadingLibraryIncludes(File, Args, Dir);
+  }
+  std::string Dir;
+};
+
+TEST_F(PreambleScanTest, TheLibraryHeadersAFileOpensWith) {
+  const std::string Main = write("main.cpp",
+                                 "// a comment\n/* and\n another */\n#include <cmath>\n"
+                                 "#include <torch/torch.h>\n#include <accel/accel.h>\n"
+                                 "#include <torch/torch.h>\nint main() {}\n");
+  EXPECT_EQ(scan(Main), (std::vector<std::string>{"<torch/torch.h>", "<accel/accel.h>"}));
+}
+
+TEST_F(PreambleScanTest, ThroughTheProjectsOwnHeaders) {
+  write("include/net.h",
+        "#ifndef NET_H\n#define NET_H\n#include <torch/torch.h>\nstruct Net {};\n#endif\n");
+  write("src/guarded.h", "#pragma once\n#include \"net.h\"\n");
+  const std::string Main =
+      write("src/main.cpp", "#include \"guarded.h\"\n#include <accel/accel.h>\n");
+  // net.h goes on with code after LibTorch: what follows it is not the preamble's.
+  EXPECT_EQ(scan(Main, {"-Iinclude"}), (std::vector<std::string>{"<torch/torch.h>"}));
+  // Without the include directory the project header is not found: no preamble at all.
+  EXPECT_TRUE(scan(Main).empty());
+}
+
+TEST_F(PreambleScanTest, NothingAfterADirectiveThatMayChangeTheHeaders) {
+  const std::string Define =
+      write("define.cpp", "#define TORCH_SOMETHING 1\n#include <torch/torch.h>\n");
+  EXPECT_TRUE(scan(Define).empty());
+  const std::string After =
+      write("after.cpp", "#include <torch/torch.h>\n#if 1\n#include <accel/accel.h>\n#endif\n");
+  EXPECT_EQ(scan(After), (std::vector<std::string>{"<torch/torch.h>"}));
+  // Forced includes on the command line come before everything: no preamble.
+  EXPECT_TRUE(scan(After, {"-include", "config.h"}).empty());
+  EXPECT_TRUE(scan(After, {"-include-pch", "mine.pch"}).empty());
 }
 
 }  // namespace

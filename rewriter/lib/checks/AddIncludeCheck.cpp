@@ -5,7 +5,7 @@
 
 namespace accel::migrate {
 
-void AddIncludeCheck::onEndOfTranslationUnit() {
+void AddIncludeCheck::finish() {
   for (const std::string &Path : Context.editedFiles()) {
     const FileResult *File = Context.resultFor(Path);
     const bool UsesAccel =

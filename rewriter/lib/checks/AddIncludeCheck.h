@@ -10,7 +10,7 @@ namespace accel::migrate {
 class AddIncludeCheck : public MigrationCheck {
 public:
   explicit AddIncludeCheck(MigrationContext &Context) : MigrationCheck("add-include", Context) {}
-  void onEndOfTranslationUnit() override;
+  void finish() override;
 };
 
 } // namespace accel::migrate

@@ -15,7 +15,7 @@ using namespace clang;
 
 namespace accel::migrate {
 
-void CreateAcceleratorCheck::onEndOfTranslationUnit() {
+void CreateAcceleratorCheck::finish() {
   // Functions other than the host get the accelerator as their first parameter, and their
   // callers pass theirs; classes get a member, and whoever constructs them passes theirs. Either
   // may make the callers need one in turn: a worklist over both.
@@ -61,20 +61,40 @@ bool CreateAcceleratorCheck::insertParameter(const FunctionDecl *Decl) {
   const FunctionTypeLoc Loc = Decl->getFunctionTypeLoc();
   if (!Loc || !Context.isEditable(Loc.getLParenLoc()))
     return false;
-  Context.insert(Name, Loc.getLParenLoc().getLocWithOffset(1),
-                 Context.source().referenceDeclaration(Loc.getLParenLoc(), "accel::Accelerator",
-                                                       "accelerator") +
-                     (Decl->getNumParams() > 0 ? ", " : ""));
+  const std::string Parameter = Context.source().referenceDeclaration(
+      Loc.getLParenLoc(), "accel::Accelerator", "accelerator");
+  std::vector<SourceLocation> Params;
+  for (const ParmVarDecl *Param : Decl->parameters())
+    Params.push_back(Param->getBeginLoc());
+  insertFirst(Loc.getLParenLoc(), Params, Parameter, Loc.getLParenLoc().getLocWithOffset(1));
   Context.applied(Name, Loc.getLParenLoc());
   return true;
 }
 
 void CreateAcceleratorCheck::passFirst(const CallExpr *Call, const std::string &Acc) {
   const std::vector<const Expr *> Args = explicitArgs(Call);
-  if (Args.empty())
+  if (Args.empty()) {
     Context.insert(Name, Call->getRParenLoc(), Acc);
+    return;
+  }
+  std::vector<SourceLocation> Begins;
+  for (const Expr *Arg : Args)
+    Begins.push_back(Arg->getBeginLoc());
+  const SourceLocation Open = Context.source().afterPreviousToken(Args.front()->getBeginLoc());
+  insertFirst(Open, Begins, Acc, Args.front()->getBeginLoc());
+}
+
+void CreateAcceleratorCheck::insertFirst(SourceLocation Open, llvm::ArrayRef<SourceLocation> Items,
+                                         const std::string &Item, SourceLocation Inline) {
+  if (Items.empty()) {
+    Context.insert(Name, Inline, Item);
+    return;
+  }
+  // A list laid out one per line gets a line of its own for the new item.
+  if (const auto LineStart = Context.source().itemLineStart(Open, Items))
+    Context.insertVerbatim(Name, Items.front(), Item + ",\n" + *LineStart);
   else
-    Context.insert(Name, Args.front()->getBeginLoc(), Acc + ", ");
+    Context.insert(Name, Inline, Item + ", ");
 }
 
 void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {

@@ -12,7 +12,7 @@ class CreateAcceleratorCheck : public MigrationCheck {
 public:
   explicit CreateAcceleratorCheck(MigrationContext &Context)
       : MigrationCheck("create-accelerator", Context) {}
-  void onEndOfTranslationUnit() override;
+  void finish() override;
 
 private:
   void addParameter(const clang::FunctionDecl *Fn);
@@ -20,6 +20,10 @@ private:
   bool insertParameter(const clang::FunctionDecl *Decl);
   /// Acc as the first argument of Call.
   void passFirst(const clang::CallExpr *Call, const std::string &Acc);
+  /// Item first in the list opened at Open whose items begin at Items: on a line of its own when
+  /// they stand one per line, else at Inline, followed by ", ".
+  void insertFirst(clang::SourceLocation Open, llvm::ArrayRef<clang::SourceLocation> Items,
+                   const std::string &Item, clang::SourceLocation Inline);
   void addMember(const clang::CXXRecordDecl *Class);
   void addConstructorParameter(const clang::CXXConstructorDecl *Ctor);
   void passAccelerator(const clang::Expr *Site);

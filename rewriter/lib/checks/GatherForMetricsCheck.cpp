@@ -188,6 +188,8 @@ public:
 
   void needValue(const Expr *E) {
     if (const Expr *Derived = derivation(varOf(E))) {
+      if (std::find(DerivedVars.begin(), DerivedVars.end(), varOf(E)) == DerivedVars.end())
+        DerivedVars.push_back(varOf(E));
       need(Derived, false);
       return;
     }
@@ -227,6 +229,11 @@ public:
                           // the loop variable
   };
   std::vector<Source> Sources;
+  /// Locals computed from batch values (`auto pred = output.argmax(1)`), in order met.
+  std::vector<const VarDecl *> DerivedVars;
+  /// Those taken from the gathered values where they are declared (`auto pred =
+  /// all_output.argmax(1)`): the metrics that read them are left as written.
+  std::set<const VarDecl *> InPlace;
 
 private:
   bool declaredInLoop(const VarDecl *Var) const {
@@ -287,7 +294,7 @@ private:
         return RecursiveASTVisitor::TraverseMemberExpr(ME);
       }
       bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-        if (!Self->isBatchValue(Ref))
+        if (!Self->isBatchValue(Ref) || Self->InPlace.count(Self->varOf(Ref)))
           return true;
         if (const Expr *Derived = Self->derivation(Self->varOf(Ref))) {
           std::string Text = Self->rewrite(Derived);
@@ -332,6 +339,61 @@ bool containsGather(const Stmt *S) {
   } F;
   F.TraverseStmt(const_cast<Stmt *>(S));
   return F.Found;
+}
+
+// How many times Within reads Var.
+unsigned countReferences(const VarDecl *Var, const Stmt *Within) {
+  struct Counter : RecursiveASTVisitor<Counter> {
+    const VarDecl *Var;
+    unsigned Count = 0;
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Count += Ref->getDecl() == Var;
+      return true;
+    }
+  } C;
+  C.Var = Var;
+  C.TraverseStmt(const_cast<Stmt *>(Within));
+  return C.Count;
+}
+
+// A local computed from batch values and read only by the metrics (and by other such locals)
+// is taken from the gathered values where it is declared: one changed line, and the metrics
+// keep reading it. A local read elsewhere too keeps its batch's value; the metrics then read its
+// computation from the gathered values instead. Returns the declarations of those taken so.
+std::vector<const Stmt *> takeLocalsFromGathered(MigrationContext &Context, llvm::StringRef Check,
+                                                 EvaluationLoop &Eval, const CompoundStmt *Body,
+                                                 const std::vector<const Expr *> &Metrics) {
+  const SourceManager &SM = Context.sourceManager();
+  const Stmt *FirstMetric = Metrics.front();
+  std::vector<const Stmt *> Declarations;
+  for (const VarDecl *Var : Eval.DerivedVars) {
+    const Stmt *Declaration = nullptr;
+    for (const Stmt *Top : Body->body())
+      if (const auto *DS = dyn_cast<DeclStmt>(Top);
+          DS && DS->isSingleDecl() && DS->getSingleDecl() == Var)
+        Declaration = Top;
+    if (!Declaration || !Context.canEdit(Check, Var->getInit()->getSourceRange()))
+      continue;
+    unsigned InMetrics = 0;
+    for (const Expr *Value : Metrics)
+      InMetrics += countReferences(Var, Value);
+    for (const VarDecl *Other : Eval.DerivedVars)
+      if (Other != Var)
+        InMetrics += countReferences(Var, Other->getInit());
+    if (InMetrics == 0 || InMetrics != countReferences(Var, Body))
+      continue;
+    // Declared before the first metric: the gather moves up to it, which needs every gathered
+    // value declared by then.
+    if (SM.isBeforeInTranslationUnit(Declaration->getBeginLoc(), FirstMetric->getBeginLoc()) &&
+        llvm::any_of(Eval.Sources, [&](const EvaluationLoop::Source &S) {
+          return S.Var &&
+                 !SM.isBeforeInTranslationUnit(S.Var->getLocation(), Declaration->getBeginLoc());
+        }))
+      continue;
+    Eval.InPlace.insert(Var);
+    Declarations.push_back(Declaration);
+  }
+  return Declarations;
 }
 
 } // namespace
@@ -404,9 +466,16 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   if (Eval.Sources.empty())
     return;
 
-  // The gather goes before the first accumulation, once every gathered variable is declared.
+  // The gather goes before the first accumulation, once every gathered variable is declared;
+  // or before the first local taken from the gathered values, when that comes earlier.
   const SourceManager &SM = Context.sourceManager();
   const Stmt *Before = Accumulations.front().TopLevel;
+  std::vector<const Expr *> Metrics;
+  for (const Accumulation &A : Accumulations)
+    Metrics.push_back(A.Value);
+  for (const Stmt *Declaration : takeLocalsFromGathered(Context, Name, Eval, Body, Metrics))
+    if (SM.isBeforeInTranslationUnit(Declaration->getBeginLoc(), Before->getBeginLoc()))
+      Before = Declaration;
   for (const auto &S : Eval.Sources)
     if (S.Var && S.Var != Loop->getLoopVariable() &&
         SM.isBeforeInTranslationUnit(Before->getBeginLoc(), S.Var->getLocation())) {
@@ -434,6 +503,11 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     Context.insert(Name, *LineStart, Indent + Declaration + "\n");
   else
     Context.insert(Name, Before->getBeginLoc(), Declaration + " ");
+  for (const VarDecl *Var : Eval.InPlace) {
+    const std::string Rewritten = Eval.rewrite(Var->getInit());
+    if (Rewritten != Context.source().text(Var->getInit()->getSourceRange()))
+      Context.replace(Name, Var->getInit()->getSourceRange(), Rewritten);
+  }
   for (const Accumulation &A : Accumulations) {
     const std::string Rewritten = Eval.rewrite(A.Value);
     if (Rewritten != Context.source().text(A.Value->getSourceRange()))

@@ -15,9 +15,12 @@ namespace accel::migrate {
 ///  - the per-sample tensors the metrics start from (the model's output, the targets) are
 ///    gathered together, in one collective, by one `auto [all_output, all_target] =
 ///    accelerator.gather_for_metrics(output, target);` before the first accumulation;
-///  - values derived from them by LibTorch operations (argmax, eq, a loss) are computed again
-///    from the gathered tensors inside the accumulation, so a mean loss times the batch size
-///    stays the sum over the samples, and `.item()` never sees a gathered vector;
+///  - a local derived from them by LibTorch operations and read only by the metrics (`auto pred
+///    = output.argmax(1);`) is taken from the gathered tensors where it is declared (`auto pred =
+///    all_output.argmax(1);`), and the metrics reading it are left as written;
+///  - other values derived from them (argmax, eq, a loss) are computed again from the gathered
+///    tensors inside the accumulation, so a mean loss times the batch size stays the sum over
+///    the samples, and `.item()` never sees a gathered vector;
 ///  - `x.size(0)` of a batch tensor counts the gathered batch, without gathering x.
 class GatherForMetricsCheck : public MigrationCheck {
 public:

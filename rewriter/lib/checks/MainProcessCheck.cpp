@@ -92,7 +92,7 @@ void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc)
   Context.replace(Name, Stream->getSourceRange(), Wrapped);
 }
 
-void MainProcessCheck::onEndOfTranslationUnit() {
+void MainProcessCheck::finish() {
   // Saving: every process reaches the barrier, the main process writes.
   for (const Stmt *Save : Saves) {
     if (guardedByMainProcess(Context, Save) || !Context.canEdit(Name, Save->getSourceRange()))

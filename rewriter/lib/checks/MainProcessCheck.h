@@ -12,7 +12,7 @@ public:
   explicit MainProcessCheck(MigrationContext &Context) : MigrationCheck("main-process", Context) {}
   void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
   void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
-  void onEndOfTranslationUnit() override;
+  void finish() override;
 
 private:
   void replaceStream(const clang::Expr *Stream, const std::string &Acc);

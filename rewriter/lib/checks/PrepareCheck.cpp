@@ -40,7 +40,7 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
 
 } // namespace
 
-void PrepareCheck::onEndOfTranslationUnit() {
+void PrepareCheck::finish() {
   ProgramFacts &Facts = Context.facts();
   for (const VarDecl *Model : Facts.models())
     if (!Facts.alreadyPrepared(Model))

@@ -13,7 +13,7 @@ namespace accel::migrate {
 class PrepareCheck : public MigrationCheck {
 public:
   explicit PrepareCheck(MigrationContext &Context) : MigrationCheck("prepare", Context) {}
-  void onEndOfTranslationUnit() override;
+  void finish() override;
 
 private:
   void prepareModel(const clang::VarDecl *Model);
