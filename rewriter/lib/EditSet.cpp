@@ -1,6 +1,8 @@
 //===- EditSet.cpp --------------------------------------------------------------------------===//
 #include "EditSet.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 #include <optional>
 
@@ -49,6 +51,15 @@ bool EditSet::add(const Edit &E) {
     Edits.erase(Edits.begin() + static_cast<std::ptrdiff_t>(*I));
   Edits.push_back(E);
   return true;
+}
+
+void EditSet::eraseInside(unsigned Offset, unsigned Length) {
+  const unsigned End = Offset + Length;
+  llvm::erase_if(Edits, [&](const Edit &E) {
+    if (E.Length == 0)
+      return E.Offset > Offset && E.Offset < End;
+    return E.Offset >= Offset && E.Offset + E.Length <= End;
+  });
 }
 
 bool EditSet::compose(const Edit &E, llvm::StringRef Code) {

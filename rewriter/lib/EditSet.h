@@ -34,6 +34,9 @@ public:
   /// only drops what follows, as `x.to(device)` -> `x` does): the inner edit is then made inside
   /// the outer one's text. Code is the file's original text. Returns false when they cannot be.
   bool compose(const Edit &E, llvm::StringRef Code);
+  /// Drops the edits that lie wholly inside [Offset, Offset + Length) (insertions at either
+  /// end stay): a removal of the whole range makes them moot.
+  void eraseInside(unsigned Offset, unsigned Length);
   bool empty() const { return Edits.empty(); }
   const std::vector<Edit> &edits() const { return Edits; }
 

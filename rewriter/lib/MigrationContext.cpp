@@ -161,7 +161,7 @@ void MigrationContext::insertLineBefore(StringRef Check, SourceLocation Loc, Str
                  (Source.indentation(Loc) + Line + "\n").str());
 }
 
-void MigrationContext::removeStatement(StringRef Check, const Stmt *S) {
+void MigrationContext::removeStatement(StringRef Check, const Stmt *S, bool Superseding) {
   const SourceManager &SM = Ctx.getSourceManager();
   SourceLocation Begin = S->getBeginLoc();
   SourceLocation End = Source.afterStatement(S);
@@ -181,6 +181,9 @@ void MigrationContext::removeStatement(StringRef Check, const Stmt *S) {
     End = End.getLocWithOffset(static_cast<int>(LineEnd) - static_cast<int>(EndOffset) +
                                (LineEnd < Buffer.size() ? 1 : 0));
   }
+  if (Superseding && isEditable(Begin))
+    Result.Files[Source.pathOf(Begin)].Edits.eraseInside(
+        SM.getFileOffset(Begin), SM.getFileOffset(End) - SM.getFileOffset(Begin));
   addEdit(Check, CharSourceRange::getCharRange(Begin, End), "");
 }
 

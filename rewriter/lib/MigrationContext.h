@@ -70,8 +70,9 @@ public:
   void insert(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef NewText);
   /// Inserts NewText at Loc exactly as given (a guard that must stay on its statement's line).
   void insertVerbatim(llvm::StringRef Check, clang::SourceLocation Loc, llvm::StringRef NewText);
-  /// Removes a statement with its semicolon; the whole line when nothing else is on it.
-  void removeStatement(llvm::StringRef Check, const clang::Stmt *S);
+  /// Removes a statement with its semicolon; the whole line when nothing else is on it. With
+  /// Superseding, other transformations' edits inside it go with it.
+  void removeStatement(llvm::StringRef Check, const clang::Stmt *S, bool Superseding = false);
   /// Counts one applied transformation, anchored at Loc (counted once however often it is seen).
   void applied(llvm::StringRef Check, clang::SourceLocation Anchor);
   /// Reports what could not be migrated; with --annotate also leaves a comment above the line.

@@ -24,6 +24,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include <utime.h>
+
 using namespace clang;
 
 namespace accel::migrate {
@@ -51,8 +53,10 @@ std::string keyOf(const PreambleRequest &Request) {
   add(Format);
   add(getClangFullVersion());
   add(Request.Directory);
-  for (const std::string &Arg : Request.CommandLine)
-    add(Arg);
+  // The driver by name only (clang++, g++, c++ choose a mode; where the tool is installed does
+  // not matter).
+  for (size_t I = 0; I < Request.CommandLine.size(); ++I)
+    add(I == 0 ? llvm::sys::path::filename(Request.CommandLine[0]) : Request.CommandLine[I]);
   for (const std::string &Include : Request.Includes)
     add(Include);
   return llvm::toHex(Hash.final(), /*LowerCase=*/true).substr(0, 24);
@@ -242,11 +246,35 @@ std::string PreambleCache::preambleFor(const PreambleRequest &Request) {
   return E.Discarded ? "" : E.Pch;
 }
 
+// Entries not used for this long are removed when another is built: a cache for every flag set
+// a machine ever saw would grow without end (about 125 MB an entry).
+constexpr std::chrono::hours UnusedEntryLifetime(24 * 30);
+
+void PreambleCache::pruneUnused() {
+  std::error_code EC;
+  const auto Now = std::chrono::system_clock::now();
+  for (llvm::sys::fs::directory_iterator It(Directory, EC), End; It != End && !EC;
+       It.increment(EC)) {
+    llvm::StringRef Path = It->path();
+    if (!Path.endswith(".manifest"))
+      continue;
+    llvm::sys::fs::file_status Status;
+    if (llvm::sys::fs::status(Path, Status) ||
+        Now - Status.getLastModificationTime() < UnusedEntryLifetime)
+      continue;
+    const llvm::StringRef Stem = Path.drop_back(llvm::StringRef(".manifest").size());
+    for (const char *Suffix : {".pch", ".h", ".manifest"})
+      llvm::sys::fs::remove(Stem + Suffix);
+  }
+}
+
 std::string PreambleCache::build(const std::string &Key, const PreambleRequest &Request) {
   const std::string Pch = pathIn(Directory, Key + ".pch");
   const std::string Manifest = pathIn(Directory, Key + ".manifest");
-  if (problemWith(Pch, Manifest).empty())
+  if (problemWith(Pch, Manifest).empty()) {
+    ::utime(Manifest.c_str(), nullptr); // used now: see pruneUnused
     return Pch;
+  }
   if (std::error_code EC = llvm::sys::fs::create_directories(Directory)) {
     note("no cached preamble: cannot create " + Directory + ": " + EC.message());
     return "";
@@ -312,6 +340,7 @@ std::string PreambleCache::build(const std::string &Key, const PreambleRequest &
       note("no cached preamble: " + llvm::toString(std::move(Err)));
       return "";
     }
+    pruneUnused();
     return Pch;
   }
 }

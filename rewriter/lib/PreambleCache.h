@@ -7,7 +7,8 @@
 // PCH's checksum and every header it read, with size and modification time). An entry whose
 // PCH fails its checksum or whose headers changed is rebuilt, with a note saying why. Builds
 // take a lock file, so concurrent runs build an entry once and share it; every file is written
-// under a temporary name and renamed, so a reader never sees half of one.
+// under a temporary name and renamed, so a reader never sees half of one. Entries unused for a
+// month are removed when another is built.
 //
 //===----------------------------------------------------------------------------------------===//
 #pragma once
@@ -54,6 +55,8 @@ private:
   struct Entry;
   Entry &entry(const std::string &Key);
   std::string build(const std::string &Key, const PreambleRequest &Request);
+  /// Removes entries no run has used for a month.
+  void pruneUnused();
   void note(const std::string &Text);
 
   std::string Directory;

@@ -19,8 +19,13 @@ build_program() {
   fi
   local base
   base=$(dirname "$source")
-  CCACHE_BASEDIR=$base CCACHE_NOHASHDIR=1 \
+  # Quiet when it builds; the compiler's errors (a -Werror warning) shown when it does not.
+  if ! CCACHE_BASEDIR=$base CCACHE_NOHASHDIR=1 \
     cmake -S "$source" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "$@" \
-    > /dev/null
-  CCACHE_BASEDIR=$base CCACHE_NOHASHDIR=1 cmake --build "$build" > /dev/null
+    > "$build.log" 2>&1 ||
+    ! CCACHE_BASEDIR=$base CCACHE_NOHASHDIR=1 cmake --build "$build" >> "$build.log" 2>&1; then
+    cat "$build.log"
+    echo "building $source failed (above)"
+    return 1
+  fi
 }

@@ -30,4 +30,14 @@ int main() {
     model->forward(torch::ones({2, 4})).sum().backward();
     optimizer.step();
   }
+  // Batches sliced by hand from a tensor, by the loop's counter (a language model's loop): the
+  // warning gives the one line that hands each process its share of the batch dimension.
+  auto tokens = torch::ones({16, 100});
+  const int64_t seq = 10;
+  for (int64_t i = 0; i + seq < tokens.size(1); i += seq) {
+    // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:3: warning: backward() is called in a loop that does not iterate a prepared data loader{{.*}}every process trains on all of the data (to give each process its share of the batch dimension, add before the loop: 'tokens = accelerator.split_between_processes(tokens);') [accel-migrate-accumulate]
+    auto inputs = tokens.narrow(1, i, seq);
+    model->forward(inputs.narrow(1, 0, 4)).sum().backward();
+    optimizer.step();
+  }
 }

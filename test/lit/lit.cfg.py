@@ -14,8 +14,10 @@ config.test_exec_root = os.path.join(config.binary_dir, "Output")
 config.substitutions.append(("%migrate-nocache", config.accel_migrate + " --no-cache"))
 # %accel-migrate is the tool alone (tests of the cache choose their own --cache-dir).
 config.substitutions.append(("%accel-migrate", config.accel_migrate))
-config.substitutions.append(
-    ("%migrate", config.accel_migrate + " --cache-dir=" + config.cache_dir))
+# ACCEL_LIT_NO_CACHE=1 runs every test without it (bench/migrate_cache.sh compares the two).
+migrate_cache = ("--no-cache" if os.environ.get("ACCEL_LIT_NO_CACHE") == "1" else
+                 "--cache-dir=" + config.cache_dir)
+config.substitutions.append(("%migrate", config.accel_migrate + " " + migrate_cache))
 
 config.environment["PATH"] = os.pathsep.join(
     [config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])

@@ -69,6 +69,78 @@ bool isAccumulateScope(const Stmt *S) {
          containsAcceleratorCall(cast<VarDecl>(Decl->getSingleDecl())->getInit(), "accumulate");
 }
 
+// The loop's counters: the variables its init declares or assigns (`for (i = 0; ...)`).
+std::vector<const VarDecl *> countersOf(const Stmt *Loop) {
+  std::vector<const VarDecl *> Counters;
+  const auto *For = dyn_cast<ForStmt>(Loop);
+  if (!For || !For->getInit())
+    return Counters;
+  if (const auto *DS = dyn_cast<DeclStmt>(For->getInit()))
+    for (const Decl *D : DS->decls())
+      if (const auto *Var = dyn_cast<VarDecl>(D))
+        Counters.push_back(Var);
+  if (const auto *Assign = dyn_cast<BinaryOperator>(For->getInit());
+      Assign && Assign->isAssignmentOp())
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Assign->getLHS()->IgnoreParenImpCasts()))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        Counters.push_back(Var);
+  return Counters;
+}
+
+// Tensors a loop slices its batches from by hand, by its counter: `data.narrow(1, i, seq)`,
+// `x.slice(0, i, i + batch)`, `x.index({Slice(i, i + batch)})`, `x[i]`. Declared outside the
+// loop, so that one line before it can give each process its share.
+std::vector<const VarDecl *> handSlicedTensors(const SourceManager &SM, const Stmt *Loop,
+                                               const Stmt *Body) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const SourceManager *SM;
+    std::vector<const VarDecl *> Counters;
+    const Stmt *Loop;
+    std::vector<const VarDecl *> Sliced;
+    bool readsCounter(const Expr *E) {
+      struct Reads : RecursiveASTVisitor<Reads> {
+        const std::vector<const VarDecl *> *Counters;
+        bool Found = false;
+        bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+          Found = Found || llvm::is_contained(*Counters, Ref->getDecl());
+          return !Found;
+        }
+      } R;
+      R.Counters = &Counters;
+      R.TraverseStmt(const_cast<Expr *>(E));
+      return R.Found;
+    }
+    void note(const Expr *Object, llvm::ArrayRef<const Expr *> Args) {
+      const auto *Ref = dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts());
+      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Var || !isTensor(Var->getType()) ||
+          !SM->isBeforeInTranslationUnit(Var->getLocation(), Loop->getBeginLoc()) ||
+          llvm::is_contained(Sliced, Var))
+        return;
+      if (llvm::any_of(Args, [&](const Expr *Arg) { return readsCounter(Arg); }))
+        Sliced.push_back(Var);
+    }
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const llvm::StringRef Method = plainName(Call->getMethodDecl());
+      if (Method == "narrow" || Method == "slice" || Method == "index" || Method == "select")
+        note(Call->getImplicitObjectArgument(),
+             llvm::makeArrayRef(Call->getArgs(), Call->getNumArgs()));
+      return true;
+    }
+    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
+      if (Call->getOperator() == OO_Subscript && Call->getNumArgs() == 2)
+        note(Call->getArg(0), {Call->getArg(1)});
+      return true;
+    }
+  } F;
+  F.SM = &SM;
+  F.Counters = countersOf(Loop);
+  F.Loop = Loop;
+  if (!F.Counters.empty())
+    F.TraverseStmt(const_cast<Stmt *>(Body));
+  return F.Sliced;
+}
+
 } // namespace
 
 void AccumulateCheck::registerMatchers(MatchFinder &Finder) {
@@ -113,12 +185,27 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     // Batches sliced by hand (or read any other way than from a prepared loader) are the same on
     // every process: the job then trains N times on the whole data set, which a user who launched
     // N processes to share the work would not expect, and nothing else would tell them.
+    // When the loop slices its batches from tensors by its counter, the fix is one line before
+    // it: each process keeps its share of the batch dimension (the first).
+    std::string Share;
+    const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
+    const std::string Acc = Fn ? Context.facts().acceleratorIn(Fn) : "";
+    for (const VarDecl *Sliced : handSlicedTensors(Context.sourceManager(), Loop, Body)) {
+      const std::string Name = Sliced->getName().str();
+      Share += (Share.empty() ? "" : " ") + Name + " = " + (Acc.empty() ? "accelerator" : Acc) +
+               ".split_between_processes(" + Name + ");";
+    }
     warn(Loop->getBeginLoc(),
          "backward() is called in a loop that does not iterate a prepared data loader, so it "
          "cannot be proven to be the training loop; open 'auto step = "
          "accelerator.accumulate(model);' at the top of the training step by hand; unless its "
-         "batches come from a prepared data loader, every process trains on all of the data "
-         "(take this process's share with accelerator.split_between_processes)");
+         "batches come from a prepared data loader, every process trains on all of the data " +
+             (Share.empty()
+                  ? std::string("(take this process's share with "
+                                "accelerator.split_between_processes)")
+                  : "(to give each process its share of the batch dimension, add before the "
+                    "loop: '" +
+                        Share + "')"));
     return;
   }
 

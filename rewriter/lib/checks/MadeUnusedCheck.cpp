@@ -33,9 +33,13 @@ const DeclRefExpr *plainAssignmentTarget(const Stmt *S, const ASTContext &Ctx) {
   return dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts());
 }
 
+// Whether Text names a variable called Word: the identifier, not a member of that name
+// (`accelerator.device()` does not read a variable `device`).
 bool containsWord(llvm::StringRef Text, llvm::StringRef Word) {
   for (size_t At = Text.find(Word); At != llvm::StringRef::npos; At = Text.find(Word, At + 1)) {
-    const bool Before = At > 0 && isAsciiIdentifierContinue(Text[At - 1]);
+    const llvm::StringRef Left = Text.take_front(At).rtrim();
+    const bool Before = (At > 0 && isAsciiIdentifierContinue(Text[At - 1])) || Left.endswith(".") ||
+                        Left.endswith("->") || Left.endswith("::");
     const size_t End = At + Word.size();
     const bool After = End < Text.size() && isAsciiIdentifierContinue(Text[End]);
     if (!Before && !After)
@@ -149,6 +153,15 @@ void MadeUnusedCheck::finish() {
            });
   };
 
+  // Whether the device transformation replaced all of E.
+  auto replacedByDevice = [&](const Expr *E) {
+    const SourceLocation Begin = SM.getFileLoc(E->getBeginLoc());
+    const auto [Edits, From] = editsAt(Begin);
+    const unsigned To = SM.getFileOffset(SM.getFileLoc(E->getEndLoc()));
+    return Edits && llvm::any_of(Edits->edits(), [&, From = From](const Edit &Ed) {
+             return Ed.Check == "device" && Ed.Offset <= From && To < Ed.Offset + Ed.Length;
+           });
+  };
   // Whether new text inside Fn names the variable (`gather_for_metrics(output, targets)`).
   auto namedByNewText = [&](const FunctionDecl *Fn, llvm::StringRef Name) {
     const auto [Edits, From] = editsAt(SM.getFileLoc(Fn->getBeginLoc()));
@@ -189,10 +202,15 @@ void MadeUnusedCheck::finish() {
       const auto *Declaration = dyn_cast_or_null<DeclStmt>(
           Param ? nullptr
                 : Context.ast().getParentMapContext().getParents(*Var)[0].get<DeclStmt>());
+      // An initializer the device transformation replaced is `accelerator.device()` now: what
+      // the original one did (cuda::is_available()) is gone already.
+      const Expr *Init = Var->getInit();
+      const bool InitIsDevice = Init && replacedByDevice(Init);
       const bool Removable = Declaration && Declaration->isSingleDecl() &&
-                             (!Var->getInit() || !Var->getInit()->HasSideEffects(Context.ast())) &&
+                             (!Init || InitIsDevice || !Init->HasSideEffects(Context.ast())) &&
                              llvm::all_of(Writes, [](const Stmt *W) { return W != nullptr; }) &&
-                             !touched(Declaration) && llvm::none_of(Writes, touched) &&
+                             (InitIsDevice || !touched(Declaration)) &&
+                             llvm::none_of(Writes, touched) &&
                              Context.canEdit(this->Name, Declaration->getSourceRange()) &&
                              llvm::all_of(Writes, [&](const Stmt *W) {
                                return Context.canEdit(this->Name, W->getSourceRange());
@@ -205,7 +223,7 @@ void MadeUnusedCheck::finish() {
       }
       for (const Stmt *W : Writes)
         Context.removeStatement(this->Name, W);
-      Context.removeStatement(this->Name, Declaration);
+      Context.removeStatement(this->Name, Declaration, /*Superseding=*/InitIsDevice);
       Context.applied(this->Name, Var->getLocation());
     }
   }
