@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # accel-migrate's cost against clang's own parse of the same file with the same flags:
-# `accel-migrate --diff FILE` vs `clang-check FILE -- <same flags>`, interleaved, median of N.
+# `accel-migrate --no-cache --diff FILE` vs `clang-check FILE -- <same flags>`, interleaved, median of
+# N: the rewriter's own cost over a parse (bench/migrate_cache.sh measures the preamble cache).
 # Then the parallel mode: `accel-migrate --diff -j 2` on four files against -j 1, same run.
 # Usage: bench/migrate_vs_parse.sh [build-dir] [file] [repetitions]
 set -euo pipefail
@@ -15,7 +16,7 @@ flags=(-std=c++17 -isystem "$torch_api" -resource-dir="$(clang++-14 -print-resou
 now() { date +%s.%N; }
 t_migrate=() t_parse=()
 for _ in $(seq "$reps"); do
-  start=$(now); "$migrate" --quiet --diff "$file" -- "${flags[@]}" > /dev/null; end=$(now)
+  start=$(now); "$migrate" --quiet --no-cache --diff "$file" -- "${flags[@]}" > /dev/null; end=$(now)
   t_migrate+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
   start=$(now); "$check" "$file" -- "${flags[@]}" > /dev/null; end=$(now)
   t_parse+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
@@ -34,9 +35,9 @@ cp examples/spirals/train.cpp "$work/c.cpp"
 cp examples/classifier/train.cpp "$work/d.cpp"
 t_serial=() t_parallel=()
 for _ in $(seq "$reps"); do
-  start=$(now); "$migrate" --quiet --diff -j 1 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
+  start=$(now); "$migrate" --quiet --no-cache --diff -j 1 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
   t_serial+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
-  start=$(now); "$migrate" --quiet --diff -j 2 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
+  start=$(now); "$migrate" --quiet --no-cache --diff -j 2 "$work"/*.cpp -- "${flags[@]}" > /dev/null 2>&1; end=$(now)
   t_parallel+=("$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')")
 done
 s1=$(median "${t_serial[@]}") s2=$(median "${t_parallel[@]}")

@@ -84,6 +84,19 @@ TEST(EditSet, InsertionsAtOneOffsetKeepTheirOrderAndReportChangedRanges) {
   EXPECT_EQ(Changed, (std::vector<std::pair<unsigned, unsigned>>{{3, 1}, {6, 1}}));
 }
 
+TEST(EditSet, ARemovalSupersedesTheEditsInsideIt) {
+  EditSet Set;
+  ASSERT_TRUE(Set.add(replace(10, 0, "before\n", "a")));  // an insertion at the start stays
+  ASSERT_TRUE(Set.add(replace(14, 4, "device()", "b")));  // inside: goes
+  ASSERT_TRUE(Set.add(replace(20, 0, "x", "c")));         // at the end stays
+  ASSERT_TRUE(Set.add(replace(30, 2, "y", "d")));         // outside stays
+  Set.eraseInside(10, 10);
+  ASSERT_TRUE(Set.add(replace(10, 10, "", "e")));
+  std::vector<std::string> Checks;
+  for (const Edit& E : Set.edits()) Checks.push_back(E.Check);
+  EXPECT_EQ(Checks, (std::vector<std::string>{"a", "c", "d", "e"}));
+}
+
 TEST(SourceStyle, LinesChangedOnlyInWhitespaceArePutBack) {
   const std::string Original = "int f() {\n    for (auto& x : v)\n        g(x,\n          y);\n}\n";
   // A formatter re-indented the loop, re-wrapped the call and moved the `&`; one real insertion.
