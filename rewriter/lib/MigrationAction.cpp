@@ -116,8 +116,12 @@ public:
     if (!Options.CachedPreamble)
       return;
     if (auto *Preamble =
-            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource()))
-      Sema.addExternalSource(new DropPreambleInstantiations(Sema, *Preamble));
+            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource())) {
+      // Sema's multiplexer holds its sources by plain pointer: this consumer owns the one it
+      // adds, and outlives Sema (the action frees Sema first).
+      Drop = std::make_unique<DropPreambleInstantiations>(Sema, *Preamble);
+      Sema.addExternalSource(Drop.get());
+    }
   }
 
   void HandleTranslationUnit(ASTContext &Ctx) override {
@@ -144,6 +148,7 @@ private:
   const MigrateOptions &Options;
   TranslationUnitResult &Result;
   const IncludeIndex &Includes;
+  std::unique_ptr<DropPreambleInstantiations> Drop;
 };
 
 class MigrationAction : public ASTFrontendAction {

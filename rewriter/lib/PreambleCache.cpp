@@ -171,6 +171,9 @@ std::string compilePreamble(const PreambleRequest &Request, const std::string &H
     return "the compile command is not one clang understands";
   Invocation->getFrontendOpts().ProgramAction = frontend::GeneratePCH;
   Invocation->getFrontendOpts().OutputFile = Output;
+  // The driver asks clang to leak its AST at exit (-disable-free); in a process that goes on,
+  // it is freed, as ClangTool does.
+  Invocation->getFrontendOpts().DisableFree = false;
 
   CompilerInstance Compiler;
   Compiler.setInvocation(std::move(Invocation));
