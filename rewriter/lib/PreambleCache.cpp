@@ -52,7 +52,8 @@ std::string keyOf(const PreambleRequest &Request) {
   };
   add(Format);
   add(getClangFullVersion());
-  add(Request.Directory);
+  // Not the directory: the include directories in the command line are absolute (see
+  // PreambleRequest), so the same flags in another project's directory read the same headers.
   // The driver by name only (clang++, g++, c++ choose a mode; where the tool is installed does
   // not matter).
   for (size_t I = 0; I < Request.CommandLine.size(); ++I)

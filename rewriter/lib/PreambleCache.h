@@ -25,7 +25,8 @@ namespace accel::migrate {
 
 /// What a preamble is built from.
 struct PreambleRequest {
-  /// The compile command, driver first, as the parse of the file will run it, without the file.
+  /// The compile command, driver first, as the parse of the file will run it, without the file
+  /// and with its include directories absolute.
   std::vector<std::string> CommandLine;
   /// Where the command runs (relative include directories are relative to it).
   std::string Directory;
