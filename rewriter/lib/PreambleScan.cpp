@@ -133,7 +133,7 @@ enum class ScanEnd {
 
 class Scanner {
 public:
-  Scanner(const IncludePaths &Paths) : Paths(Paths) {}
+  explicit Scanner(const IncludePaths &Paths) : Paths(Paths) {}
 
   ScanEnd scan(const std::string &File, unsigned Depth) {
     if (Depth > 16 || !Seen.insert(File).second)
