@@ -7,6 +7,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <set>
 
 namespace accel::migrate {
@@ -67,7 +68,10 @@ std::vector<Directive> leadingDirectives(llvm::StringRef Text, bool &EndsInCode)
       break;
     }
     Trimmed = Trimmed.ltrim();
-    const size_t NameEnd = Trimmed.find_if_not([](char C) { return llvm::isAlnum(C) || C == '_'; });
+    // The directive's name runs to the first character that cannot be in one (or to the end:
+    // `#endif`).
+    const size_t NameEnd = std::min(
+        Trimmed.size(), Trimmed.find_if_not([](char C) { return llvm::isAlnum(C) || C == '_'; }));
     Out.push_back({Trimmed.take_front(NameEnd).str(), Trimmed.drop_front(NameEnd).trim().str()});
   }
   return Out;
