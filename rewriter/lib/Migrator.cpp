@@ -83,34 +83,6 @@ int collectInputs(const std::vector<std::string> &Files, const MigratorOptions &
   return ExitSuccess;
 }
 
-/// CommandLine with its include directories made absolute against Directory: the preamble then
-/// depends on where the headers are, not on where the command runs, and projects in different
-/// directories with the same flags share it.
-std::vector<std::string> withAbsoluteIncludeDirectories(std::vector<std::string> CommandLine,
-                                                        const std::string &Directory) {
-  auto absolute = [&](llvm::StringRef Dir) {
-    llvm::SmallString<256> Path(Directory);
-    llvm::sys::path::append(Path, Dir);
-    llvm::sys::path::remove_dots(Path, true);
-    return std::string(Path);
-  };
-  for (size_t I = 1; I < CommandLine.size(); ++I)
-    for (llvm::StringRef Flag : {"-I", "-isystem", "-iquote", "-idirafter"}) {
-      llvm::StringRef Arg = CommandLine[I];
-      if (!Arg.consume_front(Flag))
-        continue;
-      if (Arg.empty() && I + 1 < CommandLine.size()) {
-        if (llvm::sys::path::is_relative(CommandLine[I + 1]))
-          CommandLine[I + 1] = absolute(CommandLine[I + 1]);
-        ++I;
-      } else if (!Arg.empty() && llvm::sys::path::is_relative(Arg)) {
-        CommandLine[I] = Flag.str() + absolute(Arg);
-      }
-      break;
-    }
-  return CommandLine;
-}
-
 /// The request for File's preamble: its compile command as ClangTool will run it (the same
 /// adjusters, then Extra), without the file. No request (no includes) when the file has no
 /// single compile command or opens with something a preamble would change.
@@ -199,7 +171,6 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
           if (parseAndCheck(Database, Inputs[I], WithPch, WithPreamble, Results[I], &Diagnostics))
             return;
           // The same file parsed whole decides: a real error is reported from there.
-          Results[I] = TranslationUnitResult();
           TranslationUnitResult Whole;
           if (parseAndCheck(Database, Inputs[I], Extra, Checks, Whole, nullptr))
             Cache->discard(Pch, displayPath(Inputs[I]),

@@ -91,41 +91,46 @@ struct IncludePaths {
   bool ForcesIncludes = false;     // -include, -imacros, -include-pch
 };
 
+// The flags that name an include directory, attached (-Iinclude) or as the next argument.
+constexpr llvm::StringLiteral IncludeDirectoryFlags[] = {"-iquote", "-isystem", "-idirafter",
+                                                         "--include-directory=", "-I"};
+
+/// Calls Visit(Flag, Directory) on each include directory of CommandLine (after the driver);
+/// what Visit leaves in Directory is written back.
+template <typename Visitor>
+void forEachIncludeDirectory(std::vector<std::string> &CommandLine, Visitor Visit) {
+  for (size_t I = 1; I < CommandLine.size(); ++I)
+    for (llvm::StringRef Flag : IncludeDirectoryFlags) {
+      llvm::StringRef Arg = CommandLine[I];
+      if (!Arg.consume_front(Flag))
+        continue;
+      if (Arg.empty()) {
+        if (I + 1 < CommandLine.size())
+          Visit(Flag, CommandLine[++I]);
+      } else {
+        std::string Directory = Arg.str();
+        Visit(Flag, Directory);
+        CommandLine[I] = (Flag + Directory).str();
+      }
+      break;
+    }
+}
+
 IncludePaths includePaths(const std::vector<std::string> &CommandLine,
                           const std::string &Directory) {
   IncludePaths Paths;
-  auto absolute = [&](llvm::StringRef Dir) {
-    llvm::SmallString<256> Path(Dir);
-    if (llvm::sys::path::is_relative(Path)) {
-      Path = Directory;
-      llvm::sys::path::append(Path, Dir);
-    }
-    return std::string(Path);
-  };
-  for (size_t I = 0; I < CommandLine.size(); ++I) {
-    llvm::StringRef Arg = CommandLine[I];
-    const bool HasNext = I + 1 < CommandLine.size();
-    for (auto [Flag, Into] : {std::pair{"-iquote", &Paths.Quote},
-                              {"-isystem", &Paths.System},
-                              {"-idirafter", &Paths.System},
-                              {"--include-directory=", &Paths.User},
-                              {"-I", &Paths.User}}) {
-      llvm::StringRef Value = Arg;
-      if (!Value.consume_front(Flag))
-        continue;
-      if (Value.empty() && HasNext)
-        Into->push_back(absolute(CommandLine[++I]));
-      else if (!Value.empty())
-        Into->push_back(absolute(Value));
-      break;
-    }
-    if (Arg == "-include" || Arg == "--include" || Arg.startswith("--include=") ||
-        Arg.startswith("-include-pch") || Arg == "-imacros" || Arg.startswith("-imacros"))
+  std::vector<std::string> Absolute = withAbsoluteIncludeDirectories(CommandLine, Directory);
+  forEachIncludeDirectory(Absolute, [&](llvm::StringRef Flag, const std::string &Dir) {
+    (Flag == "-iquote"                            ? Paths.Quote
+     : Flag == "-isystem" || Flag == "-idirafter" ? Paths.System
+                                                  : Paths.User)
+        .push_back(Dir);
+  });
+  for (llvm::StringRef Arg : CommandLine)
+    // -include FILE, -includeFILE, -include-pch, --include[=], -imacros.
+    if (Arg.startswith("-include") || Arg == "--include" || Arg.startswith("--include=") ||
+        Arg.startswith("-imacros"))
       Paths.ForcesIncludes = true;
-    // -include FILE may also be written -includeFILE.
-    if (Arg.startswith("-include") && !Arg.startswith("-include-"))
-      Paths.ForcesIncludes = true;
-  }
   return Paths;
 }
 
@@ -221,6 +226,19 @@ private:
 };
 
 } // namespace
+
+std::vector<std::string> withAbsoluteIncludeDirectories(std::vector<std::string> CommandLine,
+                                                        const std::string &Directory) {
+  forEachIncludeDirectory(CommandLine, [&](llvm::StringRef, std::string &Dir) {
+    if (!llvm::sys::path::is_relative(Dir))
+      return;
+    llvm::SmallString<256> Path(Directory);
+    llvm::sys::path::append(Path, Dir);
+    llvm::sys::path::remove_dots(Path, true);
+    Dir = std::string(Path);
+  });
+  return CommandLine;
+}
 
 std::vector<std::string> leadingLibraryIncludes(const std::string &MainFile,
                                                 const std::vector<std::string> &CommandLine,

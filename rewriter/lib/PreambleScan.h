@@ -23,4 +23,10 @@ std::vector<std::string> leadingLibraryIncludes(const std::string &MainFile,
                                                 const std::vector<std::string> &CommandLine,
                                                 const std::string &Directory);
 
+/// CommandLine with its include directories (-I, -iquote, -isystem, -idirafter) made absolute
+/// against Directory: a preamble then depends on where the headers are, not on where the command
+/// runs, and projects in different directories with the same flags share it.
+std::vector<std::string> withAbsoluteIncludeDirectories(std::vector<std::string> CommandLine,
+                                                        const std::string &Directory);
+
 } // namespace accel::migrate
