@@ -126,49 +126,47 @@ void MadeUnusedCheck::check(const MatchFinder::MatchResult &Result) {
 
 void MadeUnusedCheck::finish() {
   const SourceManager &SM = Context.sourceManager();
-  // The edits of the file at Loc, and Loc's offset in it.
-  auto editsAt = [&](SourceLocation Loc) -> std::pair<const EditSet *, unsigned> {
-    const FileResult *File = Context.resultFor(Context.source().pathOf(Loc));
-    return {File ? &File->Edits : nullptr, SM.getFileOffset(Loc)};
+  // Whether an edit of the file holding [Begin, End] satisfies Holds(Edit, From, To), From and
+  // To being the range's offsets in that file.
+  auto anyEdit = [&](SourceLocation Begin, SourceLocation End, auto Holds) {
+    Begin = SM.getFileLoc(Begin);
+    const FileResult *File = Context.resultFor(Context.source().pathOf(Begin));
+    const unsigned From = SM.getFileOffset(Begin), To = SM.getFileOffset(SM.getFileLoc(End));
+    return File &&
+           llvm::any_of(File->Edits.edits(), [&](const Edit &E) { return Holds(E, From, To); });
   };
   // A read the migration has rewritten away: inside text another transformation replaced, whose
   // new text does not name the variable.
   auto rewrittenAway = [&](const DeclRefExpr *Ref) {
     if (Ref->getLocation().isMacroID())
       return false;
-    const auto [Edits, Offset] = editsAt(Ref->getLocation());
     const std::string Name = Ref->getDecl()->getName().str();
-    return Edits && llvm::any_of(Edits->edits(), [&](const Edit &E) {
-             return E.Length > 0 && E.Offset <= Offset &&
-                    Offset + Name.size() <= E.Offset + E.Length && !containsWord(E.Text, Name);
-           });
+    return anyEdit(
+        Ref->getLocation(), Ref->getLocation(), [&](const Edit &E, unsigned From, unsigned) {
+          return E.Length > 0 && E.Offset <= From && From + Name.size() <= E.Offset + E.Length &&
+                 !containsWord(E.Text, Name);
+        });
   };
   // Whether any edit touches the statement S.
   auto touched = [&](const Stmt *S) {
-    const SourceLocation Begin = SM.getFileLoc(S->getBeginLoc());
-    const auto [Edits, From] = editsAt(Begin);
-    const unsigned To = SM.getFileOffset(Context.source().afterStatement(S));
-    return Edits && llvm::any_of(Edits->edits(), [&, From = From](const Edit &E) {
-             return E.Offset < To && From < E.Offset + std::max(E.Length, 1u);
-           });
+    return anyEdit(S->getBeginLoc(), Context.source().afterStatement(S),
+                   [](const Edit &E, unsigned From, unsigned To) {
+                     return E.Offset < To && From < E.Offset + std::max(E.Length, 1u);
+                   });
   };
-
   // Whether the device transformation replaced all of E.
   auto replacedByDevice = [&](const Expr *E) {
-    const SourceLocation Begin = SM.getFileLoc(E->getBeginLoc());
-    const auto [Edits, From] = editsAt(Begin);
-    const unsigned To = SM.getFileOffset(SM.getFileLoc(E->getEndLoc()));
-    return Edits && llvm::any_of(Edits->edits(), [&, From = From](const Edit &Ed) {
-             return Ed.Check == "device" && Ed.Offset <= From && To < Ed.Offset + Ed.Length;
-           });
+    return anyEdit(E->getBeginLoc(), E->getEndLoc(),
+                   [](const Edit &Ed, unsigned From, unsigned To) {
+                     return Ed.Check == "device" && Ed.Offset <= From && To < Ed.Offset + Ed.Length;
+                   });
   };
   // Whether new text inside Fn names the variable (`gather_for_metrics(output, targets)`).
   auto namedByNewText = [&](const FunctionDecl *Fn, llvm::StringRef Name) {
-    const auto [Edits, From] = editsAt(SM.getFileLoc(Fn->getBeginLoc()));
-    const unsigned To = SM.getFileOffset(SM.getFileLoc(Fn->getEndLoc()));
-    return Edits && llvm::any_of(Edits->edits(), [&, From = From](const Edit &E) {
-             return E.Offset >= From && E.Offset <= To && containsWord(E.Text, Name);
-           });
+    return anyEdit(Fn->getBeginLoc(), Fn->getEndLoc(),
+                   [&](const Edit &E, unsigned From, unsigned To) {
+                     return E.Offset >= From && E.Offset <= To && containsWord(E.Text, Name);
+                   });
   };
 
   for (const FunctionDecl *Fn : Functions) {
