@@ -3,14 +3,19 @@
 // parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one
 // (3 layers of 256). Then fp16 loss scaling: the fused kernel dividing the scale out itself
 // against the scaler's separate unscale pass before it. Then the whole training step with AdamW
-// (batch 64): accel's prepared model and optimizer against the plain LibTorch loop. Steps
-// alternate between the contenders in rounds; figures are ratios of medians. Beside each step time,
-// the ATen ops one step dispatches (on a GPU, its kernel launches at least).
-//   accel_bench_optimizer_step [ROUNDS]
+// (batch 64): accel's prepared model and optimizer against the plain LibTorch loop, in fp32 and
+// under bf16 autocast, with each of accel's three step paths. Steps alternate between the
+// contenders in rounds; figures are ratios of medians. Beside each step time, the ATen ops one step
+// dispatches, and on a GPU the kernels it launches (the Kineto profiler's count).
+//   accel_bench_optimizer_step [ROUNDS] [--device cuda]
+// On a GPU its twin for PyTorch and Accelerate is vs_accelerate/gpu_step.py (scripts/gpu-check.sh
+// runs both on the same card).
 
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/torch.h>
 
 #include "bench_util.h"
@@ -21,10 +26,23 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 
 namespace {
+
+torch::Device device = torch::kCPU;  // --device
+
+/// Wall time of `fn` on an idle GPU, waiting for its queue to drain at the end.
+template <typename Fn>
+double timed(Fn&& fn) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+  return accel_bench::seconds([&] {
+    fn();
+    if (device.is_cuda()) torch::cuda::synchronize();
+  });
+}
 
 std::vector<torch::Tensor> mlp_parameters(int64_t width, int64_t depth) {
   std::vector<torch::Tensor> params;
@@ -35,6 +53,7 @@ std::vector<torch::Tensor> mlp_parameters(int64_t width, int64_t depth) {
   params.push_back(torch::randn({1, width}) * 0.02);
   params.push_back(torch::zeros({1}));
   for (auto& p : params) {
+    p = p.to(device);
     p.requires_grad_(true);
     p.mutable_grad() = torch::randn_like(p) * 1e-3;
   }
@@ -70,6 +89,38 @@ int64_t top_level_ops(const std::function<void()>& call) {
   return count;
 }
 
+/// GPU kernels a call launches, as the Kineto profiler records them (copies and fills left out);
+/// -1 on the CPU.
+int64_t kernel_launches(const std::function<void()>& call) {
+  if (!device.is_cuda()) return -1;
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  call();
+  torch::cuda::synchronize();
+  const auto result = profiler::disableProfiler();
+  int64_t kernels = 0;
+  for (const auto& event : result->events()) {
+    const auto name = event.name();
+    if (event.deviceType() == c10::DeviceType::CUDA && name.rfind("Memcpy", 0) != 0 &&
+        name.rfind("Memset", 0) != 0) {
+      ++kernels;
+    }
+  }
+  return kernels;
+}
+
+/// "N ops" on the CPU, "N ops, K kernels" on a GPU.
+std::string dispatched(const std::function<void()>& call) {
+  std::string text = std::to_string(top_level_ops(call)) + " ops";
+  const int64_t kernels = kernel_launches(call);
+  if (kernels >= 0) text += ", " + std::to_string(kernels) + " kernels";
+  return text;
+}
+
 std::vector<double> handover_share;  // per comparison: step-count handover / fused step
 
 template <typename O, typename Options>
@@ -81,16 +132,17 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
   O plain(params, options);
   auto prepared = accelerator.prepare(O(fused_params, options));
   O listed(foreach_params, options);
-  const int steps = width >= 1024 ? 3 : 50;  // per round, so a round takes milliseconds or more
+  // Per round, so a round takes milliseconds or more.
+  const int steps = width >= 1024 && device.is_cpu() ? 3 : 50;
   std::vector<double> own, fused, foreach_times;
   for (int round = 0; round < rounds + 2; ++round) {  // the first two rounds warm up
-    const double a = accel_bench::seconds([&] {
+    const double a = timed([&] {
       for (int i = 0; i < steps; ++i) plain.step();
     });
-    const double b = accel_bench::seconds([&] {
+    const double b = timed([&] {
       for (int i = 0; i < steps; ++i) prepared.step();
     });
-    const double c = accel_bench::seconds([&] {
+    const double c = timed([&] {
       for (int i = 0; i < steps; ++i) {
         accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach);
       }
@@ -108,24 +160,22 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
     std::vector<double> handover;
     for (int round = 0; round < rounds; ++round) {
       const std::vector<int64_t> counts(fused_params.size(), 100 + round);
-      handover.push_back(accel_bench::seconds([&] {
+      handover.push_back(timed([&] {
                            for (int i = 0; i < steps; ++i) {
-                             accel::detail::step_tensors(counts, torch::kCPU);
+                             accel::detail::step_tensors(counts, device);
                            }
                          }) /
                          steps);
     }
     handover_share.push_back(accel_bench::median(handover) * 1e3 / fused_ms);
   }
-  const int64_t own_ops = top_level_ops([&] { plain.step(); });
-  const int64_t fused_ops = top_level_ops([&] { prepared.step(); });
-  const int64_t foreach_ops = top_level_ops(
+  const auto own_ops = dispatched([&] { plain.step(); });
+  const auto fused_ops = dispatched([&] { prepared.step(); });
+  const auto foreach_ops = dispatched(
       [&] { accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach); });
-  std::printf(
-      "| %s | %s | %.3f ms, %lld ops | %.3f ms, %lld ops | %.2f | %.3f ms, %lld ops | %.2f |\n",
-      model.c_str(), name.c_str(), own_ms, static_cast<long long>(own_ops), fused_ms,
-      static_cast<long long>(fused_ops), fused_ms / own_ms, foreach_ms,
-      static_cast<long long>(foreach_ops), foreach_ms / own_ms);
+  std::printf("| %s | %s | %.3f ms, %s | %.3f ms, %s | %.2f | %.3f ms, %s | %.2f |\n",
+              model.c_str(), name.c_str(), own_ms, own_ops.c_str(), fused_ms, fused_ops.c_str(),
+              fused_ms / own_ms, foreach_ms, foreach_ops.c_str(), foreach_ms / own_ms);
 }
 
 /// fp16 loss scaling with AdamW: the scaler's unscale pass then the fused step, against the fused
@@ -148,13 +198,13 @@ void scaled_step(const std::string& model, int64_t width, int64_t depth, int rou
   };
   std::vector<double> separate_times, in_kernel_times;
   for (int round = 0; round < rounds + 2; ++round) {
-    const double a = accel_bench::seconds([&] {
+    const double a = timed([&] {
       separate_scaler.step(separate,
                            [&] { accel::detail::multi_tensor_step(separate, StepKernel::fused); });
       separate_scaler.update();
     });
     rescale(params);  // the separate pass unscaled them in place
-    const double b = accel_bench::seconds([&] {
+    const double b = timed([&] {
       in_kernel_scaler.step_unscaling_in_kernel(in_kernel, [&](std::optional<double> grad_scale) {
         accel::detail::multi_tensor_step(in_kernel, StepKernel::fused, grad_scale);
       });
@@ -171,34 +221,73 @@ void scaled_step(const std::string& model, int64_t width, int64_t depth, int rou
               in_kernel_ms / separate_ms);
 }
 
-void whole_step(accel::Accelerator& accelerator, const std::string& model_name, int64_t width,
-                int64_t depth, int rounds) {
-  const auto x = torch::randn({64, width});
-  const auto y = torch::randn({64, 1});
+/// Plain LibTorch's autocast for a scope: what a hand-written bf16 loop sets around its forward.
+class PlainAutocast {
+ public:
+  explicit PlainAutocast(bool on) : on_(on) {
+    if (!on_) return;
+    at::autocast::set_autocast_dtype(device.type(), at::kBFloat16);
+    at::autocast::set_autocast_enabled(device.type(), true);
+  }
+  ~PlainAutocast() {
+    if (!on_) return;
+    at::autocast::set_autocast_enabled(device.type(), false);
+    at::autocast::clear_cache();
+  }
+  PlainAutocast(const PlainAutocast&) = delete;
+  PlainAutocast& operator=(const PlainAutocast&) = delete;
+
+ private:
+  bool on_;
+};
+
+/// One row: accel's prepared model and optimizer, stepping by `path` ("fused", "foreach" or
+/// "LibTorch's"), against the plain LibTorch loop with LibTorch's AdamW, both in `precision`
+/// ("no" or "bf16").
+void whole_step(const std::string& model_name, int64_t width, int64_t depth,
+                const std::string& precision, const std::string& path, int rounds) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(device.is_cpu())
+                                     .mixed_precision(precision)
+                                     .fused_optimizer(path != "LibTorch's"));
+  const auto x = torch::randn({64, width}).to(device);
+  const auto y = torch::randn({64, 1}).to(device);
   torch::manual_seed(0);
   auto plain_model = accel_vs::build_mlp(width, depth);
+  plain_model->to(device);
   torch::optim::AdamW plain_optimizer(plain_model->parameters(), torch::optim::AdamWOptions(1e-3));
   torch::manual_seed(0);
   auto model = accel_vs::build_mlp(width, depth);
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(
       torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-3)));
-  const int steps = width >= 1024 ? 3 : 50;
+  const int steps = width >= 1024 && device.is_cpu() ? 3 : 50;
   std::vector<double> plain, accelerated;
   for (int round = 0; round < rounds + 2; ++round) {
-    const double a = accel_bench::seconds([&] {
+    const double a = timed([&] {
       for (int i = 0; i < steps; ++i) {
         plain_optimizer.zero_grad();
-        torch::mse_loss(plain_model->forward(x), y).backward();
+        torch::Tensor loss;
+        {
+          PlainAutocast autocast(precision == "bf16");
+          loss = torch::mse_loss(plain_model->forward(x), y);
+        }
+        loss.backward();
         plain_optimizer.step();
       }
     });
-    const double b = accel_bench::seconds([&] {
+    const double b = timed([&] {
       for (int i = 0; i < steps; ++i) {
         auto scope = accelerator.accumulate(model);
         optimizer.zero_grad();
         accelerator.backward(torch::mse_loss(model->forward(x), y));
-        optimizer.step();
+        if (path == "foreach") {
+          // No option picks the foreach ops where the fused kernel suits: called directly, as
+          // the prepared step would (one process, no scaler, a synchronising step).
+          accel::detail::multi_tensor_step(optimizer, accel::detail::StepKernel::foreach);
+        } else {
+          optimizer.step();
+        }
       }
     });
     if (round < 2) continue;
@@ -207,16 +296,28 @@ void whole_step(accel::Accelerator& accelerator, const std::string& model_name, 
   }
   const double plain_ms = accel_bench::median(plain) * 1e3;
   const double accel_ms = accel_bench::median(accelerated) * 1e3;
-  std::printf("| %s | %.3f ms | %.3f ms | %.2f |\n", model_name.c_str(), plain_ms, accel_ms,
+  std::printf("| %s | %s | %s | %.3f ms | %.3f ms | %.2f |\n", model_name.c_str(),
+              precision == "no" ? "fp32" : precision.c_str(), path.c_str(), plain_ms, accel_ms,
               accel_ms / plain_ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 15;
-  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-  std::printf("median of %d rounds; %d thread(s)\n", rounds, torch::get_num_threads());
+  int rounds = 15;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--device" && i + 1 < argc) {
+      device = torch::Device(argv[++i]);
+    } else {
+      rounds = std::atoi(argv[i]);
+    }
+  }
+  if (device.is_cuda())
+    device = torch::Device(torch::kCUDA, device.has_index() ? device.index() : 0);
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(device.is_cpu()));
+  std::printf("on %s, median of %d rounds; %d thread(s)\n", device.str().c_str(), rounds,
+              torch::get_num_threads());
   std::printf(
       "| model | optimizer | LibTorch's step | fused step | fused / LibTorch | foreach step | "
       "foreach / LibTorch |\n");
@@ -233,17 +334,27 @@ int main(int argc, char** argv) {
   std::printf("handing LibTorch's step counts to the kernels: at most %.1f%% of a fused step\n",
               100 * *std::max_element(handover_share.begin(), handover_share.end()));
   std::printf(
-      "\nfp16 loss scaling, AdamW: the scaler's unscale pass (accel's CPU path), or the kernel's "
-      "grad_scale (its CUDA path)\n");
+      "\nfp16 loss scaling, AdamW: the scaler's unscale pass then the fused step, or the fused "
+      "kernel dividing the scale out (grad_scale)\n");
   std::printf("| model | unscale pass + fused step | fused step with grad_scale | ratio |\n");
   std::printf("|---|---|---|---|\n");
   const int scaled_rounds = std::max(rounds, 30);  // one step a round: more rounds
   scaled_step("4 x 2048", 2048, 4, scaled_rounds);
   scaled_step("3 x 256", 256, 3, 10 * scaled_rounds);
-  std::printf("\nwhole training step, AdamW, batch 64\n");
-  std::printf("| model | plain LibTorch loop | accel (fused step) | accel / plain |\n");
-  std::printf("|---|---|---|---|\n");
-  whole_step(accelerator, "4 x 2048", 2048, 4, rounds);
-  whole_step(accelerator, "3 x 256", 256, 3, rounds);
+  std::printf(
+      "\nwhole training step, AdamW, batch 64: the plain loop steps with LibTorch's AdamW\n");
+  std::printf(
+      "| model | precision | accel's step | plain LibTorch loop | accel | accel / plain |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  // bf16 on the CPU autocasts too, but nobody trains a 2048-wide MLP so: rows for GPUs.
+  const std::vector<std::string> precisions =
+      device.is_cuda() ? std::vector<std::string>{"no", "bf16"} : std::vector<std::string>{"no"};
+  for (const auto& precision : precisions) {
+    for (const char* path : {"fused", "foreach", "LibTorch's"}) {
+      if (device.is_cpu() && std::string(path) == "foreach") continue;  // CPU steps never take it
+      whole_step("4 x 2048", 2048, 4, precision, path, rounds);
+      whole_step("3 x 256", 256, 3, precision, path, rounds);
+    }
+  }
   return 0;
 }

@@ -7,8 +7,15 @@
 // not a PCIe link. The strategies are built side by side and step in turn, round after round, so
 // they see the same machine; figures are medians.
 //   accel launch --num_processes 2 build/bench/accel_bench_sharding [ROUNDS]
+// With --device cuda each process trains on its GPU, and the table also gives what each strategy
+// holds on the device and the most its step allocated there beyond that. On one process every
+// strategy but the offloading ones runs as NO_SHARD (there is nothing to shard across); FULL_SHARD
+// with CPU offload keeps weights, gradients and Adam state on the host and gathers each unit onto
+// the device for its operators:
+//   build/bench/accel_bench_sharding 5 --device cuda
 
 #include <accel/accel.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
 #include "bench_util.h"
@@ -23,6 +30,16 @@
 namespace {
 
 constexpr int64_t kWidth = 4096, kDepth = 6, kBatch = 16;
+bool on_gpu = false;  // --device cuda
+
+/// Bytes the caching allocator has handed out on this process's GPU: now, and at most since the
+/// last reset.
+int64_t device_allocated(bool peak = false) {
+  torch::cuda::synchronize();
+  const auto index = c10::cuda::current_device();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+  return peak ? stats.allocated_bytes[0].peak : stats.allocated_bytes[0].current;
+}
 
 torch::nn::Sequential build_model() {
   torch::manual_seed(0);
@@ -42,12 +59,15 @@ struct Run {
   torch::nn::Sequential model;
   std::unique_ptr<accel::AcceleratedOptimizer<torch::optim::AdamW>> optimizer;
   std::vector<double> step_seconds;
+  // On the GPU: the most that forward, and backward with the optimizer step, allocated beyond what
+  // was held before the step.
+  int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
 
   Run(std::string name, bool offload_to_host)
       : strategy(std::move(name)), offload(offload_to_host) {
     accelerator = std::make_unique<accel::Accelerator>(
         accel::AcceleratorOptions()
-            .cpu(true)
+            .cpu(!on_gpu)
             .sharding_strategy(strategy)
             .fsdp_offload_params(offload)
             .fsdp_transformer_layer_cls_to_wrap(strategy == "FULL_SHARD"
@@ -62,23 +82,33 @@ struct Run {
   void step(int64_t round) {
     auto generator =
         at::make_generator<at::CPUGeneratorImpl>(round * 1000 + accelerator->process_index());
-    auto x = torch::randn({kBatch, kWidth}, generator);
-    accelerator->backward(model->forward(x).pow(2).mean());
+    auto x = torch::randn({kBatch, kWidth}, generator).to(accelerator->device());
+    const int64_t before = on_gpu ? device_allocated() : 0;
+    auto peak_since = [&](int64_t& most) {
+      if (!on_gpu) return;
+      most = std::max(most, device_allocated(/*peak=*/true) - before);
+      c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    };
+    if (on_gpu) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    auto loss = model->forward(x).pow(2).mean();
+    peak_since(forward_peak_bytes);
+    accelerator->backward(loss);
     optimizer->step();
     optimizer->zero_grad();
+    peak_since(backward_peak_bytes);
   }
 
   /// Distinct storages behind the parameters, gradients and Adam state, after a step (before
-  /// zero_grad); views of one buffer count once.
-  int64_t held_bytes() {
-    auto x = torch::randn({kBatch, kWidth});
+  /// zero_grad), wherever they are and on the GPU; views of one buffer count once.
+  std::pair<int64_t, int64_t> held_bytes() {
+    auto x = torch::randn({kBatch, kWidth}).to(accelerator->device());
     accelerator->backward(model->forward(x).pow(2).mean());
     optimizer->step();
-    std::map<const void*, int64_t> storages;
+    std::map<const void*, std::pair<int64_t, bool>> storages;  // bytes, on the GPU
     auto count = [&](const torch::Tensor& t) {
       // FULL_SHARD's parameters have no storage data of their own (their shards are counted).
       if (t.defined() && t.storage().data() != nullptr) {
-        storages[t.storage().data()] = t.storage().nbytes();
+        storages[t.storage().data()] = {t.storage().nbytes(), t.is_cuda()};
       }
     };
     for (const auto& p : model->parameters()) {
@@ -97,16 +127,27 @@ struct Run {
       count(state.exp_avg_sq());
     }
     optimizer->zero_grad();
-    int64_t bytes = 0;
-    for (const auto& entry : storages) bytes += entry.second;
-    return bytes;
+    int64_t bytes = 0, on_device = 0;
+    for (const auto& [data, storage] : storages) {
+      bytes += storage.first;
+      if (storage.second) on_device += storage.first;
+    }
+    return {bytes, on_device};
   }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+  int rounds = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--device" && i + 1 < argc) {
+      on_gpu = torch::Device(argv[++i]).is_cuda();
+    } else {
+      rounds = std::atoi(argv[i]);
+    }
+  }
   std::vector<std::unique_ptr<Run>> runs;
   for (const char* strategy :
        {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP", "FULL_SHARD"}) {
@@ -119,26 +160,39 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds + 1; ++round) {  // the first round warms up
     for (auto& run : runs) {
       run->accelerator->wait_for_everyone();
-      const double seconds = accel_bench::seconds([&] { run->step(round); });
+      const double seconds = accel_bench::seconds([&] {
+        run->step(round);
+        if (on_gpu) torch::cuda::synchronize();
+      });
       if (round > 0) run->step_seconds.push_back(seconds);
     }
   }
-  std::vector<int64_t> held;
+  std::vector<std::pair<int64_t, int64_t>> held;
   for (auto& run : runs) held.push_back(run->held_bytes());
   if (!main_accelerator.is_main_process()) return 0;
-  std::printf("%lld processes, %lld parameters, median of %d rounds, %d thread(s) per process\n",
-              static_cast<long long>(main_accelerator.num_processes()),
-              static_cast<long long>(kWidth * kWidth * kDepth + kWidth * kDepth), rounds,
-              torch::get_num_threads());
-  std::printf("| strategy | step | step / NO_SHARD | held per process | held / NO_SHARD |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf(
+      "%lld processes on %s, %lld parameters, median of %d rounds, %d thread(s) per "
+      "process\n",
+      static_cast<long long>(main_accelerator.num_processes()),
+      main_accelerator.device().str().c_str(),
+      static_cast<long long>(kWidth * kWidth * kDepth + kWidth * kDepth), rounds,
+      torch::get_num_threads());
+  std::printf("| strategy | step | step / NO_SHARD | held per process | held / NO_SHARD |%s\n",
+              on_gpu ? " held on the GPU | forward's peak beyond it | backward and step's |" : "");
+  std::printf("|---|---|---|---|---|%s\n", on_gpu ? "---|---|---|" : "");
   const double base_step = accel_bench::median(runs.front()->step_seconds);
   for (size_t i = 0; i < runs.size(); ++i) {
-    const double step = accel_bench::median(runs[i]->step_seconds);
-    std::printf("| %s%s | %.3f s | %.2f | %.0f MiB | %.2f |\n", runs[i]->strategy.c_str(),
-                runs[i]->offload ? ", CPU offload" : "", step, step / base_step,
-                held[i] / 1048576.0,
-                static_cast<double>(held[i]) / static_cast<double>(held.front()));
+    const auto& run = *runs[i];
+    const double step = accel_bench::median(run.step_seconds);
+    std::printf("| %s%s | %.3f s | %.2f | %.0f MiB | %.2f |", run.strategy.c_str(),
+                run.offload ? ", CPU offload" : "", step, step / base_step,
+                held[i].first / 1048576.0,
+                static_cast<double>(held[i].first) / static_cast<double>(held.front().first));
+    if (on_gpu) {
+      std::printf(" %.0f MiB | %.0f MiB | %.0f MiB |", held[i].second / 1048576.0,
+                  run.forward_peak_bytes / 1048576.0, run.backward_peak_bytes / 1048576.0);
+    }
+    std::printf("\n");
   }
   return 0;
 }

@@ -1,90 +1,126 @@
 #!/usr/bin/env bash
-# The CUDA paths on a machine with a CUDA GPU: builds libaccel and the tests labelled `gpu`
-# against the machine's own PyTorch (2.11+cu130 on the lent machines), runs them, then builds the
-# example programs plain and migrated and runs both on cuda:0 (they must print the same).
+# The CUDA paths on a machine with a CUDA GPU: the tests labelled `gpu`, the example programs
+# plain and migrated on cuda:0 (they must print the same), and the GPU timing table (accel's
+# optimizer steps and training step against plain LibTorch, PyTorch and Accelerate; the device
+# memory of each sharding strategy on one process).
 #
-# The GPU machines have no network and none of Debian's -dev packages, so the build's small
-# dependencies travel with the tree:
-#   scripts/gpu-check.sh --bundle      (here) writes build-gpu-deps/: GoogleTest, yaml-cpp, CLI11,
-#                                      nlohmann-json and Gloo's headers, and the examples migrated
-#                                      by this machine's accel-migrate (needs a build in build/)
-#   scripts/gpu-check.sh               (there, with build-gpu-deps/ carried) builds and runs
+# Device time is short and the lent machines have no network, so everything is built here, against
+# the same torch 2.11 CUDA 13 wheel the machines hold, and travels in one folder:
+#   scripts/gpu-check.sh --bundle      (here, after scripts/test.sh or a build in build/) writes
+#                                      build-gpu-deps/: the test and benchmark binaries, the six
+#                                      example programs, and the shared libraries they need that
+#                                      are neither LibTorch's nor the C library's
+#   scripts/gpu-check.sh               (there, with build-gpu-deps/ carried) runs everything with
+#                                      the machine's own LibTorch, writes the log to $OUT (when
+#                                      set) and exits non-zero if anything failed
 # CI does not need this script: it builds the gpu tests and leaves them out (ctest -LE gpu).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 deps=$root/build-gpu-deps
+build=${ACCEL_BUILD_DIR:-$root/build}
 examples=(classifier curve_fit spirals)
+binaries=(test/accel_gpu_tests bench/accel_bench_optimizer_step bench/accel_bench_sharding)
 
 bundle() {
-  rm -rf "$deps" && mkdir -p "$deps/include" "$deps/lib/x86_64-linux-gnu/cmake" "$deps/migrated"
-  local lib=/usr/lib/x86_64-linux-gnu
-  cp -r /usr/include/gtest /usr/include/gmock /usr/include/yaml-cpp /usr/include/CLI \
-        /usr/include/nlohmann /usr/include/gloo "$deps/include/"
-  # Debian's layout, so GTest's package config finds its prefix four folders up as at home.
-  cp "$lib"/libgtest.a "$lib"/libgtest_main.a "$lib"/libyaml-cpp.a "$deps/lib/x86_64-linux-gnu/"
-  cp -r "$lib/cmake/GTest" "$deps/lib/x86_64-linux-gnu/cmake/"
-  # yaml-cpp's static library under a config of its own (Debian's names the shared one).
-  mkdir -p "$deps/lib/cmake/yaml-cpp"
-  cat > "$deps/lib/cmake/yaml-cpp/yaml-cpp-config.cmake" <<'EOF'
-get_filename_component(_prefix "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)
-add_library(yaml-cpp STATIC IMPORTED)
-set_target_properties(yaml-cpp PROPERTIES
-  IMPORTED_LOCATION "${_prefix}/lib/x86_64-linux-gnu/libyaml-cpp.a"
-  INTERFACE_INCLUDE_DIRECTORIES "${_prefix}/include")
-EOF
-  [ -x build/rewriter/accel-migrate ] || { echo "gpu-check: build/ has no accel-migrate; run scripts/test.sh first" >&2; exit 1; }
+  [ -x "$build/rewriter/accel-migrate" ] ||
+    { echo "gpu-check: $build has no accel-migrate; run scripts/test.sh first" >&2; exit 1; }
+  # The gpu tests exist only in a build against a CUDA LibTorch.
+  grep -q 'accel_gpu_tests:' "$build/build.ninja" ||
+    { echo "gpu-check: $build is not a CUDA build of libaccel" >&2; exit 1; }
+  local torch_root work=$build/gpu-bundle
+  torch_root=$("$root/scripts/python-env.sh" --torch-dir)
+  cmake --build "$build" --target accel_gpu_tests accel_bench_optimizer_step accel_bench_sharding
+  rm -rf "$deps" "$work" && mkdir -p "$deps/bin" "$deps/lib" "$work"
+  cmake --install "$build" --prefix "$work/install" > /dev/null
+  for binary in "${binaries[@]}"; do cp "$build/$binary" "$deps/bin/"; done
+
+  # The examples as their users build them: plain against LibTorch, migrated against libaccel.
   for example in "${examples[@]}"; do
-    mkdir -p "$deps/migrated/$example"
-    cp "examples/$example/train.cpp" "examples/$example/CMakeLists.txt" "$deps/migrated/$example/"
-    build/rewriter/accel-migrate "$deps/migrated/$example/train.cpp"
+    mkdir -p "$work/$example/migrated-source"
+    cp "examples/$example/train.cpp" "examples/$example/CMakeLists.txt" \
+      "$work/$example/migrated-source/"
+    "$build/rewriter/accel-migrate" --cache-dir="$build/migrate-cache" \
+      "$work/$example/migrated-source/train.cpp"
+    cmake -S "examples/$example" -B "$work/$example/plain" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$torch_root" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null
+    cmake -S "$work/$example/migrated-source" -B "$work/$example/migrated" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$work/install;$torch_root" \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache > /dev/null
+    cmake --build "$work/$example/plain" > /dev/null
+    cmake --build "$work/$example/migrated" > /dev/null
+    cp "$work/$example/plain/train" "$deps/bin/${example}_plain"
+    cp "$work/$example/migrated/train" "$deps/bin/${example}_migrated"
   done
+  strip --strip-debug "$deps"/bin/*
+
+  # Shared libraries from this machine's packages (protobuf for the TensorBoard tracker, CUDA's
+  # runtime): the GPU machine's image has other versions or none. LibTorch's own, and the C and
+  # C++ runtime (older here than there), stay behind.
+  ldd "$deps"/bin/* | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -vE '/torch/lib/|/nvidia/|/(libc|libm|libdl|librt|libpthread|libutil|libgcc_s|libstdc\+\+)\.so|ld-linux' |
+    while read -r library; do cp -L "$library" "$deps/lib/"; done
   du -sh "$deps"
+  ls "$deps/bin" "$deps/lib"
   echo "gpu-check: carry build-gpu-deps to the GPU machine with the tree"
 }
 
+failures=()
+
+# Runs one step of the check, keeping on after a failure so one run shows everything.
+step() {
+  local name=$1
+  shift
+  echo
+  echo "== $name"
+  if "$@"; then echo "== $name: passed"; else failures+=("$name"); echo "== $name: FAILED"; fi
+}
+
+example_matches() {
+  local example=$1 work=$2/$1
+  mkdir -p "$work/plain" "$work/migrated"
+  (cd "$work/plain" && "$deps/bin/${example}_plain" > ../plain.txt)
+  # Exactly what the plain program printed needs LibTorch's own optimizer step, not the fused one.
+  (cd "$work/migrated" && ACCEL_FUSED_OPTIMIZER=0 "$deps/bin/${example}_migrated" > ../migrated.txt)
+  tail -n 3 "$work/migrated.txt"
+  diff -u "$work/plain.txt" "$work/migrated.txt"
+}
+
 check() {
-  command -v nvidia-smi > /dev/null && nvidia-smi -L || true
-  [ -d "$deps" ] || { echo "gpu-check: build-gpu-deps/ is missing: run scripts/gpu-check.sh --bundle here and carry it" >&2; exit 1; }
-  local python=python3 torch_root
-  venv=$("$root/scripts/python-env.sh")
-  [ -x "$venv/bin/python" ] && python="$venv/bin/python"
+  [ -d "$deps/bin" ] ||
+    { echo "gpu-check: build-gpu-deps/ is missing: run scripts/gpu-check.sh --bundle here and carry it" >&2; exit 1; }
+  nvidia-smi -L || true
+  local python=python3 torch_root work
   torch_root=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
-  echo "== LibTorch from $torch_root ($("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'))"
+  echo "LibTorch from $torch_root ($("$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'))"
+  export LD_LIBRARY_PATH="$deps/lib:$torch_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  work=$(mktemp -d)
 
-  # The GTest package config expects to sit at <prefix>/lib/cmake/GTest.
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_PREFIX_PATH="$torch_root;$deps" -DCMAKE_CXX_FLAGS="-isystem $deps/include" \
-    -DACCEL_BUILD_REWRITER=OFF -DACCEL_BUILD_BENCHMARKS=OFF > build-gpu.log
-  cmake --build build-gpu -j "$(nproc)" --target accel accel_cli accel_selfcheck accel_gpu_tests
-  echo "== ctest -L gpu"
-  ctest --test-dir build-gpu -L gpu --output-on-failure
-
-  echo "== examples, plain and migrated, on cuda:0"
-  cmake --install build-gpu --prefix build-gpu/install > /dev/null
+  step "gpu tests" "$deps/bin/accel_gpu_tests"
   for example in "${examples[@]}"; do
-    local work=build-gpu/examples/$example
-    rm -rf "$work" && mkdir -p "$work/run-plain" "$work/run-migrated"
-    cmake -S "examples/$example" -B "$work/plain" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$torch_root" > /dev/null
-    cmake --build "$work/plain" > /dev/null
-    cmake -S "$deps/migrated/$example" -B "$work/migrated" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$root/build-gpu/install;$torch_root" > /dev/null
-    cmake --build "$work/migrated" > /dev/null
-    (cd "$work/run-plain" && ../plain/train > ../plain.txt)
-    # Exactly what the plain program printed needs LibTorch's own optimizer step, not the fused one.
-    (cd "$work/run-migrated" && ACCEL_FUSED_OPTIMIZER=0 ../migrated/train > ../migrated.txt)
-    if diff -u "$work/plain.txt" "$work/migrated.txt"; then
-      echo "$example: the migrated program on cuda:0 printed what the plain one did"
-    else
-      echo "$example: the migrated program differs from the plain one on cuda:0"; exit 1
-    fi
+    step "$example: migrated prints what plain prints on cuda:0" example_matches "$example" "$work"
   done
-  echo "gpu-check: all passed"
+  step "optimizer and training steps: accel and plain LibTorch" \
+    "$deps/bin/accel_bench_optimizer_step" 15 --device cuda
+  step "the same for PyTorch and Accelerate" \
+    "$python" bench/vs_accelerate/gpu_step.py --rounds 15
+  step "device memory by sharding strategy, one process" \
+    "$deps/bin/accel_bench_sharding" 5 --device cuda
+
+  echo
+  if [ ${#failures[@]} -eq 0 ]; then echo "gpu-check: all passed"; return 0; fi
+  printf 'gpu-check: FAILED: %s\n' "${failures[@]}"
+  return 1
 }
 
 case "${1:-}" in
   --bundle) bundle ;;
-  "") check ;;
+  "")
+    if [ -n "${OUT:-}" ]; then
+      check 2>&1 | tee "$OUT/gpu-check.log"
+      exit "${PIPESTATUS[0]}"
+    fi
+    check
+    ;;
   *) echo "usage: $0 [--bundle]" >&2; exit 2 ;;
 esac

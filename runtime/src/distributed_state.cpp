@@ -8,11 +8,36 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace accel {
 namespace detail {
 namespace {
+
+std::mutex process_state_mutex;
+std::shared_ptr<DistributedState> process_state;
+
+// The process's groups must go before CUDA does. ProcessGroupNCCL's destructor aborts its
+// communicators through the CUDA runtime; a group still held by `process_state` when the program
+// ends would be destroyed with the static objects, after the runtime's own exit handler has
+// unloaded it, and the abort throws out of the destructor ("driver shutting down"):
+// std::terminate, and a run that finished ends in SIGABRT. Exit handlers run in the reverse order
+// of their registration, so one registered once the runtime is up (an NCCL group needs it) runs
+// before the runtime's.
+void release_process_state_before_cuda_exits() {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    std::atexit([] {
+      std::shared_ptr<DistributedState> state;
+      {
+        std::lock_guard<std::mutex> lock(process_state_mutex);
+        state.swap(process_state);
+      }
+      // Destroyed here, outside the lock, if no Accelerator outlives main().
+    });
+  });
+}
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -71,6 +96,7 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
 #ifdef USE_C10D_NCCL
   auto backend =
       make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout);
+  release_process_state_before_cuda_exits();
   groups.device = make_process_group(store, rank, size, gloo, backend);
   groups.backend = "nccl";
   return groups;
@@ -80,11 +106,6 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
               "NCCL backend for CUDA tensors");
 #endif
 }
-
-namespace {
-std::mutex process_state_mutex;
-std::shared_ptr<DistributedState> process_state;
-}  // namespace
 
 std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& options) {
   std::lock_guard<std::mutex> lock(process_state_mutex);

@@ -149,7 +149,10 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
 TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
   // The Accelerator on cuda:0, one process: FULL_SHARD with CPU offload keeps the parameters,
   // their gradients and Adam's state on the host; the device holds what is gathered at the
-  // moment and the gradient send buffers. 8 x 1024 x 1024 (8.4M parameters, 33.6 MB in fp32).
+  // moment and the two gradient send buffers, each the size of the largest unit. 8 x 1024 x 1024
+  // (8.4M parameters, 33.6 MB in fp32) in units of one Linear (4.2 MB): units of the default
+  // 25 MiB would hold 6 of the 8 layers, and two send buffers of that size are more than the
+  // model.
   auto allocated = [] {
     c10::cuda::device_synchronize();
     return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current;
@@ -182,23 +185,31 @@ TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
   for (const auto& p : reference->parameters()) parameter_bytes += p.nbytes();
   const auto before = allocated();
 
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions().sharding_strategy("FULL_SHARD").fsdp_offload_params(true));
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .sharding_strategy("FULL_SHARD")
+                                     .fsdp_offload_params(true)
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
   ASSERT_TRUE(accelerator.device().is_cuda());
   auto model = make_model();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {1e-3}));
   ASSERT_NE(optimizer.shards(), nullptr);
+  int64_t peak = 0;
   for (int64_t step = 0; step < 3; ++step) {
+    c10::cuda::CUDACachingAllocator::resetPeakStats(0);
     accelerator.backward(model->forward(batch(step).to(accelerator.device())).pow(2).mean());
     optimizer.step();
     optimizer.zero_grad();
+    c10::cuda::device_synchronize();
+    peak =
+        std::max(peak, c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak);
   }
   const auto on_device = allocated() - before;
   std::printf(
-      "FULL_SHARD with CPU offload on one GPU: %.1f MB on the device after a step, for "
-      "%.1f MB of parameters (plain training holds 4x that)\n",
-      static_cast<double>(on_device) / 1e6, static_cast<double>(parameter_bytes) / 1e6);
+      "FULL_SHARD with CPU offload on one GPU: %.1f MB on the device after a step, at most "
+      "%.1f MB during one, for %.1f MB of parameters (plain training holds 4x that)\n",
+      static_cast<double>(on_device) / 1e6, static_cast<double>(peak - before) / 1e6,
+      static_cast<double>(parameter_bytes) / 1e6);
   EXPECT_LT(on_device, parameter_bytes / 2);
   expect_host_state_and_cuda_weights(optimizer, model->parameters(), reference->parameters());
 }
@@ -305,11 +316,16 @@ std::vector<torch::Tensor> cuda_copies(const std::vector<torch::Tensor>& params)
   return out;
 }
 
+/// The largest difference between two lists of tensors, relative to each tensor's largest
+/// magnitude. Not element by element: after a step a weight can land next to zero, where the last
+/// bit of an FMA that the GPU's kernel fuses and LibTorch's separate ops do not is a large share of
+/// the value (one AdamW step of 4 x 1024 on an H200: 0.027 element-wise).
 double worst_relative(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    auto scale = torch::maximum(a[i].detach().abs(), b[i].detach().abs()).clamp_min(1e-30);
-    worst = std::max(worst, ((a[i] - b[i]).abs() / scale).max().item<double>());
+    const double scale = std::max({a[i].detach().abs().max().item<double>(),
+                                   b[i].detach().abs().max().item<double>(), 1e-30});
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
   }
   return worst;
 }
@@ -472,7 +488,8 @@ TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   config.layers = 4;
   torch::manual_seed(0);
   gpt::Gpt reference(config);
-  const int64_t total = accel::compute_module_sizes(*reference)[""];
+  auto sizes = accel::compute_module_sizes(*reference);
+  const int64_t total = sizes[""];
   accel::Accelerator saver(accel::AcceleratorOptions().cpu(true));
   saver.save_model(reference, dir.path().string(), std::to_string(total / 3) + "B");
   const auto ids = torch::randint(config.vocab, {2, config.context}, torch::kLong);
@@ -481,16 +498,30 @@ TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   const auto expected = reference->forward(ids.to(torch::kCUDA)).cpu();
 
   auto model = accel::init_empty_weights([&] { return gpt::Gpt(config); });
-  // A third on the GPU, a third in CPU memory, the rest on disk.
+  // The embeddings and one block on the GPU, one block in CPU memory, the rest on disk. Each
+  // budget also holds the largest block in reserve, as Accelerate's does on the main devices (the
+  // first GPU and the CPU): a third of the model each, as this test once gave, leaves the CPU
+  // nothing (infer_auto_device_map on the CPU shows the placement without a GPU).
+  const int64_t block = sizes["blocks.0"];
+  const int64_t embeddings = sizes["tokens"] + sizes["positions"];
   const auto placed = accel::load_checkpoint_and_dispatch(
       model, dir.path().string(),
       accel::DispatchOptions()
-          .max_memory({{"cuda:0", total / 3}, {"cpu", total / 3}})
+          .max_memory({{"cuda:0", 2 * block + embeddings + 1024}, {"cpu", 2 * block + 1024}})
           .no_split_module_classes({"Block"}));
   EXPECT_EQ(placed.execution_device, torch::Device(torch::kCUDA, 0));
-  EXPECT_GT(placed.bytes_per_device.at("cuda:0"), 0);
-  EXPECT_GT(placed.bytes_per_device.at("cpu"), 0);
-  EXPECT_GT(placed.bytes_per_device.at("disk"), 0);
+  for (const char* device : {"cuda:0", "cpu", "disk"}) {
+    const auto bytes = placed.bytes_per_device.find(device);
+    EXPECT_TRUE(bytes != placed.bytes_per_device.end() && bytes->second > 0)
+        << "nothing was placed on " << device;
+  }
+  auto placed_on = [&](const std::string& module) {
+    const auto device = placed.device_map.find(module);
+    return device == placed.device_map.end() ? std::string("(not in the map)") : device->second;
+  };
+  EXPECT_EQ(placed_on("blocks.0"), "cuda:0");
+  EXPECT_EQ(placed_on("blocks.1"), "cpu");
+  EXPECT_EQ(placed_on("blocks.2"), "disk");
   accel::reset_offload_statistics();
   const auto logits = model->forward(ids.to(torch::kCUDA)).cpu();
   EXPECT_GT(accel::offload_statistics().bytes_read, 0);  // weights really came from disk
