@@ -1,8 +1,7 @@
 // Optimizer step time: a prepared optimizer (ATen's fused kernel) and the foreach path against
 // LibTorch's own step on the same parameters, for AdamW, Adam and SGD with momentum, on the
 // parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one
-// (3 layers of 256). Then fp16 loss scaling: the fused kernel dividing the scale out itself
-// against the scaler's separate unscale pass before it. Then the whole training step with AdamW
+// (3 layers of 256). Then the whole training step with AdamW
 // (batch 64): accel's prepared model and optimizer against the plain LibTorch loop, in fp32 and
 // under bf16 autocast, with each of accel's three step paths. Steps alternate between the
 // contenders in rounds; figures are ratios of medians. Beside each step time, the ATen ops one step
@@ -25,7 +24,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -178,49 +176,6 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
               fused_ms / own_ms, foreach_ms, foreach_ops.c_str(), foreach_ms / own_ms);
 }
 
-/// fp16 loss scaling with AdamW: the scaler's unscale pass then the fused step, against the fused
-/// kernel dividing the scale out as it reads. Each step is timed alone, and the gradients are
-/// scaled back up between steps, outside the timing, so every step sees the same gradients.
-void scaled_step(const std::string& model, int64_t width, int64_t depth, int rounds) {
-  const double scale = 1024;  // a power of two: scaling back up restores the gradients exactly
-  auto params = mlp_parameters(width, depth);
-  auto in_kernel_params = copies(params);
-  for (auto* list : {&params, &in_kernel_params}) {
-    for (auto& p : *list) p.mutable_grad().mul_(scale);
-  }
-  torch::optim::AdamW separate(params, torch::optim::AdamWOptions(1e-3));
-  torch::optim::AdamW in_kernel(in_kernel_params, torch::optim::AdamWOptions(1e-3));
-  accel::GradScaler separate_scaler(accel::GradScalerOptions().init_scale(scale));
-  accel::GradScaler in_kernel_scaler(accel::GradScalerOptions().init_scale(scale));
-  using accel::detail::StepKernel;
-  auto rescale = [&](std::vector<torch::Tensor>& list) {
-    for (auto& p : list) p.mutable_grad().mul_(scale);
-  };
-  std::vector<double> separate_times, in_kernel_times;
-  for (int round = 0; round < rounds + 2; ++round) {
-    const double a = timed([&] {
-      separate_scaler.step(separate,
-                           [&] { accel::detail::multi_tensor_step(separate, StepKernel::fused); });
-      separate_scaler.update();
-    });
-    rescale(params);  // the separate pass unscaled them in place
-    const double b = timed([&] {
-      in_kernel_scaler.step_unscaling_in_kernel(in_kernel, [&](std::optional<double> grad_scale) {
-        accel::detail::multi_tensor_step(in_kernel, StepKernel::fused, grad_scale);
-      });
-      in_kernel_scaler.update();
-    });
-    rescale(in_kernel_params);  // the kernel wrote them back unscaled
-    if (round < 2) continue;
-    separate_times.push_back(a);
-    in_kernel_times.push_back(b);
-  }
-  const double separate_ms = accel_bench::median(separate_times) * 1e3;
-  const double in_kernel_ms = accel_bench::median(in_kernel_times) * 1e3;
-  std::printf("| %s | %.3f ms | %.3f ms | %.2f |\n", model.c_str(), separate_ms, in_kernel_ms,
-              in_kernel_ms / separate_ms);
-}
-
 /// Plain LibTorch's autocast for a scope: what a hand-written bf16 loop sets around its forward.
 class PlainAutocast {
  public:
@@ -333,14 +288,6 @@ int main(int argc, char** argv) {
   }
   std::printf("handing LibTorch's step counts to the kernels: at most %.1f%% of a fused step\n",
               100 * *std::max_element(handover_share.begin(), handover_share.end()));
-  std::printf(
-      "\nfp16 loss scaling, AdamW: the scaler's unscale pass then the fused step, or the fused "
-      "kernel dividing the scale out (grad_scale)\n");
-  std::printf("| model | unscale pass + fused step | fused step with grad_scale | ratio |\n");
-  std::printf("|---|---|---|---|\n");
-  const int scaled_rounds = std::max(rounds, 30);  // one step a round: more rounds
-  scaled_step("4 x 2048", 2048, 4, scaled_rounds);
-  scaled_step("3 x 256", 256, 3, 10 * scaled_rounds);
   std::printf(
       "\nwhole training step, AdamW, batch 64: the plain loop steps with LibTorch's AdamW\n");
   std::printf(

@@ -18,23 +18,21 @@ namespace {
 std::mutex process_state_mutex;
 std::shared_ptr<DistributedState> process_state;
 
-// The process's groups must go before CUDA does. ProcessGroupNCCL's destructor aborts its
-// communicators through the CUDA runtime; a group still held by `process_state` when the program
-// ends would be destroyed with the static objects, after the runtime's own exit handler has
-// unloaded it, and the abort throws out of the destructor ("driver shutting down"):
-// std::terminate, and a run that finished ends in SIGABRT. Exit handlers run in the reverse order
-// of their registration, so one registered once the runtime is up (an NCCL group needs it) runs
-// before the runtime's.
-void release_process_state_before_cuda_exits() {
+// The process's groups outlive the program: at exit they are kept, not destroyed. The
+// destructor of ProcessGroupNCCL aborts its communicators through the CUDA runtime, which may
+// already be going while the program exits, and then the abort throws out of the destructor:
+// std::terminate, and a run that finished ends in SIGABRT. Seen on an H200 from the static's own
+// destructor ("driver shutting down") and, in one run of three, from an exit handler that
+// destroyed it earlier ("CUDA error: no error"). The system takes back their memory, sockets and
+// GPU context when the process ends, as it does for a process that is killed.
+void keep_process_state_past_exit() {
   static std::once_flag registered;
   std::call_once(registered, [] {
     std::atexit([] {
-      std::shared_ptr<DistributedState> state;
-      {
-        std::lock_guard<std::mutex> lock(process_state_mutex);
-        state.swap(process_state);
-      }
-      // Destroyed here, outside the lock, if no Accelerator outlives main().
+      std::lock_guard<std::mutex> lock(process_state_mutex);
+      // Reachable through this pointer for as long as the process lives: no leak report.
+      static const auto* kept = new std::shared_ptr<DistributedState>(std::move(process_state));
+      (void)kept;
     });
   });
 }
@@ -96,7 +94,7 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
 #ifdef USE_C10D_NCCL
   auto backend =
       make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout);
-  release_process_state_before_cuda_exits();
+  keep_process_state_past_exit();
   groups.device = make_process_group(store, rank, size, gloo, backend);
   groups.backend = "nccl";
   return groups;

@@ -16,13 +16,13 @@
 namespace accel {
 namespace {
 
-/// Adds 1 to `found_inf` if any element of `grads` is inf or nan; with `inv_scale`, also multiplies
-/// every gradient by it.
+/// Adds 1 to `found_inf` if any element of `grads` is inf or nan, and multiplies every gradient by
+/// `inv_scale`.
 void check_and_unscale(std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
-                       std::optional<double> inv_scale) {
+                       double inv_scale) {
   const auto device = grads.front().device();
-  if (inv_scale && detail::fused_unscale_available(device.type())) {
-    auto inv = torch::full({1}, *inv_scale, torch::dtype(torch::kFloat32).device(device));
+  if (detail::fused_unscale_available(device.type())) {
+    auto inv = torch::full({1}, inv_scale, torch::dtype(torch::kFloat32).device(device));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv);
     return;
   }
@@ -30,7 +30,7 @@ void check_and_unscale(std::vector<torch::Tensor>& grads, torch::Tensor& found_i
   // cannot overflow as a sum of squares can; it reads the gradients and writes nothing.
   auto norms = torch::_foreach_norm(grads, std::numeric_limits<double>::infinity());
   found_inf.add_(torch::stack(norms).isfinite().logical_not().any().to(found_inf.dtype()));
-  if (inv_scale) torch::_foreach_mul_(grads, *inv_scale);
+  torch::_foreach_mul_(grads, inv_scale);
 }
 
 }  // namespace
@@ -66,8 +66,7 @@ bool GradScaler::unscaled(const torch::optim::Optimizer& optimizer) const {
   return record != this_step_.end() && record->second.unscaled;
 }
 
-bool GradScaler::check_gradients(torch::optim::Optimizer& optimizer,
-                                 std::optional<double> unscale_by) {
+bool GradScaler::check_gradients(torch::optim::Optimizer& optimizer, double unscale_by) {
   // One pass per device over all of its gradients, as GradScaler does.
   std::vector<std::pair<c10::Device, std::vector<torch::Tensor>>> by_device;
   for (auto& group : optimizer.param_groups()) {
@@ -102,25 +101,6 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer, const std::function<vo
   if (!record.unscaled) unscale_(optimizer);
   if (this_step_[&optimizer].found_inf) return false;
   step();
-  return true;
-}
-
-bool GradScaler::step_unscaling_in_kernel(torch::optim::Optimizer& optimizer,
-                                          const std::function<void(std::optional<double>)>& step) {
-  if (!options_.enabled()) {
-    step(std::nullopt);
-    return true;
-  }
-  auto& record = this_step_[&optimizer];
-  if (record.unscaled) {
-    if (record.found_inf) return false;
-    step(std::nullopt);
-    return true;
-  }
-  record.unscaled = true;
-  record.found_inf = check_gradients(optimizer, std::nullopt);
-  if (record.found_inf) return false;
-  step(scale_);
   return true;
 }
 

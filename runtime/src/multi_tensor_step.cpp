@@ -70,12 +70,6 @@ DeviceAndType bucket_of(const torch::Tensor& t) {
   return {t.device().type(), t.device().index(), t.scalar_type()};
 }
 
-/// The fused kernels' `grad_scale`: a float scalar on the gradients' device.
-std::optional<torch::Tensor> scale_tensor(std::optional<double> grad_scale, torch::Device device) {
-  if (!grad_scale) return std::nullopt;
-  return torch::full({}, *grad_scale, torch::dtype(torch::kFloat).device(device));
-}
-
 std::vector<c10::Scalar> scalars(const std::vector<double>& values) {
   return {values.begin(), values.end()};
 }
@@ -124,9 +118,9 @@ void foreach_adam(AdamLists& lists, const Options& options, bool decoupled_weigh
 
 /// Adam and AdamW: AdamWParamState mirrors AdamParamState in layout, so one template serves both.
 template <typename Optimizer, typename Options, typename State, typename Kernel>
-void adam_family_step(Optimizer& optimizer, StepKernel kernel, std::optional<double> grad_scale,
-                      bool decoupled_weight_decay, Kernel fused_kernel) {
-  TORCH_CHECK(kernel != StepKernel::none && (!grad_scale || kernel == StepKernel::fused),
+void adam_family_step(Optimizer& optimizer, StepKernel kernel, bool decoupled_weight_decay,
+                      Kernel fused_kernel) {
+  TORCH_CHECK(kernel != StepKernel::none,
               "accel: internal error: a multi-tensor step was asked of the wrong path");
   torch::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
@@ -166,7 +160,7 @@ void adam_family_step(Optimizer& optimizer, StepKernel kernel, std::optional<dou
       fused_kernel(lists.params, lists.grads, lists.exp_avgs, lists.exp_avg_sqs,
                    lists.max_exp_avg_sqs, steps, options.lr(), beta1, beta2, options.weight_decay(),
                    options.eps(), options.amsgrad(), /*maximize=*/false,
-                   scale_tensor(grad_scale, device), /*found_inf=*/std::nullopt);
+                   /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
     }
   }
 }
@@ -228,32 +222,20 @@ std::vector<torch::Tensor> step_tensors(const std::vector<int64_t>& counts, torc
   return host.unbind(0);
 }
 
-bool unscale_in_fused_kernel(const torch::optim::Optimizer& optimizer) {
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& param : group.params()) {
-      if (!param.device().is_cuda()) return false;
-    }
-  }
-  return true;
-}
-
-void multi_tensor_step(torch::optim::AdamW& optimizer, StepKernel kernel,
-                       std::optional<double> grad_scale) {
+void multi_tensor_step(torch::optim::AdamW& optimizer, StepKernel kernel) {
   adam_family_step<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState>(
-      optimizer, kernel, grad_scale, /*decoupled_weight_decay=*/true,
+      optimizer, kernel, /*decoupled_weight_decay=*/true,
       [](auto&&... args) { at::_fused_adamw_(args...); });
 }
 
-void multi_tensor_step(torch::optim::Adam& optimizer, StepKernel kernel,
-                       std::optional<double> grad_scale) {
+void multi_tensor_step(torch::optim::Adam& optimizer, StepKernel kernel) {
   adam_family_step<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState>(
-      optimizer, kernel, grad_scale, /*decoupled_weight_decay=*/false,
+      optimizer, kernel, /*decoupled_weight_decay=*/false,
       [](auto&&... args) { at::_fused_adam_(args...); });
 }
 
-void multi_tensor_step(torch::optim::SGD& optimizer, StepKernel kernel,
-                       std::optional<double> grad_scale) {
-  TORCH_CHECK(kernel != StepKernel::none && (!grad_scale || kernel == StepKernel::fused),
+void multi_tensor_step(torch::optim::SGD& optimizer, StepKernel kernel) {
+  TORCH_CHECK(kernel != StepKernel::none,
               "accel: internal error: a multi-tensor step was asked of the wrong path");
   torch::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
@@ -295,8 +277,7 @@ void multi_tensor_step(torch::optim::SGD& optimizer, StepKernel kernel,
       at::_fused_sgd_(lists.params, lists.grads, lists.buffers, options.weight_decay(),
                       options.momentum(), options.lr(), options.dampening(), options.nesterov(),
                       /*maximize=*/false, /*is_first_step=*/key.second,
-                      scale_tensor(grad_scale, lists.params.front().device()),
-                      /*found_inf=*/std::nullopt);
+                      /*grad_scale=*/std::nullopt, /*found_inf=*/std::nullopt);
     }
   }
 }

@@ -386,7 +386,7 @@ TEST_F(Gpu, FusedAndForeachAdamWOnCudaMatchLibTorch) {
       by_list / own);
 }
 
-TEST_F(Gpu, Fp16LossScaleIsDividedOutInTheFusedKernelOnCuda) {
+TEST_F(Gpu, Fp16ScaledStepOnCudaUnscalesThenStepsFused) {
   const double scale = 1024;
   auto reference = cuda_parameters(256);
   auto params = cuda_copies(reference);
@@ -397,7 +397,7 @@ TEST_F(Gpu, Fp16LossScaleIsDividedOutInTheFusedKernelOnCuda) {
   torch::optim::AdamW plain(reference, AdamWOptions(1e-3));
   accel::AcceleratedOptimizer<torch::optim::AdamW> prepared(
       torch::optim::AdamW(params, AdamWOptions(1e-3)), state);
-  ASSERT_TRUE(accel::detail::unscale_in_fused_kernel(prepared));
+  ASSERT_EQ(accel::detail::step_kernel(prepared), accel::detail::StepKernel::fused);
   plain.step();
   prepared.step();
   EXPECT_FALSE(state->optimizer_step_was_skipped);

@@ -12,7 +12,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <optional>
 
 namespace {
 
@@ -218,53 +217,26 @@ std::shared_ptr<accel::detail::GradientState> scaled_state(double scale) {
   return state;
 }
 
-/// One fp16-scaled step with the fused kernel dividing the scale out (the CUDA path; the kernel is
-/// the same on the CPU), as AcceleratedOptimizer::step takes it there.
-template <typename O>
-bool step_unscaling_in_kernel(O& optimizer, accel::GradScaler& scaler) {
-  const bool stepped = scaler.step_unscaling_in_kernel(optimizer, [&](std::optional<double> scale) {
-    accel::detail::multi_tensor_step(optimizer, StepKernel::fused, scale);
-  });
-  scaler.update();
-  return stepped;
-}
-
-TEST(FusedOptimizer, LossScaleIsDividedOutInTheFusedKernel) {
+TEST(FusedOptimizer, ScaledStepUnscalesThenStepsFused) {
   const double scale = 1024;
   auto reference = parameters(13);
   auto params = copies(reference);
-  auto in_kernel_params = copies(reference);
-  for (auto* list : {&params, &in_kernel_params}) {
-    for (auto& p : *list)
-      p.mutable_grad().mul_(scale);  // as backward() of a scaled loss leaves them
-  }
+  for (auto& p : params)
+    p.mutable_grad().mul_(scale);  // as backward() of a scaled loss leaves them
   using torch::optim::AdamWOptions;
   torch::optim::AdamW plain(reference, AdamWOptions(1e-2).weight_decay(0.1));
-  // On the CPU a prepared optimizer has the scaler unscale first, then steps fused.
   auto state = scaled_state(scale);
   accel::AcceleratedOptimizer<torch::optim::AdamW> prepared(
       torch::optim::AdamW(params, AdamWOptions(1e-2).weight_decay(0.1)), state);
-  EXPECT_FALSE(accel::detail::unscale_in_fused_kernel(prepared));
-  torch::optim::AdamW in_kernel(in_kernel_params, AdamWOptions(1e-2).weight_decay(0.1));
-  accel::GradScaler scaler(accel::GradScalerOptions().init_scale(scale));
+  ASSERT_EQ(accel::detail::step_kernel(prepared), StepKernel::fused);
   plain.step();
   prepared.step();
-  ASSERT_TRUE(step_unscaling_in_kernel(in_kernel, scaler));
+  EXPECT_FALSE(state->optimizer_step_was_skipped);
   EXPECT_LE(relative_difference(reference, params), 1e-6);
-  EXPECT_LE(relative_difference(reference, in_kernel_params), 1e-6);
-  // Both leave the gradients unscaled.
+  // The gradients are left unscaled, as PyTorch's GradScaler leaves them.
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_TRUE(torch::allclose(params[i].grad(), reference[i].grad())) << i;
-    EXPECT_TRUE(torch::allclose(in_kernel_params[i].grad(), reference[i].grad())) << i;
   }
-  // After an explicit unscale_ (as clip_grad_norm_ does) the kernel is given no scale.
-  for (size_t i = 0; i < params.size(); ++i) {
-    in_kernel_params[i].mutable_grad().copy_(reference[i].grad() * scale);
-  }
-  plain.step();
-  scaler.unscale_(in_kernel);
-  ASSERT_TRUE(step_unscaling_in_kernel(in_kernel, scaler));
-  EXPECT_LE(relative_difference(reference, in_kernel_params), 1e-5);
 }
 
 TEST(FusedOptimizer, InfGradientSkipsTheFusedStepAndLeavesEverything) {
@@ -276,16 +248,7 @@ TEST(FusedOptimizer, InfGradientSkipsTheFusedStepAndLeavesEverything) {
     for (size_t i = 0; i < params.size(); ++i)
       EXPECT_TRUE(torch::equal(params[i], before[i])) << label;
   };
-  // The kernel's own unscale: the gradients stay as they were, still scaled.
-  torch::optim::SGD in_kernel(params, torch::optim::SGDOptions(0.1).momentum(0.9));
-  accel::GradScaler scaler(accel::GradScalerOptions().init_scale(512));
-  EXPECT_FALSE(step_unscaling_in_kernel(in_kernel, scaler));
-  EXPECT_EQ(scaler.get_scale(), 256);
-  expect_untouched(in_kernel, "in kernel");
-  for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(torch::equal(params[i].grad(), before[i].grad())) << i;
-  }
-  // A prepared optimizer on the CPU: the scaler's pass unscales, the step is skipped.
+  // The scaler's pass unscales and finds the inf; the fused step is skipped.
   auto state = scaled_state(512);
   accel::AcceleratedOptimizer<torch::optim::SGD> prepared(
       torch::optim::SGD(params, torch::optim::SGDOptions(0.1).momentum(0.9)), state);

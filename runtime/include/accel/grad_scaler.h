@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <utility>
 
 namespace torch {
@@ -57,14 +56,6 @@ class GradScaler {
   /// Unscales if not done yet, then calls `step` unless the gradients had inf/nan. Returns whether
   /// `step` ran.
   bool step(torch::optim::Optimizer& optimizer, const std::function<void()>& step);
-  /// As step(), for an optimizer whose kernel unscales as it reads (ATen's fused Adam, AdamW and
-  /// SGD take a `grad_scale`): the gradients are checked for inf/nan in a pass that only reads
-  /// them, and `step` gets the scale to divide out, or nothing when unscale_() already ran. That
-  /// saves the unscale's write pass over every gradient. The check is finished before `step` is
-  /// called, so a skipped step leaves parameters and state untouched (and the gradients scaled,
-  /// as PyTorch's fused path leaves them).
-  bool step_unscaling_in_kernel(torch::optim::Optimizer& optimizer,
-                                const std::function<void(std::optional<double>)>& step);
   /// In sharded training each process checks only its shard of the gradients: `any_process`
   /// turns this process's finding into the job's (true when any process found inf/nan), so that
   /// every process skips or steps alike.
@@ -90,8 +81,8 @@ class GradScaler {
   };
 
   /// Whether any of the optimizer's gradients is inf or nan, with `unscale_by` (1 / scale) applied
-  /// on the way, or none.
-  bool check_gradients(torch::optim::Optimizer& optimizer, std::optional<double> unscale_by);
+  /// on the way.
+  bool check_gradients(torch::optim::Optimizer& optimizer, double unscale_by);
 
   GradScalerOptions options_;
   double scale_;

@@ -100,17 +100,9 @@ class AcceleratedOptimizer : public O {
     return detail::step_kernel(*this);
   }
 
-  // With fp16 loss scaling: on CUDA the fused kernel takes the scale and unscales as it reads;
-  // every other path has the scaler unscale first. Returns whether the step ran (no inf/nan).
+  // With fp16 loss scaling the scaler unscales first (see multi_tensor_step for why not in the
+  // kernel). Returns whether the step ran (no inf/nan).
   bool scaled_step(torch::optim::Optimizer::LossClosure closure, torch::Tensor& loss) {
-    if constexpr (has_multi_tensor_step) {
-      if (!closure && kernel() == detail::StepKernel::fused &&
-          detail::unscale_in_fused_kernel(*this)) {
-        return state_->scaler->step_unscaling_in_kernel(*this, [&](std::optional<double> scale) {
-          detail::multi_tensor_step(static_cast<O&>(*this), detail::StepKernel::fused, scale);
-        });
-      }
-    }
     return state_->scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
   }
 
