@@ -1,11 +1,11 @@
 // Optimizer step time: a prepared optimizer (ATen's fused kernel) and the foreach path against
 // LibTorch's own step on the same parameters, for AdamW, Adam and SGD with momentum, on the
 // parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one
-// (3 layers of 256). Then the whole training step with AdamW
-// (batch 64): accel's prepared model and optimizer against the plain LibTorch loop, in fp32 and
-// under bf16 autocast, with each of accel's three step paths. Steps alternate between the
-// contenders in rounds; figures are ratios of medians. Beside each step time, the ATen ops one step
-// dispatches, and on a GPU the kernels it launches (the Kineto profiler's count).
+// (3 layers of 256). Then the whole training step with AdamW (batch 64): accel's prepared model
+// and optimizer against the plain LibTorch loop, in fp32 and (on a GPU) under bf16 autocast, with
+// each of accel's step paths. Steps alternate between the contenders in rounds; figures are
+// ratios of medians. Beside each step time, the ATen ops one step dispatches, and on a GPU the
+// kernels it launches (the Kineto profiler's count).
 //   accel_bench_optimizer_step [ROUNDS] [--device cuda]
 // On a GPU its twin for PyTorch and Accelerate is vs_accelerate/gpu_step.py (scripts/gpu-check.sh
 // runs both on the same card).
