@@ -14,9 +14,9 @@
 //   Run: build/launcher/accel launch --num_processes 2 build/bench/accel_bench_grad_sync [reps]
 
 #include "bench_util.h"
-#include "collectives.h"
-#include "distributed_state.h"
-#include "gradient_sync.h"
+#include "distributed/collectives.h"
+#include "distributed/distributed_state.h"
+#include "distributed/gradient_sync.h"
 
 #include <accel/accel.h>
 

@@ -13,6 +13,7 @@ fi
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'common/*.cpp' 'common/*.h' 'runtime/*.cpp' 'runtime/*.h' \
   'launcher/*.cpp' 'launcher/*.h' 'rewriter/*.cpp' 'rewriter/*.h' 'bench/*.cpp' 'bench/*.h' \
   'test/unit/*.cpp' 'test/multiprocess/*.cpp' 'test/gpu/*.cpp' 'test/support/*.h' \
+  'test/launcher/*.cpp' 'test/common/*.cpp' 'test/docs/*.cpp' \
   'test/fuzz/*.cpp')
 if [ "${1:-}" = "--fix" ]; then
   "$clang_format" -i "${files[@]}"

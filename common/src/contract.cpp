@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <system_error>
 
 namespace accel {
 namespace contract {
@@ -39,6 +41,19 @@ std::optional<bool> parse_bool(const std::string& value) {
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
   return std::nullopt;
+}
+
+std::optional<int64_t> parse_integer(std::string_view text) {
+  // from_chars takes no leading '+'; a second sign after it would then be read as the number's.
+  if (!text.empty() && text.front() == '+') {
+    text.remove_prefix(1);
+    if (!text.empty() && text.front() == '-') return std::nullopt;
+  }
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
+  return value;
 }
 
 std::string join(const std::vector<std::string>& choices) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cached preamble changes nothing but time: accel-migrate's diff, warnings and statistics on
-# the lit inputs, the examples and the corpus are byte-identical with --no-cache and with the
-# cache (the first group's run builds it, the others read it).
+# the examples and the corpus are byte-identical with --no-cache and with the cache (the first
+# group's run builds it, the others read it). The lit inputs are left out: lit itself runs them
+# with the cache against CHECK lines written before the cache existed, and a parse without it
+# costs about 12 s a file, five minutes of CI for those 25 files.
 #   cache_equivalence.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$(cd "$1" && pwd) source_dir=$(cd "$2" && pwd)
@@ -11,7 +13,6 @@ trap 'rm -rf "$work"' EXIT
 
 # Each group: a directory to run in, then accel-migrate's arguments (files, and flags after --).
 groups=(
-  "$source_dir/test/lit|$(cd "$source_dir/test/lit" && ls ./*.cpp | tr '\n' ' ')"
   "$source_dir/test/lit/Inputs/multi|a.cpp b.cpp"
   "$source_dir/examples|classifier/train.cpp curve_fit/train.cpp regression/train.cpp spirals/train.cpp gpt/big_model.cpp"
   "$source_dir/test/e2e/corpus|gan/main.cpp lstm/main.cpp mnist/main.cpp patches/main.cpp regression/main.cpp siamese/main.cpp trainer/main.cpp vae/main.cpp"

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "../../examples/gpt/gpt.h"
-#include "collectives.h"
-#include "distributed_state.h"
-#include "sharded_parameter.h"
+#include "distributed/collectives.h"
+#include "distributed/distributed_state.h"
+#include "sharding/sharded_parameter.h"
 #include "support/datasets.h"
 #include "support/temp_dir.h"
 

@@ -15,8 +15,8 @@
 #include <accel/accel.h>
 #include <torch/torch.h>
 
-#include "optimizer_resharding.h"
-#include "optimizer_state_tensors.h"
+#include "sharding/optimizer_resharding.h"
+#include "sharding/optimizer_state_tensors.h"
 
 #include <cstdlib>
 #include <iostream>

@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "distributed_state.h"
-#include "sharded_parameter.h"
+#include "distributed/distributed_state.h"
+#include "sharding/sharded_parameter.h"
 #include "support/sharded_training.h"
 
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-#include "environment.h"
+#include "distributed/environment.h"
 #include "accel_common/slurm_nodelist.h"
 
 #include <gtest/gtest.h>

@@ -234,6 +234,37 @@ TEST_F(LauncherCli, HelpReadsWell) {
   }
 }
 
+// Strict parsing: what is not an option the launcher knows, before the program, is an error that
+// names it, and nothing is started.
+TEST_F(LauncherCli, AnUnknownOptionBeforeTheProgramIsRefusedWithTheOptionMeant) {
+  auto typo = accel({"launch", "--max_restart", "2", "/bin/true"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.output;
+  EXPECT_NE(typo.output.find(
+                "accel launch: unknown option '--max_restart'; did you mean --max_restarts?"),
+            std::string::npos)
+      << typo.output;
+  auto bogus = accel({"launch", "--bogus_opt", "2", "./train"});
+  EXPECT_EQ(bogus.exit_code, 2) << bogus.output;
+  EXPECT_NE(bogus.output.find("accel launch: unknown option '--bogus_opt'"), std::string::npos)
+      << bogus.output;
+  EXPECT_EQ(bogus.output.find("rank 0"), std::string::npos) << bogus.output;  // nothing started
+}
+
+TEST_F(LauncherCli, AMalformedNumberInTheEnvironmentIsRefusedNamingTheVariable) {
+  for (const char* port : {"29500x", " 29500", "29500.0"}) {
+    auto result = run({kAccel, "launch", "--num_processes", "1", "/bin/true"},
+                      {{"ACCEL_HOME", dir_}, {"MASTER_PORT", port}});
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find("accel launch: MASTER_PORT='" + std::string(port) +
+                                 "' is not a whole number"),
+              std::string::npos)
+        << result.output;
+  }
+  // Options are read whole too (CLI11 reads numbers so).
+  auto option = accel({"launch", "--num_processes", "2x", "/bin/true"});
+  EXPECT_EQ(option.exit_code, 2) << option.output;
+}
+
 }  // namespace
 
 namespace {

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "sharded_parameter.h"
+#include "sharding/sharded_parameter.h"
 #include "support/sharded_training.h"
 #include "support/temp_dir.h"
 

@@ -3,8 +3,8 @@
 
 #include <accel/accel.h>
 
-#include "event_file.h"
 #include "support/read_text.h"
+#include "tracking/event_file.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

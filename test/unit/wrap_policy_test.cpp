@@ -1,6 +1,6 @@
 // FULL_SHARD's auto-wrap policies: which parameters make a unit.
 
-#include "wrap_policy.h"
+#include "sharding/wrap_policy.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -4,8 +4,10 @@
 // and the values the choice-valued ones allow. The launcher, the runtime and accel-migrate all
 // read their names and choices from here, so that a new choice is added in one place.
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace accel {
@@ -51,6 +53,8 @@ inline constexpr const char kTimeout[] = "ACCEL_TIMEOUT";
 inline constexpr const char kDebug[] = "ACCEL_DEBUG";
 /// Where `accel config` keeps default_config.yaml.
 inline constexpr const char kHome[] = "ACCEL_HOME";
+/// accel::get_logger's level (Accelerate's ACCELERATE_LOG_LEVEL is read after it).
+inline constexpr const char kLogLevel[] = "ACCEL_LOG_LEVEL";
 
 // ---- Choices ------------------------------------------------------------------------------------
 
@@ -71,6 +75,12 @@ std::string join(const std::vector<std::string>& choices);
 /// A boolean ACCEL_* variable's value: 1/0, true/false, yes/no or on/off, in any case; none for
 /// anything else.
 std::optional<bool> parse_bool(const std::string& value);
+
+/// A whole number, the whole text: an optional '-' or '+', then decimal digits, nothing before or
+/// after ("29500x", " 8", "8.0", "" and out-of-range values give none). The launcher's options,
+/// config files and answers, and the variables both sides read (MASTER_PORT, WORLD_SIZE, RANK,
+/// ACCEL_TIMEOUT, ...) all go through it, so the two sides accept the same values.
+std::optional<int64_t> parse_integer(std::string_view text);
 
 }  // namespace contract
 }  // namespace accel

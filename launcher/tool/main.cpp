@@ -1,0 +1,324 @@
+// The `accel` command line: launch, config, test, env, estimate-memory and merge-weights.
+
+#include "command_line.h"
+#include "config.h"
+#include "launch.h"
+#include "memory_estimate.h"
+#include "merge_weights.h"
+#include "questionnaire.h"
+#include "system_info.h"
+
+#include "accel_common/contract.h"
+#include "accel_common/safetensors_header.h"
+#include "accel_common/slurm_nodelist.h"
+
+#include <CLI/CLI.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <iostream>
+#include <limits>
+#include <stdexcept>
+
+namespace {
+
+using accel::launcher::Config;
+using accel::launcher::ConfigError;
+
+// What the command line says; unset values come from the environment (job shape only), the
+// config file, then the defaults (see resolve()).
+struct LaunchArgs {
+  std::optional<std::string> config_file;
+  std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
+  std::optional<int> gradient_accumulation_steps, max_restarts;
+  std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
+  bool cpu = false;
+  bool rank_prefix = false;
+  std::optional<std::string> tee;
+  double grace_period = 5.0;
+  double monitor_interval = 0.1;
+};
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+// A malformed number is an error naming the variable, as in the runtime, which reads the same
+// variables through the same parser.
+std::optional<int> env_int(const char* name) {
+  auto value = env(name);
+  if (!value) return std::nullopt;
+  const auto parsed = accel::contract::parse_integer(*value);
+  if (!parsed || *parsed < std::numeric_limits<int>::min() ||
+      *parsed > std::numeric_limits<int>::max()) {
+    throw std::invalid_argument(std::string(name) + "='" + *value + "' is not a whole number");
+  }
+  return static_cast<int>(*parsed);
+}
+
+// Where this launcher stands in a job that a scheduler started: under `srun` (one launcher per
+// node) SLURM says how many nodes there are, which one this is and where the first one is; a
+// torchrun-style environment may already name the main process.
+Config from_environment() {
+  Config e;
+  if (env("SLURM_JOB_ID") && env_int("SLURM_NNODES")) {
+    e.num_machines = env_int("SLURM_NNODES");
+    e.machine_rank = env_int("SLURM_NODEID");
+    auto nodes = env("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = env("SLURM_NODELIST");
+    if (nodes) e.main_process_ip = accel::detail::first_slurm_host(*nodes);
+  }
+  if (auto addr = env("MASTER_ADDR")) e.main_process_ip = addr;
+  if (auto port = env_int("MASTER_PORT")) e.main_process_port = port;
+  return e;
+}
+
+// The first of the values that is set.
+template <typename T>
+std::optional<T> first_of(const std::optional<T>& value) {
+  return value;
+}
+template <typename T, typename... Rest>
+std::optional<T> first_of(const std::optional<T>& value, const Rest&... rest) {
+  return value ? value : first_of(rest...);
+}
+
+// Command line, then (for the job's shape) what a scheduler's environment says, then the config
+// file, then the defaults. The environment goes before the file because it differs per node
+// while one config file serves them all.
+accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
+  const Config e = from_environment();
+  accel::launcher::LaunchOptions o;
+  o.num_machines = first_of(a.num_machines, e.num_machines, c.num_machines).value_or(1);
+  o.num_processes = first_of(a.num_processes, c.num_processes).value_or(o.num_machines);
+  o.machine_rank = first_of(a.machine_rank, e.machine_rank, c.machine_rank).value_or(0);
+  o.main_process_ip = first_of(a.main_process_ip, e.main_process_ip, c.main_process_ip)
+                          .value_or(std::string("127.0.0.1"));
+  o.main_process_port = first_of(a.main_process_port, e.main_process_port, c.main_process_port);
+  o.mixed_precision = first_of(a.mixed_precision, c.mixed_precision);
+  o.gradient_accumulation_steps =
+      first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
+  o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
+  o.sharding_strategy = c.sharding_strategy;
+  // Accelerate's auto-wrap policy picks which of the two unit settings applies; without one, the
+  // classes do (its default is the transformer policy).
+  const std::string policy = c.auto_wrap_policy.value_or(
+      c.classes_to_wrap || !c.min_num_params ? "TRANSFORMER_BASED_WRAP" : "SIZE_BASED_WRAP");
+  if (policy == "TRANSFORMER_BASED_WRAP") o.classes_to_wrap = c.classes_to_wrap;
+  if (policy == "SIZE_BASED_WRAP") o.min_num_params = c.min_num_params.value_or(100000000);
+  o.state_dict_type = c.state_dict_type;
+  o.offload_params = c.offload_params;
+  o.log_with = c.log_with;
+  o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
+  o.grace_period = a.grace_period;
+  o.max_restarts = first_of(a.max_restarts, c.max_restarts).value_or(0);
+  o.monitor_interval = a.monitor_interval;
+  o.rank_prefix = a.rank_prefix;
+  o.tee_dir = a.tee;
+  return o;
+}
+
+int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
+  Config config;
+  const std::string path = args.config_file.value_or(accel::launcher::default_config_path());
+  if (args.config_file || file_exists(path)) {
+    std::vector<std::string> warnings;
+    try {
+      config = accel::launcher::load_config(path, &warnings);
+    } catch (const ConfigError& e) {
+      std::cerr << "accel launch: " << e.what() << "\n";
+      return 2;
+    }
+    for (const auto& w : warnings) std::cerr << "accel launch: warning: " << w << "\n";
+  }
+  accel::launcher::LaunchOptions options;
+  try {
+    options = resolve(args, config);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "accel launch: " << e.what() << "\n";
+    return 2;
+  }
+  options.command = std::move(command);
+  if (auto error = accel::launcher::validate(options)) {
+    std::cerr << "accel launch: " << *error << "\n";
+    return 2;
+  }
+  return accel::launcher::launch(options);
+}
+
+// accel-selfcheck sits beside the accel binary (in the build tree and when installed).
+std::string selfcheck_path() {
+  char buffer[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  std::string self = n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "accel";
+  const auto slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) +
+         "/accel-selfcheck";
+}
+
+int run_config(const std::optional<std::string>& config_file, bool defaults) {
+  const std::string path = config_file.value_or(accel::launcher::default_config_path());
+  try {
+    const Config config = defaults ? accel::launcher::default_config(accel::launcher::gpu_count())
+                                   : accel::launcher::ask_config(std::cin, std::cout);
+    accel::launcher::save_config(config, path);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+  std::cout << "accel config: written to " << path << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"accel: run LibTorch training programs on many processes, devices and machines"};
+  app.require_subcommand(1);
+
+  LaunchArgs args;
+  auto* launch = app.add_subcommand(
+      "launch", "Run a program as a job of processes, on this machine or as one of several");
+  launch->add_option("--config_file", args.config_file,
+                     "Config file (default: the one `accel config` wrote, if any)");
+  launch->add_option("--num_processes", args.num_processes,
+                     "Processes in the whole job (each machine runs num_processes / num_machines)");
+  launch->add_option("--num_machines", args.num_machines, "Machines in the job (default 1)");
+  launch->add_option("--machine_rank", args.machine_rank, "This machine's rank (default 0)");
+  launch->add_option("--main_process_ip", args.main_process_ip,
+                     "Address of the machine of rank 0 (default 127.0.0.1)");
+  launch->add_option("--main_process_port", args.main_process_port,
+                     "Rendezvous port on the machine of rank 0 (default: a free port on one "
+                     "machine, 29500 on several)");
+  launch->add_option("--mixed_precision", args.mixed_precision,
+                     accel::contract::join(accel::contract::mixed_precision_choices()));
+  launch->add_option("--gradient_accumulation_steps", args.gradient_accumulation_steps,
+                     "Micro-steps per optimizer step");
+  launch->add_option("--gpu_ids", args.gpu_ids, "GPUs to use: all, or ids such as 0,1");
+  launch->add_flag("--cpu", args.cpu, "Run on the CPU even where CUDA is available");
+  launch->add_flag("--rank_prefix", args.rank_prefix, "Prefix each output line with [rank N]");
+  launch->add_option("--tee", args.tee, "Also write each process's output to DIR/rank_N.log");
+  launch
+      ->add_option("--grace_period", args.grace_period,
+                   "Seconds between SIGTERM and SIGKILL when stopping the job")
+      ->capture_default_str();
+  launch
+      ->add_option("--max_restarts", args.max_restarts,
+                   "Restart the whole group up to N times when a process fails (a restarted "
+                   "program sees ACCEL_RESTART_COUNT and ACCEL_RESUME=auto)")
+      ->check(CLI::NonNegativeNumber);
+  launch
+      ->add_option("--monitor_interval", args.monitor_interval,
+                   "Seconds between checks of the processes")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  // Everything from the first non-option argument on is the program and its own arguments.
+  launch->prefix_command();
+  launch->footer(
+      "PROGRAM [ARGS...] follow the options; ARGS are passed to every process unchanged.\n"
+      "Precedence: command line, then the config file, then the defaults. Under srun, the number\n"
+      "of machines, this machine's rank and the main address come from SLURM.");
+
+  std::optional<std::string> config_file;
+  auto* config = app.add_subcommand("config", "Write a config file by answering questions");
+  config->add_option("--config_file", config_file,
+                     "Where to write it (default: " + accel::launcher::default_config_path() + ")");
+  auto* config_default =
+      config->add_subcommand("default", "Write a sensible config file without asking");
+
+  LaunchArgs test_args;
+  auto* test = app.add_subcommand(
+      "test",
+      "Run accel's self-check in the configured setup: processes, collectives, data "
+      "sharding and a short training-equivalence check");
+  test->add_option("--config_file", test_args.config_file, "Config file to test");
+  test->add_option("--num_processes", test_args.num_processes, "Override the configured count");
+  test->add_flag("--cpu", test_args.cpu, "Run on the CPU");
+
+  auto* env = app.add_subcommand("env", "Print what a bug report needs to know");
+  std::optional<std::string> env_config_file;
+  env->add_option("--config_file", env_config_file, "Config file to show");
+
+  std::string model;
+  int estimate_processes = 1;
+  auto* estimate = app.add_subcommand(
+      "estimate-memory", "Memory per process to run or train a model, by precision and sharding");
+  estimate
+      ->add_option("model", model,
+                   "A parameter count (7e9, 7B, 125M) or a .safetensors file or "
+                   "model.safetensors.index.json")
+      ->required();
+  estimate->add_option("--num_processes", estimate_processes, "Processes sharing the model")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  std::string merge_from, merge_to;
+  auto* merge = app.add_subcommand(
+      "merge-weights",
+      "Turn a checkpoint saved with SHARDED_STATE_DICT into whole weights (model.safetensors)");
+  merge->add_option("checkpoint_directory", merge_from, "The save_state folder")->required();
+  merge->add_option("output_path", merge_to, "Where the merged weights go")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (launch->parsed()) {
+    // The first argument that is not an option starts the program; an unknown option before it
+    // would otherwise be run as the program, on every process.
+    auto command = launch->remaining();
+    if (!command.empty() && command.front().size() > 1 && command.front()[0] == '-') {
+      std::vector<std::string> known;
+      for (const CLI::Option* option : launch->get_options()) {
+        for (const auto& name : option->get_lnames()) known.push_back("--" + name);
+      }
+      std::cerr << "accel launch: "
+                << accel::launcher::unknown_option_message(command.front(), known) << "\n";
+      return 2;
+    }
+    return run_launch(args, command);
+  }
+  if (test->parsed()) return run_launch(test_args, {selfcheck_path()});
+  if (config->parsed()) return run_config(config_file, config_default->parsed());
+  if (estimate->parsed()) {
+    double parameters = 0;
+    if (auto count = accel::launcher::parse_parameter_count(model)) {
+      parameters = *count;
+    } else {
+      try {
+        parameters = accel::launcher::count_parameters(model);
+      } catch (const accel::detail::SafetensorsError& e) {
+        std::cerr << "accel estimate-memory: " << e.what() << "\n";
+        return 2;
+      }
+    }
+    accel::launcher::print_estimates(std::cout, parameters, estimate_processes);
+    return 0;
+  }
+  if (merge->parsed()) {
+    try {
+      for (const auto& file : accel::launcher::merge_weights(merge_from, merge_to)) {
+        std::cout << "accel merge-weights: wrote " << file << "\n";
+      }
+    } catch (const accel::launcher::MergeError& e) {
+      std::cerr << "accel merge-weights: " << e.what() << "\n";
+      return 2;
+    }
+    return 0;
+  }
+  if (env->parsed()) {
+    accel::launcher::print_environment(
+        std::cout, env_config_file.value_or(accel::launcher::default_config_path()),
+        selfcheck_path());
+    return 0;
+  }
+  return 0;
+}

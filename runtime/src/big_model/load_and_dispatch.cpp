@@ -1,0 +1,306 @@
+// load_checkpoint_and_dispatch: resolving the checkpoint, choosing the device map, and placing
+// each weight (resident on its device, or offloaded; see offload.h).
+
+#include <accel/dispatch.h>
+#include <accel/safetensors.h>
+
+#include "accel_common/safetensors_header.h"
+#include "offload.h"
+#include "sharding/module_tensors.h"
+#include "util/positional_file.h"
+
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#ifdef ACCEL_WITH_CUDA
+#include <torch/cuda.h>
+#endif
+
+#include <filesystem>
+#include <set>
+
+namespace accel {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// One tensor of the checkpoint: which shard, and where in it.
+struct StoredTensor {
+  size_t shard = 0;
+  detail::SafetensorsEntry entry;
+  uint64_t data_start = 0;  // file offset of the shard's data buffer
+  c10::ScalarType dtype = c10::ScalarType::Float;
+};
+
+struct Checkpoint {
+  std::vector<std::string> shards;
+  std::vector<std::shared_ptr<const detail::PositionalFile>> files;
+  std::map<std::string, StoredTensor> tensors;
+
+  const std::string& file_of(const std::string& name) const {
+    return shards[tensors.at(name).shard];
+  }
+};
+
+std::vector<std::string> shard_files(const std::string& path) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    const fs::path index = fs::path(path) / "model.safetensors.index.json";
+    const fs::path single = fs::path(path) / "model.safetensors";
+    if (fs::exists(index, error)) return shard_files(index.string());
+    if (fs::exists(single, error)) return {single.string()};
+    TORCH_CHECK(false, "accel: ", path,
+                " holds neither model.safetensors nor model.safetensors.index.json; "
+                "load_checkpoint_and_dispatch reads safetensors checkpoints "
+                "(Accelerator::save_model writes them)");
+  }
+  TORCH_CHECK(fs::exists(path, error), "accel: checkpoint ", path, " does not exist");
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
+    try {
+      return detail::read_safetensors_index(path);
+    } catch (const detail::SafetensorsError& e) {
+      TORCH_CHECK(false, "accel: ", e.what());
+    }
+  }
+  return {path};
+}
+
+Checkpoint open_checkpoint(const std::string& path) {
+  Checkpoint checkpoint;
+  checkpoint.shards = shard_files(path);
+  for (size_t i = 0; i < checkpoint.shards.size(); ++i) {
+    const std::string& shard = checkpoint.shards[i];
+    detail::SafetensorsHeader header;
+    try {
+      header = detail::read_safetensors_header(shard);
+    } catch (const detail::SafetensorsError& e) {
+      TORCH_CHECK(false, "accel: ", e.what());
+    }
+    for (auto& entry : header.tensors) {
+      const auto type = detail::safetensors_torch_dtype(entry.second.dtype);
+      TORCH_CHECK(type.has_value(), "accel: ", shard, ": tensor '", entry.first, "' has dtype ",
+                  entry.second.dtype, ", which LibTorch does not have");
+      auto found = checkpoint.tensors.find(entry.first);
+      TORCH_CHECK(found == checkpoint.tensors.end(), "accel: tensor '", entry.first,
+                  "' is in both ",
+                  found == checkpoint.tensors.end() ? "" : checkpoint.shards[found->second.shard],
+                  " and ", shard);
+      checkpoint.tensors.emplace(entry.first,
+                                 StoredTensor{i, entry.second, 8 + header.header_bytes, *type});
+    }
+    checkpoint.files.push_back(std::make_shared<detail::PositionalFile>(shard));
+  }
+  return checkpoint;
+}
+
+torch::Tensor read_stored(const Checkpoint& checkpoint, const std::string& name) {
+  const StoredTensor& stored = checkpoint.tensors.at(name);
+  auto tensor = torch::empty(stored.entry.shape, torch::dtype(stored.dtype));
+  checkpoint.files[stored.shard]->read_at(tensor.data_ptr(), stored.entry.end - stored.entry.begin,
+                                          stored.data_start + stored.entry.begin, name);
+  return tensor;
+}
+
+bool converts(c10::ScalarType type) {
+  return c10::isFloatingType(type) || c10::isComplexType(type);
+}
+
+torch::Device device_of(const std::string& name) {
+  return name == "cpu" || name == "disk" ? torch::Device(torch::kCPU) : torch::Device(name);
+}
+
+DeviceMap choose_device_map(const torch::nn::Module& model, const DispatchOptions& options) {
+  if (!options.explicit_map().empty()) {
+    for (const auto& entry : options.explicit_map())
+      get_max_memory({{entry.second, 0}});  // checks the name
+    return options.explicit_map();
+  }
+  const std::string& strategy = options.strategy();
+  TORCH_CHECK(strategy == "auto" || strategy == "balanced" || strategy == "balanced_low_0" ||
+                  strategy == "sequential",
+              "accel: device_map '", strategy,
+              "' is not one of auto, balanced, balanced_low_0, sequential");
+  DeviceMapOptions map_options;
+  map_options.max_memory(options.max_memory())
+      .no_split_module_classes(options.no_split_module_classes())
+      .dtype(options.dtype());
+  if (strategy != "sequential") {
+    map_options.max_memory(get_balanced_memory(model, map_options, strategy == "balanced_low_0"));
+  }
+  return infer_auto_device_map(model, map_options);
+}
+
+}  // namespace
+
+DispatchOptions& DispatchOptions::device_map(std::string strategy) {
+  strategy_ = std::move(strategy);
+  map_.clear();
+  return *this;
+}
+
+DispatchOptions& DispatchOptions::device_map(DeviceMap map) {
+  map_ = std::move(map);
+  return *this;
+}
+
+namespace detail {
+
+DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path,
+                               const DispatchOptions& options) {
+  const Checkpoint checkpoint = open_checkpoint(path);
+  const NamedTensors tensors = module_tensors(model);
+  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+  std::set<std::string> buffers;
+  for (const auto& b : model.named_buffers()) buffers.insert(b.key());
+
+  // Everything is checked before any weight is touched: a refused checkpoint leaves the model as it
+  // was.
+  std::set<std::string> wanted;
+  for (const auto& entry : tensors) {
+    auto stored = checkpoint.tensors.find(entry.first);
+    TORCH_CHECK(stored != checkpoint.tensors.end(), "accel: checkpoint ", path, " has no tensor '",
+                entry.first, "', which the model has");
+    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
+                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
+                entry.second.sizes());
+    wanted.insert(entry.first);
+  }
+  for (const auto& stored : checkpoint.tensors) {
+    TORCH_CHECK(wanted.count(stored.first) != 0, "accel: ", checkpoint.file_of(stored.first),
+                " has a tensor '", stored.first, "', which the model does not have");
+  }
+  DispatchResult result;
+  result.device_map = choose_device_map(model, options);
+  std::map<std::string, std::string> placement;  // tensor -> device
+  for (const auto& entry : tensors)
+    placement[entry.first] = device_for(result.device_map, entry.first);
+  for (const auto& entry : placement) {
+    if (entry.second.rfind("cuda:", 0) != 0) continue;
+#ifdef ACCEL_WITH_CUDA
+    TORCH_CHECK(torch::cuda::is_available(), "accel: the device map puts '", entry.first, "' on ",
+                entry.second, " but no CUDA device is available");
+#else
+    TORCH_CHECK(false, "accel: the device map puts '", entry.first, "' on ", entry.second,
+                " but this build of libaccel has no CUDA");
+#endif
+    const torch::Device gpu(entry.second);
+    if (result.execution_device.is_cpu() || gpu.index() < result.execution_device.index()) {
+      result.execution_device = gpu;
+    }
+  }
+  const std::string execution = result.execution_device.str();
+  auto target_dtype = [&](const torch::Tensor& model_tensor, c10::ScalarType stored) {
+    if (options.dtype() && converts(stored)) return *options.dtype();
+    return converts(stored) ? model_tensor.scalar_type() : stored;
+  };
+  for (auto& entry : placement) {
+    const bool offloaded_place =
+        entry.second == "disk" || (entry.second == "cpu" && execution != "cpu");
+    if (buffers.count(entry.first) != 0 && offloaded_place && !options.offload_buffers())
+      entry.second = execution;
+    const torch::Tensor& model_tensor = by_name.at(entry.first);
+    const StoredTensor& stored = checkpoint.tensors.at(entry.first);
+    TORCH_CHECK(entry.second != "disk" ||
+                    target_dtype(model_tensor, stored.dtype) == stored.dtype ||
+                    !options.offload_folder().empty(),
+                "accel: the device map puts '", entry.first, "' on disk in ",
+                c10::toString(target_dtype(model_tensor, stored.dtype)),
+                ", which differs from the checkpoint's ", c10::toString(stored.dtype),
+                ": set DispatchOptions::offload_folder for the converted copy");
+  }
+
+  // Zero-copy views, one mapping per shard, made only when asked for.
+  std::vector<std::map<std::string, torch::Tensor>> mapped(checkpoint.shards.size());
+  torch::NoGradGuard no_grad;
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;
+    const std::string& device = placement.at(name);
+    const StoredTensor& stored = checkpoint.tensors.at(name);
+    const c10::ScalarType dtype = target_dtype(entry.second, stored.dtype);
+    const int64_t bytes = entry.second.numel() * static_cast<int64_t>(c10::elementSize(dtype));
+    result.bytes_per_device[device] += bytes;
+
+    OffloadedWeight weight;
+    weight.name = name;
+    weight.sizes = stored.entry.shape;
+    weight.dtype = dtype;
+    weight.execution_device = result.execution_device;
+    if (device == "disk") {
+      if (dtype == stored.dtype) {
+        weight.file = checkpoint.files[stored.shard];
+        weight.offset = stored.data_start + stored.entry.begin;
+        weight.stored_dtype = stored.dtype;
+      } else {
+        // Converted once into the offload folder, and read from there.
+        fs::create_directories(options.offload_folder());
+        const std::string copy =
+            (fs::path(options.offload_folder()) / (name + ".safetensors")).string();
+        save_safetensors(copy, {{name, read_stored(checkpoint, name).to(dtype)}});
+        weight.file = std::make_shared<PositionalFile>(copy);
+        weight.offset = 8 + read_safetensors_header(copy).header_bytes;
+        weight.stored_dtype = dtype;
+      }
+      offload_in_place(entry.second, std::move(weight));
+      continue;
+    }
+    torch::Tensor value;
+    if (options.zero_copy() && device == "cpu") {
+      if (mapped[stored.shard].empty())
+        mapped[stored.shard] = load_safetensors(checkpoint.shards[stored.shard]);
+      value = mapped[stored.shard].at(name);
+    } else {
+      value = read_stored(checkpoint, name);
+    }
+    if (value.scalar_type() != dtype) value = value.to(dtype);
+    const torch::Device home = device_of(device);
+    if (value.device() != home) value = value.to(home);
+    if (home == result.execution_device) {
+      assign_in_place(entry.second, value);
+    } else {
+      weight.held = value;  // on the CPU or another GPU: fetched for each use
+      offload_in_place(entry.second, std::move(weight));
+    }
+  }
+  return result;
+}
+
+}  // namespace detail
+LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, const std::string& path,
+                                                  const LoadCheckpointOptions& options) {
+  const Checkpoint checkpoint = open_checkpoint(path);
+  const NamedTensors tensors = module_tensors(model);
+  LoadCheckpointResult result;
+  std::set<std::string> in_model;
+  for (const auto& entry : tensors) {
+    in_model.insert(entry.first);
+    auto stored = checkpoint.tensors.find(entry.first);
+    if (stored == checkpoint.tensors.end()) {
+      TORCH_CHECK(!options.strict(), "accel: checkpoint ", path, " has no tensor '", entry.first,
+                  "', which the model has (LoadCheckpointOptions().strict(false) keeps the "
+                  "model's value)");
+      result.missing_keys.push_back(entry.first);
+      continue;
+    }
+    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
+                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
+                entry.second.sizes());
+  }
+  for (const auto& stored : checkpoint.tensors) {
+    if (in_model.count(stored.first) != 0) continue;
+    TORCH_CHECK(!options.strict(), "accel: ", checkpoint.file_of(stored.first), " has a tensor '",
+                stored.first, "', which the model does not have");
+    result.unexpected_keys.push_back(stored.first);
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& entry : tensors) {
+    if (checkpoint.tensors.count(entry.first) == 0) continue;
+    auto target = entry.second;
+    target.copy_(read_stored(checkpoint, entry.first));
+  }
+  return result;
+}
+
+}  // namespace accel

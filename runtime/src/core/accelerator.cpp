@@ -1,0 +1,660 @@
+#include <accel/accelerator.h>
+
+#include "accelerator_impl.h"
+#include "distributed/collectives.h"
+#include "distributed/distributed_state.h"
+#include "distributed/gradient_sync.h"
+#include "sharding/optimizer_state_tensors.h"
+#include "sharding/wrap_policy.h"
+#include "util/torch_compat.h"
+
+#include <torch/nn/utils/clip_grad.h>
+
+#ifdef ACCEL_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <c10/util/Exception.h>
+#include <c10/util/Type.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace accel {
+
+using detail::PreparedModel;
+
+// ---- Scopes -------------------------------------------------------------------------------------
+
+AccumulateScope::AccumulateScope(Accelerator* accelerator,
+                                 std::vector<const torch::nn::Module*> models)
+    : accelerator_(accelerator), models_(std::move(models)), autocast_(accelerator->autocast()) {
+  skipped_sync_ = accelerator_->begin_accumulate(models_);
+}
+AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
+    : accelerator_(other.accelerator_),
+      models_(std::move(other.models_)),
+      skipped_sync_(other.skipped_sync_),
+      autocast_(std::move(other.autocast_)) {
+  other.accelerator_ = nullptr;
+}
+AccumulateScope::~AccumulateScope() {
+  if (accelerator_ != nullptr) accelerator_->end_accumulate(models_, skipped_sync_);
+}
+
+NoSyncGuard::NoSyncGuard(Accelerator* accelerator, const torch::nn::Module* model)
+    : accelerator_(accelerator), model_(model) {
+  accelerator_->enter_no_sync(model_);
+}
+NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : accelerator_(other.accelerator_), model_(other.model_) {
+  other.accelerator_ = nullptr;
+}
+NoSyncGuard::~NoSyncGuard() {
+  if (accelerator_ != nullptr) accelerator_->exit_no_sync(model_);
+}
+
+MainProcessFirst::MainProcessFirst(Accelerator* accelerator, bool goes_first)
+    : accelerator_(accelerator), goes_first_(goes_first) {
+  if (!goes_first_) accelerator_->wait_for_everyone();
+}
+MainProcessFirst::MainProcessFirst(MainProcessFirst&& other) noexcept
+    : accelerator_(other.accelerator_), goes_first_(other.goes_first_) {
+  other.accelerator_ = nullptr;
+}
+MainProcessFirst::~MainProcessFirst() noexcept(false) {
+  // While unwinding, a barrier could only add a second error; the others time out instead.
+  if (accelerator_ != nullptr && goes_first_ && std::uncaught_exceptions() == 0) {
+    accelerator_->wait_for_everyone();
+  }
+}
+
+JoinScope::JoinScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
+                     std::optional<bool> even_batches)
+    : accelerator_(accelerator), models_(std::move(models)) {
+  accelerator_->begin_join(models_, even_batches);
+}
+JoinScope::JoinScope(JoinScope&& other) noexcept
+    : accelerator_(other.accelerator_), models_(std::move(other.models_)) {
+  other.accelerator_ = nullptr;
+}
+JoinScope::~JoinScope() noexcept(false) {
+  // While unwinding, shadowing could only add a second error; the others time out instead.
+  if (accelerator_ != nullptr && std::uncaught_exceptions() == 0) accelerator_->end_join(models_);
+}
+
+// ---- Construction and identity ------------------------------------------------------------------
+
+namespace {
+
+std::optional<c10::ScalarType> mixed_precision_dtype(const std::string& mixed_precision) {
+  if (mixed_precision == "bf16") return c10::ScalarType::BFloat16;
+  if (mixed_precision == "fp16") return c10::ScalarType::Half;
+  return std::nullopt;
+}
+
+/// Refuses at construction what would fail (or silently run in fp32) at the first step.
+void check_mixed_precision_available(const std::string& mixed_precision,
+                                     const torch::Device& device) {
+  TORCH_CHECK(mixed_precision != "fp8",
+              "accel: mixed_precision 'fp8' needs an FP8 backend (Transformer Engine or MS-AMP), "
+              "which libaccel does not include; available: no, bf16, fp16 (CUDA)");
+  if (mixed_precision == "fp16") {
+    TORCH_CHECK(device.is_cuda(),
+                "accel: mixed_precision 'fp16' needs a CUDA device, and this "
+                "process runs on ",
+                device.str(), "; available here: no, bf16");
+  }
+  if (mixed_precision == "bf16") {
+    TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
+                "accel: mixed_precision 'bf16' is not available on ", device.str(),
+                " in this LibTorch; available: no");
+#ifdef ACCEL_WITH_CUDA
+    if (device.is_cuda()) {
+      const auto* properties = at::cuda::getDeviceProperties(device.index());
+      TORCH_CHECK(properties->major >= 8,
+                  "accel: mixed_precision 'bf16' needs a CUDA device of "
+                  "compute capability 8.0 or newer; ",
+                  properties->name, " is ", properties->major, ".", properties->minor,
+                  "; available: no, fp16");
+    }
+#endif
+  }
+}
+
+}  // namespace
+
+Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = resolve_options(options);
+  impl_->dist = detail::DistributedState::get(impl_->options);
+  impl_->project = impl_->options.project_config;
+  impl_->device = impl_->dist->device(impl_->options.cpu);
+  TORCH_CHECK(!(impl_->dist->backend() == "nccl" && impl_->device.is_cpu()),
+              "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
+              "Accelerator with cpu=true cannot share it");
+#ifdef ACCEL_WITH_CUDA
+  if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
+#endif
+  check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
+  // Every process constructs its Accelerator at the same point: the groups' rendezvous.
+  if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->options);
+  impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
+  if (impl_->options.mixed_precision == "fp16") {
+    impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
+    if (impl_->sharded() && impl_->distributed()) {
+      // Each process checks only its own gradient shard; all must skip or step together.
+      impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
+        auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
+        detail::all_reduce(*dist->host_group(), flag, Reduction::Max);
+        return flag.item<int64_t>() > 0;
+      });
+    }
+  }
+}
+
+Accelerator::~Accelerator() {
+  try {
+    end_training();
+  } catch (...) {
+    // A destructor does not throw; end_training reports a tracker's failure itself.
+  }
+}
+
+torch::Device Accelerator::device() const { return impl_->device; }
+int64_t Accelerator::process_index() const { return impl_->dist->rank(); }
+int64_t Accelerator::local_process_index() const { return impl_->dist->identity().local_rank; }
+int64_t Accelerator::num_processes() const { return impl_->dist->world_size(); }
+int64_t Accelerator::local_num_processes() const {
+  return impl_->dist->identity().local_world_size;
+}
+
+void Accelerator::check_process_index(int64_t index, int64_t count, const char* method) {
+  TORCH_CHECK(index >= 0 && index < count, "accel: ", method, "(", index,
+              "): this job has processes 0 to ", count - 1);
+}
+const ResolvedOptions& Accelerator::options() const { return impl_->options; }
+std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
+  return impl_->gradient_state;
+}
+GradScaler* Accelerator::scaler() const { return impl_->gradient_state->scaler.get(); }
+
+AutocastGuard Accelerator::autocast() const {
+  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(impl_->options.mixed_precision));
+}
+
+bool Accelerator::optimizer_step_was_skipped() const {
+  return impl_->gradient_state->optimizer_step_was_skipped;
+}
+
+bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
+bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
+
+// ---- prepare ------------------------------------------------------------------------------------
+
+void Accelerator::prepare_model(torch::nn::Module& model) {
+  if (impl_->find(&model) != nullptr) return;
+  if (impl_->options.device_placement) model.to(impl_->device);
+  PreparedModel prepared;
+  prepared.module = &model;
+  if (impl_->distributed()) {
+    // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
+    // backward; the other strategies all-reduce them during it.
+    const auto& strategy = impl_->options.sharding_strategy;
+    const bool all_reduce = strategy == "NO_SHARD" || strategy == "SHARD_OPTIMIZER_STATE";
+    prepared.sync = std::make_unique<detail::GradientSynchronizer>(
+        model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
+  }
+  impl_->models.push_back(std::move(prepared));
+}
+
+void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
+                                        detail::StepKernel kernel) const {
+  if (!impl_->options.debug || !is_main_process()) return;
+  const char* path = "with its own per-parameter step (only AdamW, Adam and SGD have another)";
+  if (!impl_->options.fused_optimizer) {
+    path = "with its own per-parameter step (fused_optimizer / ACCEL_FUSED_OPTIMIZER is off)";
+  } else if (fused && kernel == detail::StepKernel::fused) {
+    path = "through ATen's fused kernel";
+  } else if (fused && kernel == detail::StepKernel::foreach) {
+    path = "through ATen's foreach ops (a parameter is not contiguous, or not on a CUDA device)";
+  } else if (fused) {
+    path =
+        "with its own per-parameter step (a parameter suits neither the fused kernel nor, "
+        "off the CPU, the foreach ops)";
+  }
+  std::fprintf(stderr, "accel: prepared optimizer %s steps %s\n",
+               c10::demangle(mangled_type).c_str(), path);
+}
+
+std::string Accelerator::effective_sharding_strategy() const {
+  return impl_->sharded() ? impl_->options.sharding_strategy : "NO_SHARD";
+}
+
+std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
+    torch::optim::Optimizer& optimizer) {
+  if (!impl_->sharded()) return nullptr;
+  using Reduction = detail::OptimizerShards::Reduction;
+  const auto& strategy = impl_->options.sharding_strategy;
+  const bool full_shard = impl_->shards_parameters();
+  detail::OptimizerShards::UnitOf unit_of;
+  if (full_shard) unit_of = full_shard_units(optimizer);
+  auto shards = std::make_shared<detail::OptimizerShards>(
+      optimizer, impl_->shard_group(),
+      strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
+                                          : Reduction::reduce_scatter,
+      // Gradients are sent in units as large as DDP's buckets.
+      impl_->options.ddp.bucket_cap_mb() << 20,
+      impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
+                                       : detail::OptimizerShards::Collectives::native,
+      full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params);
+  // Optimizers destroyed since leave expired entries; they go as new ones come.
+  auto& known = impl_->shards;
+  known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),
+              known.end());
+  known.push_back(shards);
+  return shards;
+}
+
+detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
+    const torch::optim::Optimizer& optimizer) const {
+  // Each parameter's model: sharded parameters are served to every process's operators alike,
+  // so they must be the same everywhere first, as prepare(model) makes them.
+  std::unordered_map<const c10::TensorImpl*, int64_t> units;
+  const auto& classes = impl_->options.fsdp_transformer_layer_cls_to_wrap;
+  const int64_t min_num_params = impl_->options.fsdp_min_num_params;
+  const bool by_size = min_num_params > 0;
+  int64_t next = 1;
+  for (const auto& model : impl_->models) {
+    if (classes.empty() && !by_size) {
+      for (const auto& p : model.module->parameters()) units[p.unsafeGetTensorImpl()] = 0;
+      continue;
+    }
+    const auto policy = by_size ? detail::units_by_size(*model.module, min_num_params, next)
+                                : detail::units_by_class(*model.module, classes, next);
+    for (const auto& [param, unit] : policy) {
+      units[param] = unit;
+      next = std::max(next, unit + 1);
+    }
+  }
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0,
+                  "accel: ", impl_->options.sharding_strategy,
+                  " shards the parameters of prepared models: prepare the model before its "
+                  "optimizer (an optimizer parameter belongs to no prepared model)");
+    }
+  }
+  // Without a wrap policy, units are runs of parameters of about a bucket (OptimizerShards' own
+  // rule).
+  if (classes.empty() && !by_size) return nullptr;
+  return [units = std::move(units)](const torch::Tensor& p) {
+    return units.at(p.unsafeGetTensorImpl());
+  };
+}
+
+void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
+  if (!impl_->options.device_placement) return;
+  // Each parameter's state goes where the parameter is: the device, or the host for the shards of
+  // a CPU-offloaded run.
+  std::unordered_map<const void*, torch::Device> devices;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) devices.emplace(p.unsafeGetTensorImpl(), p.device());
+  }
+  for (auto& entry : optimizer.state()) {
+    const auto found = devices.find(entry.first);
+    const torch::Device device = found != devices.end() ? found->second : impl_->device;
+    const auto tensors = detail::elementwise_state(*entry.second);
+    if (!tensors) continue;
+    for (auto* t : *tensors) {
+      if (t->defined()) *t = t->to(device);
+    }
+  }
+}
+
+detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
+  detail::LoaderContext context;
+  context.sharding.batch_size = batch_size;
+  context.sharding.split_batches = impl_->options.split_batches;
+  context.sharding.even_batches = impl_->options.even_batches;
+  context.sharding.num_processes = num_processes();
+  context.sharding.process_index = process_index();
+  context.seed = impl_->options.seed;
+  if (impl_->distributed()) {
+    // A program that seeds each process differently must still shuffle the same way everywhere,
+    // or the shards would overlap: the main process's generator state decides the order.
+    Impl* impl = impl_.get();
+    context.main_process_state = [impl](const torch::Tensor& state) {
+      auto shared = state.clone();
+      detail::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
+      return shared;
+    };
+  }
+  context.device = impl_->device;
+  context.device_placement = impl_->options.device_placement;
+  context.state = impl_->gradient_state;
+  return context;
+}
+
+// ---- Training loop ------------------------------------------------------------------------------
+
+void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
+                           std::optional<bool> retain_graph, bool create_graph) {
+  const int64_t steps = impl_->options.gradient_accumulation_steps;
+  torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+  if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
+
+  std::vector<PreparedModel*> syncing;
+  for (auto& m : impl_->models) {
+    if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
+  }
+  // The parameters this loss reaches, found once (a walk of the graph) if some filter needs them.
+  std::optional<std::unordered_set<const c10::TensorImpl*>> reached;
+  auto leaves = [&]() -> const std::unordered_set<const c10::TensorImpl*>& {
+    if (!reached) reached = detail::autograd_leaves(scaled);
+    return *reached;
+  };
+  if (syncing.size() > 1) {
+    // With several models, arm only those this loss reaches: a reducer armed for a model that gets
+    // no gradient would wait for it forever.
+    syncing.erase(std::remove_if(syncing.begin(), syncing.end(),
+                                 [&](PreparedModel* m) { return !m->sync->uses_any(leaves()); }),
+                  syncing.end());
+  }
+  // Under join_uneven_inputs, the processes that ran out of batches wait in end_join for this
+  // count to learn whether a backward is coming that they must shadow.
+  if (!impl_->join_models.empty() &&
+      std::any_of(syncing.begin(), syncing.end(), [&](PreparedModel* m) {
+        return std::count(impl_->join_models.begin(), impl_->join_models.end(), m->module) > 0;
+      })) {
+    auto still_training = torch::ones({1}, torch::kInt64);
+    detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
+    ++impl_->join_backwards;
+  }
+  for (auto* m : syncing) {
+    m->force_sync = false;
+    m->sync->prepare_for_backward();
+  }
+  // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
+  // on every backward outside no_sync.
+  const bool one_process_syncs =
+      !impl_->distributed() && impl_->sharded() &&
+      std::any_of(impl_->models.begin(), impl_->models.end(),
+                  [](const PreparedModel& m) { return m.no_sync_depth == 0 || m.force_sync; });
+  if (one_process_syncs) {
+    for (auto& m : impl_->models) m.force_sync = false;
+  }
+  // Sharded optimizers whose parameters this backward reaches: ZeRO-2's send each unit's
+  // gradients as backward finishes them.
+  std::vector<std::shared_ptr<detail::OptimizerShards>> sharded;
+  if (!syncing.empty() || one_process_syncs) sharded = impl_->live_shards();
+  if (sharded.size() > 1) {
+    sharded.erase(std::remove_if(sharded.begin(), sharded.end(),
+                                 [&](const auto& shards) { return !shards->holds_any(leaves()); }),
+                  sharded.end());
+  }
+  for (auto& shards : sharded) shards->arm();
+  {
+    // Also when backward throws: no gradient is left a bucket view (see finish_backward), and no
+    // shard is left waiting for the rest of a backward.
+    struct FinishBackward {
+      const std::vector<PreparedModel*>& models;
+      const std::vector<std::shared_ptr<detail::OptimizerShards>>& sharded;
+      bool completed = false;
+      ~FinishBackward() {
+        for (auto* m : models) m->sync->finish_backward();
+        if (completed) return;
+        for (auto& shards : sharded) shards->finish_backward(false);
+      }
+    } finish{syncing, sharded};
+    scaled.backward(gradient, retain_graph, create_graph);
+    finish.completed = true;
+  }
+  // ZeRO-2 collects the units it sent; ZeRO-1 cuts its slices out of the all-reduced gradients.
+  for (auto& shards : sharded) {
+    shards->finish_backward(true);
+    shards->reduce_gradients();
+  }
+  // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
+  // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
+  // before this backward would change them under it. After it, every process starts its next
+  // forward from rank 0's buffers, as under DDP. A retained graph may still need them as they are.
+  if (!retain_graph.value_or(create_graph)) {
+    for (auto* m : syncing) m->sync->sync_buffers();
+  }
+}
+
+bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
+  ++impl_->step;
+  auto& state = *impl_->gradient_state;
+  if (state.end_of_dataloader) {
+    state.step = 0;
+    state.sync_gradients = true;
+  } else {
+    state.step += 1;
+    state.sync_gradients = state.step % impl_->options.gradient_accumulation_steps == 0;
+  }
+  if (state.sync_gradients) return false;
+  for (const auto* model : models) enter_no_sync(model);
+  for (auto* gate : state.gates) gate->close();
+  return true;
+}
+
+void Accelerator::end_accumulate(const std::vector<const torch::nn::Module*>& models,
+                                 bool skipped_sync) {
+  if (!skipped_sync) return;
+  for (const auto* model : models) exit_no_sync(model);
+  for (auto* gate : impl_->gradient_state->gates) gate->open();
+}
+
+void Accelerator::enter_no_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) ++m->no_sync_depth;
+}
+void Accelerator::exit_no_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) m->no_sync_depth = std::max(0, m->no_sync_depth - 1);
+}
+void Accelerator::trigger_sync(const torch::nn::Module* model) {
+  if (auto* m = impl_->find(model)) m->force_sync = true;
+}
+
+void Accelerator::unscale_gradients() {
+  auto* scaler = this->scaler();
+  // Only on synchronisation steps: the scaler unscales once per optimizer step.
+  if (scaler == nullptr || !sync_gradients()) return;
+  for (auto* gate : impl_->gradient_state->gates) {
+    if (!scaler->unscaled(*gate->optimizer())) scaler->unscale_(*gate->optimizer());
+  }
+}
+
+double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                    double norm_type) {
+  // Inside an accumulation window the gradients are partial and each process's own: clipping them
+  // would make the result depend on the process count and on where each strategy keeps them.
+  if (!sync_gradients()) return local_grad_norm(parameters, norm_type);
+  // Gradients still whole (a backward not through accelerator.backward) go to their shards first,
+  // so that the scaler unscales and this clips what the optimizers will step with.
+  for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
+  unscale_gradients();
+  if (!impl_->sharded()) return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
+  return clip_sharded_grad_norm(parameters, max_norm, norm_type);
+}
+
+double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                           double max_norm, double norm_type) {
+  // Each process holds a slice of the gradients: the norm is the sum of every process's
+  // |g|^p (or the max of |g|, for p = inf), combined over the processes the shards are cut among
+  // (under HYBRID_SHARD the other machines hold the same slices).
+  std::vector<torch::Tensor> pieces, rest = parameters;
+  for (auto& shards : impl_->live_shards()) {
+    std::vector<torch::Tensor> unheld;
+    shards->shard_gradients_of(rest, pieces, unheld);
+    rest = std::move(unheld);
+  }
+  // Parameters no optimizer shards keep whole gradients, alike on every process: counted once.
+  std::vector<torch::Tensor> whole;
+  for (const auto& p : rest) {
+    if (p.grad().defined()) whole.push_back(p.grad());
+  }
+  const bool infinity = std::isinf(norm_type);
+  auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(impl_->device));
+  auto add = [&](const torch::Tensor& grad) {
+    auto norm = torch::linalg_vector_norm(grad.detach(), norm_type).to(local.device()).reshape({1});
+    if (infinity) {
+      local = torch::maximum(local, norm.to(torch::kFloat));
+    } else {
+      local.add_(norm.to(torch::kFloat).pow(norm_type));
+    }
+  };
+  for (const auto& piece : pieces) add(piece);
+  auto& group = *impl_->shard_group();
+  if (group.getRank() == 0) {
+    for (const auto& grad : whole) add(grad);
+  }
+  detail::all_reduce(group, local, infinity ? Reduction::Max : Reduction::Sum);
+  const auto total = infinity ? local : local.pow(1.0 / norm_type);
+  const auto coefficient = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
+  torch::NoGradGuard no_grad;
+  for (auto& piece : pieces) piece.mul_(coefficient.to(piece.device()));
+  for (auto& grad : whole) grad.mul_(coefficient.to(grad.device()));
+  return total.item<double>();
+}
+
+double Accelerator::local_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                    double norm_type) const {
+  // Each parameter's norm stays on the device; one transfer at the end, not one per parameter.
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) {
+      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(impl_->device));
+    }
+  }
+  if (norms.empty()) return 0.0;
+  double norm = torch::linalg_vector_norm(torch::stack(norms), norm_type).item<double>();
+  if (const auto* scaler = impl_->gradient_state->scaler.get()) norm /= scaler->get_scale();
+  return norm;
+}
+
+void Accelerator::clip_grad_value_(const std::vector<torch::Tensor>& parameters,
+                                   double clip_value) {
+  if (!sync_gradients()) return;
+  for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
+  unscale_gradients();
+  if (!impl_->sharded()) {
+    torch::nn::utils::clip_grad_value_(parameters, clip_value);
+    return;
+  }
+  // The shards hold the synchronised gradients (the parameters' own were freed).
+  std::vector<torch::Tensor> pieces, rest = parameters;
+  for (auto& shards : impl_->live_shards()) {
+    std::vector<torch::Tensor> unheld;
+    shards->shard_gradients_of(rest, pieces, unheld);
+    rest = std::move(unheld);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& piece : pieces) piece.clamp_(-clip_value, clip_value);
+  for (const auto& p : rest) {
+    if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
+  }
+}
+
+// ---- Printing on the main process ---------------------------------------------------------------
+
+std::ostream& Accelerator::main_process_only(std::ostream& stream) {
+  if (is_main_process()) return stream;
+  // An ostream without a buffer sets badbit on every write and formats nothing.
+  static thread_local std::ostream discard(nullptr);
+  discard.clear();
+  return discard;
+}
+
+int Accelerator::printf(const char* format, ...) {
+  if (!is_main_process()) return 0;
+  va_list args;
+  va_start(args, format);
+  const int written = std::vprintf(format, args);
+  va_end(args);
+  return written;
+}
+
+int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(text) : 0; }
+
+// ---- Process control ----------------------------------------------------------------------------
+
+void Accelerator::wait_for_everyone() {
+  if (impl_->distributed()) detail::barrier(impl_->device_group());
+}
+
+void Accelerator::set_trigger() { impl_->trigger = true; }
+
+bool Accelerator::check_trigger() {
+  auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
+  if (impl_->distributed())
+    detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
+  if (flag.item<int64_t>() == 0) return false;
+  impl_->trigger = false;
+  return true;
+}
+
+void Accelerator::free_memory() {
+  impl_->models.clear();
+  impl_->step = 0;
+#ifdef ACCEL_WITH_CUDA
+  if (impl_->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+void Accelerator::begin_join(const std::vector<const torch::nn::Module*>& models,
+                             std::optional<bool> even_batches) {
+  TORCH_CHECK(impl_->join_models.empty(), "accel: join_uneven_inputs scopes do not nest");
+  TORCH_CHECK(!impl_->sharded(),
+              "accel: join_uneven_inputs works with data-parallel models "
+              "(NO_SHARD); under ",
+              impl_->options.sharding_strategy,
+              " the optimizer's collectives would wait for the processes that ran out");
+  for (const auto* model : models) {
+    TORCH_CHECK(impl_->find(model) != nullptr,
+                "accel: join_uneven_inputs was given a model that was not prepared");
+  }
+  TORCH_CHECK(!models.empty(), "accel: join_uneven_inputs needs the prepared models it joins");
+  impl_->join_models = models;
+  impl_->join_backwards = 0;
+  impl_->gradient_state->even_batches_override = even_batches;
+}
+
+void Accelerator::end_join(const std::vector<const torch::nn::Module*>& models) {
+  impl_->gradient_state->even_batches_override.reset();
+  impl_->join_models.clear();
+  if (!impl_->distributed()) return;
+  // Each round: how many processes are still training (each counts itself in backward()). While
+  // any is, shadow the all-reduces of its backward; when none is, every process leaves together.
+  for (;;) {
+    auto still_training = torch::zeros({1}, torch::kInt64);
+    detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
+    if (still_training.item<int64_t>() == 0) break;
+    for (const auto* model : models) {
+      auto* prepared = impl_->find(model);
+      if (prepared == nullptr || !prepared->sync) continue;
+      prepared->sync->shadow_backward();
+      prepared->sync->sync_buffers();
+    }
+  }
+  // The processes that finished early skipped their last optimizer steps. As DDP's Join, every
+  // process continues from the model of the one that trained longest (the highest rank among
+  // equals).
+  auto last = torch::tensor({impl_->join_backwards * num_processes() + process_index()});
+  detail::all_reduce(impl_->host_group(), last, Reduction::Max);
+  const int64_t authority = last.item<int64_t>() % num_processes();
+  for (const auto* model : models) {
+    auto* prepared = impl_->find(model);
+    if (prepared != nullptr && prepared->sync) prepared->sync->broadcast_from(authority);
+  }
+}
+
+}  // namespace accel

@@ -1,0 +1,111 @@
+#pragma once
+
+// The Accelerator's state, shared by the source files that implement it (accelerator.cpp,
+// checkpointing.cpp, operations.cpp, save_model.cpp).
+
+#include <accel/accelerator.h>
+
+#include "distributed/distributed_state.h"
+#include "distributed/gradient_sync.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace accel {
+namespace detail {
+
+struct PreparedModel {
+  torch::nn::Module* module = nullptr;
+  /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
+  std::unique_ptr<detail::GradientSynchronizer> sync;
+  int no_sync_depth = 0;
+  bool force_sync = false;
+};
+
+}  // namespace detail
+
+struct Accelerator::Impl {
+  ResolvedOptions options;
+  std::shared_ptr<detail::DistributedState> dist;
+  torch::Device device = torch::kCPU;
+  std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
+  std::vector<detail::PreparedModel> models;
+  bool trigger = false;
+  /// resume_if_possible() loaded a checkpoint.
+  bool resumed = false;
+  /// Inside join_uneven_inputs: the models whose synchronising backwards count the processes
+  /// still training.
+  std::vector<const torch::nn::Module*> join_models;
+  /// This process's synchronising backwards inside the join scope.
+  int64_t join_backwards = 0;
+  /// accumulate() calls so far (Accelerate's `step`); saved with the state.
+  int64_t step = 0;
+  /// The project configuration, whose iteration advances with each save_state().
+  ProjectConfiguration project;
+  /// The shards of the prepared optimizers, with a sharding strategy on several processes.
+  std::vector<std::weak_ptr<detail::OptimizerShards>> shards;
+  /// Objects registered with register_for_checkpointing, in registration order.
+  std::vector<detail::CheckpointHooks> custom_objects;
+  /// register_save_state_pre_hook / register_load_state_pre_hook's hooks, by handle number, in
+  /// registration order.
+  /// Shared with the handles, which may outlive the Accelerator.
+  std::shared_ptr<std::map<int64_t, SaveStatePreHook>> save_state_pre_hooks =
+      std::make_shared<std::map<int64_t, SaveStatePreHook>>();
+  std::shared_ptr<std::map<int64_t, LoadStatePreHook>> load_state_pre_hooks =
+      std::make_shared<std::map<int64_t, LoadStatePreHook>>();
+  int64_t next_hook_id = 0;
+  /// The started trackers (main process), and whether init_trackers ran.
+  std::vector<std::shared_ptr<GeneralTracker>> trackers;
+  bool trackers_initialized = false;
+
+  /// The prepared models, in preparation order.
+  std::vector<torch::nn::Module*> prepared_modules() const {
+    std::vector<torch::nn::Module*> modules;
+    for (const auto& m : models) modules.push_back(m.module);
+    return modules;
+  }
+  detail::PreparedModel* find(const torch::nn::Module* module) {
+    for (auto& m : models) {
+      if (m.module == module) return &m;
+    }
+    return nullptr;
+  }
+  /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
+  c10d::ProcessGroup& device_group() const { return *dist->device_group(); }
+  /// The runtime's own CPU-side collectives: always Gloo.
+  c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
+  bool distributed() const { return dist->world_size() > 1; }
+  /// A sharding strategy in effect: one, on several processes, or on one with CPU offload (which
+  /// then moves the optimizer's side to the host).
+  bool sharded() const {
+    return (distributed() || options.fsdp_offload_params) &&
+           options.sharding_strategy != "NO_SHARD";
+  }
+  /// FULL_SHARD or HYBRID_SHARD in effect: the parameters are sharded too.
+  bool shards_parameters() const {
+    return sharded() && (options.sharding_strategy == "FULL_SHARD" || hybrid());
+  }
+  /// HYBRID_SHARD in effect.
+  bool hybrid() const { return sharded() && options.sharding_strategy == "HYBRID_SHARD"; }
+  /// The processes among which the shards are cut: this machine's under HYBRID_SHARD, else all.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group() const {
+    if (hybrid()) return dist->hybrid_groups(options).shard;
+    // One process has a group only to shard (CPU offload); null otherwise, as the job's groups.
+    return distributed() || !sharded() ? dist->device_group() : dist->single_process_group(options);
+  }
+  /// HYBRID_SHARD's replicas of this process's shards, one per machine; null otherwise.
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {
+    return hybrid() ? dist->hybrid_groups(options).replicate : nullptr;
+  }
+  /// The live shards, in the order their optimizers were prepared.
+  std::vector<std::shared_ptr<detail::OptimizerShards>> live_shards() const {
+    std::vector<std::shared_ptr<detail::OptimizerShards>> live;
+    for (const auto& weak : shards) {
+      if (auto shard = weak.lock()) live.push_back(std::move(shard));
+    }
+    return live;
+  }
+};
+
+}  // namespace accel

@@ -1,0 +1,192 @@
+// The Accelerator's collective operations (declared in accelerator.h; the types they share are in
+// operations.h): gather, reduce, broadcast, padding and splitting across processes. Tensors go
+// over the group where they live (the device group); sizes and pickled values over the CPU group.
+
+#include <accel/accelerator.h>
+#include <accel/operations.h>
+
+#include "accelerator_impl.h"
+#include "distributed/collectives.h"
+#include "distributed/distributed_state.h"
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace accel {
+
+namespace detail {
+
+SplitRange split_range(size_t size, int64_t count, int64_t index, bool apply_padding) {
+  const size_t n = static_cast<size_t>(count);
+  const size_t i = static_cast<size_t>(index);
+  const size_t per_process = size / n;
+  const size_t extras = size % n;
+  SplitRange range;
+  range.begin = i * per_process + std::min(i, extras);
+  range.end = range.begin + per_process + (i < extras ? 1 : 0);
+  range.padded_size = apply_padding ? per_process + (extras > 0 ? 1 : 0) : range.end - range.begin;
+  return range;
+}
+
+}  // namespace detail
+
+torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
+  if (!impl_->distributed()) return tensor;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
+  const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
+  return torch::cat(detail::all_gather(impl_->device_group(), input), 0);
+}
+
+std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
+  if (!impl_->distributed()) return tensors;
+  // Each tensor's bytes, one after the other, in one buffer per process: one all-gather.
+  std::vector<torch::Tensor> parts;
+  std::vector<int64_t> offsets{0};
+  for (const auto& tensor : tensors) {
+    TORCH_CHECK(tensor.device() == tensors[0].device(),
+                "gather_for_metrics: the tensors gathered together must be on one device (",
+                tensors[0].device(), " and ", tensor.device(), ")");
+    if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
+    parts.push_back(tensor.contiguous().flatten().view(torch::kUInt8));
+    offsets.push_back(offsets.back() + parts.back().numel());
+    // Each tensor starts 16-byte aligned, so its bytes can be viewed as its dtype again.
+    if (const int64_t pad = (16 - offsets.back() % 16) % 16; pad > 0) {
+      parts.push_back(torch::zeros({pad}, parts.back().options()));
+      offsets.back() += pad;
+    }
+  }
+  const auto per_process = detail::all_gather(impl_->device_group(), torch::cat(parts));
+  std::vector<torch::Tensor> out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto shape = tensors[i].dim() == 0 ? std::vector<int64_t>{1} : tensors[i].sizes().vec();
+    std::vector<torch::Tensor> pieces;
+    for (const auto& bytes : per_process) {
+      const int64_t length = tensors[i].numel() * tensors[i].element_size();
+      pieces.push_back(
+          bytes.narrow(0, offsets[i], length).view(tensors[i].scalar_type()).view(shape));
+    }
+    out.push_back(torch::cat(pieces, 0));
+  }
+  return out;
+}
+
+double Accelerator::reduce_number(double value, Reduction reduction) {
+  if (!impl_->distributed()) return value;
+  auto tensor = torch::tensor({value}, torch::kFloat64);
+  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  return tensor.item<double>();
+}
+
+int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
+  if (!impl_->distributed()) return value;
+  auto tensor = torch::tensor({value}, torch::kInt64);
+  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  return tensor.item<int64_t>();
+}
+
+int64_t Accelerator::remainder_to_keep() const {
+  const auto& state = *impl_->gradient_state;
+  return state.end_of_dataloader && state.remainder > 0 ? state.remainder : -1;
+}
+
+torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
+  if (!use_gather_object) return gather_for_metrics<torch::Tensor>(tensor);
+  // As objects, through the host group: the first dimensions may differ between processes.
+  auto parts = gather_object(tensor.detach().cpu());
+  for (auto& part : parts) {
+    if (part.dim() == 0) part = part.unsqueeze(0);
+  }
+  return truncate_to_remainder(torch::cat(parts).to(tensor.device()));
+}
+
+torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
+  const int64_t keep = remainder_to_keep();
+  if (keep < 0 || gathered.dim() == 0 || gathered.size(0) <= keep) return gathered;
+  return gathered.narrow(0, 0, keep);
+}
+
+torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
+  auto out = tensor.clone();
+  if (!impl_->distributed()) return out;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "reduce", tensor);
+  detail::all_reduce(impl_->device_group(), out, reduction);
+  return out;
+}
+
+torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
+                                                double pad_index, bool pad_first) {
+  if (!impl_->distributed() || tensor.dim() == 0) return tensor;
+  TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(),
+              "Invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
+              " dimensions)");
+  if (dim < 0) dim += tensor.dim();
+  auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
+  if (impl_->options.debug)
+    detail::check_same_shapes(impl_->host_group(), "pad_across_processes", sizes);
+  int64_t longest = 0;
+  for (const auto& s : detail::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
+    longest = std::max(longest, s[dim].item<int64_t>());
+  }
+  if (longest == tensor.size(dim)) return tensor;
+  auto shape = tensor.sizes().vec();
+  shape[dim] = longest;
+  auto padded = torch::full(shape, pad_index, tensor.options());
+  const int64_t offset = pad_first ? longest - tensor.size(dim) : 0;
+  padded.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
+  return padded;
+}
+
+torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) {
+  if (!impl_->distributed()) return tensor;
+  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "broadcast", tensor);
+  auto target = tensor;
+  TORCH_CHECK(target.is_contiguous(), "accel: broadcast needs a contiguous tensor");
+  detail::broadcast(impl_->device_group(), target, from);
+  return target;
+}
+
+std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
+  if (!impl_->distributed()) return {value};
+  const auto bytes = torch::pickle_save(value);
+  std::vector<c10::IValue> out;
+  for (const auto& part :
+       detail::all_gather_bytes(impl_->host_group(), std::string(bytes.begin(), bytes.end()))) {
+    out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
+  }
+  return out;
+}
+
+c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
+  if (!impl_->distributed()) return value;
+  const auto pickled = torch::pickle_save(value);
+  auto length = torch::tensor({static_cast<int64_t>(pickled.size())}, torch::kInt64);
+  detail::broadcast(impl_->host_group(), length, from);  // pickled bytes stay on the CPU
+  auto buffer = torch::zeros({std::max<int64_t>(length.item<int64_t>(), 1)}, torch::kUInt8);
+  if (process_index() == from) std::memcpy(buffer.data_ptr(), pickled.data(), pickled.size());
+  detail::broadcast(impl_->host_group(), buffer, from);
+  const char* data = static_cast<const char*>(buffer.data_ptr());
+  return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
+}
+
+torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,
+                                                   bool apply_padding) const {
+  TORCH_CHECK(values.dim() > 0, "accel: split_between_processes needs a tensor with a dim 0");
+  const auto range = detail::split_range(static_cast<size_t>(values.size(0)), num_processes(),
+                                         process_index(), apply_padding);
+  auto out = values.narrow(0, static_cast<int64_t>(range.begin),
+                           static_cast<int64_t>(range.end - range.begin));
+  const auto missing = static_cast<int64_t>(range.padded_size) - out.size(0);
+  if (apply_padding && missing > 0 && out.size(0) > 0) {
+    auto last = out.narrow(0, out.size(0) - 1, 1);
+    std::vector<int64_t> repeats(static_cast<size_t>(values.dim()), 1);
+    repeats[0] = missing;
+    out = torch::cat({out, last.repeat(repeats)}, 0);
+  }
+  return out;
+}
+
+}  // namespace accel

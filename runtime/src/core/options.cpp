@@ -1,0 +1,154 @@
+#include <accel/options.h>
+
+#include "accel_common/contract.h"
+#include "distributed/environment.h"
+#include "tracking/builtin_trackers.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <sstream>
+
+namespace accel {
+namespace {
+
+template <typename T>
+T pick(const std::optional<T>& in_code, const std::optional<T>& from_env, T fallback) {
+  if (in_code) return *in_code;
+  if (from_env) return *from_env;
+  return fallback;
+}
+
+/// The names of a comma-separated variable's value, trimmed, empty ones dropped.
+std::vector<std::string> names_in(const std::optional<std::string>& value) {
+  std::vector<std::string> names;
+  std::stringstream text(value.value_or(""));
+  for (std::string name; std::getline(text, name, ',');) {
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+ResolvedOptions resolve_options(const AcceleratorOptions& options) {
+  const auto env = detail::process_environment();
+  ResolvedOptions out;
+  out.device_placement =
+      pick(options.device_placement(), detail::env_bool(env, contract::kDevicePlacement), true);
+  out.split_batches =
+      pick(options.split_batches(), detail::env_bool(env, contract::kSplitBatches), false);
+  out.even_batches =
+      pick(options.even_batches(), detail::env_bool(env, contract::kEvenBatches), true);
+  out.gradient_accumulation_steps =
+      pick(options.gradient_accumulation_steps(),
+           detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
+  out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
+  out.mixed_precision = pick(options.mixed_precision(),
+                             detail::env_string(env, contract::kMixedPrecision), std::string("no"));
+  out.step_scheduler_with_optimizer =
+      pick(options.step_scheduler_with_optimizer(),
+           detail::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
+  out.fused_optimizer =
+      pick(options.fused_optimizer(), detail::env_bool(env, contract::kFusedOptimizer), true);
+  if (options.seed()) {
+    out.seed = options.seed();
+  } else if (auto seed = detail::env_int(env, contract::kSeed)) {
+    TORCH_CHECK(*seed >= 0, "Invalid ACCEL_SEED: ", *seed, " (expected a non-negative integer)");
+    out.seed = static_cast<uint64_t>(*seed);
+  }
+  if (options.timeout()) {
+    out.timeout = *options.timeout();
+  } else if (auto seconds = detail::env_int(env, contract::kTimeout)) {
+    TORCH_CHECK(*seconds > 0, "Invalid ACCEL_TIMEOUT: ", *seconds, " (expected seconds > 0)");
+    out.timeout = std::chrono::seconds(*seconds);
+  }
+  out.sharding_strategy =
+      pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
+           std::string("NO_SHARD"));
+  out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
+  out.fsdp_state_dict_type =
+      pick(options.fsdp_state_dict_type(), detail::env_string(env, contract::kFsdpStateDictType),
+           std::string("FULL_STATE_DICT"));
+  TORCH_CHECK(contract::is_one_of(out.fsdp_state_dict_type, contract::state_dict_type_choices()),
+              "Invalid fsdp_state_dict_type: '", out.fsdp_state_dict_type, "' (expected one of ",
+              contract::join(contract::state_dict_type_choices()), ")");
+  out.fsdp_offload_params = pick(options.fsdp_offload_params(),
+                                 detail::env_bool(env, contract::kFsdpOffloadParams), false);
+  TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != "NO_SHARD",
+              "accel: fsdp_offload_params keeps the shards of a sharded run in host memory, and "
+              "sharding_strategy is NO_SHARD; choose SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, "
+              "FULL_SHARD or HYBRID_SHARD with it");
+  out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
+  if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
+    out.fsdp_transformer_layer_cls_to_wrap =
+        names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
+  }
+  // Trackers: names checked here, so a typo fails at construction rather than at init_trackers.
+  std::vector<std::string> log_with = options.log_with();
+  if (log_with.empty()) log_with = names_in(detail::env_string(env, contract::kLogWith));
+  for (const auto& name : log_with) {
+    const auto& known = detail::builtin_tracker_names();
+    if (name == "all") {
+      out.log_with = known;
+      break;
+    }
+    const bool available = std::find(known.begin(), known.end(), name) != known.end();
+    TORCH_CHECK(available || name != "tensorboard",
+                "accel: log_with names tensorboard, and this libaccel was built without protobuf "
+                "(install libprotobuf-dev and protobuf-compiler, and rebuild it)");
+    TORCH_CHECK(available, "Invalid log_with: '", name, "' (expected all, ", contract::join(known),
+                "; a tracker of your own goes in AcceleratorOptions::trackers)");
+    if (std::find(out.log_with.begin(), out.log_with.end(), name) == out.log_with.end()) {
+      out.log_with.push_back(name);
+    }
+  }
+  out.trackers = options.trackers();
+  if (options.resume()) {
+    out.resume = *options.resume();
+  } else if (auto resume = detail::env_string(env, contract::kResume)) {
+    TORCH_CHECK(*resume == "auto" || *resume == "no", "Invalid ", contract::kResume, ": '", *resume,
+                "' (expected auto or no)");
+    out.resume = *resume == "auto";
+  }
+  if (options.fsdp_min_num_params()) {
+    out.fsdp_min_num_params = *options.fsdp_min_num_params();
+    TORCH_CHECK(out.fsdp_min_num_params >= 1,
+                "Invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
+                " (expected an integer >= 1)");
+  } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
+    TORCH_CHECK(*count >= 1, "Invalid ", contract::kFsdpMinNumParams, ": ", *count,
+                " (expected an integer >= 1)");
+    out.fsdp_min_num_params = *count;
+  }
+  TORCH_CHECK(out.fsdp_min_num_params == 0 || out.fsdp_transformer_layer_cls_to_wrap.empty(),
+              "accel: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params are two auto-wrap "
+              "policies; set one (FSDP's TRANSFORMER_BASED_WRAP or SIZE_BASED_WRAP)");
+
+  TORCH_CHECK(out.gradient_accumulation_steps >= 1,
+              "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
+              " (expected an integer >= 1)");
+  TORCH_CHECK(out.timeout.count() > 0, "Invalid timeout: ", out.timeout.count(),
+              " ms (expected > 0)");
+  const auto& mp = out.mixed_precision;
+  TORCH_CHECK(contract::is_one_of(mp, contract::mixed_precision_choices()),
+              "Invalid mixed_precision: '", mp, "' (expected one of ",
+              contract::join(contract::mixed_precision_choices()), ")");
+  out.grad_scaler = options.grad_scaler();
+  out.ddp = options.ddp();
+  TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
+              " (expected an integer >= 1)");
+  out.project_config = options.project_config();
+  const auto& limit = out.project_config.total_limit();
+  TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),
+              " (expected an integer >= 1)");
+  const auto& shard = out.sharding_strategy;
+  TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
+              "Invalid sharding_strategy: '", shard, "' (expected one of ",
+              contract::join(contract::sharding_strategy_choices()), ")");
+  return out;
+}
+
+}  // namespace accel

@@ -1,0 +1,40 @@
+#include <accel/autocast.h>
+
+#include "util/torch_compat.h"
+
+#include <c10/util/Exception.h>
+
+namespace accel {
+
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype)
+    : device_type_(device_type) {
+  if (!dtype) return;
+  TORCH_CHECK(detail::autocast_supports(device_type, *dtype), "accel: autocast to ",
+              c10::toString(*dtype), " is not available on ", c10::DeviceTypeName(device_type),
+              " in this LibTorch");
+  previous_enabled_ = detail::autocast_enabled(device_type);
+  previous_dtype_ = detail::autocast_dtype(device_type);
+  detail::set_autocast_enabled(device_type, true);
+  detail::set_autocast_dtype(device_type, *dtype);
+  at::autocast::increment_nesting();
+  active_ = true;
+}
+
+AutocastGuard::AutocastGuard(AutocastGuard&& other) noexcept
+    : device_type_(other.device_type_),
+      active_(other.active_),
+      previous_enabled_(other.previous_enabled_),
+      previous_dtype_(other.previous_dtype_) {
+  other.active_ = false;
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  // As Python's autocast.__exit__: the cache of casted weights lives until the outermost scope
+  // ends.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  detail::set_autocast_enabled(device_type_, previous_enabled_);
+  detail::set_autocast_dtype(device_type_, previous_dtype_);
+}
+
+}  // namespace accel

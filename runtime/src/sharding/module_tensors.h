@@ -1,0 +1,44 @@
+#pragma once
+
+// A module's parameters and buffers by qualified name, as save_model and save_state write them.
+
+#include <accel/safetensors.h>
+
+#include "util/safetensors_dtypes.h"
+
+#include <torch/nn/module.h>
+
+#include <optional>
+
+namespace accel {
+namespace detail {
+
+/// Parameters, then buffers, in the module's order. A tensor registered under several names (tied
+/// weights) appears once, under its first name: safetensors cannot store two views of one buffer.
+NamedTensors module_tensors(const torch::nn::Module& module);
+
+/// True when some parameter of `module` is a sharded parameter (FULL_SHARD).
+bool has_sharded_parameters(const torch::nn::Module& module);
+
+/// module_tensors() with the values of sharded parameters, for writing (FULL_STATE_DICT). With
+/// sharded parameters every process must call it (each is gathered, unit by unit); only those
+/// with `keep` get the tensors, copied to the CPU, so one whole copy exists, on the writer's host.
+NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep);
+
+/// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the
+/// module has must be there with its shape, except second names of tied weights; names the
+/// module does not have are an error too. Errors name `path` and the tensor.
+void load_module_tensors(torch::nn::Module& module,
+                         const std::map<std::string, torch::Tensor>& tensors,
+                         const std::string& path);
+
+/// Checks, from its header alone, that the safetensors file at `path` holds `module`'s tensors by
+/// name and shape and nothing else; the errors name `path` and the tensor.
+void check_module_file(const torch::nn::Module& module, const std::string& path);
+/// load_module_tensors from a safetensors file, after check_module_file, reading each tensor's
+/// bytes straight into the module's CPU tensor where dtype and layout allow (no mapping, no
+/// intermediate copy): restoring a checkpoint runs at the speed of a plain read.
+void read_module_tensors(torch::nn::Module& module, const std::string& path);
+
+}  // namespace detail
+}  // namespace accel

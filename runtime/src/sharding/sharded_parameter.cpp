@@ -1,0 +1,250 @@
+// Sharded parameters and the fallback that serves them: see sharded_parameter.h.
+
+#include "sharded_parameter.h"
+
+#include "util/boxed_arguments.h"
+#include "util/torch_compat.h"
+
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace accel {
+namespace detail {
+namespace {
+
+/// What a storage-less tensor stands for: a parameter, or an operator's lazy result.
+class Deferred {
+ public:
+  virtual ~Deferred() = default;
+  /// The tensor's value (collective for a parameter: its unit is gathered).
+  virtual at::Tensor value() const = 0;
+  /// The parameter's source; null for a lazy result.
+  virtual ParameterSource* source() const { return nullptr; }
+};
+
+void delete_deferred(void* context) { delete static_cast<Deferred*>(context); }
+
+const Deferred* deferred(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.key_set().has(kShardedDispatchKey) || !tensor.has_storage()) {
+    return nullptr;
+  }
+  const auto& data = tensor.storage().data_ptr();
+  if (data.get_deleter() != &delete_deferred) return nullptr;
+  return static_cast<const Deferred*>(data.get_context());
+}
+
+at::Tensor value_of(const at::Tensor& tensor) {
+  const Deferred* d = deferred(tensor);
+  return d == nullptr ? tensor : d->value();
+}
+
+class ShardedParameter final : public Deferred {
+ public:
+  explicit ShardedParameter(std::shared_ptr<ParameterSource> source) : source_(std::move(source)) {}
+  at::Tensor value() const override { return source_->gather(); }
+  ParameterSource* source() const override { return source_.get(); }
+
+ private:
+  std::shared_ptr<ParameterSource> source_;
+};
+
+/// A storage-less tensor of `layout`'s sizes, strides and dtype on `device`, standing for
+/// `what`.
+at::Tensor make_deferred(std::unique_ptr<Deferred> what, const at::Tensor& layout,
+                         c10::Device device) {
+  const auto type = layout.dtype();
+  const auto bytes = at::detail::computeStorageNbytes(layout.sizes(), layout.strides(),
+                                                      type.itemsize(), layout.storage_offset());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), bytes,
+                       c10::DataPtr(nullptr, what.release(), &delete_deferred, device),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  const auto backend = c10::computeDispatchKey(layout.scalar_type(), c10::kStrided, device);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet({kShardedDispatchKey, backend}), type);
+  impl->set_sizes_and_strides(layout.sizes(), layout.strides(), layout.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+/// Replaces every storage-less argument by its value.
+void replace_by_values(std::vector<c10::IValue>& arguments, size_t first) {
+  for_each_tensor_in(arguments, first, [](at::Tensor& tensor) {
+    if (deferred(tensor) == nullptr) return false;
+    tensor = value_of(tensor);
+    return true;
+  });
+}
+
+/// An operator that aliases or casts a storage-less tensor, run when its value is needed.
+class LazyResult final : public Deferred {
+ public:
+  LazyResult(c10::OperatorHandle op, std::vector<c10::IValue> arguments)
+      : op_(std::move(op)), arguments_(std::move(arguments)) {}
+  at::Tensor value() const override {
+    auto stack = arguments_;
+    // Values are real tensors: the operator runs below this key.
+    c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+    replace_by_values(stack, 0);
+    op_.callBoxed(&stack);
+    return stack.front().toTensor();
+  }
+
+ private:
+  c10::OperatorHandle op_;
+  std::vector<c10::IValue> arguments_;
+};
+
+bool writes_argument(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+
+/// The index (among the arguments) of the storage-less tensor the operator's one result would
+/// alias or be cast from, if the operator is a view of it or a same-device cast of it.
+std::optional<size_t> lazy_input(const c10::OperatorHandle& op,
+                                 const std::vector<c10::IValue>& arguments) {
+  const auto& schema = op.schema();
+  if (schema.returns().size() != 1 ||
+      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType)
+    return std::nullopt;
+  const auto* returned = schema.returns()[0].alias_info();
+  const bool view = returned != nullptr && !returned->isWrite();
+  const bool cast = schema.operator_name().name == "aten::_to_copy";
+  if (!view && !cast) return std::nullopt;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const auto& argument = schema.arguments()[i];
+    if (!arguments[i].isTensor() || deferred(arguments[i].toTensor()) == nullptr) continue;
+    if (view && argument.alias_info() != nullptr && !argument.alias_info()->isWrite()) return i;
+    if (cast && argument.name() == "self") {
+      // Only a cast on the same device (autocast's): one to another device is run now.
+      const auto device = schema.argumentIndexWithName("device");
+      const auto pinned = schema.argumentIndexWithName("pin_memory");
+      if (device && !arguments[*device].isNone() &&
+          arguments[*device].toDevice() != arguments[i].toTensor().device())
+        return std::nullopt;
+      if (pinned && !arguments[*pinned].isNone() && arguments[*pinned].toBool())
+        return std::nullopt;
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The lazy result of `op` on `arguments` (its input at `input`): shaped by running the
+/// operator on a meta tensor of the input's layout.
+at::Tensor lazy_result(const c10::OperatorHandle& op, std::vector<c10::IValue> arguments,
+                       size_t input) {
+  const at::Tensor source = arguments[input].toTensor();
+  auto shaped = arguments;
+  shaped[input] =
+      at::empty_strided(source.sizes(), source.strides(), source.options().device(c10::kMeta));
+  if (const auto device = op.schema().argumentIndexWithName("device")) {
+    shaped[*device] = c10::IValue();
+  }
+  op.callBoxed(&shaped);
+  const at::Tensor layout = shaped.front().toTensor();
+  return make_deferred(std::make_unique<LazyResult>(op, std::move(arguments)), layout,
+                       source.device());
+}
+
+std::string operator_name(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().operator_name();
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+/// An operator that writes into a sharded parameter: the new value goes to its source.
+void write_through(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack, size_t first,
+                   size_t target) {
+  const at::Tensor parameter = (*stack)[first + target].toTensor();
+  ParameterSource* source = deferred(parameter)->source();
+  TORCH_CHECK(source != nullptr, "accel: ", operator_name(op),
+              " writes into a view of a sharded parameter (FULL_SHARD); write into the "
+              "parameter itself, or change it before prepare()");
+  if (op.schema().operator_name().name == "aten::copy_" && target == 0) {
+    // copy_ needs no gather: the new value is given whole.
+    const at::Tensor given = value_of((*stack)[first + 1].toTensor());
+    source->assign(given.to(parameter.options()).expand(parameter.sizes()));
+  } else {
+    at::Tensor value = value_of(parameter).clone();
+    (*stack)[first + target] = value;
+    replace_by_values(*stack, first);
+    op.callBoxed(stack);
+    source->assign(value);
+    // The operator returned its written argument: the parameter, not the copy.
+    for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().is_same(value)) (*stack)[i] = parameter;
+    }
+    return;
+  }
+  stack->resize(first);
+  stack->push_back(parameter);
+}
+
+void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
+  c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+  const auto& schema = op.schema();
+  const size_t count = schema.arguments().size();
+  const size_t first = stack->size() - count;
+  for (size_t i = 0; i < count; ++i) {
+    if (!writes_argument(schema.arguments()[i])) continue;
+    const c10::IValue& value = (*stack)[first + i];
+    if (value.isTensor() && deferred(value.toTensor()) != nullptr) {
+      write_through(op, stack, first, i);
+      return;
+    }
+    bool into_sharded = false;
+    std::vector<c10::IValue> argument{value};
+    for_each_tensor_in(argument, 0, [&](at::Tensor& tensor) {
+      into_sharded = into_sharded || deferred(tensor) != nullptr;
+      return false;
+    });
+    TORCH_CHECK(!into_sharded, "accel: ", operator_name(op),
+                " writes into a list holding sharded parameters (FULL_SHARD), which is not "
+                "supported");
+  }
+  std::vector<c10::IValue> arguments(stack->begin() + static_cast<ptrdiff_t>(first), stack->end());
+  if (const auto input = lazy_input(op, arguments)) {
+    auto result = lazy_result(op, std::move(arguments), *input);
+    stack->resize(first);
+    stack->push_back(std::move(result));
+    return;
+  }
+  replace_by_values(*stack, first);
+  op.callBoxed(stack);
+}
+
+const torch::Library& fallback_registration() {
+  static const auto* library = [] {
+    auto* lib =
+        new torch::Library(torch::Library::IMPL, "_", kShardedDispatchKey, __FILE__, __LINE__);
+    lib->fallback(torch::CppFunction::makeFromBoxedFunction<&sharded_fallback>());
+    return lib;
+  }();
+  return *library;
+}
+// As offload.cpp's: registered at load, and again (once) by the entry point below.
+const torch::Library& g_registration = fallback_registration();
+
+}  // namespace
+
+void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source) {
+  fallback_registration();
+  auto sharded = make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter,
+                               parameter.device());
+  parameter.unsafeGetTensorImpl()->shallow_copy_from(sharded.getIntrusivePtr());
+}
+
+bool is_sharded(const at::Tensor& tensor) { return deferred(tensor) != nullptr; }
+
+at::Tensor gathered_value(const at::Tensor& tensor) {
+  c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+  return value_of(tensor);
+}
+
+}  // namespace detail
+}  // namespace accel
