@@ -153,6 +153,10 @@ TEST(EnvValues, BooleansAndIntegers) {
   EXPECT_EQ(env_int(env, "I"), std::optional<int64_t>(12));
   expect_error([&] { env_bool(env, "BAD"); }, "Invalid BAD: 'maybe'");
   expect_error([&] { env_int(env, "T"); }, "Invalid T: 'true' (expected an integer)");
+  // The whole value, as the launcher reads it (one parser, in common/).
+  auto port = env_of({{"MASTER_PORT", "29500x"}});
+  expect_error([&] { env_int(port, "MASTER_PORT"); },
+               "Invalid MASTER_PORT: '29500x' (expected an integer)");
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
   if (!value) return std::nullopt;
   auto parsed = contract::parse_integer(*value);
-  TORCH_CHECK(parsed, "Invalid ", name, ": '", *value, "' (expected a whole number)");
+  TORCH_CHECK(parsed, "Invalid ", name, ": '", *value, "' (expected an integer)");
   return parsed;
 }
 
