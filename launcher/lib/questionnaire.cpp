@@ -35,11 +35,11 @@ class Asker {
   int ask_int(const std::string& question, int fallback, int min, int max) {
     return ask<int>(question, std::to_string(fallback), [&](const std::string& a, int& v) {
       const auto parsed = contract::parse_integer(a);
-      if (parsed && *parsed >= min && *parsed <= max) v = static_cast<int>(*parsed);
       if (!parsed || *parsed < min || *parsed > max) {
         return "please answer a whole number from " + std::to_string(min) + " to " +
                std::to_string(max);
       }
+      v = static_cast<int>(*parsed);
       return std::string();
     });
   }
