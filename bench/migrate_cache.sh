@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # accel-migrate with its preamble cache against itself without it (--no-cache, every header
 # parsed again: what each file cost before the cache), on the ten-program corpus
-# (test/e2e/corpus, 14 files). Medians; every ratio is taken in this run.
+# (test/rewriter/e2e/corpus, 14 files). Medians; every ratio is taken in this run.
 #  - first file: a cold cache (the preamble is built) against --no-cache, interleaved;
 #  - every file after: a warm cache, per file, against --no-cache;
 #  - --check on the migrated corpus, one invocation per program as a CI job would run it: the
@@ -18,7 +18,7 @@ migrate="$build/rewriter/accel-migrate"
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$source_dir/test/e2e/corpus" "$work/corpus"
+cp -r "$source_dir/test/rewriter/e2e/corpus" "$work/corpus"
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$2" -v b="$1" 'BEGIN { printf "%.3f", a - b }'; }
@@ -94,11 +94,11 @@ echo "--check on the migrated corpus (10 programs, 14 files): first run ${check_
 
 # 4. lit, with and without the cache (the cache warm, as after any earlier run).
 if [ "$run_lit" = 1 ]; then
-  lit=$(grep -o "[^ \"]*lit\.py" "$build/test/lit/CTestTestfile.cmake" | head -1)
+  lit=$(grep -o "[^ \"]*lit\.py" "$build/test/rewriter/lit/CTestTestfile.cmake" | head -1)
   python=$(command -v python3)
-  start=$(now); "$python" "$lit" -q "$build/test/lit" > /dev/null; end=$(now)
+  start=$(now); "$python" "$lit" -q "$build/test/rewriter/lit" > /dev/null; end=$(now)
   with=$(elapsed "$start" "$end")
-  start=$(now); ACCEL_LIT_NO_CACHE=1 "$python" "$lit" -q "$build/test/lit" > /dev/null; end=$(now)
+  start=$(now); ACCEL_LIT_NO_CACHE=1 "$python" "$lit" -q "$build/test/rewriter/lit" > /dev/null; end=$(now)
   without=$(elapsed "$start" "$end")
   echo "lit: ${with}s with the cache, ${without}s with --no-cache; ratio $(ratio "$with" "$without")"
 fi

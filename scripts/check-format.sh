@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when a C++ file of ours is not formatted as .clang-format says (rewriter/ has its own, in
 # LLVM's style like the clang tools it sits beside). Run with --fix to format them in place.
-# Migration inputs (examples/, test/lit, test/e2e) keep their authors' layouts and are left out.
+# Migration inputs (examples/, test/rewriter/lit, test/rewriter/e2e) keep their authors' layouts and are left out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -12,8 +12,8 @@ if [ -z "$clang_format" ]; then
 fi
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- 'common/*.cpp' 'common/*.h' 'runtime/*.cpp' 'runtime/*.h' \
   'launcher/*.cpp' 'launcher/*.h' 'rewriter/*.cpp' 'rewriter/*.h' 'bench/*.cpp' 'bench/*.h' \
-  'test/unit/*.cpp' 'test/multiprocess/*.cpp' 'test/gpu/*.cpp' 'test/support/*.h' \
-  'test/launcher/*.cpp' 'test/common/*.cpp' 'test/docs/*.cpp' \
+  'test/runtime/*.cpp' 'test/support/*.h' 'test/launcher/*.cpp' 'test/common/*.cpp' \
+  'test/rewriter/*_test.cpp' 'test/docs/*.cpp' \
   'test/fuzz/*.cpp')
 if [ "${1:-}" = "--fix" ]; then
   "$clang_format" -i "${files[@]}"

@@ -21,8 +21,7 @@ bool isAcceleratorCall(const Expr *E) {
       Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();
   const auto *MC = dyn_cast<CXXMemberCallExpr>(E);
-  return MC && MC->getMethodDecl() &&
-         isAccelerator(QualType(MC->getMethodDecl()->getParent()->getTypeForDecl(), 0));
+  return MC && isAcceleratorMethod(MC->getMethodDecl());
 }
 
 // The model variables whose parameters() an optimizer's initializer reads.

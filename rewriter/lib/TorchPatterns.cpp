@@ -121,6 +121,22 @@ bool isDeviceKind(QualType T) {
 
 bool isAccelerator(QualType T) { return isClassOrDerived(T, "accel::Accelerator"); }
 
+bool isAcceleratorMethod(const CXXMethodDecl *Method) {
+  if (!Method)
+    return false;
+  const CXXRecordDecl *Class = Method->getParent();
+  if (isAccelerator(QualType(Class->getTypeForDecl(), 0)))
+    return true;
+  // The groups of methods Accelerator inherits: accel::detail::ProcessControl<Accelerator>,
+  // CollectiveMethods<Accelerator> and DataLoaderPreparation<Accelerator>.
+  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(Class);
+  if (!Spec || Spec->getTemplateArgs().size() == 0)
+    return false;
+  const TemplateArgument &Arg = Spec->getTemplateArgs()[0];
+  return Arg.getKind() == TemplateArgument::Type && isAccelerator(Arg.getAsType()) &&
+         StringRef(Spec->getQualifiedNameAsString()).startswith("accel::detail::");
+}
+
 bool isStringLike(QualType T) {
   if (T.isNull())
     return false;
@@ -274,7 +290,7 @@ bool isAcceleratorMethodCall(const CallExpr *CE, StringRef Name) {
   const auto *MC = dyn_cast<CXXMemberCallExpr>(CE);
   if (!MC || !MC->getMethodDecl())
     return false;
-  if (!isAccelerator(QualType(MC->getMethodDecl()->getParent()->getTypeForDecl(), 0)))
+  if (!isAcceleratorMethod(MC->getMethodDecl()))
     return false;
   return Name.empty() || plainName(MC->getMethodDecl()) == Name;
 }

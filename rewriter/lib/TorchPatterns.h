@@ -31,7 +31,9 @@ bool isDataLoader(clang::QualType T);  ///< a torch or accel data loader, or a p
 bool isDevice(clang::QualType T);      ///< c10::Device
 bool isDeviceKind(clang::QualType T);  ///< c10::DeviceType
 bool isAccelerator(clang::QualType T); ///< accel::Accelerator
-bool isStringLike(clang::QualType T);  ///< std::string, string_view, char pointer or array
+/// A method of accel::Accelerator, its own or one of those it inherits from accel::detail.
+bool isAcceleratorMethod(const clang::CXXMethodDecl *Method);
+bool isStringLike(clang::QualType T); ///< std::string, string_view, char pointer or array
 
 /// Strips implicit nodes, parentheses, `*p` and `p->` / `p.operator->()` down to the variable an
 /// expression is about, or null. `*loader`, `model->`, `batch.data` give loader, model, batch.

@@ -51,7 +51,7 @@ bool reducesVariable(const Stmt *S, const VarDecl *Var) {
     return false;
   const auto *Call = dyn_cast<CXXMemberCallExpr>(stripTemporaries(Value));
   return Call && Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "reduce" &&
-         isAccelerator(Call->getImplicitObjectArgument()->getType());
+         isAcceleratorMethod(Call->getMethodDecl());
 }
 
 bool referencedIn(const Stmt *S, const VarDecl *Var) {

@@ -3,14 +3,17 @@
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/data_loader.h>
+#include <accel/detail/collective_methods.h>
 #include <accel/detail/gradient_state.h>
 #include <accel/detail/module_ref.h>
+#include <accel/detail/process_control.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
 #include <accel/profiler.h>
 #include <accel/safetensors.h>
+#include <accel/scopes.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/nn/module.h>
@@ -18,13 +21,10 @@
 #include <torch/serialize.h>
 #include <torch/serialize/archive.h>
 
-#include <functional>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
-#include <tuple>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -33,116 +33,6 @@
 namespace accel {
 
 class Accelerator;
-
-namespace detail {
-
-/// How save_state/load_state reach an object given to register_for_checkpointing.
-struct CheckpointHooks {
-  std::function<void(torch::serialize::OutputArchive&)> save;
-  std::function<void(torch::serialize::InputArchive&)> load;
-};
-
-template <typename T, typename = void>
-struct has_archive_save_load : std::false_type {};
-template <typename T>
-struct has_archive_save_load<
-    T, decltype(std::declval<const T&>().save(std::declval<torch::serialize::OutputArchive&>()),
-                std::declval<T&>().load(std::declval<torch::serialize::InputArchive&>()), void())>
-    : std::true_type {};
-
-}  // namespace detail
-
-/// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
-/// `sync_gradients()` tells whether this micro-step synchronises gradients and lets the optimizer
-/// step; on the other micro-steps the listed models skip their all-reduce. With mixed precision,
-/// the scope also runs under autocast (see `Accelerator::autocast`).
-class [[nodiscard]] AccumulateScope {
- public:
-  AccumulateScope(AccumulateScope&& other) noexcept;
-  AccumulateScope(const AccumulateScope&) = delete;
-  AccumulateScope& operator=(const AccumulateScope&) = delete;
-  AccumulateScope& operator=(AccumulateScope&&) = delete;
-  ~AccumulateScope();
-
- private:
-  friend class Accelerator;
-  AccumulateScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models);
-  Accelerator* accelerator_;
-  std::vector<const torch::nn::Module*> models_;
-  bool skipped_sync_ = false;
-  AutocastGuard autocast_;
-};
-
-/// Skips gradient synchronisation of one model while it lives (`Accelerator::no_sync`).
-class [[nodiscard]] NoSyncGuard {
- public:
-  NoSyncGuard(NoSyncGuard&& other) noexcept;
-  NoSyncGuard(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-  NoSyncGuard& operator=(NoSyncGuard&&) = delete;
-  ~NoSyncGuard();
-
- private:
-  friend class Accelerator;
-  NoSyncGuard(Accelerator* accelerator, const torch::nn::Module* model);
-  Accelerator* accelerator_;
-  const torch::nn::Module* model_;
-};
-
-/// One process goes first (the main one, or each machine's local main one): the others wait at
-/// construction, the first one waits at destruction (`Accelerator::main_process_first`,
-/// `Accelerator::local_main_process_first`).
-class [[nodiscard]] MainProcessFirst {
- public:
-  MainProcessFirst(MainProcessFirst&& other) noexcept;
-  MainProcessFirst(const MainProcessFirst&) = delete;
-  MainProcessFirst& operator=(const MainProcessFirst&) = delete;
-  MainProcessFirst& operator=(MainProcessFirst&&) = delete;
-  ~MainProcessFirst() noexcept(false);
-
- private:
-  friend class Accelerator;
-  MainProcessFirst(Accelerator* accelerator, bool goes_first);
-  Accelerator* accelerator_;
-  bool goes_first_;
-};
-
-/// Removes the hook it was returned for (Accelerate's RemovableHandle). Removing twice, or after
-/// the Accelerator is gone, does nothing.
-class RemovableHandle {
- public:
-  RemovableHandle() = default;
-  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
-  void remove() {
-    if (remove_) std::exchange(remove_, nullptr)();
-  }
-
- private:
-  std::function<void()> remove_;
-};
-
-/// Lets the processes run out of batches at different times (`Accelerator::join_uneven_inputs`).
-/// While it lives, every synchronising backward of a listed model first counts the processes
-/// still training (a small all-reduce). At its end a process that finished early keeps taking
-/// part in the others' gradient all-reduces, contributing zeros, until every process has
-/// finished. Gradients are divided by the job's process count throughout, as DDP's Join does by
-/// default (divide_by_initial_world_size). Other collectives inside the scope (gather, reduce,
-/// save_state) still need every process.
-class [[nodiscard]] JoinScope {
- public:
-  JoinScope(JoinScope&& other) noexcept;
-  JoinScope(const JoinScope&) = delete;
-  JoinScope& operator=(const JoinScope&) = delete;
-  JoinScope& operator=(JoinScope&&) = delete;
-  ~JoinScope() noexcept(false);
-
- private:
-  friend class Accelerator;
-  JoinScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
-            std::optional<bool> even_batches);
-  Accelerator* accelerator_;
-  std::vector<const torch::nn::Module*> models_;
-};
 
 /// The one object a training program needs to run on one device or many processes.
 ///
@@ -160,7 +50,9 @@ class [[nodiscard]] JoinScope {
 ///   optimizer.zero_grad();
 /// }
 /// ```
-class Accelerator {
+class Accelerator : public detail::ProcessControl<Accelerator>,
+                    public detail::CollectiveMethods<Accelerator>,
+                    public detail::DataLoaderPreparation<Accelerator> {
  public:
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
@@ -240,33 +132,7 @@ class Accelerator {
     auto [dataset, sampler] = detail::take_over(*loader);
     return prepare_data_loader(std::move(dataset), std::move(sampler), loader->options());
   }
-
-  /// Builds a prepared loader with `make_data_loader`'s arguments.
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, torch::data::DataLoaderOptions options) {
-    auto sampler = detail::sampler_for<Sampler>(dataset);
-    return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
-  }
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
-                                                                    size_t batch_size) {
-    return prepare_data_loader<Sampler>(std::move(dataset),
-                                        torch::data::DataLoaderOptions(batch_size));
-  }
-  template <typename Dataset, typename Sampler>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
-    return prepare_data_loader(std::move(dataset), std::move(sampler),
-                               torch::data::FullDataLoaderOptions(std::move(options)));
-  }
-  template <typename Dataset, typename Sampler>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
-    auto context = loader_context(options.batch_size);
-    return detail::make_prepared_loader(std::move(dataset), std::move(sampler), std::move(options),
-                                        std::move(context));
-  }
+  // prepare_data_loader(dataset, ...), which builds the loader too, is DataLoaderPreparation's.
 
   // ---- Training loop ---------------------------------------------------------------------------
 
@@ -348,167 +214,45 @@ class Accelerator {
   void unscale_gradients();
 
   // ---- Distributed operations ------------------------------------------------------------------
+  // The forms for containers, numbers and other values (gather_object, broadcast_object, ...) are
+  // CollectiveMethods'; these are the tensor collectives they are written with.
 
   /// Concatenates every process's tensor along dim 0 (0-dim tensors become one element each).
   torch::Tensor gather(const torch::Tensor& tensor);
-  template <typename T>
-  std::vector<T> gather(const std::vector<T>& values) {
-    std::vector<T> out;
-    out.reserve(values.size());
-    for (const auto& value : values) out.push_back(gather(value));
-    return out;
-  }
-  template <typename K, typename V>
-  std::map<K, V> gather(const std::map<K, V>& values) {
-    std::map<K, V> out;
-    for (const auto& entry : values) out.emplace(entry.first, gather(entry.second));
-    return out;
-  }
-
-  /// gather() for evaluation: on the last batch of a prepared loader, drops the samples that
-  /// even_batches duplicated, so every sample is counted once. Non-tensor vectors are gathered as
-  /// objects. With several arguments, returns a tuple.
-  template <typename T>
-  T gather_for_metrics(const T& value) {
-    return truncate_to_remainder(gather_any(value));
-  }
+  using CollectiveMethods::gather;
   /// With `use_gather_object`, every process's tensor is gathered as an object, so their first
   /// dimensions may differ (variable-length predictions), then concatenated in rank order and
   /// truncated as above. Without it, as gather_for_metrics(tensor).
   torch::Tensor gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object);
-  /// Tensors go in one all-gather together (an evaluation batch's outputs and targets cost one
-  /// collective, not one each); other values are gathered one by one.
-  template <typename T, typename U, typename... Rest>
-  std::tuple<T, U, Rest...> gather_for_metrics(const T& first, const U& second,
-                                               const Rest&... rest) {
-    if constexpr (std::is_same_v<T, torch::Tensor> && std::is_same_v<U, torch::Tensor> &&
-                  (std::is_same_v<Rest, torch::Tensor> && ...)) {
-      auto gathered = gather_together({first, second, rest...});
-      for (auto& tensor : gathered) tensor = truncate_to_remainder(std::move(tensor));
-      return tuple_of(gathered, std::make_index_sequence<2 + sizeof...(Rest)>());
-    } else {
-      return std::tuple<T, U, Rest...>(gather_for_metrics(first), gather_for_metrics(second),
-                                       gather_for_metrics(rest)...);
-    }
-  }
-
-  /// One value from every process, in rank order. T must convert to and from `c10::IValue`
-  /// (numbers, strings, tensors, and vectors, tuples and dicts of them).
-  template <typename T>
-  std::vector<T> gather_object(const T& value) {
-    std::vector<T> out;
-    for (auto& v : all_gather_ivalue(c10::IValue(value))) out.push_back(std::move(v).to<T>());
-    return out;
-  }
-  /// Every process's list, concatenated in rank order.
-  template <typename T>
-  std::vector<T> gather_object(const std::vector<T>& values) {
-    std::vector<T> out;
-    for (auto& v : all_gather_ivalue(c10::IValue(values))) {
-      auto part = std::move(v).to<std::vector<T>>();
-      out.insert(out.end(), part.begin(), part.end());
-    }
-    return out;
-  }
-
+  using CollectiveMethods::gather_for_metrics;
   /// Reduces `tensor` across processes into a new tensor.
   torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::Sum);
-  /// Reduces a number across processes: a running loss or a count of correct predictions summed
-  /// over every process's share of the data. Integers stay exact; Mean of integers rounds down.
-  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
-  T reduce(T value, Reduction reduction = Reduction::Sum) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return static_cast<T>(reduce_number(static_cast<double>(value), reduction));
-    } else {
-      return static_cast<T>(reduce_number(static_cast<int64_t>(value), reduction));
-    }
-  }
+  using CollectiveMethods::reduce;
   /// Pads `tensor` along `dim` to the largest size any process has.
   torch::Tensor pad_across_processes(const torch::Tensor& tensor, int64_t dim = 0,
                                      double pad_index = 0, bool pad_first = false);
   /// Overwrites `tensor` with process `from`'s and returns it.
   torch::Tensor broadcast(const torch::Tensor& tensor, int64_t from = 0);
-  /// Process `from`'s value on every process.
-  template <typename T>
-  T broadcast_object(const T& value, int64_t from = 0) {
-    return broadcast_ivalue(c10::IValue(value), from).template to<T>();
-  }
-
-  /// This process's contiguous share of `values` (17 items on 2 processes: 9 and 8); with
-  /// `apply_padding` every share has the largest size, its last element repeated.
-  template <typename T>
-  std::vector<T> split_between_processes(const std::vector<T>& values,
-                                         bool apply_padding = false) const {
-    auto range =
-        detail::split_range(values.size(), num_processes(), process_index(), apply_padding);
-    std::vector<T> out(values.begin() + range.begin, values.begin() + range.end);
-    while (apply_padding && !out.empty() && out.size() < range.padded_size) {
-      out.push_back(out.back());
-    }
-    return out;
-  }
+  /// This process's contiguous share of `values`' first dimension (see ProcessControl for
+  /// vectors and maps).
   torch::Tensor split_between_processes(const torch::Tensor& values,
                                         bool apply_padding = false) const;
-  template <typename K, typename V>
-  std::map<K, V> split_between_processes(const std::map<K, V>& values,
-                                         bool apply_padding = false) const {
-    std::map<K, V> out;
-    for (const auto& entry : values) {
-      out.emplace(entry.first, split_between_processes(entry.second, apply_padding));
-    }
-    return out;
-  }
+  using ProcessControl::split_between_processes;
 
   // ---- Process control -------------------------------------------------------------------------
 
   /// Blocks until every process reaches this call.
   void wait_for_everyone();
-  /// RAII form: the main process runs the scope first, the others after it.
+  /// RAII form: the main process runs the scope first, the others after it. The forms that take
+  /// a function, and the on_*_process ones, are ProcessControl's.
   MainProcessFirst main_process_first() { return MainProcessFirst(this, is_main_process()); }
-  /// Runs `fn` on the main process first, then on the others.
-  template <typename Fn>
-  void main_process_first(Fn&& fn) {
-    auto guard = main_process_first();
-    std::forward<Fn>(fn)();
-  }
+  using ProcessControl::main_process_first;
   /// RAII form: each machine's local main process runs the scope first, the others after them
   /// (a dataset downloaded or cached once per machine).
   MainProcessFirst local_main_process_first() {
     return MainProcessFirst(this, is_local_main_process());
   }
-  /// Runs `fn` on each machine's local main process first, then on the others.
-  template <typename Fn>
-  void local_main_process_first(Fn&& fn) {
-    auto guard = local_main_process_first();
-    std::forward<Fn>(fn)();
-  }
-  /// Runs `fn` on the main process only.
-  template <typename Fn>
-  void on_main_process(Fn&& fn) {
-    if (is_main_process()) std::forward<Fn>(fn)();
-  }
-  /// Runs `fn` on each machine's local main process only.
-  template <typename Fn>
-  void on_local_main_process(Fn&& fn) {
-    if (is_local_main_process()) std::forward<Fn>(fn)();
-  }
-  /// Runs `fn` on the last process only.
-  template <typename Fn>
-  void on_last_process(Fn&& fn) {
-    if (is_last_process()) std::forward<Fn>(fn)();
-  }
-  /// Runs `fn` on process `index` only; an index not in the job is an error.
-  template <typename Fn>
-  void on_process(int64_t index, Fn&& fn) {
-    check_process_index(index, num_processes(), "on_process");
-    if (process_index() == index) std::forward<Fn>(fn)();
-  }
-  /// Runs `fn` on the process of local index `index` on each machine only.
-  template <typename Fn>
-  void on_local_process(int64_t index, Fn&& fn) {
-    check_process_index(index, local_num_processes(), "on_local_process");
-    if (local_process_index() == index) std::forward<Fn>(fn)();
-  }
+  using ProcessControl::local_main_process_first;
   /// `stream` itself on the main process (its formatting state included) and a stream that
   /// discards what it is given on the others: `accelerator.main_process_only(std::cout) << ...`.
   std::ostream& main_process_only(std::ostream& stream);
@@ -517,16 +261,6 @@ class Accelerator {
   int printf(const char* format, ...) __attribute__((format(printf, 2, 3)));
   /// std::puts on the main process only; 0 elsewhere.
   int puts(const char* text);
-  /// Writes the arguments (as `operator<<` does) and a newline on the main process only.
-  template <typename... Args>
-  void print(const Args&... args) {
-    if (!is_main_process()) return;
-    std::ostringstream line;
-    (void)std::initializer_list<int>{((line << args), 0)...};
-    line << '\n';
-    std::cout << line.str() << std::flush;
-  }
-
   /// Profiles what this process runs while the result lives (see accel/profiler.h); with
   /// `output_trace_dir`, each process writes its Chrome trace there at the end.
   ///
@@ -641,16 +375,8 @@ class Accelerator {
          [&object](torch::serialize::InputArchive& archive) { object.load(archive); }});
   }
 
-  /// Called by save_state on every process before anything is written, with the prepared models
-  /// and the folder being assembled (it becomes the checkpoint's folder once complete). A hook
-  /// may save models its own way into it and take them off the list: save_state then skips
-  /// them (the saved models are numbered as the list is left).
-  using SaveStatePreHook =
-      std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
-  /// Called by load_state on every process before anything is read, with the prepared models and
-  /// the checkpoint's folder; models a hook takes off the list are not loaded by load_state.
-  using LoadStatePreHook =
-      std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
+  using SaveStatePreHook = accel::SaveStatePreHook;
+  using LoadStatePreHook = accel::LoadStatePreHook;
   /// Registers a hook (run in registration order); the handle removes it.
   RemovableHandle register_save_state_pre_hook(SaveStatePreHook hook);
   RemovableHandle register_load_state_pre_hook(LoadStatePreHook hook);
@@ -707,17 +433,10 @@ class Accelerator {
 
   // ---- For the scopes only ----------------------------------------------------------------------
   friend class AccumulateScope;
+  friend class detail::CollectiveMethods<Accelerator>;
+  friend class detail::DataLoaderPreparation<Accelerator>;
   friend class NoSyncGuard;
   friend class JoinScope;
-  void begin_join(const std::vector<const torch::nn::Module*>& models,
-                  std::optional<bool> even_batches);
-  /// Shadows the other processes' gradient all-reduces until every process has finished.
-  void end_join(const std::vector<const torch::nn::Module*>& models);
-  /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
-  bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
-  void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
-  void enter_no_sync(const torch::nn::Module* model);
-  void exit_no_sync(const torch::nn::Module* model);
 
   /// What the scopes and the synchroniser key a model by.
   template <typename M>
@@ -730,16 +449,6 @@ class Accelerator {
   /// With a sharding strategy on several processes (or on one with CPU offload): this process's
   /// shards of `optimizer`'s parameters, which then replace them in it; null otherwise.
   std::shared_ptr<detail::OptimizerShards> shard_optimizer(torch::optim::Optimizer& optimizer);
-  /// FULL_SHARD's unit of each of `optimizer`'s parameters (null: by size).
-  detail::OptimizerShards::UnitOf full_shard_units(const torch::optim::Optimizer& optimizer) const;
-  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
-  /// offload.
-  std::string effective_sharding_strategy() const;
-  /// The norm of this process's gradients of `parameters` as they are, unscaled (no collective).
-  double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm_type) const;
-  /// clip_grad_norm_ over gradients sharded across the processes.
-  double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
-                                double norm_type);
   /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes (`kernel`
   /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
   void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel) const;
@@ -750,32 +459,17 @@ class Accelerator {
   bool writes_files() const;
   void write_saved(const std::string& path, const std::string& bytes);
   NamedTensors state_dict_of(const torch::nn::Module& module);
-  static void check_process_index(int64_t index, int64_t count, const char* method);
   void save_module(const torch::nn::Module& module, const std::string& dir,
                    const std::string& max_shard_size, bool safe_serialization);
   void register_checkpoint_hooks(detail::CheckpointHooks hooks);
 
   /// gather() of several tensors in one collective (same device; shapes equal across processes).
   std::vector<torch::Tensor> gather_together(const std::vector<torch::Tensor>& tensors);
-  template <size_t... I>
-  static auto tuple_of(std::vector<torch::Tensor>& tensors, std::index_sequence<I...>) {
-    return std::make_tuple(std::move(tensors[I])...);
-  }
   double reduce_number(double value, Reduction reduction);
   int64_t reduce_number(int64_t value, Reduction reduction);
 
-  torch::Tensor gather_any(const torch::Tensor& tensor) { return gather(tensor); }
-  template <typename T>
-  std::vector<T> gather_any(const std::vector<T>& values) {
-    return gather_object(values);
-  }
+  /// A gathered last batch without the samples even_batches duplicated.
   torch::Tensor truncate_to_remainder(torch::Tensor gathered) const;
-  template <typename T>
-  std::vector<T> truncate_to_remainder(std::vector<T> gathered) const {
-    const int64_t keep = remainder_to_keep();
-    if (keep >= 0 && static_cast<size_t>(keep) < gathered.size()) gathered.resize(keep);
-    return gathered;
-  }
   /// Samples to keep of a gathered last batch; -1 to keep all.
   int64_t remainder_to_keep() const;
 

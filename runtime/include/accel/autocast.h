@@ -1,16 +1,13 @@
 #pragma once
 
+#include <accel/detail/apply_to_tensors.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
-#include <map>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <unordered_map>
-#include <utility>
-#include <vector>
 
 namespace accel {
 
@@ -53,55 +50,15 @@ class [[nodiscard]] AutocastGuard {
 /// pairs, tuples and maps (as Accelerate's `convert_to_fp32`): what an autocast region hands to
 /// full-precision code. Other tensors and values come back unchanged, and the conversion is
 /// differentiable.
-inline at::Tensor convert_to_fp32(const at::Tensor& tensor) {
-  if (tensor.defined() && (tensor.scalar_type() == c10::ScalarType::Half ||
-                           tensor.scalar_type() == c10::ScalarType::BFloat16)) {
-    return tensor.to(c10::ScalarType::Float);
-  }
-  return tensor;
-}
 template <typename T>
 T convert_to_fp32(const T& value) {
-  return value;
-}
-template <typename T>
-std::vector<T> convert_to_fp32(const std::vector<T>& values);
-template <typename A, typename B>
-std::pair<A, B> convert_to_fp32(const std::pair<A, B>& value);
-template <typename... T>
-std::tuple<T...> convert_to_fp32(const std::tuple<T...>& value);
-template <typename K, typename V>
-std::map<K, V> convert_to_fp32(const std::map<K, V>& values);
-template <typename K, typename V>
-std::unordered_map<K, V> convert_to_fp32(const std::unordered_map<K, V>& values);
-
-template <typename T>
-std::vector<T> convert_to_fp32(const std::vector<T>& values) {
-  std::vector<T> out;
-  out.reserve(values.size());
-  for (const auto& value : values) out.push_back(convert_to_fp32(value));
-  return out;
-}
-template <typename A, typename B>
-std::pair<A, B> convert_to_fp32(const std::pair<A, B>& value) {
-  return {convert_to_fp32(value.first), convert_to_fp32(value.second)};
-}
-template <typename... T>
-std::tuple<T...> convert_to_fp32(const std::tuple<T...>& value) {
-  return std::apply([](const T&... items) { return std::tuple<T...>(convert_to_fp32(items)...); },
-                    value);
-}
-template <typename K, typename V>
-std::map<K, V> convert_to_fp32(const std::map<K, V>& values) {
-  std::map<K, V> out;
-  for (const auto& entry : values) out.emplace(entry.first, convert_to_fp32(entry.second));
-  return out;
-}
-template <typename K, typename V>
-std::unordered_map<K, V> convert_to_fp32(const std::unordered_map<K, V>& values) {
-  std::unordered_map<K, V> out;
-  for (const auto& entry : values) out.emplace(entry.first, convert_to_fp32(entry.second));
-  return out;
+  return detail::apply_to_tensors(value, [](const at::Tensor& tensor) {
+    if (tensor.defined() && (tensor.scalar_type() == c10::ScalarType::Half ||
+                             tensor.scalar_type() == c10::ScalarType::BFloat16)) {
+      return tensor.to(c10::ScalarType::Float);
+    }
+    return tensor;
+  });
 }
 
 }  // namespace accel

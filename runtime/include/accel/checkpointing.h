@@ -1,10 +1,19 @@
 #pragma once
 
 #include <torch/arg.h>
+#include <torch/serialize/archive.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace accel {
 
@@ -45,5 +54,49 @@ struct LoadStateOptions {
   /// processes without a saved generator keep their own. The main process says so on stderr.
   TORCH_ARG(bool, allow_process_count_change) = false;
 };
+
+/// Removes the hook it was returned for (Accelerate's RemovableHandle). Removing twice, or after
+/// the Accelerator is gone, does nothing.
+class RemovableHandle {
+ public:
+  RemovableHandle() = default;
+  explicit RemovableHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
+
+/// Called by Accelerator::save_state on every process before anything is written, with the
+/// prepared models and the folder being assembled (it becomes the checkpoint's folder once
+/// complete). A hook may save models its own way into it and take them off the list: save_state
+/// then skips them (the saved models are numbered as the list is left).
+using SaveStatePreHook =
+    std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
+/// Called by Accelerator::load_state on every process before anything is read, with the prepared
+/// models and the checkpoint's folder; models a hook takes off the list are not loaded.
+using LoadStatePreHook =
+    std::function<void(std::vector<torch::nn::Module*>& models, const std::string& dir)>;
+
+namespace detail {
+
+/// How save_state/load_state reach an object given to register_for_checkpointing./load_state reach
+/// an object given to register_for_checkpointing.
+struct CheckpointHooks {
+  std::function<void(torch::serialize::OutputArchive&)> save;
+  std::function<void(torch::serialize::InputArchive&)> load;
+};
+
+template <typename T, typename = void>
+struct has_archive_save_load : std::false_type {};
+template <typename T>
+struct has_archive_save_load<
+    T, decltype(std::declval<const T&>().save(std::declval<torch::serialize::OutputArchive&>()),
+                std::declval<T&>().load(std::declval<torch::serialize::InputArchive&>()), void())>
+    : std::true_type {};
+
+}  // namespace detail
 
 }  // namespace accel

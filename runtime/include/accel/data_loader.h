@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/detail/apply_to_tensors.h>
 #include <accel/detail/batch_prefetcher.h>
 #include <accel/detail/gradient_state.h>
 
@@ -92,24 +93,11 @@ std::vector<size_t> epoch_order(Sampler& sampler, size_t dataset_size, const tor
 }
 
 /// Moves every tensor in a batch to `device`; other values pass through.
-inline torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {
-  return tensor.defined() ? tensor.to(device) : tensor;
-}
-template <typename T>
-T to_device(T value, const torch::Device&) {
-  return value;
-}
-template <typename Data, typename Target>
-torch::data::Example<Data, Target> to_device(torch::data::Example<Data, Target> example,
-                                             const torch::Device& device) {
-  example.data = to_device(std::move(example.data), device);
-  example.target = to_device(std::move(example.target), device);
-  return example;
-}
-template <typename T>
-std::vector<T> to_device(std::vector<T> values, const torch::Device& device) {
-  for (auto& value : values) value = to_device(std::move(value), device);
-  return values;
+template <typename Batch>
+Batch to_device(Batch batch, const torch::Device& device) {
+  return apply_to_tensors(std::move(batch), [&device](const torch::Tensor& tensor) {
+    return tensor.defined() ? tensor.to(device) : tensor;
+  });
 }
 
 /// What a prepared loader needs from its Accelerator.
@@ -374,6 +362,42 @@ std::pair<Dataset, Sampler> take_over(torch::data::StatelessDataLoader<Dataset, 
   }
   return {std::move(taken), std::move(*sampler)};
 }
+
+/// Accelerator derives from DataLoaderPreparation<Accelerator>: the ways to build a prepared
+/// loader from a dataset, all ending in the Accelerator's loader_context().
+template <typename Derived>
+class DataLoaderPreparation {
+ public:
+  /// Builds a prepared loader with `make_data_loader`'s arguments.
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, torch::data::DataLoaderOptions options) {
+    auto sampler = sampler_for<Sampler>(dataset);
+    return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
+  }
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
+                                                                    size_t batch_size) {
+    return prepare_data_loader<Sampler>(std::move(dataset),
+                                        torch::data::DataLoaderOptions(batch_size));
+  }
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
+    return prepare_data_loader(std::move(dataset), std::move(sampler),
+                               torch::data::FullDataLoaderOptions(std::move(options)));
+  }
+  template <typename Dataset, typename Sampler>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
+      Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
+    auto context = static_cast<Derived&>(*this).loader_context(options.batch_size);
+    return make_prepared_loader(std::move(dataset), std::move(sampler), std::move(options),
+                                std::move(context));
+  }
+
+ protected:
+  DataLoaderPreparation() = default;
+};
 
 }  // namespace detail
 }  // namespace accel

@@ -324,112 +324,170 @@ MaxMemory get_balanced_memory(const torch::nn::Module& model, const DeviceMapOpt
   return max_memory;
 }
 
-DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapOptions& options) {
-  const MaxMemory max_memory = get_max_memory(options.max_memory());
-  std::vector<std::string> devices = ordered_devices(max_memory);
-  if (std::find(devices.begin(), devices.end(), "disk") == devices.end()) devices.push_back("disk");
-  std::vector<std::string> main_devices = {"cpu"};
-  if (is_cuda_device(devices.front())) main_devices = {devices.front(), "cpu"};
-  const auto& no_split = options.no_split_module_classes();
-  const auto sizes = compute_module_sizes(model, options.dtype());
-  const auto tied_groups = tied_parameter_groups(model);
+namespace {
 
-  std::deque<Part> to_treat;
-  for (const auto& part : parts_of(model, "", /*buffers=*/true)) to_treat.push_back(part);
-  auto modules_only = [&] {
-    std::deque<Part> modules;
-    for (const auto& p : to_treat) {
-      if (p.module != nullptr) modules.push_back(p);
+/// Accelerate's infer_auto_device_map as a walk over a queue of parts (modules, parameters and
+/// buffers): each part is placed whole on the current device, split into its children, or left
+/// for the next device. The main devices (the first GPU and the CPU) keep room for the largest
+/// layer still to place, which offloaded layers are brought into to run.
+class DeviceMapPlanner {
+ public:
+  DeviceMapPlanner(const torch::nn::Module& model, const DeviceMapOptions& options)
+      : max_memory_(get_max_memory(options.max_memory())),
+        devices_(ordered_devices(max_memory_)),
+        no_split_(options.no_split_module_classes()),
+        sizes_(compute_module_sizes(model, options.dtype())),
+        tied_groups_(tied_parameter_groups(model)) {
+    if (std::find(devices_.begin(), devices_.end(), "disk") == devices_.end()) {
+      devices_.push_back("disk");
     }
-    return modules;
-  };
-  auto position_in_queue = [&](const std::string& name) {
-    return std::find_if(to_treat.begin(), to_treat.end(),
-                        [&](const Part& p) { return p.name == name; });
-  };
+    main_devices_ = {"cpu"};
+    if (is_cuda_device(devices_.front())) main_devices_ = {devices_.front(), "cpu"};
+    for (const auto& part : parts_of(model, "", /*buffers=*/true)) queue_.push_back(part);
+    largest_ = max_layer_size(queue_, sizes_, no_split_);
+  }
 
-  DeviceMap device_map;
-  size_t current = 0;
-  std::map<std::string, int64_t> used;
-  auto largest = max_layer_size(to_treat, sizes, no_split);
-  while (!to_treat.empty()) {
-    const Part part = to_treat.front();
-    to_treat.pop_front();
-    // The largest layer may have just been taken: find the next one.
-    auto& names = largest.second;
+  DeviceMap plan() {
+    while (!queue_.empty()) {
+      const Part part = queue_.front();
+      queue_.pop_front();
+      forget_largest_within(part);
+      const std::vector<TiedModule> tied_modules = queued_tied_modules(part);
+      int64_t size_with_ties = size_of(sizes_, part.name);
+      for (const auto& tied : tied_modules) size_with_ties += tied.added_size;
+      if (fits(size_with_ties)) {
+        place(part, tied_modules, size_with_ties);
+      } else if (!tied_modules.empty() && fits(size_of(sizes_, part.name)) &&
+                 split_first_splittable(tied_modules)) {
+        // The part fits without its tied modules: one of them was split to make room.
+        queue_.push_front(part);
+      } else if (!fits_strictly(size_of(sizes_, part.name)) && splittable(part)) {
+        split(part);
+      } else {
+        next_device();
+        queue_.push_front(part);
+      }
+    }
+    return device_map_;
+  }
+
+ private:
+  const std::string& device() const { return devices_[current_]; }
+  bool is_main_device() const {
+    return std::find(main_devices_.begin(), main_devices_.end(), device()) != main_devices_.end();
+  }
+  /// The current device's room for parameters: its budget, less the largest layer on a main one.
+  int64_t limit() const {
+    return max_memory_.at(device()) - (is_main_device() ? largest_.first : 0);
+  }
+  bool fits(int64_t size) { return device() == "disk" || used_[device()] + size <= limit(); }
+  /// Accelerate compares with >= before splitting a part.
+  bool fits_strictly(int64_t size) {
+    return device() == "disk" || used_[device()] + size < limit();
+  }
+  bool splittable(const Part& p) const {
+    return p.module != nullptr && !p.module->children().empty() && !is_class(*p.module, no_split_);
+  }
+
+  /// The largest layer may have just been taken: then find the next one.
+  void forget_largest_within(const Part& part) {
+    auto& names = largest_.second;
     names.erase(std::remove_if(names.begin(), names.end(),
                                [&](const std::string& n) { return is_within(n, part.name); }),
                 names.end());
-    if (names.empty()) largest = max_layer_size(modules_only(), sizes, no_split);
+    if (names.empty()) largest_ = max_layer_size(modules_in_queue(), sizes_, no_split_);
+  }
 
-    // A weight tied to one outside this part goes where the part goes: the part is placed with
-    // the queued modules holding the other names, or one of those is split to make room.
-    std::vector<std::string> tied_outside;
-    for (const auto& group : tied_groups) {
+  /// A queued part holding a weight tied to one inside the part being placed, which must go where
+  /// that part goes; `added_size` is its size without the tied weight, counted once already.
+  struct TiedModule {
+    Part part;
+    int64_t added_size;
+  };
+
+  std::vector<TiedModule> queued_tied_modules(const Part& part) {
+    std::vector<TiedModule> tied_modules;
+    for (const auto& group : tied_groups_) {
       const auto inside = std::count_if(group.begin(), group.end(), [&](const std::string& n) {
         return is_within(n, part.name);
       });
       if (inside == 0 || inside == static_cast<std::ptrdiff_t>(group.size())) continue;
-      for (const auto& n : group) {
-        if (!is_within(n, part.name)) tied_outside.push_back(n);
+      for (const auto& name : group) {
+        if (is_within(name, part.name)) continue;
+        auto holder = std::find_if(queue_.begin(), queue_.end(),
+                                   [&](const Part& p) { return is_within(name, p.name); });
+        if (holder == queue_.end()) continue;  // already placed
+        tied_modules.push_back({*holder, size_of(sizes_, holder->name) - size_of(sizes_, name)});
       }
     }
-    const int64_t size = size_of(sizes, part.name);
-    int64_t size_with_ties = size;
-    std::vector<Part> tied_modules;
-    for (const auto& name : tied_outside) {
-      auto holder = std::find_if(to_treat.begin(), to_treat.end(),
-                                 [&](const Part& p) { return is_within(name, p.name); });
-      if (holder == to_treat.end()) continue;  // already placed
-      tied_modules.push_back(*holder);
-      size_with_ties += size_of(sizes, holder->name) - size_of(sizes, name);
-    }
-
-    const std::string& device = devices[current];
-    const bool bounded = device != "disk";
-    int64_t limit = bounded ? max_memory.at(device) : 0;
-    int64_t reserved = 0;
-    if (std::find(main_devices.begin(), main_devices.end(), device) != main_devices.end()) {
-      limit -= largest.first;
-      reserved = largest.first;
-    }
-    if (!bounded || used[device] + size_with_ties <= limit) {
-      used[device] += size_with_ties;
-      device_map[part.name] = device;
-      for (const auto& tied : tied_modules) {
-        auto queued = position_in_queue(tied.name);
-        if (queued != to_treat.end()) to_treat.erase(queued);
-        device_map[tied.name] = device;
-      }
-      continue;
-    }
-    auto splittable = [&](const Part& p) {
-      return p.module != nullptr && !p.module->children().empty() && !is_class(*p.module, no_split);
-    };
-    // The part fits without its tied modules: split the first of them that can be split.
-    if (!tied_modules.empty() && used[device] + size <= limit) {
-      auto tied = std::find_if(tied_modules.begin(), tied_modules.end(), splittable);
-      if (tied != tied_modules.end()) {
-        auto queued = position_in_queue(tied->name);
-        const auto parts = parts_of(*tied->module, tied->name, /*buffers=*/true);
-        queued = to_treat.erase(queued);
-        to_treat.insert(queued, parts.begin(), parts.end());
-        to_treat.push_front(part);
-        largest = max_layer_size(modules_only(), sizes, no_split);
-        continue;
-      }
-    }
-    // The part itself does not fit (Accelerate compares with >= here): split it if it can be.
-    if (used[device] + size >= limit && splittable(part)) {
-      const auto parts = parts_of(*part.module, part.name, /*buffers=*/true);
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) to_treat.push_front(*it);
-      largest = max_layer_size(modules_only(), sizes, no_split);
-      continue;
-    }
-    used[device] += reserved;
-    ++current;
-    to_treat.push_front(part);
+    return tied_modules;
   }
+
+  void place(const Part& part, const std::vector<TiedModule>& tied_modules, int64_t size) {
+    used_[device()] += size;
+    device_map_[part.name] = device();
+    for (const auto& tied : tied_modules) {
+      auto queued = position_in_queue(tied.part.name);
+      if (queued != queue_.end()) queue_.erase(queued);
+      device_map_[tied.part.name] = device();
+    }
+  }
+
+  /// Replaces the first splittable tied module in the queue by its children; false if none is.
+  bool split_first_splittable(const std::vector<TiedModule>& tied_modules) {
+    auto tied = std::find_if(tied_modules.begin(), tied_modules.end(),
+                             [&](const TiedModule& t) { return splittable(t.part); });
+    if (tied == tied_modules.end()) return false;
+    const auto parts = parts_of(*tied->part.module, tied->part.name, /*buffers=*/true);
+    auto queued = queue_.erase(position_in_queue(tied->part.name));
+    queue_.insert(queued, parts.begin(), parts.end());
+    largest_ = max_layer_size(modules_in_queue(), sizes_, no_split_);
+    return true;
+  }
+
+  /// Puts `part`'s children at the front of the queue in its place.
+  void split(const Part& part) {
+    const auto parts = parts_of(*part.module, part.name, /*buffers=*/true);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) queue_.push_front(*it);
+    largest_ = max_layer_size(modules_in_queue(), sizes_, no_split_);
+  }
+
+  /// The current device is full: what it keeps for the largest layer counts as used.
+  void next_device() {
+    if (is_main_device()) used_[device()] += largest_.first;
+    ++current_;
+  }
+
+  std::deque<Part> modules_in_queue() const {
+    std::deque<Part> modules;
+    for (const auto& p : queue_) {
+      if (p.module != nullptr) modules.push_back(p);
+    }
+    return modules;
+  }
+  std::deque<Part>::iterator position_in_queue(const std::string& name) {
+    return std::find_if(queue_.begin(), queue_.end(),
+                        [&](const Part& p) { return p.name == name; });
+  }
+
+  const MaxMemory max_memory_;
+  std::vector<std::string> devices_;
+  std::vector<std::string> main_devices_;
+  const std::vector<std::string> no_split_;
+  const std::map<std::string, int64_t> sizes_;
+  const std::vector<std::vector<std::string>> tied_groups_;
+  std::deque<Part> queue_;
+  /// The largest layer still to place: its size and the names of the layers of that size.
+  std::pair<int64_t, std::vector<std::string>> largest_;
+  DeviceMap device_map_;
+  size_t current_ = 0;
+  std::map<std::string, int64_t> used_;
+};
+
+}  // namespace
+
+DeviceMap infer_auto_device_map(const torch::nn::Module& model, const DeviceMapOptions& options) {
+  DeviceMap device_map = DeviceMapPlanner(model, options).plan();
   return options.clean_result() ? clean_device_map(std::move(device_map)) : device_map;
 }
 

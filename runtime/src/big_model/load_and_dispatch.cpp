@@ -131,6 +131,103 @@ DeviceMap choose_device_map(const torch::nn::Module& model, const DispatchOption
   return infer_auto_device_map(model, map_options);
 }
 
+/// Every tensor of the model is in the checkpoint with its shape, and nothing else is. Checked
+/// before any weight is touched: a refused checkpoint leaves the model as it was.
+void check_checkpoint_matches(const Checkpoint& checkpoint, const NamedTensors& tensors,
+                              const std::string& path) {
+  std::set<std::string> wanted;
+  for (const auto& entry : tensors) {
+    auto stored = checkpoint.tensors.find(entry.first);
+    TORCH_CHECK(stored != checkpoint.tensors.end(), "accel: checkpoint ", path, " has no tensor '",
+                entry.first, "', which the model has");
+    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
+                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
+                entry.second.sizes());
+    wanted.insert(entry.first);
+  }
+  for (const auto& stored : checkpoint.tensors) {
+    TORCH_CHECK(wanted.count(stored.first) != 0, "accel: ", checkpoint.file_of(stored.first),
+                " has a tensor '", stored.first, "', which the model does not have");
+  }
+}
+
+/// Each tensor's device under `device_map` ("cpu", "disk" or "cuda:N"); `execution_device`
+/// becomes the lowest GPU used (the model computes there), and stays the CPU if none is.
+std::map<std::string, std::string> place_tensors(const DeviceMap& device_map,
+                                                 const NamedTensors& tensors,
+                                                 torch::Device& execution_device) {
+  std::map<std::string, std::string> placement;
+  for (const auto& entry : tensors) placement[entry.first] = device_for(device_map, entry.first);
+  for (const auto& entry : placement) {
+    if (entry.second.rfind("cuda:", 0) != 0) continue;
+#ifdef ACCEL_WITH_CUDA
+    TORCH_CHECK(torch::cuda::is_available(), "accel: the device map puts '", entry.first, "' on ",
+                entry.second, " but no CUDA device is available");
+#else
+    TORCH_CHECK(false, "accel: the device map puts '", entry.first, "' on ", entry.second,
+                " but this build of libaccel has no CUDA");
+#endif
+    const torch::Device gpu(entry.second);
+    if (execution_device.is_cpu() || gpu.index() < execution_device.index()) {
+      execution_device = gpu;
+    }
+  }
+  return placement;
+}
+
+/// The dtype a tensor is loaded in: DispatchOptions::dtype for floating-point ones, if set, else
+/// the model's own; other tensors keep the checkpoint's.
+c10::ScalarType target_dtype(const torch::Tensor& model_tensor, c10::ScalarType stored,
+                             const DispatchOptions& options) {
+  if (options.dtype() && converts(stored)) return *options.dtype();
+  return converts(stored) ? model_tensor.scalar_type() : stored;
+}
+
+/// Buffers placed off the execution device stay on it unless DispatchOptions::offload_buffers; a
+/// tensor offloaded to disk in a dtype other than the checkpoint's needs an offload folder for
+/// its converted copy.
+void settle_offloaded_places(const torch::nn::Module& model, const NamedTensors& tensors,
+                             const Checkpoint& checkpoint, const DispatchOptions& options,
+                             const torch::Device& execution_device,
+                             std::map<std::string, std::string>& placement) {
+  std::set<std::string> buffers;
+  for (const auto& b : model.named_buffers()) buffers.insert(b.key());
+  const std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
+  const std::string execution = execution_device.str();
+  for (auto& entry : placement) {
+    const bool offloaded_place =
+        entry.second == "disk" || (entry.second == "cpu" && execution != "cpu");
+    if (buffers.count(entry.first) != 0 && offloaded_place && !options.offload_buffers())
+      entry.second = execution;
+    const c10::ScalarType stored = checkpoint.tensors.at(entry.first).dtype;
+    const c10::ScalarType dtype = target_dtype(by_name.at(entry.first), stored, options);
+    TORCH_CHECK(entry.second != "disk" || dtype == stored || !options.offload_folder().empty(),
+                "accel: the device map puts '", entry.first, "' on disk in ", c10::toString(dtype),
+                ", which differs from the checkpoint's ", c10::toString(stored),
+                ": set DispatchOptions::offload_folder for the converted copy");
+  }
+}
+
+/// Makes `weight` read from disk at each use: from the checkpoint's file where the dtype is the
+/// checkpoint's, else from a copy converted once into the offload folder.
+void point_at_disk(detail::OffloadedWeight& weight, const Checkpoint& checkpoint,
+                   const StoredTensor& stored, const DispatchOptions& options) {
+  if (weight.dtype == stored.dtype) {
+    weight.file = checkpoint.files[stored.shard];
+    weight.offset = stored.data_start + stored.entry.begin;
+    weight.stored_dtype = stored.dtype;
+    return;
+  }
+  fs::create_directories(options.offload_folder());
+  const std::string copy =
+      (fs::path(options.offload_folder()) / (weight.name + ".safetensors")).string();
+  save_safetensors(copy, {{weight.name, read_stored(checkpoint, weight.name).to(weight.dtype)}});
+  weight.file = std::make_shared<detail::PositionalFile>(copy);
+  weight.offset = 8 + detail::read_safetensors_header(copy).header_bytes;
+  weight.stored_dtype = weight.dtype;
+}
+
 }  // namespace
 
 DispatchOptions& DispatchOptions::device_map(std::string strategy) {
@@ -150,66 +247,11 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
                                const DispatchOptions& options) {
   const Checkpoint checkpoint = open_checkpoint(path);
   const NamedTensors tensors = module_tensors(model);
-  std::map<std::string, torch::Tensor> by_name(tensors.begin(), tensors.end());
-  std::set<std::string> buffers;
-  for (const auto& b : model.named_buffers()) buffers.insert(b.key());
-
-  // Everything is checked before any weight is touched: a refused checkpoint leaves the model as it
-  // was.
-  std::set<std::string> wanted;
-  for (const auto& entry : tensors) {
-    auto stored = checkpoint.tensors.find(entry.first);
-    TORCH_CHECK(stored != checkpoint.tensors.end(), "accel: checkpoint ", path, " has no tensor '",
-                entry.first, "', which the model has");
-    TORCH_CHECK(stored->second.entry.shape == entry.second.sizes().vec(),
-                "accel: ", checkpoint.file_of(entry.first), ": tensor '", entry.first,
-                "' has shape ", c10::IntArrayRef(stored->second.entry.shape), ", the model's has ",
-                entry.second.sizes());
-    wanted.insert(entry.first);
-  }
-  for (const auto& stored : checkpoint.tensors) {
-    TORCH_CHECK(wanted.count(stored.first) != 0, "accel: ", checkpoint.file_of(stored.first),
-                " has a tensor '", stored.first, "', which the model does not have");
-  }
+  check_checkpoint_matches(checkpoint, tensors, path);
   DispatchResult result;
   result.device_map = choose_device_map(model, options);
-  std::map<std::string, std::string> placement;  // tensor -> device
-  for (const auto& entry : tensors)
-    placement[entry.first] = device_for(result.device_map, entry.first);
-  for (const auto& entry : placement) {
-    if (entry.second.rfind("cuda:", 0) != 0) continue;
-#ifdef ACCEL_WITH_CUDA
-    TORCH_CHECK(torch::cuda::is_available(), "accel: the device map puts '", entry.first, "' on ",
-                entry.second, " but no CUDA device is available");
-#else
-    TORCH_CHECK(false, "accel: the device map puts '", entry.first, "' on ", entry.second,
-                " but this build of libaccel has no CUDA");
-#endif
-    const torch::Device gpu(entry.second);
-    if (result.execution_device.is_cpu() || gpu.index() < result.execution_device.index()) {
-      result.execution_device = gpu;
-    }
-  }
-  const std::string execution = result.execution_device.str();
-  auto target_dtype = [&](const torch::Tensor& model_tensor, c10::ScalarType stored) {
-    if (options.dtype() && converts(stored)) return *options.dtype();
-    return converts(stored) ? model_tensor.scalar_type() : stored;
-  };
-  for (auto& entry : placement) {
-    const bool offloaded_place =
-        entry.second == "disk" || (entry.second == "cpu" && execution != "cpu");
-    if (buffers.count(entry.first) != 0 && offloaded_place && !options.offload_buffers())
-      entry.second = execution;
-    const torch::Tensor& model_tensor = by_name.at(entry.first);
-    const StoredTensor& stored = checkpoint.tensors.at(entry.first);
-    TORCH_CHECK(entry.second != "disk" ||
-                    target_dtype(model_tensor, stored.dtype) == stored.dtype ||
-                    !options.offload_folder().empty(),
-                "accel: the device map puts '", entry.first, "' on disk in ",
-                c10::toString(target_dtype(model_tensor, stored.dtype)),
-                ", which differs from the checkpoint's ", c10::toString(stored.dtype),
-                ": set DispatchOptions::offload_folder for the converted copy");
-  }
+  auto placement = place_tensors(result.device_map, tensors, result.execution_device);
+  settle_offloaded_places(model, tensors, checkpoint, options, result.execution_device, placement);
 
   // Zero-copy views, one mapping per shard, made only when asked for.
   std::vector<std::map<std::string, torch::Tensor>> mapped(checkpoint.shards.size());
@@ -218,7 +260,7 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     const std::string& name = entry.first;
     const std::string& device = placement.at(name);
     const StoredTensor& stored = checkpoint.tensors.at(name);
-    const c10::ScalarType dtype = target_dtype(entry.second, stored.dtype);
+    const c10::ScalarType dtype = target_dtype(entry.second, stored.dtype, options);
     const int64_t bytes = entry.second.numel() * static_cast<int64_t>(c10::elementSize(dtype));
     result.bytes_per_device[device] += bytes;
 
@@ -228,20 +270,7 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     weight.dtype = dtype;
     weight.execution_device = result.execution_device;
     if (device == "disk") {
-      if (dtype == stored.dtype) {
-        weight.file = checkpoint.files[stored.shard];
-        weight.offset = stored.data_start + stored.entry.begin;
-        weight.stored_dtype = stored.dtype;
-      } else {
-        // Converted once into the offload folder, and read from there.
-        fs::create_directories(options.offload_folder());
-        const std::string copy =
-            (fs::path(options.offload_folder()) / (name + ".safetensors")).string();
-        save_safetensors(copy, {{name, read_stored(checkpoint, name).to(dtype)}});
-        weight.file = std::make_shared<PositionalFile>(copy);
-        weight.offset = 8 + read_safetensors_header(copy).header_bytes;
-        weight.stored_dtype = dtype;
-      }
+      point_at_disk(weight, checkpoint, stored, options);
       offload_in_place(entry.second, std::move(weight));
       continue;
     }

@@ -391,6 +391,169 @@ std::vector<std::optional<Resplit>> plan_resplits(
   return plans;
 }
 
+/// The folder save_state writes: the one asked for, or with automatic naming
+/// project_dir/checkpoints/checkpoint_<iteration>, which must not exist yet.
+fs::path folder_to_save(const ProjectConfiguration& project, const std::string& requested_dir) {
+  if (!requested_dir.empty()) return requested_dir;
+  TORCH_CHECK(project.automatic_checkpoint_naming(),
+              "accel: save_state() needs a folder unless the project configuration has "
+              "automatic_checkpoint_naming");
+  const fs::path dir = fs::path(project.project_dir()) / "checkpoints" /
+                       ("checkpoint_" + std::to_string(project.iteration()));
+  TORCH_CHECK(!fs::exists(dir), "accel: checkpoint folder ", dir.string(),
+              " already exists; set project_configuration().iteration() to the number to "
+              "continue from");
+  return dir;
+}
+
+/// With automatic naming and a total_limit, the oldest checkpoints beyond the limit go.
+void remove_oldest_checkpoints(const ProjectConfiguration& project) {
+  if (!project.total_limit()) return;
+  auto folders = numbered_checkpoints(fs::path(project.project_dir()) / "checkpoints");
+  const auto limit = static_cast<size_t>(*project.total_limit());
+  for (size_t i = 0; i + limit < folders.size(); ++i) fs::remove_all(folders[i].second);
+}
+
+/// The models' whole tensors for the coordinator to write: FULL_SHARD models' are gathered by
+/// every process (a collective), the others' read by the coordinator only.
+std::vector<NamedTensors> whole_models(const std::vector<torch::nn::Module*>& models,
+                                       bool coordinator) {
+  std::vector<NamedTensors> gathered(models.size());
+  for (size_t i = 0; i < models.size(); ++i) {
+    const auto& module = *models[i];
+    if (detail::has_sharded_parameters(module)) {
+      gathered[i] = detail::module_tensors_to_save(module, coordinator);
+    } else if (coordinator) {
+      gathered[i] = detail::module_tensors(module);
+    }
+  }
+  return gathered;
+}
+
+/// How a checkpoint was cut, from its summary: by how many processes, under which strategy, and
+/// its optimizers' layouts.
+struct SavedLayout {
+  int64_t processes = 1;
+  std::string strategy;
+  nlohmann::json optimizers;
+  /// The layouts are recorded: optimizer state saved in shards is re-split on load (a checkpoint
+  /// from before they were recorded is not).
+  bool layouts_saved = false;
+};
+
+SavedLayout read_saved_layout(const Summary& summary) {
+  SavedLayout saved;
+  saved.processes = summary.integer("num_processes");
+  saved.strategy = summary.json.value("sharding_strategy", "NO_SHARD");
+  saved.optimizers = summary.json.value("optimizer_layout", nlohmann::json());
+  saved.layouts_saved = saved.optimizers.is_array() && !saved.optimizers.empty() &&
+                        saved.optimizers[0].contains("layout");
+  return saved;
+}
+
+/// How this run cuts its state, against which a checkpoint's SavedLayout is checked.
+struct RunLayout {
+  int64_t processes;
+  std::string strategy;  // in effect
+  bool sharded;
+  bool has_optimizers;
+};
+
+/// A checkpoint from another process count loads only when `options` allow it; optimizer state
+/// laid out by another strategy, or sharded over another process count, only when its layouts
+/// were recorded (to re-split it).
+void check_layout_fits(const fs::path& dir, const SavedLayout& saved,
+                       const LoadStateOptions& options, const RunLayout& run) {
+  TORCH_CHECK(saved.processes == run.processes || options.allow_process_count_change(),
+              "accel: ", dir.string(), " was saved by ", saved.processes,
+              " processes and this job has ", run.processes,
+              "; random generators and data-loader positions are per process, so resume with the "
+              "same number of processes, or pass "
+              "accel::LoadStateOptions().allow_process_count_change(true)");
+  TORCH_CHECK(saved.layouts_saved || !run.has_optimizers || saved.strategy == run.strategy,
+              "accel: ", dir.string(), " was saved with sharding_strategy ", saved.strategy,
+              " and this run uses ", run.strategy,
+              "; the optimizer state is laid out by the strategy, so resume with the same one");
+  TORCH_CHECK(saved.layouts_saved || !run.sharded || saved.processes == run.processes,
+              "accel: ", dir.string(), " holds optimizer state sharded over ", saved.processes,
+              " processes and this job has ", run.processes,
+              "; sharded optimizer state resumes on the same number of processes");
+}
+
+/// The checkpoint holds as many of each part as this program prepared (a flag part: one if used).
+void check_part_counts(const std::vector<Part>& parts, const Summary& summary,
+                       const fs::path& dir) {
+  for (const auto& part : parts) {
+    if (part.flag) {
+      const bool saved = summary.json.value(part.key, false);
+      TORCH_CHECK(saved == (part.count > 0), "accel: ", dir.string(), saved ? " has " : " has no ",
+                  part.what, " and this run ", saved ? "does not use " : "uses ", part.used_with);
+    } else {
+      TORCH_CHECK(summary.integer(part.key) == static_cast<int64_t>(part.count),
+                  "accel: ", dir.string(), " holds ", summary.integer(part.key), " ", part.what,
+                  " and this program prepared ", part.count,
+                  "; prepare the same objects in the same order as the saved run");
+    }
+  }
+}
+
+/// The re-split plan of a part's i-th object: only optimizers have one.
+const std::optional<Resplit>& resplit_of(const Part& part, size_t i,
+                                         const std::vector<std::optional<Resplit>>& resplits) {
+  static const std::optional<Resplit> none;
+  return std::string(part.key) == "optimizers" ? resplits[i] : none;
+}
+
+/// Every file process `rank` will read is there, or the error names all that are not.
+void check_files_present(const fs::path& dir, const std::vector<Part>& parts,
+                         const std::vector<std::optional<Resplit>>& resplits, int64_t rank,
+                         int64_t saved_processes, bool window) {
+  std::vector<std::string> missing;
+  auto expect = [&](const std::string& file) {
+    if (!fs::is_regular_file(dir / file)) missing.push_back(file);
+  };
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count; ++i) {
+      if (const auto& plan = resplit_of(part, i, resplits)) {
+        for (const auto& file : plan->files) expect(file);
+      } else if (part.per_process) {
+        expect(per_process_file(part.file(i), file_rank(part, rank)));
+      }
+    }
+  }
+  if (rank < saved_processes) expect(random_states_file(rank));
+  if (window) expect(detail::window_gradients_file(rank));
+  TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", rank,
+              "'s files: ", c10::Join(", ", missing));
+}
+
+/// Loads every part; an optimizer with a re-split plan is assembled from the saved slices.
+void load_parts(const fs::path& dir, const std::vector<Part>& parts,
+                const std::vector<std::optional<Resplit>>& resplits,
+                detail::GradientState& gradient_state, int64_t rank,
+                const std::function<void(torch::optim::Optimizer&)>& on_optimizer_loaded) {
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count; ++i) {
+      if (const auto& plan = resplit_of(part, i, resplits)) {
+        detail::OpenedGate open(*gradient_state.gates[i]);
+        auto& optimizer = *gradient_state.gates[i]->optimizer();
+        detail::load_resplit(
+            optimizer, plan->live, plan->rank, plan->saved,
+            [&](int64_t slice) {
+              load_archive(dir / optimizer_slice_file(i, slice, plan->saved_sharded),
+                           [&](auto& archive) { optimizer.load(archive); });
+            },
+            plan->where);
+        on_optimizer_loaded(optimizer);
+        continue;
+      }
+      const auto file =
+          part.per_process ? per_process_file(part.file(i), file_rank(part, rank)) : part.file(i);
+      part.load(dir / file, i);
+    }
+  }
+}
+
 }  // namespace
 
 ProjectConfiguration& Accelerator::project_configuration() { return impl_->project; }
@@ -402,18 +565,7 @@ void Accelerator::register_checkpoint_hooks(detail::CheckpointHooks hooks) {
 
 std::string Accelerator::save_state(const std::string& requested_dir) {
   auto& project = impl_->project;
-  fs::path dir = requested_dir;
-  fs::path numbered_root;
-  if (dir.empty()) {
-    TORCH_CHECK(project.automatic_checkpoint_naming(),
-                "accel: save_state() needs a folder unless the project configuration has "
-                "automatic_checkpoint_naming");
-    numbered_root = fs::path(project.project_dir()) / "checkpoints";
-    dir = numbered_root / ("checkpoint_" + std::to_string(project.iteration()));
-    TORCH_CHECK(!fs::exists(dir), "accel: checkpoint folder ", dir.string(),
-                " already exists; set project_configuration().iteration() to the number to "
-                "continue from");
-  }
+  const fs::path dir = folder_to_save(project, requested_dir);
   // The process that assembles and swaps the folder: the main one, or each machine's first with
   // save_on_each_node (no shared filesystem).
   const bool coordinator =
@@ -433,15 +585,8 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   // The pre-hooks may save models their own way and take them off the list.
   std::vector<torch::nn::Module*> models = impl_->prepared_modules();
   for (const auto& hook : *impl_->save_state_pre_hooks) hook.second(models, staging.string());
-  std::vector<NamedTensors> gathered(models.size());
-  for (size_t i = 0; i < models.size() && !sharded_models; ++i) {
-    const auto& module = *models[i];
-    if (detail::has_sharded_parameters(module)) {
-      gathered[i] = detail::module_tensors_to_save(module, coordinator);
-    } else if (coordinator) {
-      gathered[i] = detail::module_tensors(module);
-    }
-  }
+  const auto gathered =
+      sharded_models ? std::vector<NamedTensors>(models.size()) : whole_models(models, coordinator);
   const auto parts = checkpoint_parts(
       models, gathered, sharded_models, std::nullopt, *impl_->gradient_state, impl_->custom_objects,
       [](torch::optim::Optimizer&) {}, impl_->sharded());
@@ -480,7 +625,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
         {"num_processes", num_processes()},
         {"step", impl_->step},
         {"iteration", project.iteration()},
-        {"sharding_strategy", effective_sharding_strategy()},
+        {"sharding_strategy", impl_->effective_sharding_strategy()},
         {"state_dict_type", sharded_models ? "SHARDED_STATE_DICT" : "FULL_STATE_DICT"},
         {"gradient_accumulation_steps", gradient_accumulation_steps()},
         {"micro_step", gradient_state.step},
@@ -498,11 +643,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
     if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
     detail::commit_folder(staging.string(), dir.string());
     // Old checkpoints go only after the new one is in place, so a crash never leaves none.
-    if (!numbered_root.empty() && project.total_limit()) {
-      auto folders = numbered_checkpoints(numbered_root);
-      const auto limit = static_cast<size_t>(*project.total_limit());
-      for (size_t i = 0; i + limit < folders.size(); ++i) fs::remove_all(folders[i].second);
-    }
+    if (requested_dir.empty()) remove_oldest_checkpoints(project);
   }
   wait_for_everyone();
   project.iteration(project.iteration() + 1);
@@ -512,35 +653,16 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   const fs::path dir = folder_to_load(impl_->project, requested_dir);
   const Summary summary = read_summary(dir);
-  const auto& state_path = summary.path;
-  const int64_t saved_processes = summary.integer("num_processes");
-  TORCH_CHECK(saved_processes == num_processes() || options.allow_process_count_change(),
-              "accel: ", dir.string(), " was saved by ", saved_processes,
-              " processes and this job has ", num_processes(),
-              "; random generators and data-loader positions are per process, so resume with the "
-              "same number of processes, or pass "
-              "accel::LoadStateOptions().allow_process_count_change(true)");
-  if (saved_processes != num_processes() && is_main_process()) {
-    std::cerr << "accel: loading " << dir.string() << ", saved by " << saved_processes
+  const SavedLayout saved = read_saved_layout(summary);
+  check_layout_fits(dir, saved, options,
+                    {num_processes(), impl_->effective_sharding_strategy(), impl_->sharded(),
+                     !impl_->gradient_state->gates.empty()});
+  if (saved.processes != num_processes() && is_main_process()) {
+    std::cerr << "accel: loading " << dir.string() << ", saved by " << saved.processes
               << " processes, into " << num_processes()
               << ": data loaders resume at the round holding the first batch no saved process had "
                  "started, and processes without a saved generator keep their own\n";
   }
-  // Optimizer state saved in shards is cut by the strategy and the process count: a checkpoint
-  // that records how (its optimizers' layouts) is re-split on load; an older one is not.
-  const std::string saved_strategy = summary.json.value("sharding_strategy", "NO_SHARD");
-  const auto saved_optimizers = summary.json.value("optimizer_layout", nlohmann::json());
-  const bool layouts_saved = saved_optimizers.is_array() && !saved_optimizers.empty() &&
-                             saved_optimizers[0].contains("layout");
-  TORCH_CHECK(layouts_saved || impl_->gradient_state->gates.empty() ||
-                  saved_strategy == effective_sharding_strategy(),
-              "accel: ", dir.string(), " was saved with sharding_strategy ", saved_strategy,
-              " and this run uses ", effective_sharding_strategy(),
-              "; the optimizer state is laid out by the strategy, so resume with the same one");
-  TORCH_CHECK(layouts_saved || !impl_->sharded() || saved_processes == num_processes(),
-              "accel: ", dir.string(), " holds optimizer state sharded over ", saved_processes,
-              " processes and this job has ", num_processes(),
-              "; sharded optimizer state resumes on the same number of processes");
   const auto sharded_models =
       sharded_models_for(impl_->options, impl_->shards_parameters(), impl_->live_shards(),
                          impl_->shard_group().get(), impl_->replicate_group().get());
@@ -549,87 +671,38 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
       summary.json.value("state_dict_type", "FULL_STATE_DICT") == "SHARDED_STATE_DICT";
   std::vector<torch::nn::Module*> models = impl_->prepared_modules();
   for (const auto& hook : *impl_->load_state_pre_hooks) hook.second(models, dir.string());
-  const auto parts = checkpoint_parts(
-      models, {}, sharded_models, saved_sharded_models, *impl_->gradient_state,
-      impl_->custom_objects,
-      [this](torch::optim::Optimizer& optimizer) { move_optimizer_state(optimizer); },
-      impl_->sharded());
-  for (const auto& part : parts) {
-    if (part.flag) {
-      const bool saved = summary.json.value(part.key, false);
-      TORCH_CHECK(saved == (part.count > 0), "accel: ", dir.string(), saved ? " has " : " has no ",
-                  part.what, " and this run ", saved ? "does not use " : "uses ", part.used_with);
-    } else {
-      TORCH_CHECK(summary.integer(part.key) == static_cast<int64_t>(part.count),
-                  "accel: ", dir.string(), " holds ", summary.integer(part.key), " ", part.what,
-                  " and this program prepared ", part.count,
-                  "; prepare the same objects in the same order as the saved run");
-    }
-  }
+  auto on_optimizer_loaded = [this](torch::optim::Optimizer& optimizer) {
+    move_optimizer_state(optimizer);
+  };
+  const auto parts =
+      checkpoint_parts(models, {}, sharded_models, saved_sharded_models, *impl_->gradient_state,
+                       impl_->custom_objects, on_optimizer_loaded, impl_->sharded());
+  check_part_counts(parts, summary, dir);
 
   // Everything is checked before anything is loaded: a checkpoint that does not fit leaves the
   // run as it was.
   auto& gradient_state = *impl_->gradient_state;
+  const bool same_processes = saved.processes == num_processes();
   const bool window = summary.json.value("window_gradients", false);
-  detail::check_accumulation(summary.json, state_path.string(), saved_processes, window, options,
+  detail::check_accumulation(summary.json, summary.path.string(), saved.processes, window, options,
                              num_processes(), gradient_accumulation_steps());
   detail::check_optimizers(
-      saved_optimizers, detail::describe_optimizers(gradient_state, impl_->live_shards()),
-      state_path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
-      saved_processes == num_processes() && saved_strategy == effective_sharding_strategy());
+      saved.optimizers, detail::describe_optimizers(gradient_state, impl_->live_shards()),
+      summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
+      same_processes && saved.strategy == impl_->effective_sharding_strategy());
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count && part.check && !part.per_process; ++i) {
       part.check(dir / part.file(i), i);
     }
   }
   const auto resplits =
-      layouts_saved ? plan_resplits(gradient_state, impl_->live_shards(), saved_optimizers,
-                                    saved_strategy != "NO_SHARD",
-                                    saved_processes == num_processes(), dir, state_path.string())
-                    : std::vector<std::optional<Resplit>>(gradient_state.gates.size());
-  auto resplit = [&](const Part& part, size_t i) -> const std::optional<Resplit>& {
-    static const std::optional<Resplit> none;
-    return std::string(part.key) == "optimizers" ? resplits[i] : none;
-  };
-  std::vector<std::string> missing;
-  auto expect = [&](const std::string& file) {
-    if (!fs::is_regular_file(dir / file)) missing.push_back(file);
-  };
-  for (const auto& part : parts) {
-    for (size_t i = 0; i < part.count; ++i) {
-      if (const auto& plan = resplit(part, i)) {
-        for (const auto& file : plan->files) expect(file);
-      } else if (part.per_process) {
-        expect(per_process_file(part.file(i), file_rank(part, process_index())));
-      }
-    }
-  }
-  if (process_index() < saved_processes) expect(random_states_file(process_index()));
-  if (window) expect(detail::window_gradients_file(process_index()));
-  TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", process_index(),
-              "'s files: ", c10::Join(", ", missing));
+      saved.layouts_saved
+          ? plan_resplits(gradient_state, impl_->live_shards(), saved.optimizers,
+                          saved.strategy != "NO_SHARD", same_processes, dir, summary.path.string())
+          : std::vector<std::optional<Resplit>>(gradient_state.gates.size());
+  check_files_present(dir, parts, resplits, process_index(), saved.processes, window);
 
-  for (const auto& part : parts) {
-    for (size_t i = 0; i < part.count; ++i) {
-      if (const auto& plan = resplit(part, i)) {
-        detail::OpenedGate open(*gradient_state.gates[i]);
-        auto& optimizer = *gradient_state.gates[i]->optimizer();
-        detail::load_resplit(
-            optimizer, plan->live, plan->rank, plan->saved,
-            [&](int64_t slice) {
-              load_archive(dir / optimizer_slice_file(i, slice, plan->saved_sharded),
-                           [&](auto& archive) { optimizer.load(archive); });
-            },
-            plan->where);
-        move_optimizer_state(optimizer);
-        continue;
-      }
-      const auto file = part.per_process
-                            ? per_process_file(part.file(i), file_rank(part, process_index()))
-                            : part.file(i);
-      part.load(dir / file, i);
-    }
-  }
+  load_parts(dir, parts, resplits, gradient_state, process_index(), on_optimizer_loaded);
   // The gradients accumulated by the window the checkpoint was taken in, or none between windows.
   {
     AllGatesOpen open(gradient_state);
@@ -643,7 +716,7 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
   gradient_state.sync_gradients = !window;
   // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
   for (auto& shards : impl_->live_shards()) shards->refresh_from_parameters();
-  if (process_index() < saved_processes) {
+  if (process_index() < saved.processes) {
     load_generators(dir / random_states_file(process_index()));
   }
   impl_->step = summary.integer("step");

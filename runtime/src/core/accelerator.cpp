@@ -37,7 +37,7 @@ using detail::PreparedModel;
 AccumulateScope::AccumulateScope(Accelerator* accelerator,
                                  std::vector<const torch::nn::Module*> models)
     : accelerator_(accelerator), models_(std::move(models)), autocast_(accelerator->autocast()) {
-  skipped_sync_ = accelerator_->begin_accumulate(models_);
+  skipped_sync_ = accelerator_->impl_->begin_accumulate(models_);
 }
 AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
     : accelerator_(other.accelerator_),
@@ -47,19 +47,19 @@ AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
   other.accelerator_ = nullptr;
 }
 AccumulateScope::~AccumulateScope() {
-  if (accelerator_ != nullptr) accelerator_->end_accumulate(models_, skipped_sync_);
+  if (accelerator_ != nullptr) accelerator_->impl_->end_accumulate(models_, skipped_sync_);
 }
 
 NoSyncGuard::NoSyncGuard(Accelerator* accelerator, const torch::nn::Module* model)
     : accelerator_(accelerator), model_(model) {
-  accelerator_->enter_no_sync(model_);
+  accelerator_->impl_->enter_no_sync(model_);
 }
 NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
     : accelerator_(other.accelerator_), model_(other.model_) {
   other.accelerator_ = nullptr;
 }
 NoSyncGuard::~NoSyncGuard() {
-  if (accelerator_ != nullptr) accelerator_->exit_no_sync(model_);
+  if (accelerator_ != nullptr) accelerator_->impl_->exit_no_sync(model_);
 }
 
 MainProcessFirst::MainProcessFirst(Accelerator* accelerator, bool goes_first)
@@ -80,7 +80,7 @@ MainProcessFirst::~MainProcessFirst() noexcept(false) {
 JoinScope::JoinScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
                      std::optional<bool> even_batches)
     : accelerator_(accelerator), models_(std::move(models)) {
-  accelerator_->begin_join(models_, even_batches);
+  accelerator_->impl_->begin_join(models_, even_batches);
 }
 JoinScope::JoinScope(JoinScope&& other) noexcept
     : accelerator_(other.accelerator_), models_(std::move(other.models_)) {
@@ -88,7 +88,8 @@ JoinScope::JoinScope(JoinScope&& other) noexcept
 }
 JoinScope::~JoinScope() noexcept(false) {
   // While unwinding, shadowing could only add a second error; the others time out instead.
-  if (accelerator_ != nullptr && std::uncaught_exceptions() == 0) accelerator_->end_join(models_);
+  if (accelerator_ != nullptr && std::uncaught_exceptions() == 0)
+    accelerator_->impl_->end_join(models_);
 }
 
 // ---- Construction and identity ------------------------------------------------------------------
@@ -176,10 +177,6 @@ int64_t Accelerator::local_num_processes() const {
   return impl_->dist->identity().local_world_size;
 }
 
-void Accelerator::check_process_index(int64_t index, int64_t count, const char* method) {
-  TORCH_CHECK(index >= 0 && index < count, "accel: ", method, "(", index,
-              "): this job has processes 0 to ", count - 1);
-}
 const ResolvedOptions& Accelerator::options() const { return impl_->options; }
 std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
   return impl_->gradient_state;
@@ -234,8 +231,8 @@ void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
                c10::demangle(mangled_type).c_str(), path);
 }
 
-std::string Accelerator::effective_sharding_strategy() const {
-  return impl_->sharded() ? impl_->options.sharding_strategy : "NO_SHARD";
+std::string Accelerator::Impl::effective_sharding_strategy() const {
+  return sharded() ? options.sharding_strategy : "NO_SHARD";
 }
 
 std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
@@ -245,7 +242,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   const auto& strategy = impl_->options.sharding_strategy;
   const bool full_shard = impl_->shards_parameters();
   detail::OptimizerShards::UnitOf unit_of;
-  if (full_shard) unit_of = full_shard_units(optimizer);
+  if (full_shard) unit_of = impl_->full_shard_units(optimizer);
   auto shards = std::make_shared<detail::OptimizerShards>(
       optimizer, impl_->shard_group(),
       strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
@@ -263,16 +260,16 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   return shards;
 }
 
-detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
+detail::OptimizerShards::UnitOf Accelerator::Impl::full_shard_units(
     const torch::optim::Optimizer& optimizer) const {
   // Each parameter's model: sharded parameters are served to every process's operators alike,
   // so they must be the same everywhere first, as prepare(model) makes them.
   std::unordered_map<const c10::TensorImpl*, int64_t> units;
-  const auto& classes = impl_->options.fsdp_transformer_layer_cls_to_wrap;
-  const int64_t min_num_params = impl_->options.fsdp_min_num_params;
+  const auto& classes = options.fsdp_transformer_layer_cls_to_wrap;
+  const int64_t min_num_params = options.fsdp_min_num_params;
   const bool by_size = min_num_params > 0;
   int64_t next = 1;
-  for (const auto& model : impl_->models) {
+  for (const auto& model : models) {
     if (classes.empty() && !by_size) {
       for (const auto& p : model.module->parameters()) units[p.unsafeGetTensorImpl()] = 0;
       continue;
@@ -286,8 +283,7 @@ detail::OptimizerShards::UnitOf Accelerator::full_shard_units(
   }
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) {
-      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0,
-                  "accel: ", impl_->options.sharding_strategy,
+      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0, "accel: ", options.sharding_strategy,
                   " shards the parameters of prepared models: prepare the model before its "
                   "optimizer (an optimizer parameter belongs to no prepared model)");
     }
@@ -431,15 +427,15 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   }
 }
 
-bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
-  ++impl_->step;
-  auto& state = *impl_->gradient_state;
+bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
+  ++step;
+  auto& state = *gradient_state;
   if (state.end_of_dataloader) {
     state.step = 0;
     state.sync_gradients = true;
   } else {
     state.step += 1;
-    state.sync_gradients = state.step % impl_->options.gradient_accumulation_steps == 0;
+    state.sync_gradients = state.step % options.gradient_accumulation_steps == 0;
   }
   if (state.sync_gradients) return false;
   for (const auto* model : models) enter_no_sync(model);
@@ -447,18 +443,18 @@ bool Accelerator::begin_accumulate(const std::vector<const torch::nn::Module*>& 
   return true;
 }
 
-void Accelerator::end_accumulate(const std::vector<const torch::nn::Module*>& models,
-                                 bool skipped_sync) {
+void Accelerator::Impl::end_accumulate(const std::vector<const torch::nn::Module*>& models,
+                                       bool skipped_sync) {
   if (!skipped_sync) return;
   for (const auto* model : models) exit_no_sync(model);
-  for (auto* gate : impl_->gradient_state->gates) gate->open();
+  for (auto* gate : gradient_state->gates) gate->open();
 }
 
-void Accelerator::enter_no_sync(const torch::nn::Module* model) {
-  if (auto* m = impl_->find(model)) ++m->no_sync_depth;
+void Accelerator::Impl::enter_no_sync(const torch::nn::Module* model) {
+  if (auto* m = find(model)) ++m->no_sync_depth;
 }
-void Accelerator::exit_no_sync(const torch::nn::Module* model) {
-  if (auto* m = impl_->find(model)) m->no_sync_depth = std::max(0, m->no_sync_depth - 1);
+void Accelerator::Impl::exit_no_sync(const torch::nn::Module* model) {
+  if (auto* m = find(model)) m->no_sync_depth = std::max(0, m->no_sync_depth - 1);
 }
 void Accelerator::trigger_sync(const torch::nn::Module* model) {
   if (auto* m = impl_->find(model)) m->force_sync = true;
@@ -477,22 +473,22 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
                                     double norm_type) {
   // Inside an accumulation window the gradients are partial and each process's own: clipping them
   // would make the result depend on the process count and on where each strategy keeps them.
-  if (!sync_gradients()) return local_grad_norm(parameters, norm_type);
+  if (!sync_gradients()) return impl_->local_grad_norm(parameters, norm_type);
   // Gradients still whole (a backward not through accelerator.backward) go to their shards first,
   // so that the scaler unscales and this clips what the optimizers will step with.
   for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
   unscale_gradients();
   if (!impl_->sharded()) return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
-  return clip_sharded_grad_norm(parameters, max_norm, norm_type);
+  return impl_->clip_sharded_grad_norm(parameters, max_norm, norm_type);
 }
 
-double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
-                                           double max_norm, double norm_type) {
+double Accelerator::Impl::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                                 double max_norm, double norm_type) {
   // Each process holds a slice of the gradients: the norm is the sum of every process's
   // |g|^p (or the max of |g|, for p = inf), combined over the processes the shards are cut among
   // (under HYBRID_SHARD the other machines hold the same slices).
   std::vector<torch::Tensor> pieces, rest = parameters;
-  for (auto& shards : impl_->live_shards()) {
+  for (auto& shards : live_shards()) {
     std::vector<torch::Tensor> unheld;
     shards->shard_gradients_of(rest, pieces, unheld);
     rest = std::move(unheld);
@@ -503,7 +499,7 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
     if (p.grad().defined()) whole.push_back(p.grad());
   }
   const bool infinity = std::isinf(norm_type);
-  auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(impl_->device));
+  auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
   auto add = [&](const torch::Tensor& grad) {
     auto norm = torch::linalg_vector_norm(grad.detach(), norm_type).to(local.device()).reshape({1});
     if (infinity) {
@@ -513,7 +509,7 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
     }
   };
   for (const auto& piece : pieces) add(piece);
-  auto& group = *impl_->shard_group();
+  auto& group = *shard_group();
   if (group.getRank() == 0) {
     for (const auto& grad : whole) add(grad);
   }
@@ -526,18 +522,18 @@ double Accelerator::clip_sharded_grad_norm(const std::vector<torch::Tensor>& par
   return total.item<double>();
 }
 
-double Accelerator::local_grad_norm(const std::vector<torch::Tensor>& parameters,
-                                    double norm_type) const {
+double Accelerator::Impl::local_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                          double norm_type) const {
   // Each parameter's norm stays on the device; one transfer at the end, not one per parameter.
   std::vector<torch::Tensor> norms;
   for (const auto& p : parameters) {
     if (p.grad().defined()) {
-      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(impl_->device));
+      norms.push_back(torch::linalg_vector_norm(p.grad().detach(), norm_type).to(device));
     }
   }
   if (norms.empty()) return 0.0;
   double norm = torch::linalg_vector_norm(torch::stack(norms), norm_type).item<double>();
-  if (const auto* scaler = impl_->gradient_state->scaler.get()) norm /= scaler->get_scale();
+  if (const auto* scaler = gradient_state->scaler.get()) norm /= scaler->get_scale();
   return norm;
 }
 
@@ -610,36 +606,36 @@ void Accelerator::free_memory() {
 #endif
 }
 
-void Accelerator::begin_join(const std::vector<const torch::nn::Module*>& models,
-                             std::optional<bool> even_batches) {
-  TORCH_CHECK(impl_->join_models.empty(), "accel: join_uneven_inputs scopes do not nest");
-  TORCH_CHECK(!impl_->sharded(),
+void Accelerator::Impl::begin_join(const std::vector<const torch::nn::Module*>& models,
+                                   std::optional<bool> even_batches) {
+  TORCH_CHECK(join_models.empty(), "accel: join_uneven_inputs scopes do not nest");
+  TORCH_CHECK(!sharded(),
               "accel: join_uneven_inputs works with data-parallel models "
               "(NO_SHARD); under ",
-              impl_->options.sharding_strategy,
+              options.sharding_strategy,
               " the optimizer's collectives would wait for the processes that ran out");
   for (const auto* model : models) {
-    TORCH_CHECK(impl_->find(model) != nullptr,
+    TORCH_CHECK(find(model) != nullptr,
                 "accel: join_uneven_inputs was given a model that was not prepared");
   }
   TORCH_CHECK(!models.empty(), "accel: join_uneven_inputs needs the prepared models it joins");
-  impl_->join_models = models;
-  impl_->join_backwards = 0;
-  impl_->gradient_state->even_batches_override = even_batches;
+  join_models = models;
+  join_backwards = 0;
+  gradient_state->even_batches_override = even_batches;
 }
 
-void Accelerator::end_join(const std::vector<const torch::nn::Module*>& models) {
-  impl_->gradient_state->even_batches_override.reset();
-  impl_->join_models.clear();
-  if (!impl_->distributed()) return;
+void Accelerator::Impl::end_join(const std::vector<const torch::nn::Module*>& models) {
+  gradient_state->even_batches_override.reset();
+  join_models.clear();
+  if (!distributed()) return;
   // Each round: how many processes are still training (each counts itself in backward()). While
   // any is, shadow the all-reduces of its backward; when none is, every process leaves together.
   for (;;) {
     auto still_training = torch::zeros({1}, torch::kInt64);
-    detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
+    detail::all_reduce(host_group(), still_training, Reduction::Sum);
     if (still_training.item<int64_t>() == 0) break;
     for (const auto* model : models) {
-      auto* prepared = impl_->find(model);
+      auto* prepared = find(model);
       if (prepared == nullptr || !prepared->sync) continue;
       prepared->sync->shadow_backward();
       prepared->sync->sync_buffers();
@@ -648,11 +644,11 @@ void Accelerator::end_join(const std::vector<const torch::nn::Module*>& models) 
   // The processes that finished early skipped their last optimizer steps. As DDP's Join, every
   // process continues from the model of the one that trained longest (the highest rank among
   // equals).
-  auto last = torch::tensor({impl_->join_backwards * num_processes() + process_index()});
-  detail::all_reduce(impl_->host_group(), last, Reduction::Max);
-  const int64_t authority = last.item<int64_t>() % num_processes();
+  auto last = torch::tensor({join_backwards * dist->world_size() + dist->rank()});
+  detail::all_reduce(host_group(), last, Reduction::Max);
+  const int64_t authority = last.item<int64_t>() % dist->world_size();
   for (const auto* model : models) {
-    auto* prepared = impl_->find(model);
+    auto* prepared = find(model);
     if (prepared != nullptr && prepared->sync) prepared->sync->broadcast_from(authority);
   }
 }

@@ -10,6 +10,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace accel {
@@ -98,6 +100,31 @@ struct Accelerator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {
     return hybrid() ? dist->hybrid_groups(options).replicate : nullptr;
   }
+  // ---- The scopes' work (AccumulateScope, NoSyncGuard, JoinScope) ---------------------------
+
+  /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
+  bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
+  void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
+  void enter_no_sync(const torch::nn::Module* model);
+  void exit_no_sync(const torch::nn::Module* model);
+  void begin_join(const std::vector<const torch::nn::Module*>& models,
+                  std::optional<bool> even_batches);
+  /// Shadows the other processes' gradient all-reduces until every process has finished.
+  void end_join(const std::vector<const torch::nn::Module*>& models);
+
+  // ---- Sharding -----------------------------------------------------------------------------
+
+  /// FULL_SHARD's unit of each of `optimizer`'s parameters (null: by size).
+  detail::OptimizerShards::UnitOf full_shard_units(const torch::optim::Optimizer& optimizer) const;
+  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
+  /// offload.
+  std::string effective_sharding_strategy() const;
+  /// The norm of this process's gradients of `parameters` as they are, unscaled (no collective).
+  double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm_type) const;
+  /// clip_grad_norm_ over gradients sharded across the processes.
+  double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
+                                double norm_type);
+
   /// The live shards, in the order their optimizers were prepared.
   std::vector<std::shared_ptr<detail::OptimizerShards>> live_shards() const {
     std::vector<std::shared_ptr<detail::OptimizerShards>> live;

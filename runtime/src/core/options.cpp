@@ -31,11 +31,9 @@ std::vector<std::string> names_in(const std::optional<std::string>& value) {
   return names;
 }
 
-}  // namespace
-
-ResolvedOptions resolve_options(const AcceleratorOptions& options) {
-  const auto env = detail::process_environment();
-  ResolvedOptions out;
+/// The training loop's options: placement, batching, accumulation, precision, seed, timeout.
+void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                           ResolvedOptions& out) {
   out.device_placement =
       pick(options.device_placement(), detail::env_bool(env, contract::kDevicePlacement), true);
   out.split_batches =
@@ -65,10 +63,18 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     TORCH_CHECK(*seconds > 0, "Invalid ACCEL_TIMEOUT: ", *seconds, " (expected seconds > 0)");
     out.timeout = std::chrono::seconds(*seconds);
   }
+  out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
+  out.grad_scaler = options.grad_scaler();
+  out.ddp = options.ddp();
+  out.project_config = options.project_config();
+}
+
+/// The sharding strategy and FSDP's options: state dict type, offload, wrap policy.
+void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                      ResolvedOptions& out) {
   out.sharding_strategy =
       pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
            std::string("NO_SHARD"));
-  out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
   out.fsdp_state_dict_type =
       pick(options.fsdp_state_dict_type(), detail::env_string(env, contract::kFsdpStateDictType),
            std::string("FULL_STATE_DICT"));
@@ -86,7 +92,25 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
     out.fsdp_transformer_layer_cls_to_wrap =
         names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
   }
-  // Trackers: names checked here, so a typo fails at construction rather than at init_trackers.
+  if (options.fsdp_min_num_params()) {
+    out.fsdp_min_num_params = *options.fsdp_min_num_params();
+    TORCH_CHECK(out.fsdp_min_num_params >= 1,
+                "Invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
+                " (expected an integer >= 1)");
+  } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
+    TORCH_CHECK(*count >= 1, "Invalid ", contract::kFsdpMinNumParams, ": ", *count,
+                " (expected an integer >= 1)");
+    out.fsdp_min_num_params = *count;
+  }
+  TORCH_CHECK(out.fsdp_min_num_params == 0 || out.fsdp_transformer_layer_cls_to_wrap.empty(),
+              "accel: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params are two auto-wrap "
+              "policies; set one (FSDP's TRANSFORMER_BASED_WRAP or SIZE_BASED_WRAP)");
+}
+
+/// The trackers and resuming. Tracker names are checked here, so a typo fails at construction
+/// rather than at init_trackers.
+void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                                 ResolvedOptions& out) {
   std::vector<std::string> log_with = options.log_with();
   if (log_with.empty()) log_with = names_in(detail::env_string(env, contract::kLogWith));
   for (const auto& name : log_with) {
@@ -113,20 +137,10 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
                 "' (expected auto or no)");
     out.resume = *resume == "auto";
   }
-  if (options.fsdp_min_num_params()) {
-    out.fsdp_min_num_params = *options.fsdp_min_num_params();
-    TORCH_CHECK(out.fsdp_min_num_params >= 1,
-                "Invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
-                " (expected an integer >= 1)");
-  } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
-    TORCH_CHECK(*count >= 1, "Invalid ", contract::kFsdpMinNumParams, ": ", *count,
-                " (expected an integer >= 1)");
-    out.fsdp_min_num_params = *count;
-  }
-  TORCH_CHECK(out.fsdp_min_num_params == 0 || out.fsdp_transformer_layer_cls_to_wrap.empty(),
-              "accel: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params are two auto-wrap "
-              "policies; set one (FSDP's TRANSFORMER_BASED_WRAP or SIZE_BASED_WRAP)");
+}
 
+/// The checks on values that may come from code or the environment alike.
+void check_ranges(const ResolvedOptions& out) {
   TORCH_CHECK(out.gradient_accumulation_steps >= 1,
               "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
               " (expected an integer >= 1)");
@@ -136,11 +150,8 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(mp, contract::mixed_precision_choices()),
               "Invalid mixed_precision: '", mp, "' (expected one of ",
               contract::join(contract::mixed_precision_choices()), ")");
-  out.grad_scaler = options.grad_scaler();
-  out.ddp = options.ddp();
   TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
               " (expected an integer >= 1)");
-  out.project_config = options.project_config();
   const auto& limit = out.project_config.total_limit();
   TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),
               " (expected an integer >= 1)");
@@ -148,6 +159,17 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
               "Invalid sharding_strategy: '", shard, "' (expected one of ",
               contract::join(contract::sharding_strategy_choices()), ")");
+}
+
+}  // namespace
+
+ResolvedOptions resolve_options(const AcceleratorOptions& options) {
+  const auto env = detail::process_environment();
+  ResolvedOptions out;
+  resolve_training_loop(options, env, out);
+  resolve_sharding(options, env, out);
+  resolve_tracking_and_resume(options, env, out);
+  check_ranges(out);
   return out;
 }
 

@@ -211,7 +211,95 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// gradients are computed.
 constexpr size_t kUnitsInFlight = 2;
 
+/// A group's parameters share one dtype and device, are dense, and are not another optimizer's
+/// already.
+void check_group_shardable(const std::vector<torch::Tensor>& params) {
+  for (const auto& p : params) {
+    const auto& first = params.front();
+    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
+                "accel: sharding needs the parameters of each optimizer parameter group to "
+                "share one dtype and device; this group mixes ",
+                first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
+                p.device());
+    TORCH_CHECK(p.layout() == torch::kStrided,
+                "accel: sharding needs dense parameters (a parameter has layout ", p.layout(), ")");
+    TORCH_CHECK(!is_sharded(p),
+                "accel: a parameter is sharded already (by another prepared "
+                "optimizer); one optimizer per parameter with FULL_SHARD");
+  }
+}
+
+/// A group's parameters by unit, as places in `params`: `unit_of`'s numbering (units in order of
+/// their first parameter), or runs of consecutive parameters up to `unit_bytes` (one at least).
+std::vector<std::vector<size_t>> units_of_group(const std::vector<torch::Tensor>& params,
+                                                const OptimizerShards::UnitOf& unit_of,
+                                                int64_t unit_bytes) {
+  std::vector<std::vector<size_t>> members;
+  if (unit_of) {
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto found = index.emplace(unit_of(params[i]), members.size());
+      if (found.second) members.emplace_back();
+      members[found.first->second].push_back(i);
+    }
+    return members;
+  }
+  int64_t bytes = unit_bytes;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (bytes >= unit_bytes) {
+      members.emplace_back();
+      bytes = 0;
+    }
+    members.back().push_back(i);
+    bytes += params[i].nbytes();
+  }
+  return members;
+}
+
 }  // namespace
+
+OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
+                                                 const std::vector<torch::Tensor>& params,
+                                                 const std::vector<size_t>& members) {
+  const int64_t processes = process_group_->getSize();
+  Unit unit;
+  unit.group = group_index;
+  for (const size_t i : members) {
+    unit.params.push_back(params[i]);
+    unit.indices.push_back(static_cast<int64_t>(i));
+    unit.offsets.push_back(unit.total);
+    unit.total += params[i].numel();
+  }
+  unit.shard_size = ceil_div(unit.total, processes);
+  unit.ready.assign(unit.params.size(), false);
+  unit.compute = unit.params.front().options().requires_grad(false);
+  unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
+  for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+  unit.shard = unit.own_slice(process_group_->getRank()).detach();
+  if (offload_) {
+    // Pinned host memory when the parameters are on a GPU: the copies each step makes between
+    // the two then go at the link's full speed.
+    const bool pin = !unit.compute.device().is_cpu();
+    auto host =
+        torch::empty({unit.shard_size}, unit.compute.device(torch::kCPU).pinned_memory(pin));
+    host.copy_(unit.shard);
+    unit.shard = host;
+  }
+  if (shard_parameters_) {
+    // The shard takes its slice away; the whole buffer goes, and each parameter becomes a sharded
+    // parameter served from the unit.
+    if (!offload_) unit.shard = unit.shard.clone();
+    unit.flat = torch::Tensor();
+    unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                               unit.compute, window_);
+    for (size_t i = 0; i < unit.params.size(); ++i) {
+      shard_in_place(unit.params[i], std::make_shared<UnitParameter>(unit.gathered, unit.offsets[i],
+                                                                     unit.params[i].sizes().vec()));
+    }
+  }
+  unit.shard.requires_grad_(true);
+  return unit;
+}
 
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  c10::intrusive_ptr<c10d::ProcessGroup> group, Reduction reduction,
@@ -237,87 +325,15 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
               "accel: a sharded optimizer must be prepared before its first step (its state "
               "would have to be cut into shards)");
   const int64_t processes = process_group_->getSize();
-  const int64_t rank = process_group_->getRank();
   torch::NoGradGuard no_grad;
   for (size_t group_index = 0; group_index < optimizer.param_groups().size(); ++group_index) {
     auto& param_group = optimizer.param_groups()[group_index];
-    std::vector<torch::Tensor> shards;
     const auto& params = param_group.params();
-    for (const auto& p : params) {
-      const auto& first = params.front();
-      TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
-                  "accel: sharding needs the parameters of each optimizer parameter group to "
-                  "share one dtype and device; this group mixes ",
-                  first.scalar_type(), " on ", first.device(), " with ", p.scalar_type(), " on ",
-                  p.device());
-      TORCH_CHECK(p.layout() == torch::kStrided,
-                  "accel: sharding needs dense parameters (a parameter has layout ", p.layout(),
-                  ")");
-      TORCH_CHECK(!is_sharded(p),
-                  "accel: a parameter is sharded already (by another prepared "
-                  "optimizer); one optimizer per parameter with FULL_SHARD");
-    }
-    // The group's parameters by unit: `unit_of`'s numbering (units in order of their first
-    // parameter), or runs of consecutive parameters up to `unit_bytes` (one at least).
-    std::vector<std::vector<size_t>> members;  // places in `params`
-    if (unit_of) {
-      std::map<int64_t, size_t> index;
-      for (size_t i = 0; i < params.size(); ++i) {
-        const auto found = index.emplace(unit_of(params[i]), members.size());
-        if (found.second) members.emplace_back();
-        members[found.first->second].push_back(i);
-      }
-    } else {
-      int64_t bytes = unit_bytes;
-      for (size_t i = 0; i < params.size(); ++i) {
-        if (bytes >= unit_bytes) {
-          members.emplace_back();
-          bytes = 0;
-        }
-        members.back().push_back(i);
-        bytes += params[i].nbytes();
-      }
-    }
-    for (const auto& unit_members : members) {
-      Unit unit;
-      unit.group = static_cast<int64_t>(group_index);
-      for (const size_t i : unit_members) {
-        unit.params.push_back(params[i]);
-        unit.indices.push_back(static_cast<int64_t>(i));
-        unit.offsets.push_back(unit.total);
-        unit.total += params[i].numel();
-      }
-      unit.shard_size = ceil_div(unit.total, processes);
-      unit.ready.assign(unit.params.size(), false);
-      unit.compute = unit.params.front().options().requires_grad(false);
-      unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
-      for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
-      unit.shard = unit.own_slice(rank).detach();
-      if (offload_) {
-        // Pinned host memory when the parameters are on a GPU: the copies each step makes
-        // between the two then go at the link's full speed.
-        const bool pin = !unit.compute.device().is_cpu();
-        auto host =
-            torch::empty({unit.shard_size}, unit.compute.device(torch::kCPU).pinned_memory(pin));
-        host.copy_(unit.shard);
-        unit.shard = host;
-      }
-      if (shard_parameters_) {
-        // The shard takes its slice away; the whole buffer goes, and each parameter becomes a
-        // sharded parameter served from the unit.
-        if (!offload_) unit.shard = unit.shard.clone();
-        unit.flat = torch::Tensor();
-        unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
-                                                   unit.compute, window_);
-        for (size_t i = 0; i < unit.params.size(); ++i) {
-          shard_in_place(unit.params[i],
-                         std::make_shared<UnitParameter>(unit.gathered, unit.offsets[i],
-                                                         unit.params[i].sizes().vec()));
-        }
-      }
-      unit.shard.requires_grad_(true);
-      shards.push_back(unit.shard);
-      units_.push_back(std::move(unit));
+    check_group_shardable(params);
+    std::vector<torch::Tensor> shards;
+    for (const auto& members : units_of_group(params, unit_of, unit_bytes)) {
+      units_.push_back(make_unit(static_cast<int64_t>(group_index), params, members));
+      shards.push_back(units_.back().shard);
     }
     param_group.params() = shards;
   }

@@ -157,6 +157,10 @@ class OptimizerShards {
   class Gathered;
   class GatherWindow;
   class UnitParameter;
+  /// One unit of a parameter group: `members` are places in the group's `params`. Its shard is
+  /// cut from them (and, sharding parameters, they become views served from the unit).
+  Unit make_unit(int64_t group_index, const std::vector<at::Tensor>& params,
+                 const std::vector<size_t>& members);
   void install_hooks();
   void gradient_ready(size_t unit, size_t param);
   /// Sends the next unit in launch order (waiting for the oldest when too many are under way).

@@ -10,8 +10,7 @@
 
 namespace {
 double now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -22,14 +21,11 @@ int main(int argc, char** argv) {
   }
   const double before = now();
   accel::Accelerator accelerator(
-      accel::AcceleratorOptions()
-          .cpu(true)
-          .log_with({"all"})
-          .project_config(accel::ProjectConfiguration().logging_dir(argv[1])));
-  accelerator.init_trackers("round_trip", {{"learning_rate", 3e-4},
-                                           {"batch_size", 32},
-                                           {"optimizer", "AdamW"},
-                                           {"bf16", true}});
+      accel::AcceleratorOptions().cpu(true).log_with({"all"}).project_config(
+          accel::ProjectConfiguration().logging_dir(argv[1])));
+  accelerator.init_trackers(
+      "round_trip",
+      {{"learning_rate", 3e-4}, {"batch_size", 32}, {"optimizer", "AdamW"}, {"bf16", true}});
   for (int64_t step = 0; step < 5; ++step) {
     accelerator.log({{"loss", 1.0 / (step + 1)}, {"epoch", step / 2}}, step * 10);
   }

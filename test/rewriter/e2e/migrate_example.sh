@@ -12,7 +12,7 @@
 #   migrate_example.sh BUILD_DIR SOURCE_DIR EXAMPLE
 set -euo pipefail
 build_dir=$1 source_dir=$2 example=$3
-# shellcheck source=test/e2e/build_program.sh
+# shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 
 # What each example prints about its evaluation, how often, its metric and the tolerance.

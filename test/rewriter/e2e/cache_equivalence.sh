@@ -13,11 +13,11 @@ trap 'rm -rf "$work"' EXIT
 
 # Each group: a directory to run in, then accel-migrate's arguments (files, and flags after --).
 groups=(
-  "$source_dir/test/lit/Inputs/multi|a.cpp b.cpp"
+  "$source_dir/test/rewriter/lit/Inputs/multi|a.cpp b.cpp"
   "$source_dir/examples|classifier/train.cpp curve_fit/train.cpp regression/train.cpp spirals/train.cpp gpt/big_model.cpp"
-  "$source_dir/test/e2e/corpus|gan/main.cpp lstm/main.cpp mnist/main.cpp patches/main.cpp regression/main.cpp siamese/main.cpp trainer/main.cpp vae/main.cpp"
-  "$source_dir/test/e2e/corpus/convnet|src/main.cpp src/convnet.cpp src/digits.cpp -- -Iinclude"
-  "$source_dir/test/e2e/corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
+  "$source_dir/test/rewriter/e2e/corpus|gan/main.cpp lstm/main.cpp mnist/main.cpp patches/main.cpp regression/main.cpp siamese/main.cpp trainer/main.cpp vae/main.cpp"
+  "$source_dir/test/rewriter/e2e/corpus/convnet|src/main.cpp src/convnet.cpp src/digits.cpp -- -Iinclude"
+  "$source_dir/test/rewriter/e2e/corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
 )
 
 run() { # NAME DIR ARGS... : diff on stdout, warnings and summary on stderr (notes left out)

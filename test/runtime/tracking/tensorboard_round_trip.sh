@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 writer=${1:?usage: tensorboard_round_trip.sh WRITER}
-python=$("$here/../../scripts/python-env.sh")/bin/python
+python=$("$here/../../../scripts/python-env.sh")/bin/python
 work=$(mktemp -d "${TMPDIR:-/tmp}/accel-tensorboard.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 read -r before after < <("$writer" "$work")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# accel-migrate on a program written the way public LibTorch tutorials are (test/e2e/corpus/NAME:
+# accel-migrate on a program written the way public LibTorch tutorials are (test/rewriter/e2e/corpus/NAME:
 # its own CMake project, its own style). Installs accel into a fresh prefix, builds and runs the
 # plain program, migrates a copy with the installed accel-migrate, and checks that
 #  - a second migration finds nothing to do (--check),
@@ -17,9 +17,9 @@
 # "REGEX|TOLERANCE", the regex capturing the number in its first group).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
-# shellcheck source=test/e2e/build_program.sh
+# shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
-program="$source_dir/test/e2e/corpus/$name"
+program="$source_dir/test/rewriter/e2e/corpus/$name"
 binary= sources= database= once=() values=()
 # shellcheck source=/dev/null
 source "$program/corpus.conf"

@@ -1,7 +1,7 @@
 // The smaller parts of the Accelerator API reference on one process: set_seed,
 // find_executable_batch_size with an injected out-of-memory error, profile()'s Chrome trace,
 // save(), get_state_dict(), load_checkpoint_in_model, the save/load state pre-hooks, clear() and
-// the process-control helpers. Their multi-process sides are in multiprocess/api_test.cpp.
+// the process-control helpers. Their multi-process sides are in multiprocess/process_api_test.cpp.
 
 #include <accel/accel.h>
 
@@ -14,9 +14,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using accel_test::read_text;
@@ -347,4 +350,40 @@ TEST(ResumeIfPossible, LoadsTheNewestCheckpointOnlyWhenResumingIsOn) {
       EXPECT_NE(std::string(e.what()).find("automatic_checkpoint_naming"), std::string::npos);
     }
   }
+}
+
+// gather, convert_to_fp32 and a loader's device placement walk containers one way
+// (detail::apply_to_tensors): nested vectors, pairs, tuples and maps of tensors, other values kept.
+TEST(ApplyToTensors, WalksNestedContainersAndKeepsOtherValues) {
+  using Nested = std::tuple<std::vector<torch::Tensor>,
+                            std::map<std::string, std::pair<torch::Tensor, int>>, std::string>;
+  const Nested value{
+      {torch::ones({2}), torch::zeros({1})}, {{"a", {torch::full({3}, 2.0), 7}}}, "label"};
+  int calls = 0;
+  const auto doubled = accel::detail::apply_to_tensors(value, [&](const torch::Tensor& t) {
+    ++calls;
+    return t * 2;
+  });
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(torch::equal(std::get<0>(doubled)[0], torch::full({2}, 2.0)));
+  EXPECT_TRUE(torch::equal(std::get<1>(doubled).at("a").first, torch::full({3}, 4.0)));
+  EXPECT_EQ(std::get<1>(doubled).at("a").second, 7);
+  EXPECT_EQ(std::get<2>(doubled), "label");
+  EXPECT_TRUE(torch::equal(std::get<0>(value)[0], torch::ones({2})));  // the input is unchanged
+  static_assert(accel::detail::holds_only_tensors<
+                std::map<int, std::vector<std::pair<torch::Tensor, torch::Tensor>>>>::value);
+  static_assert(!accel::detail::holds_only_tensors<std::pair<torch::Tensor, int>>::value);
+}
+
+TEST(Gather, ContainersOfTensorsKeepTheirShape) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  const std::map<std::string, std::pair<torch::Tensor, torch::Tensor>> metrics{
+      {"loss", {torch::tensor(1.5), torch::ones({2, 3})}}};
+  const auto gathered = accelerator.gather(metrics);
+  ASSERT_EQ(gathered.count("loss"), 1u);
+  EXPECT_TRUE(torch::equal(gathered.at("loss").first, torch::tensor(1.5)));
+  EXPECT_TRUE(torch::equal(gathered.at("loss").second, torch::ones({2, 3})));
+  const auto batch = accel::detail::to_device(
+      torch::data::Example<>(torch::ones({1}), torch::zeros({1})), torch::Device(torch::kCPU));
+  EXPECT_TRUE(torch::equal(batch.data, torch::ones({1})));
 }
