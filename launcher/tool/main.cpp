@@ -3,6 +3,7 @@
 #include "command_line.h"
 #include "config.h"
 #include "launch.h"
+#include "launch_settings.h"
 #include "memory_estimate.h"
 #include "merge_weights.h"
 #include "questionnaire.h"
@@ -10,14 +11,12 @@
 
 #include "accel_common/contract.h"
 #include "accel_common/safetensors_header.h"
-#include "accel_common/slurm_nodelist.h"
 
 #include <CLI/CLI.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 #include <iostream>
-#include <limits>
 #include <stdexcept>
 
 namespace {
@@ -25,104 +24,11 @@ namespace {
 using accel::launcher::Config;
 using accel::launcher::ConfigError;
 
-// What the command line says; unset values come from the environment (job shape only), the
-// config file, then the defaults (see resolve()).
-struct LaunchArgs {
-  std::optional<std::string> config_file;
-  std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
-  std::optional<int> gradient_accumulation_steps, max_restarts;
-  std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
-  bool cpu = false;
-  bool rank_prefix = false;
-  std::optional<std::string> tee;
-  double grace_period = 5.0;
-  double monitor_interval = 0.1;
-};
+using accel::launcher::LaunchArgs;
 
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-std::optional<std::string> env(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return std::nullopt;
-  return std::string(value);
-}
-
-// A malformed number is an error naming the variable, as in the runtime, which reads the same
-// variables through the same parser.
-std::optional<int> env_int(const char* name) {
-  auto value = env(name);
-  if (!value) return std::nullopt;
-  const auto parsed = accel::contract::parse_integer(*value);
-  if (!parsed || *parsed < std::numeric_limits<int>::min() ||
-      *parsed > std::numeric_limits<int>::max()) {
-    throw std::invalid_argument(std::string(name) + "='" + *value + "' is not a whole number");
-  }
-  return static_cast<int>(*parsed);
-}
-
-// Where this launcher stands in a job that a scheduler started: under `srun` (one launcher per
-// node) SLURM says how many nodes there are, which one this is and where the first one is; a
-// torchrun-style environment may already name the main process.
-Config from_environment() {
-  Config e;
-  if (env("SLURM_JOB_ID") && env_int("SLURM_NNODES")) {
-    e.num_machines = env_int("SLURM_NNODES");
-    e.machine_rank = env_int("SLURM_NODEID");
-    auto nodes = env("SLURM_JOB_NODELIST");
-    if (!nodes) nodes = env("SLURM_NODELIST");
-    if (nodes) e.main_process_ip = accel::detail::first_slurm_host(*nodes);
-  }
-  if (auto addr = env("MASTER_ADDR")) e.main_process_ip = addr;
-  if (auto port = env_int("MASTER_PORT")) e.main_process_port = port;
-  return e;
-}
-
-// The first of the values that is set.
-template <typename T>
-std::optional<T> first_of(const std::optional<T>& value) {
-  return value;
-}
-template <typename T, typename... Rest>
-std::optional<T> first_of(const std::optional<T>& value, const Rest&... rest) {
-  return value ? value : first_of(rest...);
-}
-
-// Command line, then (for the job's shape) what a scheduler's environment says, then the config
-// file, then the defaults. The environment goes before the file because it differs per node
-// while one config file serves them all.
-accel::launcher::LaunchOptions resolve(const LaunchArgs& a, const Config& c) {
-  const Config e = from_environment();
-  accel::launcher::LaunchOptions o;
-  o.num_machines = first_of(a.num_machines, e.num_machines, c.num_machines).value_or(1);
-  o.num_processes = first_of(a.num_processes, c.num_processes).value_or(o.num_machines);
-  o.machine_rank = first_of(a.machine_rank, e.machine_rank, c.machine_rank).value_or(0);
-  o.main_process_ip = first_of(a.main_process_ip, e.main_process_ip, c.main_process_ip)
-                          .value_or(std::string("127.0.0.1"));
-  o.main_process_port = first_of(a.main_process_port, e.main_process_port, c.main_process_port);
-  o.mixed_precision = first_of(a.mixed_precision, c.mixed_precision);
-  o.gradient_accumulation_steps =
-      first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
-  o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);
-  o.sharding_strategy = c.sharding_strategy;
-  // Accelerate's auto-wrap policy picks which of the two unit settings applies; without one, the
-  // classes do (its default is the transformer policy).
-  const std::string policy = c.auto_wrap_policy.value_or(
-      c.classes_to_wrap || !c.min_num_params ? "TRANSFORMER_BASED_WRAP" : "SIZE_BASED_WRAP");
-  if (policy == "TRANSFORMER_BASED_WRAP") o.classes_to_wrap = c.classes_to_wrap;
-  if (policy == "SIZE_BASED_WRAP") o.min_num_params = c.min_num_params.value_or(100000000);
-  o.state_dict_type = c.state_dict_type;
-  o.offload_params = c.offload_params;
-  o.log_with = c.log_with;
-  o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
-  o.grace_period = a.grace_period;
-  o.max_restarts = first_of(a.max_restarts, c.max_restarts).value_or(0);
-  o.monitor_interval = a.monitor_interval;
-  o.rank_prefix = a.rank_prefix;
-  o.tee_dir = a.tee;
-  return o;
 }
 
 int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
@@ -140,7 +46,8 @@ int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
   }
   accel::launcher::LaunchOptions options;
   try {
-    options = resolve(args, config);
+    options =
+        accel::launcher::resolve_launch_options(args, config, accel::launcher::job_environment());
   } catch (const std::invalid_argument& e) {
     std::cerr << "accel launch: " << e.what() << "\n";
     return 2;

@@ -7,14 +7,16 @@
   declares what the block uses. A C++ block without one fails.
 - Every shell block says whether it runs: `<!-- sh: run -->` blocks run, in order, each with
   `set -e` in a folder holding the programs built above, with the installed `accel` and
-  `accel-migrate` first on PATH. `<!-- sh: not run: WHY -->` blocks do not. A shell block without
-  one fails.
+  `accel-migrate` first on PATH, and a program of the user's to migrate: src/train.cpp (a copy of
+  examples/classifier/train.cpp) with build/compile_commands.json for it. `<!-- sh: not run: WHY
+  -->` blocks do not. A shell block without one fails.
 - Every relative link points at a file that exists, and every #anchor at one of its headings.
 - docs/environment.md's table holds exactly the ACCEL_* variables of common's contract.h.
 
     check_docs.py --source SRC --build BUILD [--prefix-path TORCH] [--work DIR]
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -149,6 +151,22 @@ def run(command, **kwargs):
                           **kwargs)
 
 
+def user_program(sandbox, source, torch_root, prefix):
+    """What the migration blocks work on: a single-GPU program in src/, and the compile commands
+    a CMake build of it would export into build/ (for `accel-migrate -p build`)."""
+    os.makedirs(os.path.join(sandbox, "src"))
+    shutil.copy(os.path.join(source, "examples/classifier/train.cpp"),
+                os.path.join(sandbox, "src/train.cpp"))
+    includes = [os.path.join(torch_root, "include"),
+                os.path.join(torch_root, "include/torch/csrc/api/include")]
+    flags = " ".join(["-std=c++17"] + [f"-isystem {d}" for d in includes] +
+                     [f"-I{os.path.join(prefix, 'include')}"])
+    os.makedirs(os.path.join(sandbox, "build"))
+    with open(os.path.join(sandbox, "build/compile_commands.json"), "w") as out:
+        json.dump([{"directory": sandbox, "file": "src/train.cpp",
+                    "command": f"c++ {flags} -c src/train.cpp -o build/train.o"}], out, indent=2)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,8 +254,10 @@ def main():
     os.makedirs(sandbox)
     for name, _, _ in programs:
         shutil.copy(os.path.join(project, "build", name), sandbox)
+    user_program(sandbox, source, args.prefix_path, prefix)
     env = dict(os.environ, PATH=os.path.join(prefix, "bin") + os.pathsep + os.environ["PATH"],
-               ACCEL_HOME=os.path.join(work, "home"))
+               ACCEL_HOME=os.path.join(work, "home"),
+               CMAKE_PREFIX_PATH=os.pathsep.join(p for p in (prefix, args.prefix_path) if p))
     failed = 0
     for block in shell:
         result = run(["bash", "-e", "-c", block.text], cwd=sandbox, env=env, timeout=600)

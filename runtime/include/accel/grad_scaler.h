@@ -40,8 +40,8 @@ struct GradScalerOptions {
 /// Per step: `scale(loss).backward()`; optionally `unscale_(optimizer)` before clipping;
 /// `step(optimizer, fn)` unscales (unless done), checks every gradient for inf/nan and runs `fn`
 /// only if there was none; `update()` halves the scale after a skipped step and doubles it after
-/// `growth_interval` clean ones. The check is one fused kernel per device where LibTorch has one
-/// (CUDA; CPU from LibTorch 2.3), else two foreach passes (multiply, inf-norm) per device.
+/// `growth_interval` clean ones. The check is one fused kernel per device on CUDA and the CPU
+/// (LibTorch's), else two foreach passes (multiply, inf-norm) per device.
 class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
