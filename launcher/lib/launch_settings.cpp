@@ -44,8 +44,8 @@ std::optional<std::string> process_env(const std::string& name) {
 
 Config job_environment(const EnvLookup& env) {
   Config e;
-  if (env("SLURM_JOB_ID") && env_int(env, "SLURM_NNODES")) {
-    e.num_machines = env_int(env, "SLURM_NNODES");
+  if (env("SLURM_JOB_ID")) e.num_machines = env_int(env, "SLURM_NNODES");
+  if (e.num_machines) {
     e.machine_rank = env_int(env, "SLURM_NODEID");
     auto nodes = env("SLURM_JOB_NODELIST");
     if (!nodes) nodes = env("SLURM_NODELIST");

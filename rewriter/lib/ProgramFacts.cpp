@@ -20,8 +20,8 @@ bool isAcceleratorCall(const Expr *E) {
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
       Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();
-  const auto *MC = dyn_cast<CXXMemberCallExpr>(E);
-  return MC && isAcceleratorMethod(MC->getMethodDecl());
+  const auto *Call = dyn_cast<CallExpr>(E);
+  return Call && isAcceleratorMethodCall(Call, "");
 }
 
 // The model variables whose parameters() an optimizer's initializer reads.

@@ -49,9 +49,8 @@ bool reducesVariable(const Stmt *S, const VarDecl *Var) {
   const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts());
   if (!Ref || Ref->getDecl() != Var)
     return false;
-  const auto *Call = dyn_cast<CXXMemberCallExpr>(stripTemporaries(Value));
-  return Call && Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "reduce" &&
-         isAcceleratorMethod(Call->getMethodDecl());
+  const auto *Call = dyn_cast<CallExpr>(stripTemporaries(Value));
+  return Call && isAcceleratorMethodCall(Call, "reduce");
 }
 
 bool referencedIn(const Stmt *S, const VarDecl *Var) {
