@@ -1,6 +1,8 @@
 //===- MigrateOptions.h - What one accel-migrate run is asked to do -----------------*- C++ -*-===//
 #pragma once
 
+#include "ProgramSummary.h"
+
 #include <optional>
 #include <set>
 #include <string>
@@ -28,6 +30,9 @@ struct MigrateOptions {
   /// what it declares is never walked, and the instantiations it asks for are not made. (A PCH
   /// of the user's own may hold their headers, and is read in full.)
   bool CachedPreamble = false;
+  /// What the other files of the program said of themselves (ProgramSummary::relevantTo this
+  /// one); empty on a file's first migration.
+  ProgramSummary OtherFiles;
 
   /// True when the transformation called Name should run. The two support transformations
   /// (add-include, create-accelerator) run whenever another one needs them, unless skipped.

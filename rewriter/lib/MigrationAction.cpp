@@ -142,9 +142,22 @@ public:
     Finder.matchAST(Ctx);
     for (const auto &Check : Checks)
       Check->finish();
+    exportSummary(Context);
   }
 
 private:
+  // What the other files of the program must know of this one (ProgramSummary).
+  void exportSummary(MigrationContext &Context) {
+    Result.Summary = Context.facts().summary();
+    for (const FunctionDecl *Fn : Context.reach().functionsNeedingAccelerator())
+      if (!Fn->isMain())
+        if (std::string Usr = usrOf(Fn); !Usr.empty())
+          Result.Summary.TakeAccelerator.insert(std::move(Usr));
+    for (const CXXRecordDecl *Class : Context.reach().classesNeedingAccelerator())
+      if (std::string Usr = usrOf(Class->getCanonicalDecl()); !Usr.empty())
+        Result.Summary.TakeAccelerator.insert(std::move(Usr));
+  }
+
   const MigrateOptions &Options;
   TranslationUnitResult &Result;
   const IncludeIndex &Includes;

@@ -38,7 +38,8 @@ MigrationContext::MigrationContext(ASTContext &Ctx, const MigrateOptions &Option
   else
     llvm::for_each(Ctx.getTranslationUnitDecl()->decls(), addEditable);
   Ctx.setTraversalScope(Scope);
-  Facts.analyze(Ctx, [this](SourceLocation Loc) { return isEditable(Loc); });
+  Facts.analyze(
+      Ctx, [this](SourceLocation Loc) { return isEditable(Loc); }, Options.OtherFiles);
 }
 
 bool MigrationContext::isEditableFile(FileID FID) const {

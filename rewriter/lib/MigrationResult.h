@@ -2,6 +2,7 @@
 #pragma once
 
 #include "EditSet.h"
+#include "ProgramSummary.h"
 
 #include <map>
 #include <set>
@@ -44,6 +45,8 @@ struct TranslationUnitResult {
   std::map<std::string, FileResult> Files;
   /// The file did not compile: nothing of it is applied.
   bool Failed = false;
+  /// What this file tells the other files of the program.
+  ProgramSummary Summary;
 };
 
 } // namespace accel::migrate

@@ -21,6 +21,7 @@
 #include "llvm/Support/ThreadPool.h"
 
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -137,7 +138,9 @@ bool parseAndCheck(const tooling::CompilationDatabase &Database, const std::stri
 }
 
 /// Phase 2: parses each input and runs the checks on it, several inputs at a time; with the
-/// cached preamble when the file can use one.
+/// cached preamble when the file can use one. A program in several files is one program: each
+/// file's migration tells the others what they must know of it (ProgramSummary), and a file is
+/// migrated again while what it is told changes (a call chain through N files takes N rounds).
 std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase &Database,
                                              const std::vector<std::string> &Inputs,
                                              const MigratorOptions &Options,
@@ -156,32 +159,56 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
   if (!Options.NoCache)
     Cache.emplace(Options.CacheDir.empty() ? PreambleCache::defaultDirectory() : Options.CacheDir,
                   Err, Options.Quiet);
-  llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
-  for (size_t I = 0; I < Inputs.size(); ++I)
-    Pool.async([&, I] {
-      if (Cache) {
-        const std::string Pch = Cache->preambleFor(preambleRequest(Database, Inputs[I], Extra));
-        if (!Pch.empty()) {
-          std::vector<std::string> WithPch = Extra;
-          // No error count either: a file that fails here is parsed again, and reported then.
-          WithPch.insert(WithPch.end(), {"-include-pch", Pch, "-fno-caret-diagnostics"});
-          MigrateOptions WithPreamble = Checks;
-          WithPreamble.CachedPreamble = true;
-          std::string Diagnostics;
-          if (parseAndCheck(Database, Inputs[I], WithPch, WithPreamble, Results[I], &Diagnostics))
-            return;
-          // The same file parsed whole decides: a real error is reported from there.
-          TranslationUnitResult Whole;
-          if (parseAndCheck(Database, Inputs[I], Extra, Checks, Whole, nullptr))
-            Cache->discard(Pch, displayPath(Inputs[I]),
-                           llvm::StringRef(Diagnostics).split('\n').first.str());
-          Results[I] = std::move(Whole);
+  auto Migrate = [&](size_t I, const MigrateOptions &FileChecks) {
+    Results[I] = TranslationUnitResult();
+    if (Cache) {
+      const std::string Pch = Cache->preambleFor(preambleRequest(Database, Inputs[I], Extra));
+      if (!Pch.empty()) {
+        std::vector<std::string> WithPch = Extra;
+        // No error count either: a file that fails here is parsed again, and reported then.
+        WithPch.insert(WithPch.end(), {"-include-pch", Pch, "-fno-caret-diagnostics"});
+        MigrateOptions WithPreamble = FileChecks;
+        WithPreamble.CachedPreamble = true;
+        std::string Diagnostics;
+        if (parseAndCheck(Database, Inputs[I], WithPch, WithPreamble, Results[I], &Diagnostics))
           return;
-        }
+        // The same file parsed whole decides: a real error is reported from there.
+        TranslationUnitResult Whole;
+        if (parseAndCheck(Database, Inputs[I], Extra, FileChecks, Whole, nullptr))
+          Cache->discard(Pch, displayPath(Inputs[I]),
+                         llvm::StringRef(Diagnostics).split('\n').first.str());
+        Results[I] = std::move(Whole);
+        return;
       }
-      parseAndCheck(Database, Inputs[I], Extra, Checks, Results[I], nullptr);
-    });
-  Pool.wait();
+    }
+    parseAndCheck(Database, Inputs[I], Extra, FileChecks, Results[I], nullptr);
+  };
+
+  llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
+  std::vector<MigrateOptions> FileChecks(Inputs.size(), Checks);
+  std::vector<size_t> Pending(Inputs.size());
+  std::iota(Pending.begin(), Pending.end(), 0);
+  // Each round can only add to what the files know, and what they know is bounded by the
+  // program: the bound on rounds is a guard, not the way out.
+  for (unsigned Round = 0; !Pending.empty() && Round < 8; ++Round) {
+    for (size_t I : Pending)
+      Pool.async([&, I] { Migrate(I, FileChecks[I]); });
+    Pool.wait();
+    Pending.clear();
+    for (size_t I = 0; I < Inputs.size() && Inputs.size() > 1; ++I) {
+      if (Results[I].Failed)
+        continue;
+      ProgramSummary Others;
+      for (size_t J = 0; J < Inputs.size(); ++J)
+        if (J != I && !Results[J].Failed)
+          Others.merge(Results[J].Summary);
+      ProgramSummary Relevant = ProgramSummary::relevantTo(Results[I].Summary, Others);
+      if (Relevant != FileChecks[I].OtherFiles) {
+        FileChecks[I].OtherFiles = std::move(Relevant);
+        Pending.push_back(I);
+      }
+    }
+  }
   return Results;
 }
 

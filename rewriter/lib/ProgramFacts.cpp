@@ -118,11 +118,16 @@ public:
         collectParameterOwners(Init, Owners);
       if (Owners.empty())
         Facts.Unpaired.push_back(VD);
-      for (const ValueDecl *Owner : Owners)
-        if (const auto *Model = dyn_cast<VarDecl>(Owner); Model && !isa<ParmVarDecl>(Model) &&
-                                                          Model->isLocalVarDecl() &&
-                                                          Facts.ModelSet.insert(Model).second)
+      for (const ValueDecl *Owner : Owners) {
+        if (const auto *Parameter = dyn_cast<ParmVarDecl>(Owner)) {
+          if (Facts.TrainedParameterSet.insert(Parameter).second)
+            Facts.TrainedParameters.push_back({Parameter, VD});
+          continue;
+        }
+        if (const auto *Model = dyn_cast<VarDecl>(Owner);
+            Model && Model->isLocalVarDecl() && Facts.ModelSet.insert(Model).second)
           Facts.Models.push_back(Model);
+      }
       noteMemberModels(Owners);
       noteHostCandidate(Fn);
     } else if (isScheduler(T)) {
@@ -145,6 +150,9 @@ public:
   bool VisitCallExpr(CallExpr *CE) {
     if (const FunctionDecl *Callee = CE->getDirectCallee()) {
       Facts.Calls[patternOf(Callee)].push_back(CE);
+      if (IsEditable(Callee->getLocation()))
+        if (std::string Usr = usrOf(patternOf(Callee)); !Usr.empty())
+          Facts.Summary.Called.insert(std::move(Usr));
       // std::make_unique<T>(args) / std::make_shared<T>(args) construct a T.
       const std::string Name = Callee->getQualifiedNameAsString();
       if (const TemplateArgumentList *Args = Callee->getTemplateSpecializationArgs();
@@ -161,11 +169,21 @@ public:
     return true;
   }
 
-  void finish() {
-    if (MainFn)
+  void finish(const ProgramSummary &OtherFiles) {
+    Facts.Summary.DefinesMain = MainFn != nullptr;
+    if (MainFn) {
       Facts.Host = MainFn;
-    else if (FirstCandidate)
-      Facts.Host = patternOf(FirstCandidate);
+      return;
+    }
+    if (OtherFiles.DefinesMain || !FirstCandidate)
+      return;
+    const FunctionDecl *Candidate = patternOf(FirstCandidate);
+    const bool TrainsCallersModel =
+        llvm::any_of(Facts.TrainedParameters, [&](const ProgramFacts::TrainedParameter &T) {
+          return patternOf(dyn_cast<FunctionDecl>(T.Model->getDeclContext())) == Candidate;
+        });
+    if (!TrainsCallersModel)
+      Facts.Host = Candidate;
   }
 
 private:
@@ -188,6 +206,8 @@ private:
   }
 
   void noteConstruction(const CXXRecordDecl *Class, const Expr *E) {
+    if (std::string Usr = usrOf(Class->getCanonicalDecl()); !Usr.empty())
+      Facts.Summary.Called.insert(std::move(Usr));
     auto &Sites = Facts.Constructions[Class->getCanonicalDecl()];
     // A construction in a template is seen in its pattern and in each instantiation.
     for (const Expr *Seen : Sites)
@@ -207,11 +227,13 @@ private:
   const FunctionDecl *FirstCandidate = nullptr;
 };
 
-void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable) {
+void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable,
+                           const ProgramSummary &OtherFiles) {
   FactsCollector Collector(*this, IsEditable);
   for (Decl *D : Ctx.getTraversalScope())
     Collector.TraverseDecl(D);
-  Collector.finish();
+  Collector.finish(OtherFiles);
+  resolveTrainedParameters(OtherFiles, IsEditable);
   // A model prepared by hand counts as a model even without an optimizer in sight.
   for (const ValueDecl *D : Prepared) {
     if (const auto *VD = dyn_cast<VarDecl>(D); VD && isModule(VD->getType()))
@@ -223,8 +245,72 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable)
   }
 }
 
+void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,
+                                            const EditablePredicate &IsEditable) {
+  // A model that a function trains is prepared where its caller creates it: each call passes
+  // one, which is a model of the caller (or, passed on from the caller's own parameter, a
+  // trained parameter in turn). A worklist, since the list grows as calls are followed.
+  for (size_t I = 0; I < TrainedParameters.size(); ++I) {
+    const ParmVarDecl *Model = TrainedParameters[I].Model;
+    const auto *Fn = dyn_cast<FunctionDecl>(Model->getDeclContext());
+    if (!Fn)
+      continue;
+    const std::string Usr = usrOf(patternOf(Fn));
+    const unsigned Index = Model->getFunctionScopeIndex();
+    if (!Usr.empty())
+      Summary.TrainedModelParameters.insert({Usr, Index});
+    const auto &Sites = callsTo(Fn);
+    for (const CallExpr *Call : Sites)
+      noteModelArgument(Call, Index, IsEditable);
+    // No caller in sight: the function prepares what it is given, unless it was migrated already
+    // (it takes the accelerator from its caller, which prepared the model).
+    if (Sites.empty() && (Usr.empty() || !OtherFiles.called(Usr)) && acceleratorIn(Fn).empty())
+      ParametersToPrepare.push_back(TrainedParameters[I]);
+  }
+  // Functions of other files that train the model a call here passes them.
+  for (const auto &[Callee, Sites] : Calls)
+    for (const auto &[Usr, Index] : OtherFiles.TrainedModelParameters)
+      if (usrOf(Callee) == Usr)
+        for (const CallExpr *Call : Sites)
+          noteModelArgument(Call, Index, IsEditable);
+}
+
+void ProgramFacts::noteModelArgument(const CallExpr *Call, unsigned Index,
+                                     const EditablePredicate &IsEditable) {
+  // Operator calls count the object as an argument; parameter indices do not.
+  if (isa<CXXOperatorCallExpr>(Call) || Index >= Call->getNumArgs())
+    return;
+  const ValueDecl *Arg = rootDecl(Call->getArg(Index));
+  if (!Arg || !isModule(Arg->getType()) || !IsEditable(Arg->getLocation()))
+    return;
+  if (const auto *Parameter = dyn_cast<ParmVarDecl>(Arg)) {
+    if (TrainedParameterSet.insert(Parameter).second)
+      TrainedParameters.push_back({Parameter, nullptr});
+  } else if (const auto *Model = dyn_cast<VarDecl>(Arg)) {
+    if (Model->isLocalVarDecl() && ModelSet.insert(Model).second)
+      Models.push_back(Model);
+  } else if (const auto *Member = dyn_cast<FieldDecl>(Arg)) {
+    if (ModelSet.insert(Member).second)
+      MemberModels.push_back(Member);
+  }
+}
+
 const ValueDecl *ProgramFacts::canonical(const ValueDecl *D) {
   return D ? cast<ValueDecl>(D->getCanonicalDecl()) : nullptr;
+}
+
+std::vector<const FunctionDecl *> ProgramFacts::calledFunctions() const {
+  std::vector<const FunctionDecl *> Functions;
+  for (const auto &Entry : Calls)
+    Functions.push_back(Entry.first);
+  return Functions;
+}
+
+std::vector<const CXXRecordDecl *> ProgramFacts::constructedClasses() const {
+  std::vector<const CXXRecordDecl *> Classes;
+  for (const auto &Entry : Constructions)
+    Classes.push_back(Entry.first);
+  return Classes;
 }
 
 const std::vector<const CallExpr *> &ProgramFacts::callsTo(const FunctionDecl *Fn) const {
@@ -284,8 +370,8 @@ bool ProgramFacts::preparedModel(const ValueDecl *D, unsigned Depth) const {
     return false;
   if (const auto *P = dyn_cast<ParmVarDecl>(D))
     return isModule(P->getType()) &&
-           isBoundParam(
-               P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); }, Depth);
+           (TrainedParameterSet.count(P) || isBoundParam(
+               P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); }, Depth));
   return ModelSet.count(D) || (Prepared.count(canonical(D)) && isModule(D->getType()));
 }
 

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------------------------===//
 #pragma once
 
+#include "ProgramSummary.h"
+
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
 #include "clang/AST/DeclCXX.h"
@@ -23,11 +25,29 @@ namespace accel::migrate {
 class ProgramFacts {
 public:
   using EditablePredicate = std::function<bool(clang::SourceLocation)>;
-  void analyze(clang::ASTContext &Ctx, const EditablePredicate &IsEditable);
+  /// OtherFiles: what the program's other files said (empty for a program in one file).
+  void analyze(clang::ASTContext &Ctx, const EditablePredicate &IsEditable,
+               const ProgramSummary &OtherFiles = {});
 
-  /// The function that owns the Accelerator: main when this file defines it, else the function
-  /// that builds the first optimizer, data loader or model.
+  /// The function that owns the Accelerator: main when this file defines it; none when another
+  /// file of the program does; else the function that builds the first optimizer or data
+  /// loader, unless that function trains a model its caller gives it (the caller, not seen here,
+  /// owns the model and must own the Accelerator: the function takes it as a parameter).
   const clang::FunctionDecl *host() const { return Host; }
+
+  /// A model parameter that its function trains (an optimizer is built from its parameters()).
+  struct TrainedParameter {
+    const clang::ParmVarDecl *Model;
+    const clang::VarDecl *Optimizer;
+  };
+  /// Trained model parameters whose function has no caller in the program's files: the model
+  /// is prepared in the function, before its optimizer. (Where callers are seen, each caller
+  /// prepares the model it passes, where that model is created.)
+  const std::vector<TrainedParameter> &parametersToPrepare() const { return ParametersToPrepare; }
+
+  /// What this file tells the other files of the program (all but TakeAccelerator, which the
+  /// checks decide).
+  ProgramSummary summary() const { return Summary; }
 
   const std::vector<const clang::VarDecl *> &models() const { return Models; }
   const std::vector<const clang::VarDecl *> &optimizers() const { return Optimizers; }
@@ -61,6 +81,10 @@ public:
   /// The same for data loaders.
   bool isPreparedLoader(const clang::ValueDecl *D) const;
 
+  /// Every function this file calls, and every class it constructs.
+  std::vector<const clang::FunctionDecl *> calledFunctions() const;
+  std::vector<const clang::CXXRecordDecl *> constructedClasses() const;
+
   /// Calls whose callee is Fn or an instantiation of it.
   const std::vector<const clang::CallExpr *> &callsTo(const clang::FunctionDecl *Fn) const;
 
@@ -76,6 +100,9 @@ private:
                     unsigned Depth) const;
   bool preparedModel(const clang::ValueDecl *D, unsigned Depth) const;
   bool preparedLoader(const clang::ValueDecl *D, unsigned Depth) const;
+  void resolveTrainedParameters(const ProgramSummary &OtherFiles, const EditablePredicate &IsEditable);
+  void noteModelArgument(const clang::CallExpr *Call, unsigned Index,
+                         const EditablePredicate &IsEditable);
   static const clang::ValueDecl *canonical(const clang::ValueDecl *D);
 
   friend class FactsCollector;
@@ -88,6 +115,9 @@ private:
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;
   llvm::DenseMap<const clang::FunctionDecl *, std::vector<const clang::CallExpr *>> Calls;
   llvm::DenseMap<const clang::FunctionDecl *, std::string> AcceleratorNames;
+  std::vector<TrainedParameter> TrainedParameters, ParametersToPrepare;
+  llvm::SmallPtrSet<const clang::ParmVarDecl *, 8> TrainedParameterSet;
+  ProgramSummary Summary;
 };
 
 } // namespace accel::migrate

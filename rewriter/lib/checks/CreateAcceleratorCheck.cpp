@@ -16,6 +16,16 @@ using namespace clang;
 namespace accel::migrate {
 
 void CreateAcceleratorCheck::finish() {
+  // What other files of the program define and give the accelerator to: this file passes it.
+  const ProgramSummary &OtherFiles = Context.options().OtherFiles;
+  if (!OtherFiles.TakeAccelerator.empty()) {
+    for (const FunctionDecl *Callee : Context.facts().calledFunctions())
+      if (!Callee->hasBody() && OtherFiles.takesAccelerator(usrOf(Callee)))
+        Context.reach().requireAccelerator(Callee);
+    for (const CXXRecordDecl *Class : Context.facts().constructedClasses())
+      if (OtherFiles.takesAccelerator(usrOf(Class)))
+        Context.reach().requireMemberAccelerator(Class);
+  }
   // Functions other than the host get the accelerator as their first parameter, and their
   // callers pass theirs; classes get a member, and whoever constructs them passes theirs. Either
   // may make the callers need one in turn: a worklist over both.
@@ -44,7 +54,7 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
   if (!Edited)
     return;
   const auto &Calls = Context.facts().callsTo(Fn);
-  if (Calls.empty())
+  if (Calls.empty() && !Context.options().OtherFiles.called(usrOf(Fn)))
     warn(Fn->getLocation(),
          llvm::Twine("'") + Fn->getNameAsString() +
              "' now takes the accelerator as its first parameter; pass it at its calls in "
@@ -138,7 +148,7 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
 
   // Whoever constructs the class passes theirs.
   const auto &Sites = Context.facts().constructionsOf(Class);
-  if (Sites.empty())
+  if (Sites.empty() && !Context.options().OtherFiles.called(usrOf(Class)))
     warn(Class->getLocation(),
          llvm::Twine("the constructors of '") + Class->getName() +
              "' now take the accelerator first; pass it where the class is created in other files");

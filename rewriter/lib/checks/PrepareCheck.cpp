@@ -45,6 +45,9 @@ void PrepareCheck::finish() {
   for (const VarDecl *Model : Facts.models())
     if (!Facts.alreadyPrepared(Model))
       prepareModel(Model);
+  for (const ProgramFacts::TrainedParameter &Parameter : Facts.parametersToPrepare())
+    if (!Facts.alreadyPrepared(Parameter.Model))
+      prepareParameter(Parameter);
   for (const VarDecl *Optimizer : Facts.optimizers())
     if (!Facts.alreadyPrepared(Optimizer))
       prepareByValue(Optimizer);
@@ -95,6 +98,29 @@ void PrepareCheck::prepareModel(const VarDecl *Model) {
   Context.insertLineAfter(Name, After, Context.source().indentation(Declaration->getBeginLoc()),
                           Acc + ".prepare(" + Model->getNameAsString() + ");");
   Context.applied(Name, Model->getLocation());
+}
+
+void PrepareCheck::prepareParameter(const ProgramFacts::TrainedParameter &Parameter) {
+  // No caller in sight: the function prepares the model it is given, before building its
+  // optimizer (prepare() of a model already prepared does nothing, so a function called once an
+  // epoch is right too).
+  const auto *Fn = dyn_cast<FunctionDecl>(Parameter.Model->getDeclContext());
+  const auto *Body = Fn ? dyn_cast_or_null<CompoundStmt>(Fn->getBody()) : nullptr;
+  if (!Body || Body->body_empty())
+    return;
+  const Stmt *Before = Body->body_front();
+  if (Parameter.Optimizer)
+    if (const DeclStmt *Declaration = declStmtOf(Context, Parameter.Optimizer);
+        Declaration && Context.reach().parentStmt(Declaration) == Body)
+      Before = Declaration;
+  if (!Context.canEdit(Name, Before->getSourceRange()))
+    return;
+  const std::string Acc = accelerator(Before);
+  if (Acc.empty())
+    return;
+  Context.insertLineBefore(Name, Before->getBeginLoc(),
+                           Acc + ".prepare(" + Parameter.Model->getNameAsString() + ");");
+  Context.applied(Name, Parameter.Model->getLocation());
 }
 
 void PrepareCheck::prepareByValue(const VarDecl *Var) {

@@ -9,7 +9,8 @@ namespace accel::migrate {
 /// keeping their names: `torch::optim::SGD opt(...)` becomes
 /// `auto opt = accelerator.prepare(torch::optim::SGD(...))`, `make_data_loader` becomes
 /// `accelerator.prepare_data_loader`, and `accelerator.prepare(model);` follows the model's
-/// declaration (or its placement / weight loading).
+/// declaration (or its placement / weight loading). A model a function trains but does not
+/// create is prepared where its caller creates it, or in the function when no caller is seen.
 class PrepareCheck : public MigrationCheck {
 public:
   explicit PrepareCheck(MigrationContext &Context) : MigrationCheck("prepare", Context) {}
@@ -17,6 +18,7 @@ public:
 
 private:
   void prepareModel(const clang::VarDecl *Model);
+  void prepareParameter(const ProgramFacts::TrainedParameter &Parameter);
   void prepareByValue(const clang::VarDecl *Var);
   void prepareLoader(const clang::VarDecl *Loader);
   void prepareMemberModel(const clang::FieldDecl *Model);

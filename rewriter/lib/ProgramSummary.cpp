@@ -1,0 +1,49 @@
+//===- ProgramSummary.cpp -------------------------------------------------------------------===//
+#include "ProgramSummary.h"
+
+#include "clang/AST/Decl.h"
+#include "clang/Index/USRGeneration.h"
+#include "llvm/ADT/SmallString.h"
+
+namespace accel::migrate {
+
+void ProgramSummary::merge(const ProgramSummary &Other) {
+  DefinesMain = DefinesMain || Other.DefinesMain;
+  TakeAccelerator.insert(Other.TakeAccelerator.begin(), Other.TakeAccelerator.end());
+  TrainedModelParameters.insert(Other.TrainedModelParameters.begin(),
+                                Other.TrainedModelParameters.end());
+  Called.insert(Other.Called.begin(), Other.Called.end());
+}
+
+ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own,
+                                          const ProgramSummary &Others) {
+  ProgramSummary Relevant;
+  // Another file's main decides where the Accelerator is created, unless this file has main.
+  Relevant.DefinesMain = Others.DefinesMain && !Own.DefinesMain;
+  // Functions this file calls: it passes them the accelerator, and prepares the models it
+  // passes them to train.
+  for (const std::string &Usr : Others.TakeAccelerator)
+    if (Own.called(Usr))
+      Relevant.TakeAccelerator.insert(Usr);
+  for (const auto &Parameter : Others.TrainedModelParameters)
+    if (Own.called(Parameter.first))
+      Relevant.TrainedModelParameters.insert(Parameter);
+  // Calls elsewhere to functions that train here (their callers prepare the model) or that take
+  // the accelerator from here on (their callers pass it).
+  for (const auto &Parameter : Own.TrainedModelParameters)
+    if (Others.called(Parameter.first))
+      Relevant.Called.insert(Parameter.first);
+  for (const std::string &Usr : Own.TakeAccelerator)
+    if (Others.called(Usr))
+      Relevant.Called.insert(Usr);
+  return Relevant;
+}
+
+std::string usrOf(const clang::Decl *D) {
+  llvm::SmallString<128> Usr;
+  if (!D || clang::index::generateUSRForDecl(D, Usr))
+    return {};
+  return std::string(Usr);
+}
+
+} // namespace accel::migrate

@@ -1,0 +1,57 @@
+//===- ProgramSummary.h - What one file tells the others of a program ---------------*- C++ -*-===//
+//
+// A program in several files is migrated one translation unit at a time, but it has one
+// Accelerator: main creates it, and every function that needs it receives it, whichever file
+// defines that function. Each translation unit therefore exports what the others must know of it
+// (functions named by their USR, the same in every file that declares them), and the migration
+// runs again over the files that learned something (Migrator), until nothing new is learned.
+//
+//===----------------------------------------------------------------------------------------===//
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+
+#include <set>
+#include <string>
+#include <utility>
+
+namespace clang {
+class Decl;
+}
+
+namespace accel::migrate {
+
+struct ProgramSummary {
+  /// This file defines main, which creates the Accelerator: no other file creates one.
+  bool DefinesMain = false;
+  /// User functions this file's migration gives the accelerator as their first parameter, and
+  /// classes it gives an accelerator member (their constructors take it first).
+  std::set<std::string> TakeAccelerator;
+  /// (function, parameter index) of the models that functions defined here train: an optimizer
+  /// is built from the parameter's parameters(). Their callers prepare what they pass.
+  std::set<std::pair<std::string, unsigned>> TrainedModelParameters;
+  /// User functions (declared in an editable file) this file calls, and user classes it
+  /// constructs.
+  std::set<std::string> Called;
+
+  bool takesAccelerator(const std::string &Usr) const { return TakeAccelerator.count(Usr) != 0; }
+  bool called(const std::string &Usr) const { return Called.count(Usr) != 0; }
+
+  /// Adds what Other says.
+  void merge(const ProgramSummary &Other);
+  /// What, of Others (the other files' summaries merged), can change the migration of the file
+  /// that exported Own: the rest is left out, so that an unchanged result means nothing to redo.
+  static ProgramSummary relevantTo(const ProgramSummary &Own, const ProgramSummary &Others);
+
+  bool operator==(const ProgramSummary &O) const {
+    return DefinesMain == O.DefinesMain && TakeAccelerator == O.TakeAccelerator &&
+           TrainedModelParameters == O.TrainedModelParameters && Called == O.Called;
+  }
+  bool operator!=(const ProgramSummary &O) const { return !(*this == O); }
+};
+
+/// The USR of D (Clang's unified symbol resolution name): the same for every declaration of one
+/// function in every translation unit. Empty when Clang cannot name it.
+std::string usrOf(const clang::Decl *D);
+
+} // namespace accel::migrate
