@@ -38,6 +38,74 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
   return false;
 }
 
+// The innermost loop around S in its function, or null.
+const Stmt *innermostLoop(MigrationContext &Context, const Stmt *S) {
+  for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))
+    if (isa<ForStmt>(P) || isa<CXXForRangeStmt>(P) || isa<WhileStmt>(P) || isa<DoStmt>(P))
+      return P;
+  return nullptr;
+}
+
+const Stmt *loopBody(const Stmt *Loop) {
+  if (const auto *For = dyn_cast<ForStmt>(Loop))
+    return For->getBody();
+  if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop))
+    return RangeFor->getBody();
+  if (const auto *While = dyn_cast<WhileStmt>(Loop))
+    return While->getBody();
+  return cast<DoStmt>(Loop)->getBody();
+}
+
+// backward() in Body itself, not in a loop nested in it: Body is one training step.
+bool backwardOutsideNestedLoops(const Stmt *Body) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    bool Found = false;
+    bool TraverseForStmt(ForStmt *) { return true; }
+    bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; }
+    bool TraverseWhileStmt(WhileStmt *) { return true; }
+    bool TraverseDoStmt(DoStmt *) { return true; }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      Found = Found || (Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "backward");
+      return !Found;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(Body));
+  return F.Found;
+}
+
+// A scheduler stepped once an epoch: each of its step() calls (there is one at least) is outside
+// the batch loop: the innermost loop around it neither iterates a prepared loader nor runs
+// backward() in its own body. A step in the batch loop follows Accelerate's rule instead.
+bool steppedPerEpoch(MigrationContext &Context, const VarDecl *Scheduler) {
+  struct Steps : RecursiveASTVisitor<Steps> {
+    const VarDecl *Scheduler;
+    std::vector<const CXXMemberCallExpr *> Calls;
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      if (Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "step" &&
+          rootDecl(Call->getImplicitObjectArgument()) == Scheduler)
+        Calls.push_back(Call);
+      return true;
+    }
+  } S;
+  S.Scheduler = Scheduler;
+  const auto *Fn = dyn_cast_or_null<FunctionDecl>(Scheduler->getParentFunctionOrMethod());
+  if (!Fn || !Fn->getBody())
+    return false;
+  S.TraverseStmt(Fn->getBody());
+  if (S.Calls.empty())
+    return false;
+  return llvm::all_of(S.Calls, [&](const CXXMemberCallExpr *Call) {
+    const Stmt *Loop = innermostLoop(Context, Call);
+    if (!Loop)
+      return true;
+    if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
+        RangeFor && iteratesPreparedLoader(Context, RangeFor))
+      return false;
+    return !backwardOutsideNestedLoops(loopBody(Loop));
+  });
+}
+
 } // namespace
 
 void PrepareCheck::finish() {
@@ -51,9 +119,13 @@ void PrepareCheck::finish() {
   for (const VarDecl *Optimizer : Facts.optimizers())
     if (!Facts.alreadyPrepared(Optimizer))
       prepareByValue(Optimizer);
+  // A scheduler stepped once an epoch keeps its epochs on every process count (Accelerate's
+  // rule, N steps per call on N processes, is for one stepped every batch).
   for (const VarDecl *Scheduler : Facts.schedulers())
     if (!Facts.alreadyPrepared(Scheduler))
-      prepareByValue(Scheduler);
+      prepareByValue(Scheduler, steppedPerEpoch(Context, Scheduler)
+                                    ? ", accel::SchedulerStepping::per_epoch"
+                                    : "");
   for (const VarDecl *Loader : Facts.loaders())
     prepareLoader(Loader);
   for (const FieldDecl *Model : Facts.memberModels())
@@ -123,7 +195,7 @@ void PrepareCheck::prepareParameter(const ProgramFacts::TrainedParameter &Parame
   Context.applied(Name, Parameter.Model->getLocation());
 }
 
-void PrepareCheck::prepareByValue(const VarDecl *Var) {
+void PrepareCheck::prepareByValue(const VarDecl *Var, const std::string &MoreArgs) {
   const DeclStmt *Declaration = declStmtOf(Context, Var);
   const Expr *Init = Var->getInit();
   if (!Declaration || !Init || !Context.canEdit(Name, Declaration->getSourceRange()))
@@ -151,7 +223,7 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     const bool Braces = Var->getInitStyle() == VarDecl::ListInit;
     const std::string Prepared = "auto " + Var->getNameAsString() + " = " + Acc + ".prepare(" +
                                  Context.source().text(TypeRange) + (Braces ? "{" : "(") + Args +
-                                 (Braces ? "})" : "))");
+                                 (Braces ? "}" : ")") + MoreArgs + ")";
     const auto Whole = CharSourceRange::getTokenRange(TypeRange.getBegin(), Parens.getEnd());
     // Arguments over several lines are re-aligned inside the longer expression.
     if (Args.find('\n') != std::string::npos)
@@ -165,7 +237,8 @@ void PrepareCheck::prepareByValue(const VarDecl *Var) {
     if (!IsAuto)
       Context.replace(Name, TypeRange, "auto");
     Context.replace(Name, Init->getSourceRange(),
-                    Acc + ".prepare(" + Context.source().text(Init->getSourceRange()) + ")");
+                    Acc + ".prepare(" + Context.source().text(Init->getSourceRange()) + MoreArgs +
+                        ")");
   }
   Context.applied(Name, Var->getLocation());
 }

@@ -10,7 +10,8 @@ namespace accel::migrate {
 /// `auto opt = accelerator.prepare(torch::optim::SGD(...))`, `make_data_loader` becomes
 /// `accelerator.prepare_data_loader`, and `accelerator.prepare(model);` follows the model's
 /// declaration (or its placement / weight loading). A model a function trains but does not
-/// create is prepared where its caller creates it, or in the function when no caller is seen.
+/// create is prepared where its caller creates it, or in the function when no caller is seen. A
+/// scheduler stepped outside the batch loop is prepared per_epoch.
 class PrepareCheck : public MigrationCheck {
 public:
   explicit PrepareCheck(MigrationContext &Context) : MigrationCheck("prepare", Context) {}
@@ -19,7 +20,8 @@ public:
 private:
   void prepareModel(const clang::VarDecl *Model);
   void prepareParameter(const ProgramFacts::TrainedParameter &Parameter);
-  void prepareByValue(const clang::VarDecl *Var);
+  /// MoreArgs follow the object in the prepare call (", accel::SchedulerStepping::per_epoch").
+  void prepareByValue(const clang::VarDecl *Var, const std::string &MoreArgs = "");
   void prepareLoader(const clang::VarDecl *Loader);
   void prepareMemberModel(const clang::FieldDecl *Model);
   void prepareMemberOptimizer(const clang::FieldDecl *Optimizer);

@@ -34,6 +34,81 @@ const VarDecl *addedTo(const Stmt *S) {
   return nullptr;
 }
 
+// The variable a statement assigns: `v = x` (a count reset before the loop, or set in it).
+const VarDecl *assignedTo(const Stmt *S) {
+  if (const auto *E = dyn_cast<Expr>(S))
+    S = E->IgnoreImplicit();
+  const Expr *Target = nullptr;
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_Assign)
+    Target = BO->getLHS();
+  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+           Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+    Target = Op->getArg(0);
+  if (!Target)
+    return nullptr;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts()))
+    return dyn_cast<VarDecl>(Ref->getDecl());
+  return nullptr;
+}
+
+bool isMetricType(const VarDecl *Var) {
+  const QualType T = Var->getType().getNonReferenceType();
+  return !Var->getType()->isReferenceType() && !T.isConstQualified() &&
+         ((T->isArithmeticType() && !T->isBooleanType()) || isTensor(T));
+}
+
+// The variables that divide a variable of Numerators in S: `a / b` and `a /= b` give b.
+std::set<const VarDecl *> divisorsOf(const Stmt *S, const std::set<const VarDecl *> &Numerators) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const std::set<const VarDecl *> *Numerators;
+    std::set<const VarDecl *> Divisors;
+    static const VarDecl *varOf(const Expr *E) {
+      for (unsigned Guard = 0; E && Guard < 8; ++Guard) {
+        E = E->IgnoreParenImpCasts();
+        if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+          return dyn_cast<VarDecl>(Ref->getDecl());
+        // static_cast<double>(n), double(n)
+        if (const auto *Cast = dyn_cast<ExplicitCastExpr>(E)) {
+          E = Cast->getSubExpr();
+          continue;
+        }
+        // n.item<double>() of a tensor count
+        if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E);
+            Call && Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "item") {
+          E = Call->getImplicitObjectArgument();
+          continue;
+        }
+        return nullptr;
+      }
+      return nullptr;
+    }
+    void note(const Expr *Numerator, const Expr *Denominator) {
+      const VarDecl *N = varOf(Numerator), *D = varOf(Denominator);
+      if (N && D && N != D && Numerators->count(N))
+        Divisors.insert(D);
+    }
+    bool VisitBinaryOperator(BinaryOperator *BO) {
+      if (BO->getOpcode() == BO_Div || BO->getOpcode() == BO_DivAssign)
+        note(BO->getLHS(), BO->getRHS());
+      return true;
+    }
+    bool VisitCompoundAssignOperator(CompoundAssignOperator *BO) {
+      if (BO->getOpcode() == BO_DivAssign)
+        note(BO->getLHS(), BO->getRHS());
+      return true;
+    }
+    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+      if ((Op->getOperator() == OO_Slash || Op->getOperator() == OO_SlashEqual) &&
+          Op->getNumArgs() == 2)
+        note(Op->getArg(0), Op->getArg(1));
+      return true;
+    }
+  } F;
+  F.Numerators = &Numerators;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Divisors;
+}
+
 // `v = accelerator.reduce(v...)`: a previous migration already reduced v here.
 bool reducesVariable(const Stmt *S, const VarDecl *Var) {
   if (const auto *E = dyn_cast<Expr>(S))
@@ -90,37 +165,49 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
       (Seen ? AfterLoop : BeforeLoop).push_back(S);
   }
 
-  // Candidates: numbers and tensors declared before the loop in this block.
+  // Candidates: numbers and tensors that count from the loop's start: declared before the loop
+  // in this block, or declared further out and reset in this block before the loop
+  // (`batches = 0;` at the top of each epoch).
   std::vector<const VarDecl *> Declared;
-  for (const Stmt *S : BeforeLoop)
+  auto addCandidate = [&](const VarDecl *Var) {
+    if (Var && isMetricType(Var) && !llvm::is_contained(Declared, Var))
+      Declared.push_back(Var);
+  };
+  for (const Stmt *S : BeforeLoop) {
     if (const auto *DS = dyn_cast<DeclStmt>(S))
       for (const Decl *D : DS->decls())
-        if (const auto *Var = dyn_cast<VarDecl>(D)) {
-          const QualType T = Var->getType().getNonReferenceType();
-          if (!Var->getType()->isReferenceType() && !T.isConstQualified() &&
-              ((T->isArithmeticType() && !T->isBooleanType()) || isTensor(T)))
-            Declared.push_back(Var);
-        }
+        addCandidate(dyn_cast<VarDecl>(D));
+    addCandidate(assignedTo(S));
+  }
   if (Declared.empty())
     return;
 
-  // Those the loop adds to, in order of declaration.
-  struct Adds : RecursiveASTVisitor<Adds> {
-    std::set<const VarDecl *> Vars;
+  // Those the loop adds to, and those it sets in any way (a count set from the batch index).
+  struct Writes : RecursiveASTVisitor<Writes> {
+    std::set<const VarDecl *> Added, Assigned;
     bool VisitStmt(Stmt *S) {
       if (const VarDecl *Var = addedTo(S))
-        Vars.insert(Var);
+        Added.insert(Var);
+      if (const VarDecl *Var = assignedTo(S))
+        Assigned.insert(Var);
       return true;
     }
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }
   } A;
   A.TraverseStmt(const_cast<Stmt *>(Loop->getBody()));
+  // A ratio printed after the loop is reduced whole: a count the loop sets that divides a sum it
+  // adds to is summed across processes with it, however the loop updates it.
+  std::set<const VarDecl *> Reduced(A.Added.begin(), A.Added.end());
+  for (const Stmt *S : AfterLoop)
+    for (const VarDecl *Divisor : divisorsOf(S, A.Added))
+      if (A.Assigned.count(Divisor))
+        Reduced.insert(Divisor);
 
   std::string Acc;
   const std::string Indent = Context.source().indentation(Loop->getBeginLoc());
   std::string Lines;
   for (const VarDecl *Var : Declared) {
-    if (!A.Vars.count(Var))
+    if (!Reduced.count(Var))
       continue;
     bool ReadAfter = false, AlreadyReduced = false;
     for (const Stmt *S : AfterLoop) {

@@ -109,16 +109,20 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return prepared;
   }
 
-  /// Prepares a learning-rate scheduler built on a prepared optimizer.
+  /// Prepares a learning-rate scheduler built on a prepared optimizer. `stepping` says whether
+  /// it is stepped every batch (Accelerate's rule) or once an epoch.
   template <typename S,
             typename = std::enable_if_t<
                 std::is_base_of<torch::optim::LRScheduler, std::decay_t<S>>::value>,
             typename = void>
-  AcceleratedScheduler<std::decay_t<S>> prepare(S&& scheduler) {
+  AcceleratedScheduler<std::decay_t<S>> prepare(
+      S&& scheduler, SchedulerStepping stepping = SchedulerStepping::with_optimizer) {
     static_assert(!std::is_lvalue_reference<S>::value,
                   "prepare(scheduler) takes the scheduler by value");
+    const bool with_optimizer = stepping == SchedulerStepping::with_optimizer &&
+                                options().step_scheduler_with_optimizer;
     return AcceleratedScheduler<std::decay_t<S>>(std::move(scheduler), gradient_state(),
-                                                 options().step_scheduler_with_optimizer,
+                                                 with_optimizer,
                                                  options().split_batches ? 1 : num_processes());
   }
 

@@ -123,6 +123,22 @@ class AcceleratedOptimizer : public O {
   detail::OptimizerGate gate_;
 };
 
+/// When a prepared scheduler's `step()` advances it (a second argument of
+/// `Accelerator::prepare(scheduler, ...)`).
+///
+/// Example: a StepLR stepped once after each epoch keeps its epochs on any process count:
+///   auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 1, 0.5),
+///                                        accel::SchedulerStepping::per_epoch);
+enum class SchedulerStepping {
+  /// Accelerate's rule for a scheduler stepped every batch: with the optimizer (only when it
+  /// really stepped), `num_processes()` times per call unless batches are split; the options'
+  /// `step_scheduler_with_optimizer(false)` makes it `per_epoch`.
+  with_optimizer,
+  /// Once per call, whatever the process count or accumulation: a scheduler stepped outside the
+  /// batch loop. It is still saved and restored by `save_state` / `load_state`.
+  per_epoch,
+};
+
 /// A learning-rate scheduler prepared by `Accelerator::prepare`: `step()` advances it only when
 /// the optimizer really stepped, and `num_processes` times per step when batches are per process
 /// (Accelerate's rule: the global batch grew by that factor).

@@ -14,13 +14,17 @@
 # NAME/corpus.conf sets: binary (the executable's name), sources (the files to migrate, and any
 # compiler arguments after --, or `-p ../database`), database (non-empty: configure the project
 # into ../database with compile_commands.json first), once (regexes), values (entries
-# "REGEX|TOLERANCE", the regex capturing the number in its first group).
+# "REGEX|TOLERANCE", the regex capturing the number in its first group), weights (non-empty: the
+# program prints a line "weights: N N ..." on standard error on every process; one migrated
+# process must print the plain program's line, two processes the same line on both ranks, and
+# two processes with split batches (ACCEL_SPLIT_BATCHES=1: each reads half of every batch, the
+# gradients averaged) the one-process numbers within a relative 1e-5).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="$source_dir/test/rewriter/e2e/corpus/$name"
-binary= sources= database= once=() values=()
+binary= sources= database= once=() values=() weights=
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -71,19 +75,20 @@ if noise:
 PY
 
 wait "$plain_build"
-(cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt)
+(cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt 2> ../plain.err)
 
 build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${strict_flags[@]}"
 # The migrated program must print exactly what the plain one printed. The same arithmetic needs
 # LibTorch's own optimizer step: the fused one (the default) rounds differently, and the 2-process
 # run below, fused, is held to the program's tolerance instead.
-(cd "$work/run-one" && ACCEL_FUSED_OPTIMIZER=0 "$work/migrated/$binary" > ../one.txt)
+(cd "$work/run-one" && ACCEL_FUSED_OPTIMIZER=0 "$work/migrated/$binary" > ../one.txt 2> ../one.err)
 if ! diff -u "$work/plain.txt" "$work/one.txt"; then
   echo "migrated $name on one process differs from the plain program"; exit 1
 fi
 
 (cd "$work/run-two" && "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" \
-  > ../two.txt)
+  > ../two.txt 2> ../two.err)
+cat "$work/two.err" >&2
 cat "$work/two.txt"
 for pattern in "${once[@]}"; do
   n=$(grep -cE -- "$pattern" "$work/two.txt" || true)
@@ -98,4 +103,26 @@ for entry in "${values[@]}"; do
     printf "%s: one process %s, two processes %s (tolerance %s)\n", p, a, b, t
     if (a == "" || b == "" || d > t) exit 1 }'
 done
+if [ -n "$weights" ]; then
+  mkdir -p "$work/run-split"
+  (cd "$work/run-split" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch --num_processes 2 \
+    "$work/migrated/$binary" > ../split.txt 2> ../split.err)
+  python3 - "$work" <<'PY'
+import sys
+work = sys.argv[1]
+def lines(name):
+    return [l.split()[1:] for l in open(f"{work}/{name}.err") if l.startswith("weights:")]
+plain, one, two, split = lines("plain"), lines("one"), lines("two"), lines("split")
+print(f"weights: plain {plain}\n  one process {one}\n  two {two}\n  two, split batches {split}")
+if len(plain) != 1 or one != plain:
+    sys.exit("one migrated process must end with the plain program's weights")
+for run, got in (("two processes", two), ("two processes with split batches", split)):
+    if len(got) != 2 or got[0] != got[1]:
+        sys.exit(f"{run}: both ranks must print the same weights (gradients averaged)")
+for a, b in zip(map(float, one[0]), map(float, split[0])):
+    if abs(a - b) > 1e-5 * max(1.0, abs(a)):
+        sys.exit(f"split batches on two processes: {b} against one process's {a} (1e-5)")
+print("weights: equal on both ranks; split batches equal one process within 1e-5")
+PY
+fi
 echo "migration end-to-end test of $name passed"

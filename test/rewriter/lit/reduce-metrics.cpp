@@ -54,6 +54,28 @@ int main() {
     // CHECK: {{^}}    std::printf
     std::printf("%f %zu %f\n", running_loss / 60000, correct, loss_sum.item<double>() / batches);
   }
+  // A count declared before the epochs and reset at the top of each is a per-epoch count; a count
+  // the loop sets (from its own index) that divides a reduced sum is reduced with it, so that the
+  // printed ratio keeps its meaning on N processes.
+  int64_t batches_seen;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    double epoch_loss = 0;
+    batches_seen = 0;
+    size_t seen = 0, index = 0;
+    for (auto &batch : *loader) {
+      auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      epoch_loss += loss.item<double>();
+      ++batches_seen;
+      seen = ++index;
+    }
+    // CHECK: {{^}}    epoch_loss = accelerator.reduce(epoch_loss);
+    // CHECK-NEXT: {{^}}    batches_seen = accelerator.reduce(batches_seen);
+    // CHECK-NEXT: {{^}}    seen = accelerator.reduce(seen);
+    // CHECK-NOT: {{^ *}}index = accelerator
+    // CHECK: {{^}}    std::printf("%f %f\n"
+    std::printf("%f %f\n", epoch_loss / batches_seen, epoch_loss / static_cast<double>(seen));
+  }
   // Evaluation loops (no backward) are gather-for-metrics' business.
   double eval_loss = 0;
   for (auto &batch : *loader)

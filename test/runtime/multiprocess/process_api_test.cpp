@@ -308,3 +308,47 @@ TEST_F(TwoProcesses, JoinUnevenInputsWithNoBatchOnOneProcess) {
   }
   job.expect_model_is_reference();
 }
+
+// A StepLR stepped once after each epoch, prepared per_epoch: on 2 processes, with accumulation,
+// the rate after each epoch is the one-process program's (0.05, 0.025, 0.0125 from 0.1), and a
+// job resumed from a checkpoint taken after epoch 1 goes on from there. The default
+// (with_optimizer) would have decayed it num_processes() times per optimizer step.
+TEST_F(TwoProcesses, PerEpochSchedulerKeepsItsEpochsAndResumes) {
+  auto x = torch::arange(32, torch::kFloat).reshape({16, 2}) / 32;
+  auto run = [&](const std::string& checkpoint, int first_epoch, int last_epoch) {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+    torch::nn::Linear model(2, 1);
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+    auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 1, 0.5),
+                                         accel::SchedulerStepping::per_epoch);
+    auto loader = accelerator.prepare_data_loader(
+        Pairs(x, x.sum(1, true)).map(torch::data::transforms::Stack<>()), 2);
+    if (first_epoch > 0) accelerator.load_state(checkpoint);
+    std::vector<double> rates;
+    for (int epoch = first_epoch; epoch <= last_epoch; ++epoch) {
+      for (auto& batch : *loader) {
+        auto step = accelerator.accumulate(model);
+        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+        optimizer.step();
+        optimizer.zero_grad();
+      }
+      scheduler.step();
+      rates.push_back(optimizer.param_groups()[0].options().get_lr());
+      if (epoch == 1 && first_epoch == 0) accelerator.save_state(checkpoint);
+    }
+    return rates;
+  };
+  accel::Accelerator shared;
+  SharedDir dir(shared);
+  const std::string checkpoint = (dir / "checkpoint").string();
+  const auto rates = run(checkpoint, 0, 2);
+  ASSERT_EQ(rates.size(), 3u);
+  EXPECT_DOUBLE_EQ(rates[0], 0.05);
+  EXPECT_DOUBLE_EQ(rates[1], 0.025);
+  EXPECT_DOUBLE_EQ(rates[2], 0.0125);
+  const auto resumed = run(checkpoint, 2, 3);
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_DOUBLE_EQ(resumed[0], 0.0125);
+  EXPECT_DOUBLE_EQ(resumed[1], 0.00625);
+}
