@@ -65,7 +65,7 @@ public:
     const QualType T = FD->getType();
     if (isAccelerator(T) && T->isReferenceType()) {
       Facts.AcceleratorMembers[Class->getCanonicalDecl()] = FD->getNameAsString();
-    } else if (isOptimizer(T)) {
+    } else if (isOptimizer(T) || isOptimizerPointer(T)) {
       if (isClassOrDerived(T, "accel::AcceleratedOptimizer"))
         Facts.Prepared.insert(FD);
       noteMemberOptimizer(FD, FD->getInClassInitializer());
@@ -78,7 +78,8 @@ public:
       return true;
     for (const CXXCtorInitializer *Init : Ctor->inits()) {
       const FieldDecl *Member = Init->getMember();
-      if (!Init->isWritten() || !Member || !isOptimizer(Member->getType()) ||
+      if (!Init->isWritten() || !Member ||
+          !(isOptimizer(Member->getType()) || isOptimizerPointer(Member->getType())) ||
           !IsEditable(Member->getLocation()))
         continue;
       Facts.MemberInitializers[Member].push_back({Ctor, Init});
@@ -109,7 +110,7 @@ public:
     }
     if (T->isReferenceType())
       return true; // an alias of something declared elsewhere
-    if (isOptimizer(T)) {
+    if (isOptimizer(T) || isOptimizerPointer(T)) {
       Facts.Optimizers.push_back(VD);
       if (isAcceleratorCall(Init))
         Facts.Prepared.insert(VD);
@@ -144,6 +145,19 @@ public:
         noteHostCandidate(Fn);
       }
     }
+    return true;
+  }
+
+  // `optimizer = new torch::optim::Adam(model->parameters())` in a method of the class that
+  // holds the optimizer by pointer.
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (BO->getOpcode() == BO_Assign)
+      noteMemberAssignment(BO->getLHS(), BO->getRHS(), BO);
+    return true;
+  }
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+    if (Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+      noteMemberAssignment(Op->getArg(0), Op->getArg(1), Op);
     return true;
   }
 
@@ -188,6 +202,9 @@ public:
 
 private:
   void noteMemberOptimizer(const FieldDecl *Optimizer, const Expr *Init) {
+    // One held by pointer is prepared where it is set: `optimizer = accelerator.prepare(new ...)`.
+    if (isOptimizerPointer(Optimizer->getType()) && isAcceleratorCall(Init))
+      Facts.Prepared.insert(Optimizer);
     if (std::find(Facts.MemberOptimizers.begin(), Facts.MemberOptimizers.end(), Optimizer) ==
         Facts.MemberOptimizers.end())
       Facts.MemberOptimizers.push_back(Optimizer);
@@ -195,6 +212,22 @@ private:
     if (Init)
       collectParameterOwners(Init, Owners);
     noteMemberModels(Owners);
+  }
+
+  void noteMemberAssignment(const Expr *Target, const Expr *Value, const Stmt *Assignment) {
+    const auto *Member = dyn_cast<MemberExpr>(Target->IgnoreParenImpCasts());
+    const auto *Field = Member ? dyn_cast<FieldDecl>(Member->getMemberDecl()) : nullptr;
+    if (!Field || !isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()) ||
+        !isOptimizerPointer(Field->getType()) || !IsEditable(Field->getLocation()) ||
+        !IsEditable(Assignment->getBeginLoc()))
+      return;
+    auto &Assignments = Facts.MemberAssignments[Field];
+    // An assignment in a template is seen in its pattern and in each instantiation.
+    for (const Expr *Seen : Assignments)
+      if (Seen->getBeginLoc() == Value->getBeginLoc())
+        return;
+    Assignments.push_back(Value);
+    noteMemberOptimizer(Field, Value);
   }
 
   // Model members whose parameters an optimizer takes.
@@ -317,6 +350,12 @@ const std::vector<const CallExpr *> &ProgramFacts::callsTo(const FunctionDecl *F
   static const std::vector<const CallExpr *> None;
   auto It = Calls.find(patternOf(Fn));
   return It == Calls.end() ? None : It->second;
+}
+
+const std::vector<const Expr *> &ProgramFacts::assignmentsOf(const FieldDecl *F) const {
+  static const std::vector<const Expr *> None;
+  auto It = MemberAssignments.find(F);
+  return It == MemberAssignments.end() ? None : It->second;
 }
 
 const std::vector<ProgramFacts::MemberInitializer> &

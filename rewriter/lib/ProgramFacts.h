@@ -54,7 +54,8 @@ public:
   const std::vector<const clang::VarDecl *> &schedulers() const { return Schedulers; }
   const std::vector<const clang::VarDecl *> &loaders() const { return Loaders; }
   /// Members of classes that train: the models whose parameters() a member optimizer (or any
-  /// optimizer) takes, and the member optimizers. Such a class holds the Accelerator itself.
+  /// optimizer) takes, and the member optimizers (by value or by pointer). Such a class holds
+  /// the Accelerator itself.
   const std::vector<const clang::FieldDecl *> &memberModels() const { return MemberModels; }
   const std::vector<const clang::FieldDecl *> &memberOptimizers() const { return MemberOptimizers; }
   /// Where a member optimizer is initialized in a constructor's initializer list (its default
@@ -64,6 +65,9 @@ public:
     const clang::CXXCtorInitializer *Initializer;
   };
   const std::vector<MemberInitializer> &initializersOf(const clang::FieldDecl *F) const;
+  /// The values a member optimizer held by pointer is assigned in methods of its class
+  /// (`optimizer = new torch::optim::Adam(...)` in a constructor's body).
+  const std::vector<const clang::Expr *> &assignmentsOf(const clang::FieldDecl *F) const;
   /// Where objects of a class are created with one of its constructors: construct expressions
   /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>`
   /// calls.
@@ -110,6 +114,7 @@ private:
   std::vector<const clang::VarDecl *> Models, Optimizers, Schedulers, Loaders, Unpaired;
   std::vector<const clang::FieldDecl *> MemberModels, MemberOptimizers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<MemberInitializer>> MemberInitializers;
+  llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Expr *>> MemberAssignments;
   llvm::DenseMap<const clang::CXXRecordDecl *, std::vector<const clang::Expr *>> Constructions;
   llvm::DenseMap<const clang::CXXRecordDecl *, std::string> AcceleratorMembers;
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;

@@ -68,12 +68,48 @@ const CXXForRangeStmt *rangeForOver(MigrationContext &Context, const Stmt *S,
   return nullptr;
 }
 
+namespace {
+
+// `accel::state().is_main_process()` (or is_local_main_process) somewhere in S.
+bool asksProcessStateForMain(const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    bool Found = false;
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      Found = Found || (Method && Method->getParent()->getQualifiedNameAsString() ==
+                                      "accel::ProcessState" &&
+                        (plainName(Method) == "is_main_process" ||
+                         plainName(Method) == "is_local_main_process"));
+      return !Found;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
+}
+
+} // namespace
+
 bool guardedByMainProcess(MigrationContext &Context, const Stmt *S) {
   for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))
     if (const auto *If = dyn_cast<IfStmt>(P))
       if (containsAcceleratorCall(If->getCond(), "is_main_process") ||
-          containsAcceleratorCall(If->getCond(), "is_local_main_process"))
+          containsAcceleratorCall(If->getCond(), "is_local_main_process") ||
+          asksProcessStateForMain(If->getCond()))
         return true;
+  return false;
+}
+
+bool underCondition(MigrationContext &Context, const Stmt *S) {
+  const Stmt *Child = S;
+  for (const Stmt *P = Context.reach().parentStmt(S); P;
+       Child = P, P = Context.reach().parentStmt(P)) {
+    if (const auto *If = dyn_cast<IfStmt>(P); If && Child != If->getCond())
+      return true;
+    if (isa<SwitchStmt>(P) || isa<ConditionalOperator>(P) || isa<BinaryConditionalOperator>(P))
+      return true;
+    if (const auto *BO = dyn_cast<BinaryOperator>(P); BO && BO->isLogicalOp() && Child == BO->getRHS())
+      return true;
+  }
   return false;
 }
 

@@ -23,8 +23,13 @@ const clang::Stmt *asFullStatement(MigrationContext &Context, const clang::Expr 
 const clang::CXXForRangeStmt *rangeForOver(MigrationContext &Context, const clang::Stmt *S,
                                            const clang::ValueDecl *Var);
 
-/// True when S runs under `if (accelerator.is_main_process())` (or is_local_main_process).
+/// True when S runs under `if (accelerator.is_main_process())` (or is_local_main_process, or
+/// accel::state()'s).
 bool guardedByMainProcess(MigrationContext &Context, const clang::Stmt *S);
+
+/// True when S runs only when a condition in its function holds (an if or switch branch, a ?:
+/// operand, the right of && or ||): a collective there may be reached by some processes only.
+bool underCondition(MigrationContext &Context, const clang::Stmt *S);
 
 /// True for a range-for over a prepared data loader.
 bool iteratesPreparedLoader(MigrationContext &Context, const clang::CXXForRangeStmt *Loop);

@@ -97,10 +97,24 @@ bool isTensor(QualType T) { return isClassOrDerived(T, "at::Tensor"); }
 bool isModule(QualType T) {
   if (isClassOrDerived(T, "torch::nn::Module") || isClassOrDerived(T, "torch::nn::ModuleHolder"))
     return true;
+  // `ConvNet* model = new ConvNet(10)`: the runtime takes a raw pointer to a module or a holder.
+  if (!T.isNull() && T.getNonReferenceType()->isPointerType()) {
+    const QualType Pointee = T.getNonReferenceType()->getPointeeType();
+    return isClassOrDerived(Pointee, "torch::nn::Module") ||
+           isClassOrDerived(Pointee, "torch::nn::ModuleHolder");
+  }
   return isStdSmartPointer(T) && isClassOrDerived(firstTemplateArg(T), "torch::nn::Module");
 }
 
 bool isOptimizer(QualType T) { return isClassOrDerived(T, "torch::optim::Optimizer"); }
+
+bool isOptimizerPointer(QualType T) {
+  if (T.isNull())
+    return false;
+  if (T.getNonReferenceType()->isPointerType())
+    return isOptimizer(T.getNonReferenceType()->getPointeeType());
+  return isStdSmartPointer(T) && isOptimizer(firstTemplateArg(T));
+}
 bool isScheduler(QualType T) { return isClassOrDerived(T, "torch::optim::LRScheduler"); }
 
 bool isDataLoader(QualType T) {

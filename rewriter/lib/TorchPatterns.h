@@ -24,8 +24,10 @@ inline llvm::StringRef plainName(const clang::NamedDecl *D) {
 bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);
 
 bool isTensor(clang::QualType T);      ///< at::Tensor (torch::Tensor)
-bool isModule(clang::QualType T);      ///< Module-derived struct, ModuleHolder, shared_ptr<Module>
+bool isModule(clang::QualType T); ///< Module-derived struct, ModuleHolder, smart or raw pointer
 bool isOptimizer(clang::QualType T);   ///< derived from torch::optim::Optimizer
+/// A raw, unique or shared pointer to an optimizer (`torch::optim::Adam* optimizer`).
+bool isOptimizerPointer(clang::QualType T);
 bool isScheduler(clang::QualType T);   ///< derived from torch::optim::LRScheduler
 bool isDataLoader(clang::QualType T);  ///< a torch or accel data loader, or a pointer to one
 bool isDevice(clang::QualType T);      ///< c10::Device

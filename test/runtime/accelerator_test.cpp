@@ -354,6 +354,51 @@ TEST(Accelerator, LoaderWithWorkersCannotBeTakenOver) {
   }
 }
 
+// A program that holds its model and optimizer by pointer (`new`, unique_ptr, shared_ptr) trains
+// through the pointers as the holder form does: accumulation through `torch::optim::SGD*` (the
+// base's zero_grad included) equals the larger batch, and the model was prepared in place.
+TEST(Accelerator, ModelsAndOptimizersHeldByPointerAreGatedAsHeldByValue) {
+  const auto expected = train_plain(16, 3);
+  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+  auto* model = new RegressionModel();
+  accelerator.prepare(model);
+  torch::optim::SGD* optimizer = accelerator.prepare(new torch::optim::SGD((*model)->parameters(), 0.1));
+  std::unique_ptr<torch::optim::SGD> unique =
+      accelerator.prepare(std::make_unique<torch::optim::SGD>((*model)->parameters(), 0.1));
+  std::shared_ptr<torch::optim::Optimizer> shared =
+      accelerator.prepare(std::make_shared<torch::optim::SGD>((*model)->parameters(), 0.1));
+  ASSERT_NE(dynamic_cast<accel::AcceleratedOptimizer<torch::optim::SGD>*>(unique.get()), nullptr);
+  ASSERT_NE(dynamic_cast<accel::AcceleratedOptimizer<torch::optim::SGD>*>(shared.get()), nullptr);
+  auto loader = accelerator.prepare_data_loader<Sequential>(
+      RegressionDataset().map(torch::data::transforms::Stack<>()), 8);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      accelerator.backward(torch::mse_loss((*model)->forward(batch.data), batch.target));
+      optimizer->step();
+      optimizer->zero_grad();
+    }
+  }
+  EXPECT_NEAR((*model)->a.item<double>(), expected.first, 1e-6);
+  EXPECT_NEAR((*model)->b.item<double>(), expected.second, 1e-6);
+  delete optimizer;
+  delete model;
+  auto held_twice = std::make_shared<torch::optim::SGD>(std::vector<torch::Tensor>{}, 0.1);
+  auto other_owner = held_twice;
+  EXPECT_THROW(accelerator.prepare(held_twice), c10::Error);
+}
+
+// Code with no Accelerator in reach (a model's own save method) asks the process's state.
+TEST(ProcessState, ReadsTheLaunchersEnvironmentWithoutAnAccelerator) {
+  const accel::ProcessState& state = accel::state();
+  EXPECT_EQ(&state, &accel::state());
+  accel::Accelerator accelerator;
+  EXPECT_EQ(state.process_index(), accelerator.process_index());
+  EXPECT_EQ(state.num_processes(), accelerator.num_processes());
+  EXPECT_EQ(state.is_main_process(), accelerator.is_main_process());
+  EXPECT_EQ(state.is_local_main_process(), accelerator.is_local_main_process());
+}
+
 TEST(Accelerator, AnEmptyModelIsAClearError) {
   accel::Accelerator accelerator;
   const auto expect_error = [](auto&& prepare, const std::string& expected) {
@@ -368,6 +413,10 @@ TEST(Accelerator, AnEmptyModelIsAClearError) {
   expect_error([&] { accelerator.prepare(pointer); }, "the model is an empty pointer");
   torch::nn::Linear holder{nullptr};
   expect_error([&] { accelerator.prepare(holder); }, "the model is empty");
+  torch::nn::LinearImpl* raw = nullptr;
+  expect_error([&] { accelerator.prepare(raw); }, "the model is a null pointer");
+  torch::optim::SGD* no_optimizer = nullptr;
+  expect_error([&] { accelerator.prepare(no_optimizer); }, "was given a null optimizer");
 }
 
 TEST(Accelerator, ClipGradNormReturnsTheTotalNorm) {

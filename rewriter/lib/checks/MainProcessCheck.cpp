@@ -37,6 +37,12 @@ bool isStdout(const Expr *E) { return stdoutOperand(E) != nullptr; }
 
 void MainProcessCheck::registerMatchers(MatchFinder &Finder) {
   Finder.addMatcher(callExpr(callee(functionDecl(hasName("::torch::save")))).bind("save"), this);
+  // A TorchScript module saves itself: `net.save(path)`.
+  Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("save"),
+                                                           ofClass(hasName("::torch::jit::Module")))))
+                        .bind("save"),
+                    this);
+  Finder.addMatcher(callExpr(callee(functionDecl(hasName("::torch::load")))).bind("load"), this);
   Finder.addMatcher(callExpr(callee(functionDecl(
                                  hasAnyName("::printf", "::std::printf", "::puts", "::std::puts"))))
                         .bind("print"),
@@ -45,6 +51,13 @@ void MainProcessCheck::registerMatchers(MatchFinder &Finder) {
 }
 
 void MainProcessCheck::check(const MatchFinder::MatchResult &Result) {
+  if (const auto *Load = Result.Nodes.getNodeAs<CallExpr>("load")) {
+    const Stmt *Statement = asFullStatement(Context, Load);
+    if (Statement && Context.isEditable(Statement->getBeginLoc()) &&
+        std::find(Loads.begin(), Loads.end(), Statement) == Loads.end())
+      Loads.push_back(Statement);
+    return;
+  }
   const bool IsSave = Result.Nodes.getNodeAs<CallExpr>("save") != nullptr;
   const auto *Call =
       IsSave ? Result.Nodes.getNodeAs<CallExpr>("save") : Result.Nodes.getNodeAs<CallExpr>("print");
@@ -92,25 +105,88 @@ void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc)
   Context.replace(Name, Stream->getSourceRange(), Wrapped);
 }
 
-void MainProcessCheck::finish() {
-  // Saving: every process reaches the barrier, the main process writes.
-  for (const Stmt *Save : Saves) {
-    if (guardedByMainProcess(Context, Save) || !Context.canEdit(Name, Save->getSourceRange()))
-      continue;
-    const std::string Acc = accelerator(Save);
-    if (Acc.empty())
-      continue;
-    const std::string Guard = "if (" + Acc + ".is_main_process()) ";
+bool MainProcessCheck::reachesAccelerator(const FunctionDecl *Fn) {
+  if (!Fn)
+    return false;
+  if (Fn == Context.facts().host() || !Context.facts().acceleratorIn(Fn).empty() ||
+      Context.reach().functionsNeedingAccelerator().count(Fn))
+    return true;
+  const auto *Method = dyn_cast<CXXMethodDecl>(Fn);
+  return Method && !Method->isStatic() &&
+         Context.reach().classesNeedingAccelerator().count(
+             Method->getParent()->getCanonicalDecl());
+}
+
+void MainProcessCheck::guardSave(const Stmt *Save) {
+  // Code the accelerator does not reach (a model's own save method, a helper that only saves)
+  // asks the process's state: no parameter, member or constructor change for it.
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Save);
+  if (!reachesAccelerator(Fn)) {
+    const std::string Guard = "if (accel::state().is_main_process()) ";
     if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
-      Context.insert(Name, Save->getBeginLoc(),
-                     Acc + ".wait_for_everyone();\n" +
-                         Context.source().indentation(Save->getBeginLoc()) + Guard);
+      Context.insert(Name, Save->getBeginLoc(), Guard);
     } else {
-      Context.insert(Name, Save->getBeginLoc(), "{ " + Acc + ".wait_for_everyone(); " + Guard);
+      Context.insert(Name, Save->getBeginLoc(), "{ " + Guard);
       Context.insert(Name, Context.source().afterStatement(Save), " }");
     }
     Context.applied(Name, Save->getBeginLoc());
+    return;
   }
+  const std::string Acc = accelerator(Save);
+  if (Acc.empty())
+    return;
+  const std::string Guard = "if (" + Acc + ".is_main_process()) ";
+  // Every process reaches the barrier, the main process writes. A barrier is a collective: under
+  // a condition that may hold on some processes only (a per-process best accuracy), it would
+  // wait for the others forever, so there the save is guarded alone.
+  const std::string Barrier =
+      underCondition(Context, Save) ? "" : Acc + ".wait_for_everyone();";
+  if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
+    Context.insert(Name, Save->getBeginLoc(),
+                   Barrier.empty()
+                       ? Guard
+                       : Barrier + "\n" + Context.source().indentation(Save->getBeginLoc()) + Guard);
+  } else {
+    Context.insert(Name, Save->getBeginLoc(),
+                   "{ " + (Barrier.empty() ? "" : Barrier + " ") + Guard);
+    Context.insert(Name, Context.source().afterStatement(Save), " }");
+  }
+  Context.applied(Name, Save->getBeginLoc());
+}
+
+void MainProcessCheck::waitBeforeLoad(const Stmt *Load) {
+  // A file the main process has just written is read by every process only once it is written:
+  // the barrier goes before a torch::load in code that reaches the accelerator, outside any
+  // condition (where all processes reach it), unless one is there already.
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Load);
+  if (!reachesAccelerator(Fn) || underCondition(Context, Load) ||
+      !isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Load)) ||
+      !Context.canEdit(Name, Load->getSourceRange()))
+    return;
+  const auto *Block = cast<CompoundStmt>(Context.reach().parentStmt(Load));
+  const Stmt *Previous = nullptr;
+  for (const Stmt *Child : Block->body()) {
+    if (Child == Load)
+      break;
+    Previous = Child;
+  }
+  if (Previous && containsAcceleratorCall(Previous, "wait_for_everyone"))
+    return;
+  const std::string Acc = accelerator(Load);
+  if (Acc.empty())
+    return;
+  Context.insertLineBefore(Name, Load->getBeginLoc(), Acc + ".wait_for_everyone();");
+  Context.applied(Name, Load->getBeginLoc());
+}
+
+void MainProcessCheck::finish() {
+  for (const Stmt *Save : Saves)
+    if (!guardedByMainProcess(Context, Save) && Context.canEdit(Name, Save->getSourceRange()))
+      guardSave(Save);
+  // Loads wait for saves only in a program that saves.
+  if (!Saves.empty())
+    for (const Stmt *Load : Loads)
+      waitBeforeLoad(Load);
 
   // Printing, only in code that trains or evaluates. Nothing is re-indented or guarded: a stream
   // statement writes to `accelerator.main_process_only(std::cout)` instead of std::cout (the same

@@ -210,6 +210,14 @@ void PrepareCheck::prepareByValue(const VarDecl *Var, const std::string &MoreArg
   const std::string Acc = accelerator(Declaration);
   if (Acc.empty())
     return;
+  if (isOptimizerPointer(Var->getType())) {
+    // torch::optim::Adam* optimizer = new torch::optim::Adam(...);
+    //   ->  torch::optim::Adam* optimizer = acc.prepare(new torch::optim::Adam(...));
+    // The prepared optimizer takes the given one's place; the type and the delete stay.
+    prepareExpression(Init, Acc);
+    Context.applied(Name, Var->getLocation());
+    return;
+  }
   const SourceRange TypeRange = Var->getTypeSourceInfo()->getTypeLoc().getSourceRange();
   const bool IsAuto = Var->getType()->getContainedAutoType() != nullptr;
   const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
@@ -279,7 +287,51 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
                                    Model->getName() + "))");
 }
 
+void PrepareCheck::prepareExpression(const Expr *Value, const std::string &Acc) {
+  Context.replace(Name, Value->getSourceRange(),
+                  Acc + ".prepare(" + Context.source().text(Value->getSourceRange()) + ")");
+}
+
+void PrepareCheck::prepareMemberOptimizerPointer(const FieldDecl *Optimizer) {
+  // Wherever the class sets it (its initializers, its methods' assignments), the new optimizer
+  // is prepared: `optimizer = accelerator.prepare(new torch::optim::Adam(...))`. The member's
+  // type stays `torch::optim::Adam*` (the prepared one is an Adam), and so does its `delete`.
+  const auto *Class = cast<CXXRecordDecl>(Optimizer->getParent());
+  bool Prepared = false;
+  for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
+    if (Context.canEdit(Name, Init->getSourceRange())) {
+      prepareExpression(Init->getInit(), Context.reach().requireAccelerator(Ctor));
+      Prepared = true;
+    }
+  if (const Expr *InClass = Optimizer->getInClassInitializer();
+      InClass && Context.canEdit(Name, InClass->getSourceRange())) {
+    prepareExpression(InClass, Context.reach().requireMemberAccelerator(Class));
+    Prepared = true;
+  }
+  for (const Expr *Value : Context.facts().assignmentsOf(Optimizer)) {
+    const FunctionDecl *Method = Context.reach().enclosingFunction(Value);
+    if (!Method || !Context.canEdit(Name, Value->getSourceRange()))
+      continue;
+    if (isa<CXXNullPtrLiteralExpr>(Value->IgnoreParenImpCasts()) ||
+        isa<GNUNullExpr>(Value->IgnoreParenImpCasts()))
+      continue; // `optimizer = nullptr` after its delete
+    prepareExpression(Value, Context.reach().requireAccelerator(Method));
+    Prepared = true;
+  }
+  if (!Prepared) {
+    warn(Optimizer->getLocation(), llvm::Twine("optimizer '") + Optimizer->getName() +
+                                       "' is not set where accel-migrate can see it; set it to "
+                                       "accelerator.prepare(new ...)");
+    return;
+  }
+  Context.applied(Name, Optimizer->getLocation());
+}
+
 void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
+  if (isOptimizerPointer(Optimizer->getType())) {
+    prepareMemberOptimizerPointer(Optimizer);
+    return;
+  }
   // `torch::optim::SGD optimizer_;` initialized as `optimizer_(args)` becomes
   // `accel::AcceleratedOptimizer<torch::optim::SGD> optimizer_;` initialized as
   // `optimizer_(accelerator.prepare(torch::optim::SGD(args)))`: the member accelerator is

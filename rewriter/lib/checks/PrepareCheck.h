@@ -25,6 +25,9 @@ private:
   void prepareLoader(const clang::VarDecl *Loader);
   void prepareMemberModel(const clang::FieldDecl *Model);
   void prepareMemberOptimizer(const clang::FieldDecl *Optimizer);
+  void prepareMemberOptimizerPointer(const clang::FieldDecl *Optimizer);
+  /// Value becomes `Acc.prepare(Value)`.
+  void prepareExpression(const clang::Expr *Value, const std::string &Acc);
 };
 
 } // namespace accel::migrate

@@ -26,4 +26,5 @@
 #include <accel/progress.h>
 #include <accel/random.h>
 #include <accel/safetensors.h>
+#include <accel/state.h>
 #include <accel/tracking.h>

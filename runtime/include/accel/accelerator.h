@@ -109,6 +109,32 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return prepared;
   }
 
+  /// Prepares an optimizer the program holds by pointer: the prepared optimizer takes the given
+  /// one's place (the given object is taken over and deleted) and the caller owns the result as it
+  /// owned the original, so `optimizer = accelerator.prepare(new torch::optim::Adam(...));` keeps
+  /// a `torch::optim::Adam*` member and its `delete`. Through the base pointer, step() is the
+  /// prepared one (virtual) and zero_grad() is kept right by the accumulate scope.
+  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
+  AcceleratedOptimizer<O>* prepare(O* optimizer) {
+    TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
+    std::unique_ptr<O> given(optimizer);
+    return new AcceleratedOptimizer<O>(prepare(std::move(*given)));
+  }
+  /// The same for a `std::unique_ptr` (the result converts to `std::unique_ptr<O>`).
+  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
+  std::unique_ptr<AcceleratedOptimizer<O>> prepare(std::unique_ptr<O> optimizer) {
+    return std::unique_ptr<AcceleratedOptimizer<O>>(prepare(optimizer.release()));
+  }
+  /// The same for a `std::shared_ptr` held only here (the result converts to
+  /// `std::shared_ptr<O>`).
+  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
+  std::shared_ptr<AcceleratedOptimizer<O>> prepare(std::shared_ptr<O> optimizer) {
+    TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
+    TORCH_CHECK(optimizer.use_count() == 1,
+                "accel: prepare() replaces the optimizer; it must be the only owner of it");
+    return std::make_shared<AcceleratedOptimizer<O>>(prepare(std::move(*optimizer)));
+  }
+
   /// Prepares a learning-rate scheduler built on a prepared optimizer. `stepping` says whether
   /// it is stepped every batch (Accelerate's rule) or once an epoch.
   template <typename S,

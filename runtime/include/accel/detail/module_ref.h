@@ -1,9 +1,10 @@
 #pragma once
 
 // The module behind whatever a user holds a model by: a ModuleHolder (torch::nn::Linear, a
-// TORCH_MODULE type), a shared_ptr to a module, or the module itself. Every API that takes "a
-// model" (prepare, accumulate, no_sync, forward, save_model, load_checkpoint_and_dispatch,
-// init_empty_weights) reaches it through module_ref, so the three forms are spelled out once.
+// TORCH_MODULE type), a shared_ptr or unique_ptr to a module, a raw pointer (`new ConvNet`) to a
+// module or a holder, or the module itself. Every API that takes "a model" (prepare, accumulate,
+// no_sync, forward, save_model, load_checkpoint_and_dispatch, init_empty_weights) reaches it
+// through module_ref, so the forms are spelled out once.
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
@@ -30,8 +31,19 @@ M& module_ref(const std::shared_ptr<M>& model) {
   return *model;
 }
 template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
+M& module_ref(const std::unique_ptr<M>& model) {
+  TORCH_CHECK(model != nullptr, "accel: the model is an empty pointer");
+  return *model;
+}
+template <typename M, typename = std::enable_if_t<std::is_base_of_v<torch::nn::Module, M>>>
 M& module_ref(M& model) {
   return model;
+}
+/// A raw pointer to a module or to a holder, as a program that builds its model with `new` has.
+template <typename M>
+auto module_ref(M* model) -> decltype(module_ref(*model)) {
+  TORCH_CHECK(model != nullptr, "accel: the model is a null pointer");
+  return module_ref(*model);
 }
 
 /// True for the types module_ref accepts.
