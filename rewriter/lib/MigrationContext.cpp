@@ -132,7 +132,8 @@ void MigrationContext::insertVerbatim(StringRef Check, SourceLocation Loc, Strin
 void MigrationContext::insertLineAfter(StringRef Check, const Stmt *S, StringRef Indent,
                                        StringRef Line) {
   const SourceManager &SM = Ctx.getSourceManager();
-  const SourceLocation End = Source.afterStatement(S);
+  // A trailing `// comment` stays on S's line.
+  const SourceLocation End = Source.afterTrailingComment(Source.afterStatement(S));
   const auto [FID, Offset] = SM.getDecomposedLoc(End);
   const StringRef Buffer = SM.getBufferData(FID);
   size_t Pos = Offset;
@@ -173,7 +174,8 @@ void MigrationContext::removeStatement(StringRef Check, const Stmt *S, bool Supe
   size_t LineStart = BeginOffset;
   while (LineStart > 0 && (Buffer[LineStart - 1] == ' ' || Buffer[LineStart - 1] == '\t'))
     --LineStart;
-  size_t LineEnd = EndOffset;
+  // A trailing `// comment` is the removed statement's, and goes with it.
+  size_t LineEnd = SM.getFileOffset(Source.afterTrailingComment(End));
   while (LineEnd < Buffer.size() && (Buffer[LineEnd] == ' ' || Buffer[LineEnd] == '\t'))
     ++LineEnd;
   if ((LineStart == 0 || Buffer[LineStart - 1] == '\n') &&

@@ -101,7 +101,8 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   format::FormatStyle Style = format::getLLVMStyle();
   Style.InheritsParentConfig = false; // clang 14 leaves it unset, and copying an unset bool is UB
   std::map<unsigned, unsigned> StepCounts; // indentation increase between lines -> count
-  unsigned TabLines = 0, SpaceLines = 0, Longest = 0;
+  unsigned TabLines = 0, SpaceLines = 0;
+  std::vector<unsigned> Widths;
   unsigned PointerLeft = 0, PointerRight = 0, PointerMiddle = 0;
   std::map<unsigned, unsigned> ContinuationCounts; // the same after a line that goes on
   unsigned PreviousIndent = 0;
@@ -109,7 +110,7 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   bool PreviousOpensBody = false;
   for (llvm::StringRef Line : splitLines(Code)) {
     Line = Line.rtrim("\r\n");
-    Longest = std::max<unsigned>(Longest, static_cast<unsigned>(Line.size()));
+    Widths.push_back(static_cast<unsigned>(Line.size()));
     const llvm::StringRef Body = Line.ltrim(" \t");
     if (Body.empty() || Body.startswith("//") || Body.startswith("*") || Body.startswith("#"))
       continue;
@@ -172,8 +173,13 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   else
     Style.PointerAlignment = format::FormatStyle::PAS_Middle;
   Style.DerivePointerAlignment = false;
-  // The longest line shows how far the author lets lines run (never less than 80).
-  Style.ColumnLimit = std::max(80u, Longest);
+  // How far the author usually lets lines run (never less than 80): the longest line, once the
+  // few longest of a file of some size are left out (one stray long line, a URL, a table row,
+  // does not let every edit run as long).
+  std::sort(Widths.begin(), Widths.end(), std::greater<unsigned>());
+  const size_t Outliers = Widths.size() >= 20 ? 1 + Widths.size() / 50 : 0;
+  const unsigned Usual = Widths.size() > Outliers ? Widths[Outliers] : 0;
+  Style.ColumnLimit = std::max(80u, Usual);
   return Style;
 }
 

@@ -136,4 +136,17 @@ SourceLocation SourceText::afterPreviousToken(SourceLocation Loc) const {
   return Loc.getLocWithOffset(static_cast<int>(Pos) - static_cast<int>(Offset));
 }
 
+SourceLocation SourceText::afterTrailingComment(SourceLocation Loc) const {
+  const auto [FID, Offset] = SM.getDecomposedLoc(SM.getFileLoc(Loc));
+  const StringRef Buffer = SM.getBufferData(FID);
+  size_t Pos = Offset;
+  while (Pos < Buffer.size() && (Buffer[Pos] == ' ' || Buffer[Pos] == '\t'))
+    ++Pos;
+  if (!Buffer.substr(Pos).startswith("//"))
+    return Loc;
+  const size_t LineEnd = Buffer.find('\n', Pos);
+  return Loc.getLocWithOffset(
+      static_cast<int>((LineEnd == StringRef::npos ? Buffer.size() : LineEnd) - Offset));
+}
+
 } // namespace accel::migrate

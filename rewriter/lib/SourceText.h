@@ -48,6 +48,9 @@ public:
   clang::SourceLocation afterStatement(const clang::Stmt *S) const;
   /// Loc moved back over the whitespace before it: just past the previous token.
   clang::SourceLocation afterPreviousToken(clang::SourceLocation Loc) const;
+  /// Loc moved past the `// comment` that ends its line (to the line's end), when only spaces
+  /// come between: code inserted there leaves an author's trailing comment on its own code.
+  clang::SourceLocation afterTrailingComment(clang::SourceLocation Loc) const;
 
 private:
   const clang::SourceManager &SM;

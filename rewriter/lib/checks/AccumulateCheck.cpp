@@ -6,6 +6,9 @@
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/Lex/Lexer.h"
+
+#include <set>
 
 using namespace clang;
 using namespace clang::ast_matchers;
@@ -65,8 +68,153 @@ bool declaresName(const FunctionDecl *Fn, StringRef Wanted) {
 
 bool isAccumulateScope(const Stmt *S) {
   const auto *Decl = dyn_cast_or_null<DeclStmt>(S);
-  return Decl && Decl->isSingleDecl() && isa<VarDecl>(Decl->getSingleDecl()) &&
-         containsAcceleratorCall(cast<VarDecl>(Decl->getSingleDecl())->getInit(), "accumulate");
+  if (!Decl || !Decl->isSingleDecl() || !isa<VarDecl>(Decl->getSingleDecl()))
+    return false;
+  const Expr *Init = cast<VarDecl>(Decl->getSingleDecl())->getInit();
+  return containsAcceleratorCall(Init, "accumulate") ||
+         containsAcceleratorCall(Init, "accumulate_until");
+}
+
+// `optimizer.step()` / `optimizer->step()` on an optimizer (by value, reference or pointer).
+bool containsOptimizerStep(const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    bool Found = false;
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      Found = Found || (Method && plainName(Method) == "step" &&
+                        isOptimizer(QualType(Method->getParent()->getTypeForDecl(), 0)));
+      return !Found;
+    }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
+}
+
+// The variables S modifies: assignments, compound assignments, increments and decrements.
+std::set<const VarDecl *> modifiedIn(const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    std::set<const VarDecl *> Vars;
+    void note(const Expr *E) {
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()))
+        if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+          Vars.insert(Var);
+    }
+    bool VisitUnaryOperator(UnaryOperator *UO) {
+      if (UO->isIncrementDecrementOp())
+        note(UO->getSubExpr());
+      return true;
+    }
+    bool VisitBinaryOperator(BinaryOperator *BO) {
+      if (BO->isAssignmentOp())
+        note(BO->getLHS());
+      return true;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Vars;
+}
+
+std::set<const VarDecl *> readIn(const Stmt *S) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    std::set<const VarDecl *> Vars;
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        Vars.insert(Var);
+      return true;
+    }
+  } F;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Vars;
+}
+
+/// The training loop's own accumulation: `if ((i + 1) % k == 0) { optimizer.step(); ... }` in
+/// its body, with backward() outside that if.
+struct HandAccumulation {
+  const IfStmt *Step = nullptr;
+  /// The condition as a value read before the step's if: `++i % 4 == 0` reads `(i + 1) % 4 == 0`.
+  std::string Condition;
+  /// The body's statement the scope goes after (null: the body's start).
+  const Stmt *After = nullptr;
+  /// Why it cannot be moved to the scope (empty when it can).
+  std::string Why;
+};
+
+HandAccumulation findHandAccumulation(MigrationContext &Context, const CompoundStmt *Body) {
+  HandAccumulation Found;
+  for (const Stmt *S : Body->body()) {
+    const auto *If = dyn_cast<IfStmt>(S);
+    if (If && containsOptimizerStep(If->getThen()) && !containsBackward(If->getThen())) {
+      Found.Step = If;
+      break;
+    }
+  }
+  if (!Found.Step)
+    return Found;
+  const Expr *Cond = Found.Step->getCond();
+  // The condition's text, with its own increments read as values: `++i` is `(i + 1)`, `i++` is
+  // `i` (the if does the increment still).
+  struct Increments : RecursiveASTVisitor<Increments> {
+    std::vector<const UnaryOperator *> Ops;
+    bool Other = false;
+    bool VisitUnaryOperator(UnaryOperator *UO) {
+      if (UO->isIncrementOp() && isa<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+        Ops.push_back(UO);
+      else if (UO->isDecrementOp())
+        Other = true;
+      return true;
+    }
+    bool VisitBinaryOperator(BinaryOperator *BO) {
+      Other = Other || BO->isAssignmentOp();
+      return true;
+    }
+    bool VisitCallExpr(CallExpr *) {
+      Other = true;
+      return true;
+    }
+  } Inc;
+  Inc.TraverseStmt(const_cast<Expr *>(Cond));
+  if (Inc.Other) {
+    Found.Why = "its condition calls a function or assigns";
+    return Found;
+  }
+  const SourceManager &SM = Context.sourceManager();
+  const SourceRange CondRange = Cond->getSourceRange();
+  std::string Text;
+  SourceLocation From = CondRange.getBegin();
+  for (const UnaryOperator *Op : Inc.Ops) {
+    Text += Context.source().text(CharSourceRange::getCharRange(From, Op->getBeginLoc()));
+    const std::string Var = Context.source().text(Op->getSubExpr()->getSourceRange());
+    Text += Op->isPrefix() ? "(" + Var + " + 1)" : Var;
+    From = Lexer::getLocForEndOfToken(Op->getEndLoc(), 0, SM, Context.ast().getLangOpts());
+  }
+  Text += Context.source().text(
+      CharSourceRange::getCharRange(From, Lexer::getLocForEndOfToken(CondRange.getEnd(), 0, SM,
+                                                                     Context.ast().getLangOpts())));
+  Found.Condition = Text;
+  // The scope opens after the last statement before the if that changes what the condition
+  // reads, and must still open before backward().
+  const std::set<const VarDecl *> Read = readIn(Cond);
+  for (const Stmt *S : Body->body()) {
+    if (S == Found.Step)
+      break;
+    const std::set<const VarDecl *> Modified = modifiedIn(S);
+    if (llvm::any_of(Read, [&](const VarDecl *V) { return Modified.count(V) != 0; }))
+      Found.After = S;
+  }
+  bool AfterSeen = Found.After == nullptr;
+  for (const Stmt *S : Body->body()) {
+    if (S == Found.Step)
+      break;
+    if (!AfterSeen) {
+      if (containsBackward(S)) {
+        Found.Why = "what its condition reads changes after backward()";
+        return Found;
+      }
+      AfterSeen = S == Found.After;
+    }
+  }
+  return Found;
 }
 
 // The loop's counters: the variables its init declares or assigns (`for (i = 0; ...)`).
@@ -219,7 +367,7 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
                                 "braces and open 'auto step = accelerator.accumulate(model);'");
     return;
   }
-  if (!Body->body_empty() && isAccumulateScope(Body->body_front()))
+  if (llvm::any_of(Body->body(), isAccumulateScope))
     return;
   if (!Context.canEdit(Name, Body->getSourceRange()))
     return;
@@ -230,16 +378,37 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   for (const std::string &Model : modelsUsedIn(Context, Body))
     Models += (Models.empty() ? "" : ", ") + Model;
   if (Models.empty())
-    warn(Loop->getBeginLoc(), "no prepared model is used in this training loop by name; "
-                              "accumulate() without a model synchronises gradients every step");
+    warn(Loop->getBeginLoc(), "no prepared model is used in this training loop by name, so "
+                              "accumulate() cannot skip its gradient all-reduce on micro-steps; "
+                              "name the model: accelerator.accumulate(model)");
   const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
-  const std::string Indent = Body->body_empty()
-                                 ? Context.source().indentation(Loop->getBeginLoc()) +
-                                       Context.source().indentStep(Loop->getBeginLoc())
-                                 : Context.source().indentation(Body->body_front()->getBeginLoc());
-  Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1),
-                 "\n" + Indent + "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");");
+  // A loop that accumulates by hand keeps its own count: its gradients are averaged across
+  // processes only on the micro-batches that step (accumulate() would sync every batch here).
+  const HandAccumulation Hand = findHandAccumulation(Context, Body);
+  if (Hand.Step && !Hand.Why.empty())
+    warn(Hand.Step->getBeginLoc(),
+         "this loop accumulates gradients by hand, but its step condition cannot be read before "
+         "backward() (" + Hand.Why + "); gradients are averaged across processes on every "
+         "micro-batch; open 'auto step = accelerator.accumulate_until(<does this batch step>, "
+         "model);' at the top of the loop by hand");
+  const std::string Scope =
+      Hand.Step && Hand.Why.empty()
+          ? "auto " + Var + " = " + Acc + ".accumulate_until(" + Hand.Condition +
+                (Models.empty() ? "" : ", " + Models) + ");"
+          : "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");";
+  if (Hand.Step && Hand.Why.empty() && Hand.After) {
+    Context.insertLineAfter(Name, Hand.After,
+                            Context.source().indentation(Hand.After->getBeginLoc()), Scope);
+  } else {
+    const std::string Indent =
+        Body->body_empty() ? Context.source().indentation(Loop->getBeginLoc()) +
+                                 Context.source().indentStep(Loop->getBeginLoc())
+                           : Context.source().indentation(Body->body_front()->getBeginLoc());
+    Context.insert(Name,
+                   Context.source().afterTrailingComment(Body->getLBracLoc().getLocWithOffset(1)),
+                   "\n" + Indent + Scope);
+  }
   Context.applied(Name, Loop->getBeginLoc());
 }
 

@@ -240,7 +240,9 @@ void CreateAcceleratorCheck::createInHost() {
   const std::string Indent = Body->body_empty()
                                  ? Context.source().indentStep(Body->getBeginLoc())
                                  : Context.source().indentation(Body->body_front()->getBeginLoc());
-  Context.insert(Name, Body->getLBracLoc().getLocWithOffset(1), "\n" + Indent + Declaration);
+  Context.insert(Name,
+                 Context.source().afterTrailingComment(Body->getLBracLoc().getLocWithOffset(1)),
+                 "\n" + Indent + Declaration);
   Context.applied(Name, Body->getLBracLoc());
 }
 

@@ -176,6 +176,19 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   AccumulateScope accumulate(const Models&... models) {
     return AccumulateScope(this, {&module_of(models)...});
   }
+  /// Opens one micro-step of an accumulation the program counts itself (its own
+  /// `if ((i + 1) % k == 0) { optimizer.step(); optimizer.zero_grad(); }`): the models' gradients
+  /// stay on this process until `sync` holds, and are then averaged across processes with what
+  /// accumulated; `sync_gradients()` is `sync`. Unlike accumulate(), backward() does not divide
+  /// the loss (the program divides it, or not, as it did), so one process computes exactly what
+  /// the program computed without accel.
+  ///
+  /// Example:
+  ///   auto step = accelerator.accumulate_until((i + 1) % 4 == 0, model);
+  template <typename... Models>
+  AccumulateScope accumulate_until(bool sync, const Models&... models) {
+    return AccumulateScope(this, {&module_of(models)...}, sync);
+  }
 
   /// Autocast to the mixed-precision dtype on `device()` while the guard lives (bf16 or fp16);
   /// a guard that changes nothing with mixed_precision "no". accumulate() opens one itself.
@@ -208,6 +221,10 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
 
   /// True when the current micro-step synchronises gradients and steps the optimizer.
   bool sync_gradients() const;
+  /// How many times so far a backward() averaged a prepared model's gradients across processes
+  /// (once per model per such backward); 0 on one process. Under accumulation, only the
+  /// synchronising micro-steps count: what crossed the network, and how often.
+  int64_t gradient_all_reduces() const;
   /// True while a prepared loader hands out its last batch.
   bool end_of_dataloader() const;
 

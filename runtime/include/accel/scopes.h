@@ -15,7 +15,8 @@ namespace accel {
 
 class Accelerator;
 
-/// One gradient-accumulation micro-step, from `Accelerator::accumulate`. While it lives,
+/// One gradient-accumulation micro-step, from `Accelerator::accumulate` (or `accumulate_until`,
+/// where the program says which micro-step synchronises). While it lives,
 /// `sync_gradients()` tells whether this micro-step synchronises gradients and lets the optimizer
 /// step; on the other micro-steps the listed models skip their all-reduce. With mixed precision,
 /// the scope also runs under autocast (see `Accelerator::autocast`).
@@ -29,7 +30,8 @@ class [[nodiscard]] AccumulateScope {
 
  private:
   friend class Accelerator;
-  AccumulateScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models);
+  AccumulateScope(Accelerator* accelerator, std::vector<const torch::nn::Module*> models,
+                  std::optional<bool> sync = std::nullopt);
   Accelerator* accelerator_;
   std::vector<const torch::nn::Module*> models_;
   bool skipped_sync_ = false;

@@ -35,9 +35,10 @@ using detail::PreparedModel;
 // ---- Scopes -------------------------------------------------------------------------------------
 
 AccumulateScope::AccumulateScope(Accelerator* accelerator,
-                                 std::vector<const torch::nn::Module*> models)
+                                 std::vector<const torch::nn::Module*> models,
+                                 std::optional<bool> sync)
     : accelerator_(accelerator), models_(std::move(models)), autocast_(accelerator->autocast()) {
-  skipped_sync_ = accelerator_->impl_->begin_accumulate(models_);
+  skipped_sync_ = accelerator_->impl_->begin_accumulate(models_, sync);
 }
 AccumulateScope::AccumulateScope(AccumulateScope&& other) noexcept
     : accelerator_(other.accelerator_),
@@ -343,7 +344,9 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
-  const int64_t steps = impl_->options.gradient_accumulation_steps;
+  // Inside accumulate_until the program divides its loss itself, if it does.
+  const int64_t steps =
+      impl_->program_counts_accumulation ? 1 : impl_->options.gradient_accumulation_steps;
   torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
 
@@ -427,10 +430,14 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   }
 }
 
-bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Module*>& models) {
+bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Module*>& models,
+                                         std::optional<bool> sync) {
   ++step;
   auto& state = *gradient_state;
-  if (state.end_of_dataloader) {
+  program_counts_accumulation = sync.has_value();
+  if (sync) {
+    state.sync_gradients = *sync;
+  } else if (state.end_of_dataloader) {
     state.step = 0;
     state.sync_gradients = true;
   } else {
@@ -445,6 +452,7 @@ bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Modu
 
 void Accelerator::Impl::end_accumulate(const std::vector<const torch::nn::Module*>& models,
                                        bool skipped_sync) {
+  program_counts_accumulation = false;
   if (!skipped_sync) return;
   for (const auto* model : models) exit_no_sync(model);
   for (auto* gate : gradient_state->gates) gate->open();
@@ -456,6 +464,14 @@ void Accelerator::Impl::enter_no_sync(const torch::nn::Module* model) {
 void Accelerator::Impl::exit_no_sync(const torch::nn::Module* model) {
   if (auto* m = find(model)) m->no_sync_depth = std::max(0, m->no_sync_depth - 1);
 }
+int64_t Accelerator::gradient_all_reduces() const {
+  int64_t total = 0;
+  for (const auto& m : impl_->models) {
+    if (m.sync) total += m.sync->synchronised_backwards();
+  }
+  return total;
+}
+
 void Accelerator::trigger_sync(const torch::nn::Module* model) {
   if (auto* m = impl_->find(model)) m->force_sync = true;
 }

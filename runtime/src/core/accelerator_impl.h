@@ -43,6 +43,8 @@ struct Accelerator::Impl {
   int64_t join_backwards = 0;
   /// accumulate() calls so far (Accelerate's `step`); saved with the state.
   int64_t step = 0;
+  /// Inside an accumulate_until() scope: the program counts its micro-steps and divides its loss.
+  bool program_counts_accumulation = false;
   /// The project configuration, whose iteration advances with each save_state().
   ProjectConfiguration project;
   /// The shards of the prepared optimizers, with a sharding strategy on several processes.
@@ -103,7 +105,10 @@ struct Accelerator::Impl {
   // ---- The scopes' work (AccumulateScope, NoSyncGuard, JoinScope) ---------------------------
 
   /// Counts a micro-step; true when it skips synchronisation (the models enter no_sync).
-  bool begin_accumulate(const std::vector<const torch::nn::Module*>& models);
+  /// Opens a micro-step: `sync` given (accumulate_until), the program decides whether it
+  /// synchronises; else the accumulation counter does.
+  bool begin_accumulate(const std::vector<const torch::nn::Module*>& models,
+                        std::optional<bool> sync);
   void end_accumulate(const std::vector<const torch::nn::Module*>& models, bool skipped_sync);
   void enter_no_sync(const torch::nn::Module* model);
   void exit_no_sync(const torch::nn::Module* model);

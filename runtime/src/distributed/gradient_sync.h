@@ -54,6 +54,8 @@ class GradientSynchronizer {
   /// Copies process `rank`'s parameters and buffers to every process.
   void broadcast_from(int64_t rank);
   bool has_buffers() const { return !buffers_.empty(); }
+  /// Backwards that averaged (or shadowed) this model's gradients so far.
+  int64_t synchronised_backwards() const { return reducer_ ? backwards_ : 0; }
   /// True when any of this model's trainable parameters is among `leaves`.
   bool uses_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
 

@@ -433,6 +433,71 @@ TEST_F(TwoProcesses, TwoModelsWithSeparateLosses) {
   }
 }
 
+// A loop that accumulates by hand (`if ((i + 1) % k == 0) { step; zero_grad; }`) under
+// accumulate_until: k = 4 and 3 over 10 batches an epoch (the last micro-batches of an epoch carry
+// into the next, as in the plain program), with and without the program's own `loss / k`. With
+// split batches each process reads half of every batch, so the job must end with the one-process
+// program's weights; the gradients are all-reduced once per optimizer step, never on the other
+// micro-batches (where the two processes' gradients still differ).
+TEST_F(TwoProcesses, HandWrittenAccumulationAllReducesOnlyOnTheBatchesThatStep) {
+  for (const int k : {4, 3}) {
+    for (const bool divide : {false, true}) {
+      SCOPED_TRACE("k = " + std::to_string(k) + (divide ? ", loss / k" : ""));
+      auto loss_of = [&](RegressionModel& m, const torch::Tensor& x, const torch::Tensor& y) {
+        auto loss = torch::mse_loss(m->forward(x), y);
+        return divide ? loss / k : loss;
+      };
+      // The program as written, on one process: 10 batches of 4 an epoch.
+      RegressionModel plain;
+      torch::optim::SGD plain_optimizer(plain->parameters(), 0.1);
+      auto plain_loader = torch::data::make_data_loader<Sequential>(
+          RegressionDataset(40).map(torch::data::transforms::Stack<>()), 4);
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        int64_t i = 0;
+        for (auto& batch : *plain_loader) {
+          loss_of(plain, batch.data, batch.target).backward();
+          if ((i + 1) % k == 0) {
+            plain_optimizer.step();
+            plain_optimizer.zero_grad();
+          }
+          ++i;
+        }
+      }
+      // The migrated program on 2 processes.
+      accel::Accelerator accelerator(accel::AcceleratorOptions().split_batches(true));
+      RegressionModel model;
+      accelerator.prepare(model);
+      auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+      auto loader = accelerator.prepare_data_loader<Sequential>(
+          RegressionDataset(40).map(torch::data::transforms::Stack<>()), 4);
+      int64_t steps = 0;
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        int64_t i = 0;
+        for (auto& batch : *loader) {
+          auto step = accelerator.accumulate_until((i + 1) % k == 0, model);
+          accelerator.backward(loss_of(model, batch.data, batch.target));
+          auto grads = accelerator.gather(model->a.grad().reshape({1}));
+          if ((i + 1) % k == 0) {
+            EXPECT_TRUE(accelerator.sync_gradients());
+            EXPECT_DOUBLE_EQ(grads[0].item<double>(), grads[1].item<double>());
+            optimizer.step();
+            optimizer.zero_grad();
+            ++steps;
+          } else {
+            EXPECT_FALSE(accelerator.sync_gradients());
+            EXPECT_NE(grads[0].item<double>(), grads[1].item<double>()) << "all-reduced at " << i;
+          }
+          ++i;
+        }
+      }
+      EXPECT_EQ(steps, 2 * (10 / k));
+      EXPECT_EQ(accelerator.gradient_all_reduces(), steps);
+      EXPECT_NEAR(model->a.item<double>(), plain->a.item<double>(), 1e-6);
+      EXPECT_NEAR(model->b.item<double>(), plain->b.item<double>(), 1e-6);
+    }
+  }
+}
+
 TEST_F(TwoProcesses, SchedulerAdvancesOncePerProcessPerOptimizerStep) {
   for (bool split : {false, true}) {
     accel::Accelerator accelerator(accel::AcceleratorOptions().split_batches(split));
