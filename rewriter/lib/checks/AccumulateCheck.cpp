@@ -18,38 +18,43 @@ namespace accel::migrate {
 namespace {
 
 // The models a loop body uses: prepared model variables and members, and model parameters of the
-// function (a training function's model parameter is bound to the prepared model at its call).
-std::vector<std::string> modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
+// function (a training function's model parameter is bound to the prepared model at its call);
+// and, apart, the models it uses that are not prepared (in declaration order of first use).
+struct ModelsUsed {
+  std::vector<std::string> Prepared, Unprepared;
+};
+
+ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
   struct Finder : RecursiveASTVisitor<Finder> {
     MigrationContext *Context;
-    std::vector<std::string> Names;
+    ModelsUsed Used;
+    void note(const std::string &Name, bool Prepared) {
+      auto &Names = Prepared ? Used.Prepared : Used.Unprepared;
+      if (std::find(Names.begin(), Names.end(), Name) == Names.end())
+        Names.push_back(Name);
+    }
     bool VisitDeclRefExpr(DeclRefExpr *DRE) {
       const auto *Var = dyn_cast<VarDecl>(DRE->getDecl());
       if (!Var || !isModule(Var->getType()))
         return true;
-      if (!isa<ParmVarDecl>(Var) && !Context->facts().isPreparedModel(Var))
-        return true;
-      const std::string VarName = Var->getNameAsString();
-      if (std::find(Names.begin(), Names.end(), VarName) == Names.end())
-        Names.push_back(VarName);
+      note(Var->getNameAsString(),
+           isa<ParmVarDecl>(Var) || Context->facts().isPreparedModel(Var));
       return true;
     }
     // A model member of the class whose method this is (`model_->forward(x)`).
     bool VisitMemberExpr(MemberExpr *ME) {
       const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl());
       if (!Field || !isa<CXXThisExpr>(ME->getBase()->IgnoreParenImpCasts()) ||
-          !Context->facts().isPreparedModel(Field))
+          !isModule(Field->getType()))
         return true;
-      const std::string FieldName = Field->getNameAsString();
-      if (std::find(Names.begin(), Names.end(), FieldName) == Names.end())
-        Names.push_back(FieldName);
+      note(Field->getNameAsString(), Context->facts().isPreparedModel(Field));
       return true;
     }
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }
   } F;
   F.Context = &Context;
   F.TraverseStmt(const_cast<Stmt *>(Body));
-  return F.Names;
+  return F.Used;
 }
 
 bool declaresName(const FunctionDecl *Fn, StringRef Wanted) {
@@ -375,12 +380,21 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   if (Acc.empty())
     return;
   std::string Models;
-  for (const std::string &Model : modelsUsedIn(Context, Body))
+  const ModelsUsed Used = modelsUsedIn(Context, Body);
+  for (const std::string &Model : Used.Prepared)
     Models += (Models.empty() ? "" : ", ") + Model;
-  if (Models.empty())
-    warn(Loop->getBeginLoc(), "no prepared model is used in this training loop by name, so "
-                              "accumulate() cannot skip its gradient all-reduce on micro-steps; "
-                              "name the model: accelerator.accumulate(model)");
+  // What is true of the loop: a model it trains that is not prepared never has its gradients
+  // averaged, whatever accumulate() is told.
+  for (const std::string &Model : Used.Unprepared)
+    warn(Loop->getBeginLoc(),
+         "model '" + Model + "' is used in this training loop but was not prepared: no "
+         "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
+         "trains; if it does, prepare it where it is created (accelerator.prepare(" + Model +
+             ")), or its gradients are never averaged across processes");
+  if (Models.empty() && Used.Unprepared.empty())
+    warn(Loop->getBeginLoc(), "no model is used in this training loop by name, so accumulate() "
+                              "cannot skip its gradient all-reduce on micro-steps; name the "
+                              "model: accelerator.accumulate(model)");
   const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
   // A loop that accumulates by hand keeps its own count: its gradients are averaged across

@@ -42,9 +42,11 @@ void BackwardCheck::check(const MatchFinder::MatchResult &Result) {
   const std::string Acc = accelerator(Call);
   if (Acc.empty())
     return;
-  std::string Replacement =
-      Acc + ".backward(" +
-      Context.source().text(Call->getImplicitObjectArgument()->getSourceRange());
+  // `(loss / k).backward()` passes `loss / k`: the call's own parentheses are enough.
+  const Expr *Loss = Call->getImplicitObjectArgument()->IgnoreImplicit();
+  if (const auto *Parens = dyn_cast<ParenExpr>(Loss))
+    Loss = Parens->getSubExpr();
+  std::string Replacement = Acc + ".backward(" + Context.source().text(Loss->getSourceRange());
   if (!Args.empty())
     Replacement += ", " + argumentsText(Context, Args, 0);
   Context.replace(Name, Call->getSourceRange(), Replacement + ")");

@@ -27,6 +27,8 @@ int main() {
   // CHECK: {{^ *}}accelerator.backward(loss);
   (w * 2).sum().backward({}, /*retain_graph=*/true);
   // CHECK: {{^ *}}accelerator.backward((w * 2).sum(), {}, /*retain_graph=*/true);
+  (loss / 4).backward();
+  // CHECK: {{^ *}}accelerator.backward(loss / 4);
   auto other = w.sum();
   other.backward(torch::ones({}), true, false, torch::TensorList(w));
   // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:3: warning: backward() with 'inputs' is left as it is{{.*}}[accel-migrate-backward]

@@ -83,4 +83,13 @@ int main() {
   }
   // CHECK: {{^ *}}auto step = accelerator.accumulate(model);
   // CHECK-NEXT: {{^ *}}optimizer.zero_grad();
+
+  // A model the loop uses that no optimizer here trains: the warning says it is not prepared.
+  torch::nn::Linear features(2, 2);
+  for (auto &batch : *loader) {
+    optimizer.zero_grad();
+    torch::mse_loss(model->forward(features->forward(batch.data)), batch.target).backward();
+    optimizer.step();
+  }
+  // MSG: {{.*}}.tmp.cpp:[[@LINE-5]]:3: warning: model 'features' is used in this training loop but was not prepared: no optimizer seen here is built from its parameters(){{.*}}accelerator.prepare(features){{.*}}[accel-migrate-accumulate]
 }
