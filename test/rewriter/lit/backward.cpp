@@ -34,4 +34,4 @@ int main() {
   // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:3: warning: backward() with 'inputs' is left as it is{{.*}}[accel-migrate-backward]
   // CHECK: {{^ *}}other.backward(torch::ones({}), true, false, torch::TensorList(w));
 }
-// MSG: {{.*}}.tmp.cpp: 4 changes (add-include 1, backward 2, create-accelerator 1), 2 warnings
+// MSG: {{.*}}.tmp.cpp: 5 changes (add-include 1, backward 3, create-accelerator 1), 2 warnings
