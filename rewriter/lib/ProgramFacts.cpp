@@ -409,8 +409,9 @@ bool ProgramFacts::preparedModel(const ValueDecl *D, unsigned Depth) const {
     return false;
   if (const auto *P = dyn_cast<ParmVarDecl>(D))
     return isModule(P->getType()) &&
-           (TrainedParameterSet.count(P) || isBoundParam(
-               P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); }, Depth));
+           (TrainedParameterSet.count(P) ||
+            isBoundParam(
+                P, [this](const ValueDecl *A, unsigned N) { return preparedModel(A, N); }, Depth));
   return ModelSet.count(D) || (Prepared.count(canonical(D)) && isModule(D->getType()));
 }
 

@@ -104,7 +104,8 @@ private:
                     unsigned Depth) const;
   bool preparedModel(const clang::ValueDecl *D, unsigned Depth) const;
   bool preparedLoader(const clang::ValueDecl *D, unsigned Depth) const;
-  void resolveTrainedParameters(const ProgramSummary &OtherFiles, const EditablePredicate &IsEditable);
+  void resolveTrainedParameters(const ProgramSummary &OtherFiles,
+                                const EditablePredicate &IsEditable);
   void noteModelArgument(const clang::CallExpr *Call, unsigned Index,
                          const EditablePredicate &IsEditable);
   static const clang::ValueDecl *canonical(const clang::ValueDecl *D);

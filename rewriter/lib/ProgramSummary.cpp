@@ -15,8 +15,7 @@ void ProgramSummary::merge(const ProgramSummary &Other) {
   Called.insert(Other.Called.begin(), Other.Called.end());
 }
 
-ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own,
-                                          const ProgramSummary &Others) {
+ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const ProgramSummary &Others) {
   ProgramSummary Relevant;
   // Another file's main decides where the Accelerator is created, unless this file has main.
   Relevant.DefinesMain = Others.DefinesMain && !Own.DefinesMain;

@@ -76,10 +76,10 @@ bool asksProcessStateForMain(const Stmt *S) {
     bool Found = false;
     bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
       const CXXMethodDecl *Method = Call->getMethodDecl();
-      Found = Found || (Method && Method->getParent()->getQualifiedNameAsString() ==
-                                      "accel::ProcessState" &&
-                        (plainName(Method) == "is_main_process" ||
-                         plainName(Method) == "is_local_main_process"));
+      Found = Found ||
+              (Method && Method->getParent()->getQualifiedNameAsString() == "accel::ProcessState" &&
+               (plainName(Method) == "is_main_process" ||
+                plainName(Method) == "is_local_main_process"));
       return !Found;
     }
   } F;
@@ -107,7 +107,8 @@ bool underCondition(MigrationContext &Context, const Stmt *S) {
       return true;
     if (isa<SwitchStmt>(P) || isa<ConditionalOperator>(P) || isa<BinaryConditionalOperator>(P))
       return true;
-    if (const auto *BO = dyn_cast<BinaryOperator>(P); BO && BO->isLogicalOp() && Child == BO->getRHS())
+    if (const auto *BO = dyn_cast<BinaryOperator>(P);
+        BO && BO->isLogicalOp() && Child == BO->getRHS())
       return true;
   }
   return false;

@@ -23,9 +23,9 @@ inline llvm::StringRef plainName(const clang::NamedDecl *D) {
 /// derived from it. Class templates match by their template's name ("torch::nn::ModuleHolder").
 bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);
 
-bool isTensor(clang::QualType T);      ///< at::Tensor (torch::Tensor)
-bool isModule(clang::QualType T); ///< Module-derived struct, ModuleHolder, smart or raw pointer
-bool isOptimizer(clang::QualType T);   ///< derived from torch::optim::Optimizer
+bool isTensor(clang::QualType T);    ///< at::Tensor (torch::Tensor)
+bool isModule(clang::QualType T);    ///< Module-derived struct, ModuleHolder, smart or raw pointer
+bool isOptimizer(clang::QualType T); ///< derived from torch::optim::Optimizer
 /// A raw, unique or shared pointer to an optimizer (`torch::optim::Adam* optimizer`).
 bool isOptimizerPointer(clang::QualType T);
 bool isScheduler(clang::QualType T);   ///< derived from torch::optim::LRScheduler

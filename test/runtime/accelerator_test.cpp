@@ -362,7 +362,8 @@ TEST(Accelerator, ModelsAndOptimizersHeldByPointerAreGatedAsHeldByValue) {
   accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
   auto* model = new RegressionModel();
   accelerator.prepare(model);
-  torch::optim::SGD* optimizer = accelerator.prepare(new torch::optim::SGD((*model)->parameters(), 0.1));
+  torch::optim::SGD* optimizer =
+      accelerator.prepare(new torch::optim::SGD((*model)->parameters(), 0.1));
   std::unique_ptr<torch::optim::SGD> unique =
       accelerator.prepare(std::make_unique<torch::optim::SGD>((*model)->parameters(), 0.1));
   std::shared_ptr<torch::optim::Optimizer> shared =

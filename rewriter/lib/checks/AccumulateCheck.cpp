@@ -37,8 +37,7 @@ ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
       const auto *Var = dyn_cast<VarDecl>(DRE->getDecl());
       if (!Var || !isModule(Var->getType()))
         return true;
-      note(Var->getNameAsString(),
-           isa<ParmVarDecl>(Var) || Context->facts().isPreparedModel(Var));
+      note(Var->getNameAsString(), isa<ParmVarDecl>(Var) || Context->facts().isPreparedModel(Var));
       return true;
     }
     // A model member of the class whose method this is (`model_->forward(x)`).
@@ -193,9 +192,8 @@ HandAccumulation findHandAccumulation(MigrationContext &Context, const CompoundS
     Text += Op->isPrefix() ? "(" + Var + " + 1)" : Var;
     From = Lexer::getLocForEndOfToken(Op->getEndLoc(), 0, SM, Context.ast().getLangOpts());
   }
-  Text += Context.source().text(
-      CharSourceRange::getCharRange(From, Lexer::getLocForEndOfToken(CondRange.getEnd(), 0, SM,
-                                                                     Context.ast().getLangOpts())));
+  Text += Context.source().text(CharSourceRange::getCharRange(
+      From, Lexer::getLocForEndOfToken(CondRange.getEnd(), 0, SM, Context.ast().getLangOpts())));
   Found.Condition = Text;
   // The scope opens after the last statement before the if that changes what the condition
   // reads, and must still open before backward().
@@ -387,10 +385,11 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   // averaged, whatever accumulate() is told.
   for (const std::string &Model : Used.Unprepared)
     warn(Loop->getBeginLoc(),
-         "model '" + Model + "' is used in this training loop but was not prepared: no "
-         "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
-         "trains; if it does, prepare it where it is created (accelerator.prepare(" + Model +
-             ")), or its gradients are never averaged across processes");
+         "model '" + Model +
+             "' is used in this training loop but was not prepared: no "
+             "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
+             "trains; if it does, prepare it where it is created (accelerator.prepare(" +
+             Model + ")), or its gradients are never averaged across processes");
   if (Models.empty() && Used.Unprepared.empty())
     warn(Loop->getBeginLoc(), "no model is used in this training loop by name, so accumulate() "
                               "cannot skip its gradient all-reduce on micro-steps; name the "
@@ -403,14 +402,15 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   if (Hand.Step && !Hand.Why.empty())
     warn(Hand.Step->getBeginLoc(),
          "this loop accumulates gradients by hand, but its step condition cannot be read before "
-         "backward() (" + Hand.Why + "); gradients are averaged across processes on every "
-         "micro-batch; open 'auto step = accelerator.accumulate_until(<does this batch step>, "
-         "model);' at the top of the loop by hand");
-  const std::string Scope =
-      Hand.Step && Hand.Why.empty()
-          ? "auto " + Var + " = " + Acc + ".accumulate_until(" + Hand.Condition +
-                (Models.empty() ? "" : ", " + Models) + ");"
-          : "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");";
+         "backward() (" +
+             Hand.Why +
+             "); gradients are averaged across processes on every "
+             "micro-batch; open 'auto step = accelerator.accumulate_until(<does this batch step>, "
+             "model);' at the top of the loop by hand");
+  const std::string Scope = Hand.Step && Hand.Why.empty()
+                                ? "auto " + Var + " = " + Acc + ".accumulate_until(" +
+                                      Hand.Condition + (Models.empty() ? "" : ", " + Models) + ");"
+                                : "auto " + Var + " = " + Acc + ".accumulate(" + Models + ");";
   if (Hand.Step && Hand.Why.empty() && Hand.After) {
     Context.insertLineAfter(Name, Hand.After,
                             Context.source().indentation(Hand.After->getBeginLoc()), Scope);

@@ -38,10 +38,11 @@ bool isStdout(const Expr *E) { return stdoutOperand(E) != nullptr; }
 void MainProcessCheck::registerMatchers(MatchFinder &Finder) {
   Finder.addMatcher(callExpr(callee(functionDecl(hasName("::torch::save")))).bind("save"), this);
   // A TorchScript module saves itself: `net.save(path)`.
-  Finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("save"),
-                                                           ofClass(hasName("::torch::jit::Module")))))
-                        .bind("save"),
-                    this);
+  Finder.addMatcher(
+      cxxMemberCallExpr(
+          callee(cxxMethodDecl(hasName("save"), ofClass(hasName("::torch::jit::Module")))))
+          .bind("save"),
+      this);
   Finder.addMatcher(callExpr(callee(functionDecl(hasName("::torch::load")))).bind("load"), this);
   Finder.addMatcher(callExpr(callee(functionDecl(
                                  hasAnyName("::printf", "::std::printf", "::puts", "::std::puts"))))
@@ -113,8 +114,7 @@ bool MainProcessCheck::reachesAccelerator(const FunctionDecl *Fn) {
     return true;
   const auto *Method = dyn_cast<CXXMethodDecl>(Fn);
   return Method && !Method->isStatic() &&
-         Context.reach().classesNeedingAccelerator().count(
-             Method->getParent()->getCanonicalDecl());
+         Context.reach().classesNeedingAccelerator().count(Method->getParent()->getCanonicalDecl());
 }
 
 void MainProcessCheck::guardSave(const Stmt *Save) {
@@ -139,13 +139,12 @@ void MainProcessCheck::guardSave(const Stmt *Save) {
   // Every process reaches the barrier, the main process writes. A barrier is a collective: under
   // a condition that may hold on some processes only (a per-process best accuracy), it would
   // wait for the others forever, so there the save is guarded alone.
-  const std::string Barrier =
-      underCondition(Context, Save) ? "" : Acc + ".wait_for_everyone();";
+  const std::string Barrier = underCondition(Context, Save) ? "" : Acc + ".wait_for_everyone();";
   if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
     Context.insert(Name, Save->getBeginLoc(),
-                   Barrier.empty()
-                       ? Guard
-                       : Barrier + "\n" + Context.source().indentation(Save->getBeginLoc()) + Guard);
+                   Barrier.empty() ? Guard
+                                   : Barrier + "\n" +
+                                         Context.source().indentation(Save->getBeginLoc()) + Guard);
   } else {
     Context.insert(Name, Save->getBeginLoc(),
                    "{ " + (Barrier.empty() ? "" : Barrier + " ") + Guard);

@@ -145,8 +145,8 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
       S&& scheduler, SchedulerStepping stepping = SchedulerStepping::with_optimizer) {
     static_assert(!std::is_lvalue_reference<S>::value,
                   "prepare(scheduler) takes the scheduler by value");
-    const bool with_optimizer = stepping == SchedulerStepping::with_optimizer &&
-                                options().step_scheduler_with_optimizer;
+    const bool with_optimizer =
+        stepping == SchedulerStepping::with_optimizer && options().step_scheduler_with_optimizer;
     return AcceleratedScheduler<std::decay_t<S>>(std::move(scheduler), gradient_state(),
                                                  with_optimizer,
                                                  options().split_batches ? 1 : num_processes());
