@@ -280,6 +280,13 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable,
 
 void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,
                                             const EditablePredicate &IsEditable) {
+  // Functions of other files that train the model a call here passes them: what the call passes
+  // is a model, or a trained parameter in turn.
+  for (const auto &[Callee, Sites] : Calls)
+    for (const auto &[Usr, Index] : OtherFiles.TrainedModelParameters)
+      if (usrOf(Callee) == Usr)
+        for (const CallExpr *Call : Sites)
+          noteModelArgument(Call, Index, IsEditable);
   // A model that a function trains is prepared where its caller creates it: each call passes
   // one, which is a model of the caller (or, passed on from the caller's own parameter, a
   // trained parameter in turn). A worklist, since the list grows as calls are followed.
@@ -300,12 +307,6 @@ void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,
     if (Sites.empty() && (Usr.empty() || !OtherFiles.called(Usr)) && acceleratorIn(Fn).empty())
       ParametersToPrepare.push_back(TrainedParameters[I]);
   }
-  // Functions of other files that train the model a call here passes them.
-  for (const auto &[Callee, Sites] : Calls)
-    for (const auto &[Usr, Index] : OtherFiles.TrainedModelParameters)
-      if (usrOf(Callee) == Usr)
-        for (const CallExpr *Call : Sites)
-          noteModelArgument(Call, Index, IsEditable);
 }
 
 void ProgramFacts::noteModelArgument(const CallExpr *Call, unsigned Index,

@@ -1,0 +1,3 @@
+#pragma once
+#include "model.h"
+void run(ConvNet &model, int epochs);
