@@ -18,7 +18,8 @@
 # program prints a line "weights: N N ..." on standard error on every process; one migrated
 # process must print the plain program's line, two processes the same line on both ranks, and
 # two processes with split batches (ACCEL_SPLIT_BATCHES=1: each reads half of every batch, the
-# gradients averaged) the one-process numbers within a relative 1e-5).
+# gradients averaged) the one-process numbers within a relative 1e-5, and print what one process
+# printed, numbers within 1e-3).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
@@ -123,6 +124,26 @@ for a, b in zip(map(float, one[0]), map(float, split[0])):
     if abs(a - b) > 1e-5 * max(1.0, abs(a)):
         sys.exit(f"split batches on two processes: {b} against one process's {a} (1e-5)")
 print("weights: equal on both ranks; split batches equal one process within 1e-5")
+# With split batches the job trains as the one process did: every line it prints (metrics over
+# all processes' batches) is the one-process line, numbers within 1e-3 (printed roundings).
+def numeric(token):
+    try:
+        return float(token)
+    except ValueError:
+        return None
+one_out = open(f"{work}/one.txt").read().split("\n")
+split_out = open(f"{work}/split.txt").read().split("\n")
+if len(one_out) != len(split_out):
+    sys.exit(f"split batches printed {len(split_out)} lines, one process {len(one_out)}")
+for a, b in zip(one_out, split_out):
+    ta, tb = a.split(), b.split()
+    same = len(ta) == len(tb) and all(
+        x == y or (numeric(x.strip(",")) is not None and numeric(y.strip(",")) is not None and
+                   abs(numeric(x.strip(",")) - numeric(y.strip(","))) <= 1e-3)
+        for x, y in zip(ta, tb))
+    if not same:
+        sys.exit(f"split batches printed '{b}' where one process printed '{a}'")
+print("split batches: every printed line is the one-process line")
 PY
 fi
 echo "migration end-to-end test of $name passed"

@@ -66,8 +66,7 @@ public:
             lossSum += loss.template item<double>();
             ++batches;
         }
-        std::printf("epoch %d: mean loss %.4f over %lld batches\n", epoch, lossSum / batches,
-                    static_cast<long long>(batches));
+        std::printf("epoch %d: mean loss %.4f\n", epoch, lossSum / batches);
     }
 
 private:
