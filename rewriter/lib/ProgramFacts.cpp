@@ -65,7 +65,7 @@ public:
     const QualType T = FD->getType();
     if (isAccelerator(T) && T->isReferenceType()) {
       Facts.AcceleratorMembers[Class->getCanonicalDecl()] = FD->getNameAsString();
-    } else if (isOptimizer(T) || isOptimizerPointer(T)) {
+    } else if (isOptimizerOrPointer(T)) {
       if (isClassOrDerived(T, "accel::AcceleratedOptimizer"))
         Facts.Prepared.insert(FD);
       noteMemberOptimizer(FD, FD->getInClassInitializer());
@@ -79,7 +79,7 @@ public:
     for (const CXXCtorInitializer *Init : Ctor->inits()) {
       const FieldDecl *Member = Init->getMember();
       if (!Init->isWritten() || !Member ||
-          !(isOptimizer(Member->getType()) || isOptimizerPointer(Member->getType())) ||
+          !isOptimizerOrPointer(Member->getType()) ||
           !IsEditable(Member->getLocation()))
         continue;
       Facts.MemberInitializers[Member].push_back({Ctor, Init});
@@ -110,7 +110,7 @@ public:
     }
     if (T->isReferenceType())
       return true; // an alias of something declared elsewhere
-    if (isOptimizer(T) || isOptimizerPointer(T)) {
+    if (isOptimizerOrPointer(T)) {
       Facts.Optimizers.push_back(VD);
       if (isAcceleratorCall(Init))
         Facts.Prepared.insert(VD);
@@ -282,11 +282,16 @@ void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,
                                             const EditablePredicate &IsEditable) {
   // Functions of other files that train the model a call here passes them: what the call passes
   // is a model, or a trained parameter in turn.
-  for (const auto &[Callee, Sites] : Calls)
-    for (const auto &[Usr, Index] : OtherFiles.TrainedModelParameters)
-      if (usrOf(Callee) == Usr)
-        for (const CallExpr *Call : Sites)
-          noteModelArgument(Call, Index, IsEditable);
+  if (!OtherFiles.TrainedModelParameters.empty())
+    for (const auto &[Callee, Sites] : Calls) {
+      if (!IsEditable(Callee->getLocation()))
+        continue; // a library function
+      const std::string CalleeUsr = usrOf(Callee);
+      for (const auto &[Usr, Index] : OtherFiles.TrainedModelParameters)
+        if (CalleeUsr == Usr)
+          for (const CallExpr *Call : Sites)
+            noteModelArgument(Call, Index, IsEditable);
+    }
   // A model that a function trains is prepared where its caller creates it: each call passes
   // one, which is a model of the caller (or, passed on from the caller's own parameter, a
   // trained parameter in turn). A worklist, since the list grows as calls are followed.

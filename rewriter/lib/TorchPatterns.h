@@ -28,6 +28,10 @@ bool isModule(clang::QualType T);    ///< Module-derived struct, ModuleHolder, s
 bool isOptimizer(clang::QualType T); ///< derived from torch::optim::Optimizer
 /// A raw, unique or shared pointer to an optimizer (`torch::optim::Adam* optimizer`).
 bool isOptimizerPointer(clang::QualType T);
+/// An optimizer held by value or by pointer.
+inline bool isOptimizerOrPointer(clang::QualType T) {
+  return isOptimizer(T) || isOptimizerPointer(T);
+}
 bool isScheduler(clang::QualType T);   ///< derived from torch::optim::LRScheduler
 bool isDataLoader(clang::QualType T);  ///< a torch or accel data loader, or a pointer to one
 bool isDevice(clang::QualType T);      ///< c10::Device
