@@ -78,8 +78,7 @@ public:
       return true;
     for (const CXXCtorInitializer *Init : Ctor->inits()) {
       const FieldDecl *Member = Init->getMember();
-      if (!Init->isWritten() || !Member ||
-          !isOptimizerOrPointer(Member->getType()) ||
+      if (!Init->isWritten() || !Member || !isOptimizerOrPointer(Member->getType()) ||
           !IsEditable(Member->getLocation()))
         continue;
       Facts.MemberInitializers[Member].push_back({Ctor, Init});
