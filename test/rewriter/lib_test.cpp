@@ -128,6 +128,20 @@ TEST(SourceStyle, DerivedFromTheFileItself) {
   EXPECT_EQ(Two.ColumnLimit, 100u);
 }
 
+// The width a file usually keeps to, not its one longest line: a stray 200-column line in a file
+// whose lines run to 96 leaves the limit at 96; a file with several lines at 120 keeps 120.
+TEST(SourceStyle, OneStrayLongLineDoesNotSetTheWidth) {
+  std::string Code = "int main() {\n";
+  for (int I = 0; I < 30; ++I)
+    Code += "  f(" + std::string(static_cast<size_t>(I < 3 ? 90 : 40), 'x') + ");\n";
+  Code += "  // " + std::string(197, 'u') + "\n}\n";
+  EXPECT_EQ(derivedStyle(Code).ColumnLimit, 96u);
+  std::string Wide = Code;
+  for (int I = 0; I < 4; ++I)
+    Wide += "int g" + std::to_string(I) + "(" + std::string(111, 'y') + ");\n";
+  EXPECT_EQ(derivedStyle(Wide).ColumnLimit, 120u);
+}
+
 // Two-space blocks whose statements wrap with four: the wrapped lines are not the block step.
 TEST(SourceStyle, ContinuationLinesDoNotSetTheIndentation) {
   const std::string Code =
