@@ -198,6 +198,14 @@ void MigrationContext::applied(StringRef Check, SourceLocation Anchor) {
   Result.Files[Source.pathOf(Anchor)].Applied.emplace(Check.str(), SM.getFileOffset(Anchor));
 }
 
+void MigrationContext::refuse(StringRef Check, SourceLocation Loc, const llvm::Twine &Message) {
+  const SourceManager &SM = Ctx.getSourceManager();
+  Loc = SM.getExpansionLoc(Loc);
+  const PresumedLoc P = SM.getPresumedLoc(Loc);
+  Result.Refusals.insert(
+      Warning{Source.pathOf(Loc), P.getLine(), P.getColumn(), Message.str(), Check.str()});
+}
+
 void MigrationContext::warn(StringRef Check, SourceLocation Loc, const llvm::Twine &Message) {
   const SourceManager &SM = Ctx.getSourceManager();
   Loc = SM.getExpansionLoc(Loc);

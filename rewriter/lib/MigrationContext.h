@@ -77,6 +77,8 @@ public:
   void applied(llvm::StringRef Check, clang::SourceLocation Anchor);
   /// Reports what could not be migrated; with --annotate also leaves a comment above the line.
   void warn(llvm::StringRef Check, clang::SourceLocation Loc, const llvm::Twine &Message);
+  /// Reports what makes the whole migration unsafe: no file of the run is changed.
+  void refuse(llvm::StringRef Check, clang::SourceLocation Loc, const llvm::Twine &Message);
 
   /// The name under which the Accelerator is reachable at S, recording that S's function needs
   /// it (see AcceleratorReach). Empty when it cannot be made reachable; a warning then says why.

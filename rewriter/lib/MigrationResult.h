@@ -47,6 +47,9 @@ struct TranslationUnitResult {
   bool Failed = false;
   /// What this file tells the other files of the program.
   ProgramSummary Summary;
+  /// Why this file cannot be migrated safely (a migration that would compile but run wrong, or
+  /// not compile at all): each a warning-shaped error. Then no file of the run is changed.
+  std::set<Warning> Refusals;
 };
 
 } // namespace accel::migrate

@@ -375,6 +375,21 @@ int summarize(const MergedFiles &Merged, const std::vector<std::string> &Failed,
   return Exit;
 }
 
+/// A file whose migration would be unsafe stops the whole run before anything is written: the
+/// files of one program are migrated together or not at all.
+bool refused(const std::vector<TranslationUnitResult> &Results, llvm::raw_ostream &Err) {
+  std::set<Warning> All;
+  for (const TranslationUnitResult &Result : Results)
+    All.insert(Result.Refusals.begin(), Result.Refusals.end());
+  for (const Warning &W : All)
+    Err << displayPath(W.File) << ":" << W.Line << ":" << W.Column << ": error: " << W.Message
+        << " [accel-migrate-" << W.Check << "]\n";
+  if (!All.empty())
+    reportError(Err, ExitParseError, "the program cannot be migrated safely (above); no file was "
+                                     "changed");
+  return !All.empty();
+}
+
 } // namespace
 
 int reportError(llvm::raw_ostream &Err, int Code, const llvm::Twine &Message) {
@@ -389,6 +404,8 @@ int runMigration(const tooling::CompilationDatabase &Database,
   if (const int Code = collectInputs(Files, Options, Inputs, Err))
     return Code;
   auto Results = runChecks(Database, Inputs, Options, Err);
+  if (refused(Results, Err))
+    return ExitParseError;
   std::vector<std::string> Failed;
   MergedFiles Merged = mergeResults(Inputs, Results, Failed);
   for (const std::string &Path : Failed)

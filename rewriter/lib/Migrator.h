@@ -16,7 +16,8 @@ namespace accel::migrate {
 enum ExitCode : int {
   ExitSuccess = 0,     ///< migrated (or nothing to do)
   ExitWouldChange = 1, ///< --check: some file would be changed
-  ExitParseError = 2,  ///< some input does not compile; it was left untouched
+  ExitParseError = 2,  ///< some input does not compile (it was left untouched), or the program
+                       ///< cannot be migrated safely (no file was changed)
   ExitFileError = 3,   ///< an input is missing or unreadable, or a result cannot be written
   ExitUsageError = 4,  ///< bad command line
 };

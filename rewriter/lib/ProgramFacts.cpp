@@ -160,7 +160,16 @@ public:
     return true;
   }
 
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (const auto *Fn = dyn_cast<FunctionDecl>(Ref->getDecl());
+        Fn && !isa<CXXMethodDecl>(Fn) && IsEditable(Fn->getLocation()))
+      Facts.FunctionReferences.push_back(Ref);
+    return true;
+  }
+
   bool VisitCallExpr(CallExpr *CE) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(CE->getCallee()->IgnoreParenImpCasts()))
+      Facts.CalleeReferences.insert(Ref);
     if (const FunctionDecl *Callee = CE->getDirectCallee()) {
       Facts.Calls[patternOf(Callee)].push_back(CE);
       if (IsEditable(Callee->getLocation()))
@@ -335,6 +344,15 @@ void ProgramFacts::noteModelArgument(const CallExpr *Call, unsigned Index,
 
 const ValueDecl *ProgramFacts::canonical(const ValueDecl *D) {
   return D ? cast<ValueDecl>(D->getCanonicalDecl()) : nullptr;
+}
+
+const DeclRefExpr *ProgramFacts::usedAsValue(const FunctionDecl *Fn) const {
+  const FunctionDecl *Canonical = patternOf(Fn)->getCanonicalDecl();
+  for (const DeclRefExpr *Ref : FunctionReferences)
+    if (!CalleeReferences.count(Ref) &&
+        patternOf(cast<FunctionDecl>(Ref->getDecl()))->getCanonicalDecl() == Canonical)
+      return Ref;
+  return nullptr;
 }
 
 std::vector<const FunctionDecl *> ProgramFacts::calledFunctions() const {

@@ -89,6 +89,10 @@ public:
   std::vector<const clang::FunctionDecl *> calledFunctions() const;
   std::vector<const clang::CXXRecordDecl *> constructedClasses() const;
 
+  /// Where Fn is used other than called (its address taken: a function pointer, a callback, a
+  /// std::thread's function), or null.
+  const clang::DeclRefExpr *usedAsValue(const clang::FunctionDecl *Fn) const;
+
   /// Calls whose callee is Fn or an instantiation of it.
   const std::vector<const clang::CallExpr *> &callsTo(const clang::FunctionDecl *Fn) const;
 
@@ -121,6 +125,9 @@ private:
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;
   llvm::DenseMap<const clang::FunctionDecl *, std::vector<const clang::CallExpr *>> Calls;
   llvm::DenseMap<const clang::FunctionDecl *, std::string> AcceleratorNames;
+  // References to user functions, and those that are the callee of a call.
+  std::vector<const clang::DeclRefExpr *> FunctionReferences;
+  llvm::SmallPtrSet<const clang::DeclRefExpr *, 32> CalleeReferences;
   std::vector<TrainedParameter> TrainedParameters, ParametersToPrepare;
   llvm::SmallPtrSet<const clang::ParmVarDecl *, 8> TrainedParameterSet;
   ProgramSummary Summary;

@@ -110,7 +110,8 @@ directories (from $Torch_DIR, $CMAKE_PREFIX_PATH, $LIBTORCH or the standard loca
 Exit codes:
   0  migrated, or nothing to do
   1  --check: some file would be changed
-  2  some input does not compile; it was left untouched (clang's errors are printed)
+  2  some input does not compile; it was left untouched (clang's errors are printed); or the
+     program cannot be migrated safely; no file was changed (the reason is printed)
   3  an input is missing or unreadable, or a result cannot be written; nothing was written
   4  bad command line
 )");

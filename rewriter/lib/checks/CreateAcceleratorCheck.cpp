@@ -47,6 +47,22 @@ void CreateAcceleratorCheck::addParameter(const FunctionDecl *Fn) {
   }
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && !Method->isStatic())
     return; // reaches it through its class's member (addMember)
+  // Called through a pointer or handed over as a callback: the call that would pass the
+  // accelerator is not here to edit. Changing the signature would break the program; leaving it
+  // would not declare the accelerator the body now uses. Nothing is changed.
+  if (const DeclRefExpr *Use = Context.facts().usedAsValue(Fn)) {
+    const SourceManager &SM = Context.sourceManager();
+    const PresumedLoc At = SM.getPresumedLoc(SM.getExpansionLoc(Use->getLocation()));
+    Context.refuse(Name, Fn->getLocation(),
+                   llvm::Twine("'") + Fn->getNameAsString() +
+                       "' needs the accelerator as a parameter, but it is also used as a value "
+                       "at line " +
+                       llvm::Twine(At.getLine()) + ":" + llvm::Twine(At.getColumn()) +
+                       " (a function pointer or a callback), whose calls cannot be given it; "
+                       "nothing was changed: give it the accelerator by hand (a lambda that "
+                       "captures it) and run accel-migrate again");
+    return;
+  }
   // Every declaration of the function we may edit gets the parameter.
   bool Edited = false;
   for (const FunctionDecl *Decl : Fn->redecls())
