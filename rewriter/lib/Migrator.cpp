@@ -385,8 +385,9 @@ bool refused(const std::vector<TranslationUnitResult> &Results, llvm::raw_ostrea
     Err << displayPath(W.File) << ":" << W.Line << ":" << W.Column << ": error: " << W.Message
         << " [accel-migrate-" << W.Check << "]\n";
   if (!All.empty())
-    reportError(Err, ExitParseError, "the program cannot be migrated safely (above); no file was "
-                                     "changed");
+    reportError(Err, ExitParseError,
+                "the program cannot be migrated safely (above); no file was "
+                "changed");
   return !All.empty();
 }
 
