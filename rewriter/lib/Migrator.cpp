@@ -142,7 +142,7 @@ bool parseAndCheck(const tooling::CompilationDatabase &Database, const std::stri
 /// file's migration tells the others what they must know of it (ProgramSummary), and a file is
 /// migrated again while what it is told changes (a call chain through N files takes N rounds).
 std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase &Database,
-                                             const std::vector<std::string> &Inputs,
+                                             std::vector<std::string> &Inputs,
                                              const MigratorOptions &Options,
                                              llvm::raw_ostream &Err) {
   std::vector<TranslationUnitResult> Results(Inputs.size());
@@ -188,26 +188,85 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
   std::vector<MigrateOptions> FileChecks(Inputs.size(), Checks);
   std::vector<size_t> Pending(Inputs.size());
   std::iota(Pending.begin(), Pending.end(), 0);
-  // Each round can only add to what the files know, and what they know is bounded by the
-  // program: the bound on rounds is a guard, not the way out.
-  for (unsigned Round = 0; !Pending.empty() && Round < 8; ++Round) {
-    for (size_t I : Pending)
-      Pool.async([&, I] { Migrate(I, FileChecks[I]); });
-    Pool.wait();
-    Pending.clear();
-    for (size_t I = 0; I < Inputs.size() && Inputs.size() > 1; ++I) {
-      if (Results[I].Failed)
-        continue;
-      ProgramSummary Others;
-      for (size_t J = 0; J < Inputs.size(); ++J)
-        if (J != I && !Results[J].Failed)
-          Others.merge(Results[J].Summary);
-      ProgramSummary Relevant = ProgramSummary::relevantTo(Results[I].Summary, Others);
-      if (Relevant != FileChecks[I].OtherFiles) {
-        FileChecks[I].OtherFiles = std::move(Relevant);
-        Pending.push_back(I);
+  auto runRounds = [&] {
+    // Each round can only add to what the files know, and what they know is bounded by the
+    // program: the bound on rounds is a guard, not the way out.
+    for (unsigned Round = 0; !Pending.empty() && Round < 8; ++Round) {
+      for (size_t I : Pending)
+        Pool.async([&, I] { Migrate(I, FileChecks[I]); });
+      Pool.wait();
+      Pending.clear();
+      for (size_t I = 0; I < Inputs.size() && Inputs.size() > 1; ++I) {
+        if (Results[I].Failed)
+          continue;
+        ProgramSummary Others;
+        for (size_t J = 0; J < Inputs.size(); ++J)
+          if (J != I && !Results[J].Failed)
+            Others.merge(Results[J].Summary);
+        ProgramSummary Relevant = ProgramSummary::relevantTo(Results[I].Summary, Others);
+        if (Relevant != FileChecks[I].OtherFiles) {
+          FileChecks[I].OtherFiles = std::move(Relevant);
+          Pending.push_back(I);
+        }
       }
     }
+  };
+  runRounds();
+  if (!Options.ProgramFromDatabase)
+    return Results;
+  // With a compile database, the program is more than the files given: when they do not define
+  // main but changed what their callers must do, the database's files that call them are
+  // migrated with them.
+  ProgramSummary Given;
+  for (const TranslationUnitResult &Result : Results)
+    if (!Result.Failed)
+      Given.merge(Result.Summary);
+  std::set<std::string> Wanted(Given.TakeAccelerator.begin(), Given.TakeAccelerator.end());
+  for (const auto &Parameter : Given.TrainedModelParameters)
+    Wanted.insert(Parameter.first);
+  if (Given.DefinesMain || Wanted.empty())
+    return Results;
+  std::vector<std::string> Candidates;
+  for (const std::string &File : Database.getAllFiles()) {
+    const std::string Path = absolutePath(File);
+    if (std::find(Inputs.begin(), Inputs.end(), Path) == Inputs.end() &&
+        std::find(Candidates.begin(), Candidates.end(), Path) == Candidates.end())
+      Candidates.push_back(Path);
+  }
+  const size_t First = Inputs.size();
+  Inputs.insert(Inputs.end(), Candidates.begin(), Candidates.end());
+  Results.resize(Inputs.size());
+  FileChecks.resize(Inputs.size(), Checks);
+  for (size_t I = First; I < Inputs.size(); ++I)
+    Pool.async([&, I] { Migrate(I, FileChecks[I]); });
+  Pool.wait();
+  // Keep the callers; the other files of the database are none of this run's business.
+  std::vector<std::string> KeptInputs(Inputs.begin(), Inputs.begin() + First);
+  std::vector<TranslationUnitResult> KeptResults;
+  for (size_t I = 0; I < First; ++I)
+    KeptResults.push_back(std::move(Results[I]));
+  std::vector<MigrateOptions> KeptChecks(FileChecks.begin(), FileChecks.begin() + First);
+  for (size_t I = First; I < Inputs.size(); ++I) {
+    const bool Calls = !Results[I].Failed && llvm::any_of(Wanted, [&](const std::string &Usr) {
+      return Results[I].Summary.called(Usr);
+    });
+    if (!Calls)
+      continue;
+    if (!Options.Quiet)
+      Err << "accel-migrate: note: " << displayPath(Inputs[I])
+          << " (from the compile database) calls what the given files change; it is migrated "
+             "with them\n";
+    KeptInputs.push_back(Inputs[I]);
+    KeptResults.push_back(std::move(Results[I]));
+    KeptChecks.push_back(Checks);
+  }
+  Inputs = std::move(KeptInputs);
+  Results = std::move(KeptResults);
+  FileChecks = std::move(KeptChecks);
+  if (Inputs.size() > First) {
+    Pending.assign(Inputs.size(), 0);
+    std::iota(Pending.begin(), Pending.end(), 0);
+    runRounds();
   }
   return Results;
 }

@@ -34,6 +34,9 @@ struct MigratorOptions {
   bool Quiet = false;                 ///< no summary
   bool NoCache = false;               ///< parse every header again, as without a cache
   std::string CacheDir;               ///< the preamble cache; empty: PreambleCache's default
+  /// The compile database (-p) lists the program's files: when the given files do not define
+  /// main, the database's files that call what they change are migrated with them.
+  bool ProgramFromDatabase = false;
 };
 
 /// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and

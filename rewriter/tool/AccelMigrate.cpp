@@ -181,6 +181,7 @@ int main(int argc, const char **argv) {
     if (!Database) {
       return reportError(llvm::errs(), ExitUsageError, BuildPath + ": " + Error);
     }
+    Options.ProgramFromDatabase = true;
   } else if (!Database) {
     Database =
         std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
