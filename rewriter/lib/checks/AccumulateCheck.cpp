@@ -95,10 +95,15 @@ bool containsOptimizerStep(const Stmt *S) {
   return F.Found;
 }
 
-// The variables S modifies: assignments, compound assignments, increments and decrements.
+// The variables S declares or modifies: assignments, compound assignments, increments and
+// decrements.
 std::set<const VarDecl *> modifiedIn(const Stmt *S) {
   struct Finder : RecursiveASTVisitor<Finder> {
     std::set<const VarDecl *> Vars;
+    bool VisitVarDecl(VarDecl *Var) {
+      Vars.insert(Var);
+      return true;
+    }
     void note(const Expr *E) {
       if (const auto *Ref = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()))
         if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))

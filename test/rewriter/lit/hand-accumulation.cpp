@@ -61,6 +61,19 @@ int main() {
   // CHECK: {{^ *}}seen += 1;
   // CHECK-NEXT: {{^ *}}auto step = accelerator.accumulate_until(seen % 4 == 0, model);
 
+  // A flag the body declares: the scope opens after its declaration.
+  int64_t n = 0;
+  for (auto &batch : *loader) {
+    const bool steps = ++n % 2 == 0;
+    torch::mse_loss(model->forward(batch.data), batch.target).backward();
+    if (steps) {
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  // CHECK: {{^ *}}const bool steps = ++n % 2 == 0;
+  // CHECK-NEXT: {{^ *}}auto step = accelerator.accumulate_until(steps, model);
+
   // A count that changes after backward() cannot be read before it: reported, accumulate() kept.
   int late = 0;
   for (auto &batch : *loader) {
