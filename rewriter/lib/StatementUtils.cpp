@@ -114,6 +114,18 @@ bool underCondition(MigrationContext &Context, const Stmt *S) {
   return false;
 }
 
+const Stmt *loopBody(const Stmt *Loop) {
+  if (const auto *For = dyn_cast<ForStmt>(Loop))
+    return For->getBody();
+  if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop))
+    return RangeFor->getBody();
+  if (const auto *While = dyn_cast<WhileStmt>(Loop))
+    return While->getBody();
+  if (const auto *Do = dyn_cast<DoStmt>(Loop))
+    return Do->getBody();
+  return nullptr;
+}
+
 bool iteratesPreparedLoader(MigrationContext &Context, const CXXForRangeStmt *Loop) {
   const Expr *Range = Loop->getRangeInit();
   return Range && Context.facts().isPreparedLoader(rootDecl(Range));

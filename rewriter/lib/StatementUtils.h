@@ -31,6 +31,9 @@ bool guardedByMainProcess(MigrationContext &Context, const clang::Stmt *S);
 /// operand, the right of && or ||): a collective there may be reached by some processes only.
 bool underCondition(MigrationContext &Context, const clang::Stmt *S);
 
+/// The body of a for, range-for, while or do loop; null for any other statement.
+const clang::Stmt *loopBody(const clang::Stmt *Loop);
+
 /// True for a range-for over a prepared data loader.
 bool iteratesPreparedLoader(MigrationContext &Context, const clang::CXXForRangeStmt *Loop);
 

@@ -308,16 +308,9 @@ void AccumulateCheck::registerMatchers(MatchFinder &Finder) {
 void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   if (const auto *Loop = Result.Nodes.getNodeAs<Stmt>("any-loop")) {
     // backward() in a loop that is not over a prepared loader: which loop trains is unclear.
-    const Stmt *Body = nullptr;
-    if (const auto *For = dyn_cast<ForStmt>(Loop))
-      Body = For->getBody();
-    else if (const auto *While = dyn_cast<WhileStmt>(Loop))
-      Body = While->getBody();
-    else if (const auto *Do = dyn_cast<DoStmt>(Loop))
-      Body = Do->getBody();
-    else if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
-             RangeFor && !iteratesPreparedLoader(Context, RangeFor))
-      Body = RangeFor->getBody();
+    const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
+    const Stmt *Body =
+        RangeFor && iteratesPreparedLoader(Context, RangeFor) ? nullptr : loopBody(Loop);
     if (!Body || !Context.isEditable(Loop->getBeginLoc()) || !containsBackward(Body))
       return;
     // An inner loop over a prepared loader is the training loop; this one is an epoch loop.

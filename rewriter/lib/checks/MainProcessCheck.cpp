@@ -118,28 +118,23 @@ bool MainProcessCheck::reachesAccelerator(const FunctionDecl *Fn) {
 }
 
 void MainProcessCheck::guardSave(const Stmt *Save) {
-  // Code the accelerator does not reach (a model's own save method, a helper that only saves)
-  // asks the process's state: no parameter, member or constructor change for it.
+  std::string Guard, Barrier;
   const FunctionDecl *Fn = Context.reach().enclosingFunction(Save);
   if (!reachesAccelerator(Fn)) {
-    const std::string Guard = "if (accel::state().is_main_process()) ";
-    if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
-      Context.insert(Name, Save->getBeginLoc(), Guard);
-    } else {
-      Context.insert(Name, Save->getBeginLoc(), "{ " + Guard);
-      Context.insert(Name, Context.source().afterStatement(Save), " }");
-    }
-    Context.applied(Name, Save->getBeginLoc());
-    return;
+    // Code the accelerator does not reach (a model's own save method, a helper that only saves)
+    // asks the process's state: no parameter, member or constructor change for it.
+    Guard = "if (accel::state().is_main_process()) ";
+  } else {
+    const std::string Acc = accelerator(Save);
+    if (Acc.empty())
+      return;
+    Guard = "if (" + Acc + ".is_main_process()) ";
+    // Every process reaches the barrier, the main process writes. A barrier is a collective:
+    // under a condition that may hold on some processes only (a per-process best accuracy), it
+    // would wait for the others forever, so there the save is guarded alone.
+    if (!underCondition(Context, Save))
+      Barrier = Acc + ".wait_for_everyone();";
   }
-  const std::string Acc = accelerator(Save);
-  if (Acc.empty())
-    return;
-  const std::string Guard = "if (" + Acc + ".is_main_process()) ";
-  // Every process reaches the barrier, the main process writes. A barrier is a collective: under
-  // a condition that may hold on some processes only (a per-process best accuracy), it would
-  // wait for the others forever, so there the save is guarded alone.
-  const std::string Barrier = underCondition(Context, Save) ? "" : Acc + ".wait_for_everyone();";
   if (isa_and_nonnull<CompoundStmt>(Context.reach().parentStmt(Save))) {
     Context.insert(Name, Save->getBeginLoc(),
                    Barrier.empty() ? Guard

@@ -46,16 +46,6 @@ const Stmt *innermostLoop(MigrationContext &Context, const Stmt *S) {
   return nullptr;
 }
 
-const Stmt *loopBody(const Stmt *Loop) {
-  if (const auto *For = dyn_cast<ForStmt>(Loop))
-    return For->getBody();
-  if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop))
-    return RangeFor->getBody();
-  if (const auto *While = dyn_cast<WhileStmt>(Loop))
-    return While->getBody();
-  return cast<DoStmt>(Loop)->getBody();
-}
-
 // backward() in Body itself, not in a loop nested in it: Body is one training step.
 bool backwardOutsideNestedLoops(const Stmt *Body) {
   struct Finder : RecursiveASTVisitor<Finder> {
