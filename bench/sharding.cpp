@@ -13,12 +13,16 @@
 // with CPU offload keeps weights, gradients and Adam state on the host and gathers each unit onto
 // the device for its operators:
 //   build/bench/accel_bench_sharding 5 --device cuda
+// Host memory is counted by the allocator (every CPU tensor's bytes): each step's peak beyond what
+// the process held before it. FULL_SHARD's rows also give the most bytes of gathered units alive
+// at once, against its bound of two units (the one running and the next) and one shard.
 
 #include <accel/accel.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
 
 #include "bench_util.h"
+#include "util/counting_allocator.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +35,7 @@ namespace {
 
 constexpr int64_t kWidth = 4096, kDepth = 6, kBatch = 16;
 bool on_gpu = false;  // --device cuda
+accel::detail::CountingCpuAllocator* host_counter = nullptr;
 
 /// Bytes the caching allocator has handed out on this process's GPU: now, and at most since the
 /// last reset.
@@ -62,6 +67,9 @@ struct Run {
   // On the GPU: the most that forward, and backward with the optimizer step, allocated beyond what
   // was held before the step, after the first round.
   int64_t forward_peak_bytes = 0, backward_peak_bytes = 0;
+  // Host bytes, counted: the most a step allocated beyond what was held before it; FULL_SHARD's
+  // gathered units alive at once, at most, and its bound (two units and one shard).
+  int64_t host_step_peak_bytes = 0, peak_gathered_bytes = 0, gathered_bound_bytes = 0;
 
   Run(std::string name, bool offload_to_host)
       : strategy(std::move(name)), offload(offload_to_host) {
@@ -91,12 +99,23 @@ struct Run {
       c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
     };
     if (on_gpu) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+    auto* shards = optimizer->shards().get();
+    if (shards != nullptr) shards->reset_gather_peak();
+    host_counter->reset_peak();
+    const int64_t host_before = host_counter->live_bytes();
     auto loss = model->forward(x).pow(2).mean();
     peak_since(forward_peak_bytes);
     accelerator->backward(loss);
     optimizer->step();
     optimizer->zero_grad();
     peak_since(backward_peak_bytes);
+    if (round == 0) return;
+    host_step_peak_bytes = std::max(host_step_peak_bytes, host_counter->peak_bytes() - host_before);
+    if (shards != nullptr && shards->shards_parameters()) {
+      const auto gathered = shards->gather_statistics();
+      peak_gathered_bytes = std::max(peak_gathered_bytes, gathered.peak_bytes);
+      gathered_bound_bytes = 2 * gathered.largest_unit_bytes + gathered.largest_shard_bytes;
+    }
   }
 
   /// Distinct storages behind the parameters, gradients and Adam state, after a step (before
@@ -140,6 +159,8 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) {
+  accel::detail::CountingCpuAllocator counter;
+  host_counter = &counter;
   int rounds = 5;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -178,9 +199,11 @@ int main(int argc, char** argv) {
       main_accelerator.device().str().c_str(),
       static_cast<long long>(kWidth * kWidth * kDepth + kWidth * kDepth), rounds,
       torch::get_num_threads());
-  std::printf("| strategy | step | step / NO_SHARD | held per process | held / NO_SHARD |%s\n",
-              on_gpu ? " held on the GPU | forward's peak beyond it | backward and step's |" : "");
-  std::printf("|---|---|---|---|---|%s\n", on_gpu ? "---|---|---|" : "");
+  std::printf(
+      "| strategy | step | step / NO_SHARD | held per process | held / NO_SHARD | host step's "
+      "peak beyond held | peak gathered (bound) |%s\n",
+      on_gpu ? " held on the GPU | forward's peak beyond it | backward and step's |" : "");
+  std::printf("|---|---|---|---|---|---|---|%s\n", on_gpu ? "---|---|---|" : "");
   const double base_step = accel_bench::median(runs.front()->step_seconds);
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& run = *runs[i];
@@ -189,6 +212,13 @@ int main(int argc, char** argv) {
                 run.offload ? ", CPU offload" : "", step, step / base_step,
                 held[i].first / 1048576.0,
                 static_cast<double>(held[i].first) / static_cast<double>(held.front().first));
+    std::printf(" %.0f MiB |", run.host_step_peak_bytes / 1048576.0);
+    if (run.gathered_bound_bytes > 0) {
+      std::printf(" %.0f MiB (%.0f MiB) |", run.peak_gathered_bytes / 1048576.0,
+                  run.gathered_bound_bytes / 1048576.0);
+    } else {
+      std::printf(" - |");
+    }
     if (on_gpu) {
       std::printf(" %.0f MiB | %.0f MiB | %.0f MiB |", held[i].second / 1048576.0,
                   run.forward_peak_bytes / 1048576.0, run.backward_peak_bytes / 1048576.0);

@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include "accel_common/contract.h"
+#include "fsdp_settings.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -66,6 +67,30 @@ std::string read_choice(const std::string& path, const std::string& key, const Y
   fail(path, key, "'" + text + "' is not allowed (allowed: " + list + ")");
 }
 
+/// Sets c.sharding_strategy from fsdp_config's strategy keys (deepspeed_config's zero_stage may
+/// have set it already; fsdp_config's keys win, as a file has only one of the two in use).
+void resolve_fsdp_strategy(const std::string& path, const std::optional<std::string>& strategy,
+                           const std::optional<std::string>& reshard_after_forward, Config& c) {
+  if (strategy) c.sharding_strategy = strategy;
+  if (!reshard_after_forward) return;
+  const int version = c.fsdp_version.value_or(1);
+  std::string expected;
+  const auto resharded =
+      strategy_of_reshard_after_forward(*reshard_after_forward, version, &expected);
+  if (!resharded) {
+    fail(path, "fsdp_config.fsdp_reshard_after_forward",
+         "'" + *reshard_after_forward + "' is not allowed with fsdp_version " +
+             std::to_string(version) + " (" + expected + ")");
+  }
+  if (strategy && *strategy != *resharded) {
+    fail(path, "fsdp_config.fsdp_reshard_after_forward",
+         "'" + *reshard_after_forward + "' (" + *resharded +
+             ") contradicts fsdp_config.fsdp_sharding_strategy " + *strategy +
+             " (keep one of the two: fsdp_sharding_strategy is the older name)");
+  }
+  c.sharding_strategy = resharded;
+}
+
 }  // namespace
 
 Config load_config(const std::string& path, std::vector<std::string>* warnings) {
@@ -82,6 +107,9 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
   Config c;
   if (root.IsNull()) return c;
   if (!root.IsMap()) throw ConfigError("config file " + path + ": expected a mapping of keys");
+  // fsdp_config's strategy keys are read once the whole file is: fsdp_reshard_after_forward
+  // depends on fsdp_version, which Accelerate writes after it.
+  std::optional<std::string> sharding_strategy, reshard_after_forward;
   for (const auto& entry : root) {
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
@@ -123,12 +151,31 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       }
       if (!names.empty()) c.log_with = names;
     } else if (key == "fsdp_config") {
+      if (value.IsNull()) continue;
       if (!value.IsMap()) fail(path, key, "expected a mapping");
       for (const auto& fsdp : value) {
         const std::string sub = fsdp.first.as<std::string>();
+        const std::string name = "fsdp_config." + sub;
         if (sub == "fsdp_sharding_strategy") {
-          c.sharding_strategy = read_choice(path, "fsdp_config.fsdp_sharding_strategy", fsdp.second,
-                                            contract::sharding_strategy_choices());
+          sharding_strategy =
+              read_choice(path, name, fsdp.second, contract::sharding_strategy_choices());
+        } else if (sub == "fsdp_reshard_after_forward") {
+          reshard_after_forward = scalar(path, name, fsdp.second);
+        } else if (sub == "fsdp_version") {
+          c.fsdp_version = read_int(path, name, fsdp.second, 1, 2);
+        } else if (sub == "fsdp_activation_checkpointing") {
+          c.activation_checkpointing = read_bool(path, name, fsdp.second);
+        } else if (sub == "fsdp_cpu_ram_efficient_loading") {
+          c.cpu_ram_efficient_loading = read_bool(path, name, fsdp.second);
+        } else if (sub == "fsdp_sync_module_states") {
+          c.sync_module_states = read_bool(path, name, fsdp.second);
+        } else if (sub == "fsdp_forward_prefetch") {
+          c.forward_prefetch = read_bool(path, name, fsdp.second);
+        } else if (sub == "fsdp_use_orig_params") {
+          c.use_orig_params = read_bool(path, name, fsdp.second);
+        } else if (sub == "fsdp_backward_prefetch") {
+          c.backward_prefetch = read_choice(path, name, fsdp.second,
+                                            {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"});
         } else if (sub == "fsdp_transformer_layer_cls_to_wrap") {
           // Accelerate writes one comma-separated string; a YAML list is taken too.
           std::string names;
@@ -184,6 +231,9 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
     }
   }
+  resolve_fsdp_strategy(path, sharding_strategy, reshard_after_forward, c);
+  if (c.distributed_type == std::string("FSDP")) c.default_strategy = "FULL_SHARD";
+  if (c.distributed_type == std::string("DEEPSPEED")) c.default_strategy = "SHARD_GRAD_OP";
   const int machines = c.num_machines.value_or(1);
   if (c.machine_rank && *c.machine_rank >= machines) {
     fail(path, "machine_rank",
@@ -224,7 +274,16 @@ std::string to_yaml(const Config& c) {
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
       c.min_num_params || c.offload_params) {
     out << YAML::Key << "fsdp_config" << YAML::Value << YAML::BeginMap;
-    put("fsdp_sharding_strategy", c.sharding_strategy);
+    // Accelerate 1.15's keys: the strategy as FSDP version 1's fsdp_reshard_after_forward.
+    // SHARD_OPTIMIZER_STATE (ZeRO-1) has no FSDP name and keeps the older key.
+    std::string expected;
+    if (c.sharding_strategy &&
+        strategy_of_reshard_after_forward(*c.sharding_strategy, 1, &expected)) {
+      out << YAML::Key << "fsdp_version" << YAML::Value << 1;
+      put("fsdp_reshard_after_forward", c.sharding_strategy);
+    } else {
+      put("fsdp_sharding_strategy", c.sharding_strategy);
+    }
     put("fsdp_auto_wrap_policy", c.auto_wrap_policy);
     put("fsdp_transformer_layer_cls_to_wrap", c.classes_to_wrap);
     put("fsdp_min_num_params", c.min_num_params);

@@ -43,6 +43,23 @@ struct Config {
   /// offload_param_device set to cpu: CPU offload of the shards (exported as
   /// ACCEL_FSDP_OFFLOAD_PARAMS).
   std::optional<bool> offload_params;
+  /// fsdp_config.fsdp_version: 1 or 2; it says how fsdp_reshard_after_forward is read (see
+  /// fsdp_settings.h), which sets sharding_strategy.
+  std::optional<int> fsdp_version;
+  /// fsdp_config.fsdp_activation_checkpointing.
+  std::optional<bool> activation_checkpointing;
+  /// fsdp_config.fsdp_cpu_ram_efficient_loading and fsdp_sync_module_states.
+  std::optional<bool> cpu_ram_efficient_loading, sync_module_states;
+  /// fsdp_config.fsdp_backward_prefetch: BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH.
+  std::optional<std::string> backward_prefetch;
+  /// fsdp_config.fsdp_forward_prefetch.
+  std::optional<bool> forward_prefetch;
+  /// fsdp_config.fsdp_use_orig_params: accepted; accel's sharded parameters are always the
+  /// model's own tensors, which is what it asks for.
+  std::optional<bool> use_orig_params;
+  /// distributed_type FSDP or DEEPSPEED (or --use_fsdp, --use_deepspeed) with no strategy given:
+  /// Accelerate's default then applies (FULL_SHARD; ZeRO stage 2).
+  std::optional<std::string> default_strategy;
 };
 
 /// A config file that cannot be used; what() names the file, the key and what was expected.

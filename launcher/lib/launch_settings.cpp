@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 namespace accel {
 namespace launcher {
@@ -56,7 +57,12 @@ Config job_environment(const EnvLookup& env) {
   return e;
 }
 
-LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& c, const Config& e) {
+LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, const Config& e,
+                                     std::vector<std::string>* warnings) {
+  const Config c = merge_sharding(config_of_flags(a.sharding, file.fsdp_version), file);
+  if (warnings != nullptr) {
+    for (auto& warning : unapplied_fsdp_settings(c)) warnings->push_back(std::move(warning));
+  }
   LaunchOptions o;
   o.num_machines = first_of(a.num_machines, e.num_machines, c.num_machines).value_or(1);
   o.num_processes = first_of(a.num_processes, c.num_processes).value_or(o.num_machines);

@@ -4,11 +4,13 @@
 // job's shape) what a scheduler's environment says, then the config file, then the defaults.
 
 #include "config.h"
+#include "fsdp_settings.h"
 #include "launch.h"
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace accel {
 namespace launcher {
@@ -25,6 +27,8 @@ struct LaunchArgs {
   std::optional<std::string> tee;
   double grace_period = 5.0;
   double monitor_interval = 0.1;
+  /// --use_fsdp, --fsdp_*, --use_deepspeed, --zero_stage, ...: over the config file's values.
+  ShardingFlags sharding;
 };
 
 /// An environment variable's value; nullopt when unset or empty.
@@ -41,9 +45,12 @@ Config job_environment(const EnvLookup& env = process_env);
 
 /// The launch options: `args`, then `environment` (number of machines, machine rank, main address
 /// and port: they differ per node while one config file serves them all), then `config`, then
-/// the defaults. FSDP's wrap policy picks which of the config's unit settings applies.
+/// the defaults. FSDP's wrap policy picks which of the config's unit settings applies. FSDP
+/// settings accel does not carry out yet go to `warnings`. A contradiction among the flags throws
+/// std::invalid_argument naming them.
 LaunchOptions resolve_launch_options(const LaunchArgs& args, const Config& config,
-                                     const Config& environment);
+                                     const Config& environment,
+                                     std::vector<std::string>* warnings = nullptr);
 
 }  // namespace launcher
 }  // namespace accel

@@ -31,6 +31,79 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+/// `accelerate launch`'s FSDP and DeepSpeed flags, under its names.
+void add_sharding_flags(CLI::App& launch, accel::launcher::ShardingFlags& f) {
+  const std::string fsdp = "FSDP", deepspeed = "DeepSpeed";
+  launch
+      .add_flag("--use_fsdp", f.use_fsdp,
+                "Shard with FSDP's strategies (FULL_SHARD unless the flags or config say)")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_version", f.fsdp_version,
+                  "1 or 2: how --fsdp_reshard_after_forward is read")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_sharding_strategy", f.sharding_strategy,
+                  accel::contract::join(accel::contract::sharding_strategy_choices()))
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_reshard_after_forward", f.reshard_after_forward,
+                  "fsdp_version 1: a strategy name; 2: true (FULL_SHARD) or false "
+                  "(SHARD_GRAD_OP)")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_offload_params", f.offload_params,
+                  "true: shards, gradients and optimizer state in host memory")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_auto_wrap_policy", f.auto_wrap_policy,
+                  "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_transformer_layer_cls_to_wrap", f.classes_to_wrap,
+                  "FULL_SHARD's unit classes, comma-separated")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_min_num_params", f.min_num_params,
+                  "SIZE_BASED_WRAP's parameters per unit")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_state_dict_type", f.state_dict_type,
+                  accel::contract::join(accel::contract::state_dict_type_choices()))
+      ->group(fsdp);
+  launch.add_option("--fsdp_activation_checkpointing", f.activation_checkpointing, "true or false")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_backward_prefetch", f.backward_prefetch,
+                  "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH")
+      ->group(fsdp);
+  launch.add_option("--fsdp_forward_prefetch", f.forward_prefetch, "true or false")->group(fsdp);
+  launch
+      .add_option("--fsdp_use_orig_params", f.use_orig_params,
+                  "Accepted: accel's sharded parameters are always the model's own")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_cpu_ram_efficient_loading", f.cpu_ram_efficient_loading, "true or false")
+      ->group(fsdp);
+  launch
+      .add_option("--fsdp_sync_module_states", f.sync_module_states,
+                  "Accepted: prepare(model) always starts every process from rank 0's weights")
+      ->group(fsdp);
+  launch
+      .add_flag("--use_deepspeed", f.use_deepspeed,
+                "Shard as DeepSpeed's ZeRO (stage 2 unless --zero_stage says)")
+      ->group(deepspeed);
+  launch
+      .add_option("--zero_stage", f.zero_stage,
+                  "0..3: NO_SHARD, SHARD_OPTIMIZER_STATE, "
+                  "SHARD_GRAD_OP, FULL_SHARD")
+      ->group(deepspeed);
+  launch.add_option("--offload_optimizer_device", f.offload_optimizer_device, "none or cpu")
+      ->group(deepspeed);
+  launch.add_option("--offload_param_device", f.offload_param_device, "none or cpu")
+      ->group(deepspeed);
+}
+
 int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
   Config config;
   const std::string path = args.config_file.value_or(accel::launcher::default_config_path());
@@ -45,13 +118,15 @@ int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
     for (const auto& w : warnings) std::cerr << "accel launch: warning: " << w << "\n";
   }
   accel::launcher::LaunchOptions options;
+  std::vector<std::string> unapplied;
   try {
-    options =
-        accel::launcher::resolve_launch_options(args, config, accel::launcher::job_environment());
+    options = accel::launcher::resolve_launch_options(
+        args, config, accel::launcher::job_environment(), &unapplied);
   } catch (const std::invalid_argument& e) {
     std::cerr << "accel launch: " << e.what() << "\n";
     return 2;
   }
+  for (const auto& w : unapplied) std::cerr << "accel launch: warning: " << w << "\n";
   options.command = std::move(command);
   if (auto error = accel::launcher::validate(options)) {
     std::cerr << "accel launch: " << *error << "\n";
@@ -126,6 +201,7 @@ int main(int argc, char** argv) {
                    "Seconds between checks of the processes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  add_sharding_flags(*launch, args.sharding);
   // Everything from the first non-option argument on is the program and its own arguments.
   launch->prefix_command();
   launch->footer(

@@ -59,7 +59,8 @@ TEST_F(LauncherCli, QuestionnaireThroughStdinWritesAccelerateKeys) {
        {"distributed_type: MULTI_GPU", "num_machines: 2", "machine_rank: 1",
         "main_process_ip: 10.0.0.1", "main_process_port: 1234", "num_processes: 8", "gpu_ids: 0,1",
         "use_cpu: false", "mixed_precision: 'bf16'", "gradient_accumulation_steps: 4",
-        "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD", "fsdp_offload_params: true"}) {
+        "fsdp_config:\n  fsdp_version: 1\n  fsdp_reshard_after_forward: FULL_SHARD",
+        "fsdp_offload_params: true"}) {
     EXPECT_NE(yaml.find(line), std::string::npos) << line << " missing from\n" << yaml;
   }
 }

@@ -80,23 +80,37 @@ struct OptimizerShards::Unit {
 
 /// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
 /// a unit's parameters one after another (a layer's weight, then its bias), and backward begins
-/// with the units forward ended with: the last kUnitsWhole gathered stay whole, older ones are
-/// freed. Every process gathers and frees in the same order, so all agree on what is whole.
+/// with the units forward ended with: the last `units_whole` gathered stay whole, older ones are
+/// freed. A gather frees the oldest *before* it allocates, so at most `units_whole` units (and one
+/// staging copy of a shard) are ever alive at once: FSDP's limit_all_gathers. Every process
+/// gathers and frees in the same order, so all agree on what is whole.
 class OptimizerShards::GatherWindow {
  public:
-  static constexpr size_t kUnitsWhole = 2;
   std::mutex mutex;  // held across a gather: autograd may run operators on its device threads
   std::deque<std::weak_ptr<Gathered>> recent;
+  size_t units_whole = 2;
   int64_t gathers = 0;
+  int64_t peak_bytes = 0;
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> issued;  // every gathered value's storage
   void drop_all();
-  /// Counts a gather of `value`.
-  void gathered(const torch::Tensor& value) {
-    ++gathers;
+  /// Frees the oldest whole units until `room` more fit in the window.
+  void make_room(size_t room);
+  /// Bytes of the gathered values still alive (whole, or referred to by an operator).
+  int64_t alive_bytes() {
     issued.erase(std::remove_if(issued.begin(), issued.end(),
                                 [](const auto& storage) { return storage.expired(); }),
                  issued.end());
+    int64_t bytes = 0;
+    for (const auto& weak : issued) {
+      if (auto storage = weak.lock()) bytes += static_cast<int64_t>(storage->nbytes());
+    }
+    return bytes;
+  }
+  /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it.
+  void gathered(const torch::Tensor& value, int64_t staging_bytes) {
+    ++gathers;
     issued.emplace_back(value.storage().getWeakStorageImpl());
+    peak_bytes = std::max(peak_bytes, alive_bytes() + staging_bytes);
   }
 };
 
@@ -116,8 +130,10 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   torch::Tensor whole() {
     std::lock_guard<std::mutex> lock(window_->mutex);
     if (value_.defined()) return value_;
+    window_->make_room(1);
     torch::NoGradGuard no_grad;
     const int64_t size = shard_.numel(), rank = group_->getRank();
+    int64_t staging_bytes = 0;
     if (through_all_reduce_) {
       // As gather_parameters: zeros everywhere but this process's slice, summed.
       value_ = torch::zeros({size * group_->getSize()}, compute_);
@@ -126,17 +142,18 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
       group_->allreduce(tensors)->wait();
     } else {
       value_ = torch::empty({size * group_->getSize()}, compute_);
-      auto mine = torch::empty({size}, compute_);
-      mine.copy_(shard_.detach());
+      // The shard itself is sent when it is on the parameters' device in their dtype; a host
+      // shard (CPU offload) goes through a copy there.
+      auto mine = shard_.detach();
+      if (mine.device() != compute_.device() || mine.dtype() != compute_.dtype()) {
+        mine = torch::empty({size}, compute_);
+        mine.copy_(shard_.detach());
+        staging_bytes = static_cast<int64_t>(mine.nbytes());
+      }
       group_->_allgather_base(value_, mine)->wait();
     }
-    window_->gathered(value_);
-    auto& recent = window_->recent;
-    recent.push_back(weak_from_this());
-    while (recent.size() > GatherWindow::kUnitsWhole) {
-      if (auto oldest = recent.front().lock()) oldest->value_.reset();
-      recent.pop_front();
-    }
+    window_->gathered(value_, staging_bytes);
+    window_->recent.push_back(weak_from_this());
     return value_;
   }
 
@@ -179,6 +196,13 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   torch::Tensor value_;
 };
 
+void OptimizerShards::GatherWindow::make_room(size_t room) {
+  while (!recent.empty() && recent.size() + room > units_whole) {
+    if (auto oldest = recent.front().lock()) oldest->value_.reset();
+    recent.pop_front();
+  }
+}
+
 void OptimizerShards::GatherWindow::drop_all() {
   std::lock_guard<std::mutex> lock(mutex);
   for (auto& entry : recent) {
@@ -207,9 +231,11 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// Reduce-scatters under way at once during backward: one sending while the next unit's
-/// gradients are computed.
-constexpr size_t kUnitsInFlight = 2;
+/// Reduce-scatters under way at once during backward, each in its own send buffer: with
+/// SHARD_GRAD_OP two, one sending while the next unit's gradients are computed. FULL_SHARD
+/// bounds the gradients alive in backward to two units, the unit being computed (its parameters'
+/// gradients) and the unit being sent: one in flight.
+size_t units_in_flight(bool shard_parameters) { return shard_parameters ? 1 : 2; }
 
 /// A group's parameters share one dtype and device, are dense, and are not another optimizer's
 /// already.
@@ -341,7 +367,7 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
     largest_unit_ = std::max(largest_unit_, unit.shard_size * processes);
   }
 
-  send_buffers_.resize(kUnitsInFlight);
+  send_buffers_.resize(units_in_flight(shard_parameters_));
   // Backward finishes the last parameters first: their units are sent first.
   for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
   if (reduction_ == Reduction::reduce_scatter) install_hooks();
@@ -404,11 +430,11 @@ void OptimizerShards::gradient_ready(size_t u, size_t i) {
 }
 
 void OptimizerShards::send_next() {
-  // At most kUnitsInFlight units are under way, each in its own send buffer: backward waits for
+  // At most units_in_flight() units are under way, each in its own send buffer: backward waits for
   // the oldest rather than hold every unit's gradients twice (FSDP limits its in-flight
   // collectives alike), and the buffers are reused step after step rather than allocated afresh.
-  if (next_launch_ - next_deliver_ >= kUnitsInFlight) collect_next();
-  auto& buffer = send_buffers_[next_launch_ % kUnitsInFlight];
+  if (next_launch_ - next_deliver_ >= send_buffers_.size()) collect_next();
+  auto& buffer = send_buffers_[next_launch_ % send_buffers_.size()];
   if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().compute);
   launch(units_[launch_order_[next_launch_++]], buffer);
 }
@@ -585,11 +611,30 @@ OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
   if (!window_) return statistics;
   std::lock_guard<std::mutex> lock(window_->mutex);
   statistics.gathers = window_->gathers;
-  for (const auto& weak : window_->issued) {
-    if (auto storage = weak.lock())
-      statistics.alive_bytes += static_cast<int64_t>(storage->nbytes());
+  statistics.alive_bytes = window_->alive_bytes();
+  statistics.peak_bytes = window_->peak_bytes;
+  for (const auto& unit : units_) {
+    const int64_t element = static_cast<int64_t>(unit.compute.dtype().itemsize());
+    statistics.largest_unit_bytes = std::max(statistics.largest_unit_bytes,
+                                             unit.shard_size * process_group_->getSize() * element);
+    statistics.largest_shard_bytes =
+        std::max(statistics.largest_shard_bytes, unit.shard_size * element);
   }
   return statistics;
+}
+
+void OptimizerShards::reset_gather_peak() {
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->peak_bytes = window_->alive_bytes();
+}
+
+void OptimizerShards::set_units_whole(size_t units) {
+  TORCH_CHECK(units >= 1, "accel: at least one unit must be whole to run its operators");
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->units_whole = units;
+  window_->make_room(0);
 }
 
 std::vector<OptimizerShards::UnitLayout> OptimizerShards::unit_layouts() const {

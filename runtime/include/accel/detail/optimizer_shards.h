@@ -124,9 +124,21 @@ class OptimizerShards {
   struct GatherStatistics {
     int64_t gathers = 0;      // units gathered so far
     int64_t alive_bytes = 0;  // bytes of gathered units still alive (whole, or referred to)
+    /// The most bytes of gathered units alive at once since reset_gather_peak(), counted as
+    /// each gather allocates: the unit being gathered and its staging copy of the shard
+    /// included.
+    int64_t peak_bytes = 0;
+    int64_t largest_unit_bytes = 0;   // the largest unit, whole (padding included)
+    int64_t largest_shard_bytes = 0;  // the largest shard, in the parameters' dtype
   };
   /// FULL_SHARD: what the gathers have done (zeros otherwise).
   GatherStatistics gather_statistics() const;
+  /// Starts counting GatherStatistics::peak_bytes afresh.
+  void reset_gather_peak();
+  /// FULL_SHARD: how many units may be whole at once; 2 (FSDP's limit_all_gathers: the unit
+  /// running and the next), and a gather frees the oldest before it allocates. Tests set 3 to
+  /// show their bound catches a unit kept too long.
+  void set_units_whole(size_t units);
 
   /// One unit as a checkpoint describes it.
   struct UnitLayout {

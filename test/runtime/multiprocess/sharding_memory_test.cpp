@@ -1,0 +1,214 @@
+// FULL_SHARD's memory, counted by the allocator: at most two units whole at once (FSDP's
+// limit_all_gathers), in forward and in backward, whatever the number of units, and a step whose
+// peak is the sharded state plus those two units, two units of gradients and the activations.
+// Run on 2 and on 4 processes by `accel launch` (see test/CMakeLists.txt).
+
+#include <accel/accel.h>
+
+#include <accel/detail/optimizer_shards.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "util/counting_allocator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+int64_t world_size() { return std::atoll(std::getenv("WORLD_SIZE")); }
+bool is_main() { return std::atoll(std::getenv("RANK")) == 0; }
+
+constexpr int64_t kWidth = 128;
+
+/// `units` layers of kWidth, each its own unit (fsdp_transformer_layer_cls_to_wrap "Linear").
+torch::nn::Sequential mlp(int64_t units) {
+  torch::manual_seed(3);
+  torch::nn::Sequential model;
+  for (int64_t i = 0; i < units; ++i) {
+    model->push_back(torch::nn::Linear(kWidth, kWidth));
+    model->push_back(torch::nn::Tanh());
+  }
+  return model;
+}
+
+/// A transformer-style block: pre-norm self-attention and a 4x MLP, each added to its input.
+struct BlockImpl : torch::nn::Module {
+  explicit BlockImpl(int64_t width) {
+    attention_norm =
+        register_module("attention_norm", torch::nn::LayerNorm(std::vector<int64_t>{width}));
+    attention = register_module("attention", torch::nn::MultiheadAttention(width, 4));
+    mlp_norm = register_module("mlp_norm", torch::nn::LayerNorm(std::vector<int64_t>{width}));
+    up = register_module("up", torch::nn::Linear(width, 4 * width));
+    down = register_module("down", torch::nn::Linear(4 * width, width));
+  }
+  /// x: [sequence, batch, width].
+  torch::Tensor forward(torch::Tensor x) {
+    auto h = attention_norm(x);
+    x = x + std::get<0>(attention(h, h, h));
+    return x + down(torch::gelu(up(mlp_norm(x))));
+  }
+  torch::nn::LayerNorm attention_norm{nullptr}, mlp_norm{nullptr};
+  torch::nn::MultiheadAttention attention{nullptr};
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Block);
+
+/// `blocks` blocks of width 64 in a Sequential, each its own unit ("Block").
+torch::nn::Sequential transformer(int64_t blocks) {
+  torch::manual_seed(3);
+  torch::nn::Sequential model;
+  for (int64_t i = 0; i < blocks; ++i) model->push_back(Block(64));
+  return model;
+}
+
+/// One configuration: the model, what wraps its units, and a batch for it.
+struct Case {
+  std::string name;
+  std::function<torch::nn::Sequential()> build;
+  std::string unit_class;
+  std::function<torch::Tensor()> input;
+};
+
+std::vector<Case> cases() {
+  auto flat = [] {
+    return torch::randn({16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(1));
+  };
+  auto sequence = [] {
+    return torch::randn({12, 4, 64}, at::make_generator<at::CPUGeneratorImpl>(1));
+  };
+  return {{"MLP, 6 units", [] { return mlp(6); }, "Linear", flat},
+          {"MLP, 24 units", [] { return mlp(24); }, "Linear", flat},
+          {"MLP, 48 units", [] { return mlp(48); }, "Linear", flat},
+          {"8 transformer blocks", [] { return transformer(8); }, "Block", sequence}};
+}
+
+/// What one case measured, in bytes.
+struct Measured {
+  int64_t parameters = 0;     // P, elements
+  int64_t unit = 0;           // the largest unit, whole
+  int64_t shard = 0;          // the largest shard
+  int64_t peak_gathered = 0;  // gathered units alive at once, at most
+  int64_t activations = 0;    // the same model's activations under NO_SHARD, on the same batch
+  int64_t sharded_state = 0;  // shards, their gradients, AdamW's two moments: 16P/N (padded)
+  int64_t step_peak = 0;      // the whole step's peak of counted bytes
+  int64_t step_bound = 0;     // what the design promises for it
+  int64_t outside = 0;        // held before a step beyond the sharded state and the send buffer
+  int64_t batch = 0;          // the batch's bytes
+};
+
+/// The most bytes a NO_SHARD step of `model` allocates beyond what it holds: activations and
+/// backward's temporaries (gradients exist already, as from the second step on).
+int64_t activations_of(const Case& c, accel::detail::CountingCpuAllocator& counter) {
+  auto model = c.build();
+  const auto x = c.input();
+  model->forward(x).pow(2).mean().backward();
+  counter.reset_peak();
+  const int64_t before = counter.live_bytes();
+  model->forward(x).pow(2).mean().backward();
+  return counter.peak_bytes() - before;
+}
+
+/// Allocator slack of the bound: the small tensors of a step (the loss, the batch's statistics,
+/// the collectives' scalars) and the reduce-scatter's result before it joins the shard's gradient.
+int64_t slack(const Measured& m) { return m.shard + (64 << 10); }
+
+Measured measure(const Case& c, size_t units_whole) {
+  accel::detail::CountingCpuAllocator counter;
+  Measured m;
+  m.activations = activations_of(c, counter);
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .sharding_strategy("FULL_SHARD")
+                                     .fsdp_transformer_layer_cls_to_wrap({c.unit_class}));
+  auto model = c.build();
+  for (const auto& p : model->parameters()) m.parameters += p.numel();
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {}));
+  auto& shards = *optimizer.shards();
+  shards.set_units_whole(units_whole);
+  const auto x = c.input();
+  auto step = [&] {
+    accelerator.backward(model->forward(x).pow(2).mean());
+    optimizer.step();
+  };
+  // The first step makes AdamW's moments and the send buffer, which later steps hold.
+  step();
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) m.sharded_state += 4 * p.nbytes();
+  }
+  optimizer.zero_grad();
+  shards.reset_gather_peak();
+  counter.reset_peak();
+  const int64_t held = counter.live_bytes();
+  step();
+  m.step_peak = counter.peak_bytes();
+  optimizer.zero_grad();
+  const auto statistics = shards.gather_statistics();
+  m.unit = statistics.largest_unit_bytes;
+  m.shard = statistics.largest_shard_bytes;
+  m.peak_gathered = statistics.peak_bytes;
+  // What the step holds before it starts beyond 12P/N (shards and moments): the send buffer
+  // (one unit) and the batch. The step adds the shards' gradients (4P/N), two units gathered,
+  // one more unit of gradients (the unit backward is computing; the send buffer is the other),
+  // and the activations.
+  m.outside = held - m.sharded_state / 4 * 3 - m.unit;
+  m.batch = static_cast<int64_t>(x.nbytes());
+  m.step_bound = m.sharded_state + 2 * m.unit + 2 * m.unit + m.activations + m.outside + slack(m);
+  return m;
+}
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+class ShardingMemory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(world_size(), 2) << "run me with accel launch --num_processes 2 (or 4)";
+  }
+};
+
+TEST_F(ShardingMemory, FullShardKeepsAtMostTwoUnitsGatheredAndItsStepWithinTheBound) {
+  if (is_main()) {
+    std::printf(
+        "| model | processes | P | unit | peak gathered | 2 units + shard | step peak | "
+        "bound | 16P/N |\n|---|---|---|---|---|---|---|---|---|\n");
+  }
+  for (const auto& c : cases()) {
+    const auto m = measure(c, 2);
+    EXPECT_LE(m.peak_gathered, 2 * m.unit + m.shard) << c.name;
+    // Two units at least were whole at once: the bound is not met by gathering nothing.
+    EXPECT_GE(m.peak_gathered, 2 * m.unit - m.shard) << c.name;
+    EXPECT_LE(m.step_peak, m.step_bound) << c.name;
+    // Between steps nothing is held but the sharded state, the send buffer and the batch.
+    EXPECT_LE(m.outside, m.batch + (64 << 10)) << c.name;
+    if (is_main()) {
+      std::printf(
+          "| %s | %lld | %lld | %.3f MiB | %.3f MiB | %.3f MiB | %.3f MiB | %.3f MiB | "
+          "%.3f MiB |\n",
+          c.name.c_str(), static_cast<long long>(world_size()),
+          static_cast<long long>(m.parameters), mib(m.unit), mib(m.peak_gathered),
+          mib(2 * m.unit + m.shard), mib(m.step_peak), mib(m.step_bound),
+          mib(16 * m.parameters / world_size()));
+    }
+  }
+}
+
+TEST_F(ShardingMemory, ABoundThatAThirdUnitKeptWouldBreak) {
+  // The same measurement with a window of three units: the gathered bound fails, so the test
+  // above would catch a third unit kept whole.
+  const auto c = cases()[1];
+  const auto m = measure(c, 3);
+  EXPECT_GT(m.peak_gathered, 2 * m.unit + m.shard);
+  if (is_main()) {
+    std::printf(
+        "%s with three units whole: peak gathered %.3f MiB > 2 units + shard %.3f MiB; "
+        "step peak %.3f MiB against its bound %.3f MiB\n",
+        c.name.c_str(), mib(m.peak_gathered), mib(2 * m.unit + m.shard), mib(m.step_peak),
+        mib(m.step_bound));
+  }
+}
+
+}  // namespace
