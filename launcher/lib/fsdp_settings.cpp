@@ -193,11 +193,6 @@ Config merge_sharding(const Config& flags, const Config& file) {
 std::vector<std::string> unapplied_fsdp_settings(const Config& c) {
   std::vector<std::string> warnings;
   const bool sharded = c.sharding_strategy && *c.sharding_strategy != "NO_SHARD";
-  if (c.activation_checkpointing.value_or(false)) {
-    warnings.push_back(
-        "fsdp_activation_checkpointing is not carried out by accel yet: activations are kept "
-        "as without it");
-  }
   if (sharded && c.cpu_ram_efficient_loading.value_or(false)) {
     warnings.push_back(
         "fsdp_cpu_ram_efficient_loading is not carried out by accel yet: each process holds "

@@ -120,6 +120,9 @@ void set_env(const std::string& name, const std::string& value) {
   if (o.min_num_params) set_env(contract::kFsdpMinNumParams, std::to_string(*o.min_num_params));
   if (o.state_dict_type) set_env(contract::kFsdpStateDictType, *o.state_dict_type);
   if (o.offload_params) set_env(contract::kFsdpOffloadParams, *o.offload_params ? "true" : "false");
+  if (o.activation_checkpointing) {
+    set_env(contract::kFsdpActivationCheckpointing, *o.activation_checkpointing ? "true" : "false");
+  }
   if (o.log_with) set_env(contract::kLogWith, *o.log_with);
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));

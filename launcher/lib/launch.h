@@ -34,6 +34,8 @@ struct LaunchOptions {
   std::optional<std::string> state_dict_type;
   /// Exported as ACCEL_FSDP_OFFLOAD_PARAMS.
   std::optional<bool> offload_params;
+  /// ACCEL_FSDP_ACTIVATION_CHECKPOINTING: checkpoint the units' activations.
+  std::optional<bool> activation_checkpointing;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
   /// Prefix every line a process writes with "[rank N] ".

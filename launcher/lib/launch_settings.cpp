@@ -83,6 +83,7 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
   if (policy == "SIZE_BASED_WRAP") o.min_num_params = c.min_num_params.value_or(100000000);
   o.state_dict_type = c.state_dict_type;
   o.offload_params = c.offload_params;
+  o.activation_checkpointing = c.activation_checkpointing;
   o.log_with = c.log_with;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;

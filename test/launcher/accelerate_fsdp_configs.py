@@ -20,7 +20,8 @@ from accelerate.utils.constants import FSDP_SHARDING_STRATEGY
 
 accel = sys.argv[1]
 work = tempfile.mkdtemp(prefix="accel-fsdp-configs.")
-SHOW = "echo strategy=$ACCEL_SHARDING_STRATEGY offload=$ACCEL_FSDP_OFFLOAD_PARAMS"
+SHOW = ("echo strategy=$ACCEL_SHARDING_STRATEGY offload=$ACCEL_FSDP_OFFLOAD_PARAMS "
+        "checkpointing=$ACCEL_FSDP_ACTIVATION_CHECKPOINTING")
 failures = []
 
 
@@ -83,8 +84,8 @@ expect("fsdp_version 3 is refused", code == 2 and "fsdp_config.fsdp_version" in 
 # What accel does not do yet is said, not dropped.
 code, output = launch("--config_file", write_config(1, "FULL_SHARD", fsdp_activation_checkpointing=True,
                                                     fsdp_backward_prefetch="BACKWARD_PRE"))
-expect("unapplied settings are warned about", code == 0 and
-       "warning: fsdp_activation_checkpointing" in output and
+expect("activation checkpointing reaches the processes; unapplied settings are warned about",
+       code == 0 and "checkpointing=true" in output and
        "warning: fsdp_backward_prefetch BACKWARD_PRE" in output and
        "warning: fsdp_cpu_ram_efficient_loading" in output, output)
 
@@ -99,6 +100,9 @@ expect("the file's fsdp_version reads the flag", code == 0 and "strategy=SHARD_G
        output)
 code, output = launch("--use_fsdp")
 expect("--use_fsdp alone is FULL_SHARD", code == 0 and "strategy=FULL_SHARD" in output, output)
+code, output = launch("--config_file", write_config(2, True), "--fsdp_activation_checkpointing", "true")
+expect("--fsdp_activation_checkpointing over the file", code == 0 and "checkpointing=true" in output,
+       output)
 code, output = launch("--use_deepspeed", "--zero_stage", "1")
 expect("--zero_stage 1 is SHARD_OPTIMIZER_STATE",
        code == 0 and "strategy=SHARD_OPTIMIZER_STATE" in output, output)

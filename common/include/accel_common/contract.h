@@ -30,6 +30,9 @@ inline constexpr const char kFsdpStateDictType[] = "ACCEL_FSDP_STATE_DICT_TYPE";
 /// Keep the shards, their gradients and the optimizer state in host memory, and step there
 /// (Accelerate's fsdp_offload_params; DeepSpeed's offload_optimizer_device/offload_param_device).
 inline constexpr const char kFsdpOffloadParams[] = "ACCEL_FSDP_OFFLOAD_PARAMS";
+/// Checkpoint the activations of the units fsdp_transformer_layer_cls_to_wrap names (Accelerate's
+/// fsdp_activation_checkpointing).
+inline constexpr const char kFsdpActivationCheckpointing[] = "ACCEL_FSDP_ACTIVATION_CHECKPOINTING";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";

@@ -9,6 +9,7 @@
 /// ```
 
 #include <accel/accelerator.h>
+#include <accel/activation_checkpoint.h>
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/data_loader.h>

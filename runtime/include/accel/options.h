@@ -152,6 +152,15 @@ struct AcceleratorOptions {
   /// host (a model whose optimizer state does not fit on its one GPU).
   TORCH_ARG(std::optional<bool>, fsdp_offload_params) = std::nullopt;
 
+  /// Activation checkpointing of the units (FSDP's `activation_checkpointing`,
+  /// `ACCEL_FSDP_ACTIVATION_CHECKPOINTING`): prepare(model) wraps every submodule whose class
+  /// fsdp_transformer_layer_cls_to_wrap names in an accel::CheckpointWrapper, so forward keeps
+  /// only each unit's input and backward computes the unit again. The units must be elements of
+  /// a torch::nn::Sequential; one that is not is an error naming it (checkpoint it in its
+  /// caller's forward with accel::checkpoint). Needs fsdp_transformer_layer_cls_to_wrap; works
+  /// under every sharding strategy.
+  TORCH_ARG(std::optional<bool>, fsdp_activation_checkpointing) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -180,6 +189,7 @@ struct ResolvedOptions {
   int64_t fsdp_min_num_params = 0;  // 0: not set
   std::string fsdp_state_dict_type = "FULL_STATE_DICT";
   bool fsdp_offload_params = false;
+  bool fsdp_activation_checkpointing = false;
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

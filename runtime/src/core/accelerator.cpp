@@ -1,5 +1,7 @@
 #include <accel/accelerator.h>
 
+#include <accel/activation_checkpoint.h>
+
 #include "accelerator_impl.h"
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
@@ -200,6 +202,10 @@ bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_
 void Accelerator::prepare_model(torch::nn::Module& model) {
   if (impl_->find(&model) != nullptr) return;
   if (impl_->options.device_placement) model.to(impl_->device);
+  if (impl_->options.fsdp_activation_checkpointing) {
+    detail::apply_activation_checkpointing(model,
+                                           impl_->options.fsdp_transformer_layer_cls_to_wrap);
+  }
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {

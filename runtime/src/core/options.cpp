@@ -92,6 +92,14 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
     out.fsdp_transformer_layer_cls_to_wrap =
         names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
   }
+  out.fsdp_activation_checkpointing =
+      pick(options.fsdp_activation_checkpointing(),
+           detail::env_bool(env, contract::kFsdpActivationCheckpointing), false);
+  TORCH_CHECK(!out.fsdp_activation_checkpointing || !out.fsdp_transformer_layer_cls_to_wrap.empty(),
+              "accel: fsdp_activation_checkpointing checkpoints the classes "
+              "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
+              "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
+              "your forward");
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,

@@ -91,6 +91,7 @@ class OptimizerShards::GatherWindow {
   size_t units_whole = 2;
   int64_t gathers = 0;
   int64_t peak_bytes = 0;
+  int64_t gathered_bytes = 0;                                     // whole values received
   std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> issued;  // every gathered value's storage
   void drop_all();
   /// Frees the oldest whole units until `room` more fit in the window.
@@ -109,6 +110,7 @@ class OptimizerShards::GatherWindow {
   /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it.
   void gathered(const torch::Tensor& value, int64_t staging_bytes) {
     ++gathers;
+    gathered_bytes += static_cast<int64_t>(value.nbytes());
     issued.emplace_back(value.storage().getWeakStorageImpl());
     peak_bytes = std::max(peak_bytes, alive_bytes() + staging_bytes);
   }
@@ -174,6 +176,12 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
     forget();
   }
 
+  /// Frees the whole value; the shard has changed (another view of the unit wrote it).
+  void drop() {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    forget();
+  }
+
   /// Frees the whole value (called with the window's mutex held).
   void forget() {
     value_.reset();
@@ -211,18 +219,35 @@ void OptimizerShards::GatherWindow::drop_all() {
   recent.clear();
 }
 
-/// A sharded parameter's source: its place in its unit.
+/// A sharded parameter's source: its place in its unit. Autocast's casts to bf16 or fp16 are
+/// served from the unit gathered in that dtype: the same bits (the cast is elementwise) for half
+/// the bytes on the wire, and half the memory while whole.
 class OptimizerShards::UnitParameter final : public ParameterSource {
  public:
-  UnitParameter(std::shared_ptr<Gathered> unit, int64_t offset, std::vector<int64_t> sizes)
-      : unit_(std::move(unit)), offset_(offset), sizes_(std::move(sizes)) {}
-  torch::Tensor gather() override {
-    return unit_->whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
+  UnitParameter(std::shared_ptr<Gathered> unit, std::shared_ptr<Gathered> as_bf16,
+                std::shared_ptr<Gathered> as_fp16, int64_t offset, std::vector<int64_t> sizes)
+      : unit_(std::move(unit)),
+        as_bf16_(std::move(as_bf16)),
+        as_fp16_(std::move(as_fp16)),
+        offset_(offset),
+        sizes_(std::move(sizes)) {}
+  torch::Tensor gather() override { return part_of(*unit_); }
+  torch::Tensor gather_as(c10::ScalarType dtype) override {
+    if (dtype == c10::kBFloat16 && as_bf16_) return part_of(*as_bf16_);
+    if (dtype == c10::kHalf && as_fp16_) return part_of(*as_fp16_);
+    return gather().to(dtype);
   }
-  void assign(const torch::Tensor& value) override { unit_->assign(value.reshape(-1), offset_); }
+  void assign(const torch::Tensor& value) override {
+    unit_->assign(value.reshape(-1), offset_);
+    if (as_bf16_) as_bf16_->drop();
+    if (as_fp16_) as_fp16_->drop();
+  }
 
  private:
-  std::shared_ptr<Gathered> unit_;
+  torch::Tensor part_of(Gathered& gathered) {
+    return gathered.whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
+  }
+  std::shared_ptr<Gathered> unit_, as_bf16_, as_fp16_;
   int64_t offset_;
   std::vector<int64_t> sizes_;
 };
@@ -318,8 +343,18 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
     unit.flat = torch::Tensor();
     unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
                                                unit.compute, window_);
+    // fp32 parameters under autocast are gathered in its dtype (FSDP's MixedPrecision
+    // param_dtype); the shards, their gradients and the optimizer stay fp32.
+    std::shared_ptr<Gathered> as_bf16, as_fp16;
+    if (unit.compute.dtype() == torch::kFloat) {
+      as_bf16 = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                           unit.compute.dtype(torch::kBFloat16), window_);
+      as_fp16 = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                           unit.compute.dtype(torch::kHalf), window_);
+    }
     for (size_t i = 0; i < unit.params.size(); ++i) {
-      shard_in_place(unit.params[i], std::make_shared<UnitParameter>(unit.gathered, unit.offsets[i],
+      shard_in_place(unit.params[i], std::make_shared<UnitParameter>(unit.gathered, as_bf16,
+                                                                     as_fp16, unit.offsets[i],
                                                                      unit.params[i].sizes().vec()));
     }
   }
@@ -613,6 +648,7 @@ OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
   statistics.gathers = window_->gathers;
   statistics.alive_bytes = window_->alive_bytes();
   statistics.peak_bytes = window_->peak_bytes;
+  statistics.gathered_bytes = window_->gathered_bytes;
   for (const auto& unit : units_) {
     const int64_t element = static_cast<int64_t>(unit.compute.dtype().itemsize());
     statistics.largest_unit_bytes = std::max(statistics.largest_unit_bytes,

@@ -25,6 +25,8 @@ class Deferred {
   virtual ~Deferred() = default;
   /// The tensor's value (collective for a parameter: its unit is gathered).
   virtual at::Tensor value() const = 0;
+  /// The value cast to `dtype`: what an autocast cast of this tensor gives.
+  virtual at::Tensor value_as(c10::ScalarType dtype) const { return value().to(dtype); }
   /// The parameter's source; null for a lazy result.
   virtual ParameterSource* source() const { return nullptr; }
 };
@@ -49,6 +51,7 @@ class ShardedParameter final : public Deferred {
  public:
   explicit ShardedParameter(std::shared_ptr<ParameterSource> source) : source_(std::move(source)) {}
   at::Tensor value() const override { return source_->gather(); }
+  at::Tensor value_as(c10::ScalarType dtype) const override { return source_->gather_as(dtype); }
   ParameterSource* source() const override { return source_.get(); }
 
  private:
@@ -81,16 +84,76 @@ void replace_by_values(std::vector<c10::IValue>& arguments, size_t first) {
   });
 }
 
+/// When `op` on `arguments` casts a storage-less tensor to another floating dtype on its device
+/// (autocast's _to_copy, of a parameter or of a view of one: linear casts weight.t()): the dtype.
+std::optional<c10::ScalarType> floating_cast(const c10::OperatorHandle& op,
+                                             const std::vector<c10::IValue>& arguments) {
+  const auto& schema = op.schema();
+  if (schema.operator_name().name != "aten::_to_copy" || arguments.empty() ||
+      !arguments[0].isTensor() || deferred(arguments[0].toTensor()) == nullptr)
+    return std::nullopt;
+  auto argument = [&](const char* name) -> const c10::IValue* {
+    const auto index = schema.argumentIndexWithName(name);
+    return index && static_cast<size_t>(*index) < arguments.size() ? &arguments[*index] : nullptr;
+  };
+  const auto* dtype = argument("dtype");
+  if (dtype == nullptr || dtype->isNone()) return std::nullopt;
+  const auto target = dtype->toScalarType();
+  if (!c10::isFloatingType(target) || target == arguments[0].toTensor().scalar_type())
+    return std::nullopt;
+  const auto* layout = argument("layout");
+  if (layout != nullptr && !layout->isNone() && layout->toLayout() != c10::kStrided)
+    return std::nullopt;
+  const auto* format = argument("memory_format");
+  if (format != nullptr && !format->isNone() &&
+      format->toMemoryFormat() != c10::MemoryFormat::Preserve)
+    return std::nullopt;
+  // Device and pinning were checked by lazy_input: the cast stays on the tensor's device.
+  return target;
+}
+
+/// True when `op` is a view whose result does not depend on its input's dtype (no dtype
+/// argument: view(dtype) reinterprets bits), so viewing a cast is casting the view.
+bool commutes_with_casts(const c10::OperatorHandle& op) {
+  const auto& returned = op.schema().returns()[0].alias_info();
+  if (returned == nullptr || returned->isWrite()) return false;
+  for (const auto& argument : op.schema().arguments()) {
+    if (argument.type()->kind() == c10::TypeKind::ScalarTypeType) return false;
+    if (argument.type()->kind() == c10::TypeKind::OptionalType &&
+        argument.type()->containedType(0)->kind() == c10::TypeKind::ScalarTypeType)
+      return false;
+  }
+  return true;
+}
+
 /// An operator that aliases or casts a storage-less tensor, run when its value is needed.
 class LazyResult final : public Deferred {
  public:
   LazyResult(c10::OperatorHandle op, std::vector<c10::IValue> arguments)
       : op_(std::move(op)), arguments_(std::move(arguments)) {}
   at::Tensor value() const override {
-    auto stack = arguments_;
     // Values are real tensors: the operator runs below this key.
     c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+    if (const auto dtype = floating_cast(op_, arguments_)) {
+      // Autocast's cast of a parameter (or a view of one) asks its source for the value in
+      // that dtype: a unit gathered as bf16 shards, the same bits for half the bytes.
+      return deferred(arguments_[0].toTensor())->value_as(*dtype);
+    }
+    auto stack = arguments_;
     replace_by_values(stack, 0);
+    op_.callBoxed(&stack);
+    return stack.front().toTensor();
+  }
+  at::Tensor value_as(c10::ScalarType dtype) const override {
+    if (!commutes_with_casts(op_)) return value().to(dtype);
+    c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+    auto stack = arguments_;
+    for_each_tensor_in(stack, 0, [dtype](at::Tensor& tensor) {
+      const Deferred* d = deferred(tensor);
+      if (d == nullptr) return false;
+      tensor = d->value_as(dtype);
+      return true;
+    });
     op_.callBoxed(&stack);
     return stack.front().toTensor();
   }

@@ -12,7 +12,8 @@
 //
 // - gives an operator that only aliases it (t(), view(), transpose(), detach(), ...) or casts it
 //   (_to_copy, as autocast does) a *lazy result*: another storage-less tensor that remembers
-//   the operator. Autograd saves these for backward, so what forward saves costs no memory;
+//   the operator. Autograd saves these for backward, so what forward saves costs no memory; a
+//   cast of the parameter itself is served by gather_as, which gathers in the cast's dtype;
 // - for any other operator, replaces every such tensor by its value (the parameter's source
 //   gathers it: an all-gather of its unit), runs the operator, and lets the value go;
 // - for copy_() into a parameter, hands the new value to the source (each process keeps its
@@ -36,6 +37,10 @@ class ParameterSource {
   virtual ~ParameterSource() = default;
   /// The parameter's whole value. Collective: every process calls it in the same order.
   virtual at::Tensor gather() = 0;
+  /// The parameter's whole value cast to `dtype` (collective), as autocast asks for it. A source
+  /// may gather the cast shards instead, moving fewer bytes for the same bits (a cast is
+  /// elementwise); this one casts the gathered value.
+  virtual at::Tensor gather_as(c10::ScalarType dtype) { return gather().to(dtype); }
   /// Makes `value` (the parameter's shape) its value; each process keeps its own part.
   virtual void assign(const at::Tensor& value) = 0;
 };

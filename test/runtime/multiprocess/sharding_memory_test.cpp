@@ -1,7 +1,9 @@
 // FULL_SHARD's memory, counted by the allocator: at most two units whole at once (FSDP's
 // limit_all_gathers), in forward and in backward, whatever the number of units, and a step whose
-// peak is the sharded state plus those two units, two units of gradients and the activations.
-// Run on 2 and on 4 processes by `accel launch` (see test/CMakeLists.txt).
+// peak is the sharded state plus those two units, two units of gradients and the activations;
+// and a model that does not fit a capped allocator under NO_SHARD trains under FULL_SHARD with
+// activation checkpointing to NO_SHARD's weights. Run on 2 and on 4 processes by `accel launch`
+// (see test/CMakeLists.txt).
 
 #include <accel/accel.h>
 
@@ -11,10 +13,12 @@
 
 #include "util/counting_allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -208,6 +212,113 @@ TEST_F(ShardingMemory, ABoundThatAThirdUnitKeptWouldBreak) {
         "step peak %.3f MiB against its bound %.3f MiB\n",
         c.name.c_str(), mib(m.peak_gathered), mib(2 * m.unit + m.shard), mib(m.step_peak),
         mib(m.step_bound));
+  }
+}
+
+/// Bytes the FULL_SHARD gathers of one step of the 6-unit MLP received, under `mixed_precision`,
+/// and the weights after it.
+std::pair<int64_t, std::vector<torch::Tensor>> gathered_in_one_step(
+    const std::string& strategy, const std::string& mixed_precision) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .mixed_precision(mixed_precision)
+                                     .sharding_strategy(strategy)
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
+  auto model = mlp(6);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-2));
+  const auto x = torch::randn(
+      {16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(accelerator.process_index()));
+  {
+    auto scope = accelerator.accumulate(model);  // autocast, as the Accelerator sets it
+    accelerator.backward(model->forward(x).pow(2).mean());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  const auto& shards = optimizer.shards();
+  const int64_t gathered = shards ? shards->gather_statistics().gathered_bytes : 0;
+  std::vector<torch::Tensor> weights;  // read after counting: reading gathers too
+  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
+  return {gathered, weights};
+}
+
+TEST_F(ShardingMemory, UnderBf16TheUnitsAreGatheredInBf16) {
+  // Autocast casts each weight to bf16; the unit is gathered as bf16 shards instead of fp32 ones
+  // cast after: half the bytes, the same bits. Shards, gradients and AdamW stay fp32.
+  const auto fp32 = gathered_in_one_step("FULL_SHARD", "no");
+  const auto bf16 = gathered_in_one_step("FULL_SHARD", "bf16");
+  EXPECT_GT(bf16.first, 0);
+  EXPECT_EQ(bf16.first * 2, fp32.first);
+  const auto reference = gathered_in_one_step("NO_SHARD", "bf16");
+  double worst = 0;
+  for (size_t i = 0; i < reference.second.size(); ++i) {
+    EXPECT_EQ(bf16.second[i].scalar_type(), torch::kFloat);
+    worst = std::max(worst, (bf16.second[i] - reference.second[i]).abs().max().item<double>());
+  }
+  EXPECT_LE(worst, 1e-6);
+  if (is_main()) {
+    std::printf(
+        "one FULL_SHARD step of the 6-unit MLP on %lld processes gathers %lld bytes "
+        "under fp32, %lld under bf16; bf16 weights within %.3g of NO_SHARD's\n",
+        static_cast<long long>(world_size()), static_cast<long long>(fp32.first),
+        static_cast<long long>(bf16.first), worst);
+  }
+}
+
+/// Weights after 6 AdamW steps of the 24-unit MLP (each Linear a unit, checkpointed with
+/// `checkpointing`), each process its own batches.
+std::vector<torch::Tensor> train_mlp(const std::string& strategy, bool checkpointing) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .sharding_strategy(strategy)
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"})
+                                     .fsdp_activation_checkpointing(checkpointing));
+  auto model = mlp(24);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-3));
+  for (int step = 0; step < 6; ++step) {
+    auto x = torch::randn({16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(
+                                            step * 10 + accelerator.process_index()));
+    accelerator.backward(model->forward(x).pow(2).mean());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
+  return weights;
+}
+
+TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShard) {
+  // What NO_SHARD takes, counted from before the model is built: the cap is two thirds of it.
+  int64_t no_shard_peak = 0;
+  std::vector<torch::Tensor> reference;
+  {
+    accel::detail::CountingCpuAllocator counter;
+    reference = train_mlp("NO_SHARD", false);
+    no_shard_peak = counter.peak_bytes();
+  }
+  const int64_t cap = no_shard_peak * 2 / 3;
+  std::vector<torch::Tensor> capped;
+  int64_t full_shard_peak = 0;
+  {
+    accel::detail::CountingCpuAllocator counter(cap);
+    capped = train_mlp("FULL_SHARD", true);
+    full_shard_peak = counter.peak_bytes();
+  }
+  EXPECT_GT(no_shard_peak, cap);
+  EXPECT_LE(full_shard_peak, cap);
+  double worst = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    worst = std::max(worst, (reference[i] - capped[i]).abs().max().item<double>());
+  }
+  EXPECT_LE(worst, 1e-6);
+  if (is_main()) {
+    std::printf(
+        "24-unit MLP on %lld processes: NO_SHARD peaks at %.2f MiB, over the cap of "
+        "%.2f MiB; FULL_SHARD with activation checkpointing peaks at %.2f MiB under it, "
+        "largest weight difference from NO_SHARD %.3g\n",
+        static_cast<long long>(world_size()), mib(no_shard_peak), mib(cap), mib(full_shard_peak),
+        worst);
   }
 }
 

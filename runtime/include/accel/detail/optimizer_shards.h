@@ -130,6 +130,9 @@ class OptimizerShards {
     int64_t peak_bytes = 0;
     int64_t largest_unit_bytes = 0;   // the largest unit, whole (padding included)
     int64_t largest_shard_bytes = 0;  // the largest shard, in the parameters' dtype
+    /// Bytes the gathers received (each gathered unit's whole value), so far: halved under
+    /// bf16 and fp16 autocast, where the units are gathered in the autocast dtype.
+    int64_t gathered_bytes = 0;
   };
   /// FULL_SHARD: what the gathers have done (zeros otherwise).
   GatherStatistics gather_statistics() const;

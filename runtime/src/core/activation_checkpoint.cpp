@@ -1,0 +1,277 @@
+// Activation checkpointing: see accel/activation_checkpoint.h.
+
+#include <accel/activation_checkpoint.h>
+
+#include "sharding/wrap_policy.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+#include <torch/autograd.h>
+#include <torch/nn/modules/container/sequential.h>
+
+#ifdef ACCEL_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include <array>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace accel {
+namespace detail {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+/// The generator states a block's forward started from: the CPU generator's, and those of the
+/// CUDA devices its inputs are on (as torch.utils.checkpoint keeps them).
+class GeneratorStates {
+ public:
+  static GeneratorStates capture(const std::vector<at::Tensor>& inputs) {
+    GeneratorStates states;
+    states.cpu_ = at::detail::getDefaultCPUGenerator().get_state();
+#ifdef ACCEL_WITH_CUDA
+    std::set<c10::DeviceIndex> devices;
+    for (const auto& input : inputs) {
+      if (input.defined() && input.is_cuda()) devices.insert(input.device().index());
+    }
+    for (const auto device : devices) {
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      states.cuda_.emplace_back(device, generator.get_state());
+    }
+#else
+    (void)inputs;
+#endif
+    return states;
+  }
+  /// Puts every generator it holds back in its state.
+  void restore() const {
+    auto cpu = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> lock(cpu.mutex());
+      cpu.set_state(cpu_);
+    }
+#ifdef ACCEL_WITH_CUDA
+    for (const auto& [device, state] : cuda_) {
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+#endif
+  }
+  /// The states of the same generators now.
+  GeneratorStates current() const {
+    GeneratorStates now;
+    now.cpu_ = at::detail::getDefaultCPUGenerator().get_state();
+#ifdef ACCEL_WITH_CUDA
+    for (const auto& entry : cuda_) {
+      auto generator = at::cuda::detail::getDefaultCUDAGenerator(entry.first);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      now.cuda_.emplace_back(entry.first, generator.get_state());
+    }
+#endif
+    return now;
+  }
+
+ private:
+  at::Tensor cpu_;
+  std::vector<std::pair<c10::DeviceIndex, at::Tensor>> cuda_;
+};
+
+/// Autocast as a block's forward ran under it, on the two device types LibTorch autocasts.
+class AutocastState {
+ public:
+  static AutocastState capture() {
+    AutocastState state;
+    for (size_t i = 0; i < kTypes.size(); ++i) {
+      state.enabled_[i] = at::autocast::is_autocast_enabled(kTypes[i]);
+      state.dtype_[i] = at::autocast::get_autocast_dtype(kTypes[i]);
+    }
+    return state;
+  }
+  /// Sets this state, and returns the one it replaced.
+  AutocastState apply() const {
+    AutocastState previous = capture();
+    for (size_t i = 0; i < kTypes.size(); ++i) {
+      at::autocast::set_autocast_enabled(kTypes[i], enabled_[i]);
+      at::autocast::set_autocast_dtype(kTypes[i], dtype_[i]);
+    }
+    return previous;
+  }
+
+ private:
+  static constexpr std::array<c10::DeviceType, 2> kTypes{c10::DeviceType::CPU,
+                                                         c10::DeviceType::CUDA};
+  std::array<bool, 2> enabled_{};
+  std::array<at::ScalarType, 2> dtype_{};
+};
+
+/// What the node keeps between forward and backward besides the inputs.
+struct BlockState : torch::CustomClassHolder {
+  CheckpointedBlock block;
+  GeneratorStates generators;
+  AutocastState autocast;
+  size_t outputs = 0;
+};
+
+/// The block as one autograd node (the reentrant checkpoint). Its inputs: a tensor that needs a
+/// gradient (so the node takes part in backward even when no input does), the block's inputs, and
+/// its state.
+struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& /*takes_part*/,
+                               at::TensorList given, c10::intrusive_ptr<BlockState> state) {
+    const variable_list inputs = given.vec();
+    // Autograd runs this with gradients off: the block records nothing and keeps nothing.
+    state->generators = GeneratorStates::capture(inputs);
+    state->autocast = AutocastState::capture();
+    auto outputs = state->block(inputs);
+    bool differentiable = false;
+    for (const auto& output : outputs) {
+      differentiable = differentiable || (output.defined() && output.is_floating_point());
+    }
+    TORCH_CHECK(differentiable,
+                "accel::checkpoint: the block returns no tensor that can take a gradient (",
+                outputs.size(),
+                " output(s), none of floating point): there is nothing to checkpoint; call the "
+                "block directly");
+    state->outputs = outputs.size();
+    ctx->save_for_backward(inputs);
+    ctx->saved_data["state"] = c10::IValue::make_capsule(state);
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list output_gradients) {
+    auto state =
+        c10::static_intrusive_pointer_cast<BlockState>(ctx->saved_data["state"].toCapsule());
+    const auto saved = ctx->get_saved_variables();
+    // The inputs as leaves of the recomputed graph: the inner backward leaves their gradients.
+    variable_list inputs;
+    for (const auto& input : saved) {
+      inputs.push_back(input.defined() ? input.detach().requires_grad_(input.requires_grad())
+                                       : input);
+    }
+    variable_list outputs;
+    {
+      // The forward's generator states and autocast, then this backward's back.
+      const auto now = state->generators.current();
+      state->generators.restore();
+      const auto previous_autocast = state->autocast.apply();
+      try {
+        torch::AutoGradMode with_gradients(true);
+        outputs = state->block(inputs);
+      } catch (...) {
+        previous_autocast.apply();
+        now.restore();
+        throw;
+      }
+      previous_autocast.apply();
+      now.restore();
+    }
+    variable_list roots, gradients;
+    for (size_t i = 0; i < outputs.size() && i < output_gradients.size(); ++i) {
+      if (!outputs[i].defined() || !outputs[i].requires_grad() || !output_gradients[i].defined())
+        continue;
+      roots.push_back(outputs[i]);
+      gradients.push_back(output_gradients[i]);
+    }
+    TORCH_CHECK(outputs.size() == state->outputs, "accel::checkpoint: the block returned ",
+                outputs.size(), " tensors when run again in backward, and ", state->outputs,
+                " in forward: it must compute the same thing both times");
+    if (!roots.empty()) torch::autograd::backward(roots, gradients);
+    variable_list result{at::Tensor()};
+    for (const auto& input : inputs) {
+      result.push_back(input.defined() && input.requires_grad() ? input.grad() : at::Tensor());
+    }
+    result.emplace_back();  // the state
+    return result;
+  }
+};
+
+/// A tensor that needs a gradient, given to every checkpoint node (see CheckpointNode).
+const at::Tensor& takes_part() {
+  static const at::Tensor tensor = at::zeros({}).requires_grad_(true);
+  return tensor;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
+                                         const std::vector<at::Tensor>& inputs) {
+  if (!at::GradMode::is_enabled()) return block(inputs);
+  auto state = c10::make_intrusive<BlockState>();
+  state->block = std::move(block);
+  // As a TensorList, so autograd sees each input (a std::vector would pass as one non-tensor).
+  return CheckpointNode::apply(takes_part(), at::TensorList(inputs), state);
+}
+
+int64_t apply_activation_checkpointing(torch::nn::Module& model,
+                                       const std::vector<std::string>& classes) {
+  auto matches = [&](const torch::nn::Module& module) {
+    for (const auto& wanted : classes) {
+      if (class_name_matches(module.name(), wanted)) return true;
+    }
+    return false;
+  };
+  // Sequentials first: their matching elements are wrapped in place, the rest must have none.
+  int64_t wrapped = 0;
+  std::set<const torch::nn::Module*> reachable;
+  auto visit_sequential = [&](torch::nn::SequentialImpl& sequential) {
+    for (auto it = sequential.begin(); it != sequential.end(); ++it) {
+      auto module = it->ptr();
+      if (auto* wrapper = dynamic_cast<CheckpointWrapperImpl*>(module.get())) {
+        reachable.insert(wrapper->wrapped().ptr().get());
+        continue;
+      }
+      if (!matches(*module)) continue;
+      // The wrapper takes the element's place in the Sequential's forward; the module tree,
+      // and so the parameters' names, stay as they were.
+      *it = torch::nn::AnyModule(
+          std::make_shared<CheckpointWrapperImpl>(std::move(*it), /*register_child=*/false));
+      reachable.insert(module.get());
+      ++wrapped;
+    }
+  };
+  if (auto* root = dynamic_cast<torch::nn::SequentialImpl*>(&model)) visit_sequential(*root);
+  for (const auto& child : model.modules(/*include_self=*/false)) {
+    if (auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(child.get()))
+      visit_sequential(*sequential);
+  }
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const auto& module = *item.value();
+    if (!matches(module) || reachable.count(&module) > 0) continue;
+    if (dynamic_cast<const CheckpointWrapperImpl*>(&module) != nullptr) continue;
+    TORCH_CHECK(false, "accel: fsdp_activation_checkpointing cannot checkpoint '", item.key(),
+                "' (", module.name(),
+                "): only the elements of a torch::nn::Sequential can be wrapped from outside, "
+                "and this one is called from a forward (or a ModuleList) that accel does not "
+                "see. Call accel::checkpoint around it in that forward, e.g. x = "
+                "accel::checkpoint([&](const torch::Tensor& h) { return ",
+                item.key(), "->forward(h); }, x), and leave ", module.name(),
+                " out of the classes to checkpoint");
+  }
+  return wrapped;
+}
+
+}  // namespace detail
+
+CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child)
+    : module_(std::move(module)) {
+  TORCH_CHECK(!module_.is_empty(), "accel: CheckpointWrapper needs a module to wrap");
+  if (register_child) register_module("module", module_.ptr());
+}
+
+at::Tensor CheckpointWrapperImpl::forward(const at::Tensor& input) {
+  return checkpoint(
+      [module = module_](const at::Tensor& x) mutable { return module.forward<at::Tensor>(x); },
+      input);
+}
+
+}  // namespace accel
