@@ -33,6 +33,9 @@ inline constexpr const char kFsdpOffloadParams[] = "ACCEL_FSDP_OFFLOAD_PARAMS";
 /// Checkpoint the activations of the units fsdp_transformer_layer_cls_to_wrap names (Accelerate's
 /// fsdp_activation_checkpointing).
 inline constexpr const char kFsdpActivationCheckpointing[] = "ACCEL_FSDP_ACTIVATION_CHECKPOINTING";
+/// The dtype sharded strategies reduce-scatter gradients in: fp32, bf16 or fp16 (FSDP's
+/// MixedPrecision reduce_dtype; the mixed precision dtype by default, as in Accelerate).
+inline constexpr const char kFsdpReduceDtype[] = "ACCEL_FSDP_REDUCE_DTYPE";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";

@@ -161,6 +161,15 @@ struct AcceleratorOptions {
   /// under every sharding strategy.
   TORCH_ARG(std::optional<bool>, fsdp_activation_checkpointing) = std::nullopt;
 
+  /// The dtype gradients are reduce-scattered in under SHARD_GRAD_OP, FULL_SHARD and
+  /// HYBRID_SHARD (FSDP's MixedPrecision `reduce_dtype`; `ACCEL_FSDP_REDUCE_DTYPE`): "fp32",
+  /// "bf16" or "fp16". The default is Accelerate's: the mixed_precision dtype (bf16 under "bf16"
+  /// and "fp8", fp16 under "fp16"), fp32 without mixed precision. Under bf16 the reduce-scatters
+  /// move half the bytes and each slice is summed in bf16 (within N * 2^-8 of the fp32 sum);
+  /// "fp32" keeps every strategy's gradients those of NO_SHARD. The shards, their gradients and
+  /// the optimizer stay in the parameters' dtype either way.
+  TORCH_ARG(std::optional<std::string>, fsdp_reduce_dtype) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -190,6 +199,7 @@ struct ResolvedOptions {
   std::string fsdp_state_dict_type = "FULL_STATE_DICT";
   bool fsdp_offload_params = false;
   bool fsdp_activation_checkpointing = false;
+  std::string fsdp_reduce_dtype = "fp32";  // "fp32", "bf16" or "fp16"
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

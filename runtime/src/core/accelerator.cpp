@@ -259,6 +259,8 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
                                        : detail::OptimizerShards::Collectives::native,
       full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params);
+  const auto& reduce = impl_->options.fsdp_reduce_dtype;
+  if (reduce != "fp32") shards->set_reduce_dtype(reduce == "bf16" ? at::kBFloat16 : at::kHalf);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   auto& known = impl_->shards;
   known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),

@@ -100,6 +100,17 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
               "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
               "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
               "your forward");
+  // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
+  const auto& mp = out.mixed_precision;
+  const std::string precision_dtype = mp == "fp16"                    ? "fp16"
+                                      : (mp == "bf16" || mp == "fp8") ? "bf16"
+                                                                      : "fp32";
+  out.fsdp_reduce_dtype =
+      pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
+           precision_dtype);
+  TORCH_CHECK(contract::is_one_of(out.fsdp_reduce_dtype, {"fp32", "bf16", "fp16"}),
+              "Invalid fsdp_reduce_dtype: '", out.fsdp_reduce_dtype,
+              "' (expected one of fp32, bf16, fp16)");
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,

@@ -14,8 +14,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -205,9 +207,24 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
 };
 
 void OptimizerShards::GatherWindow::make_room(size_t room) {
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> freed;
   while (!recent.empty() && recent.size() + room > units_whole) {
-    if (auto oldest = recent.front().lock()) oldest->value_.reset();
+    if (auto oldest = recent.front().lock()) {
+      if (oldest->value_.defined()) {
+        freed.emplace_back(oldest->value_.storage().getWeakStorageImpl());
+        oldest->value_.reset();
+      }
+    }
     recent.pop_front();
+  }
+  // A collective's worker thread lets go of its tensors a moment after the collective completes
+  // (Gloo's work queue): wait for that, briefly, before the next unit is allocated, as FSDP's
+  // limit_all_gathers waits for the freed unit's event. An operator still using the value keeps
+  // it, and the wait gives up after a few milliseconds.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); }) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
   }
 }
 
@@ -470,7 +487,11 @@ void OptimizerShards::send_next() {
   // collectives alike), and the buffers are reused step after step rather than allocated afresh.
   if (next_launch_ - next_deliver_ >= send_buffers_.size()) collect_next();
   auto& buffer = send_buffers_[next_launch_ % send_buffers_.size()];
-  if (!buffer.defined()) buffer = torch::empty({largest_unit_}, units_.front().compute);
+  if (!buffer.defined()) {
+    buffer = torch::empty({largest_unit_},
+                          units_.front().compute.dtype(reduce_dtype_.value_or(
+                              c10::typeMetaToScalarType(units_.front().compute.dtype()))));
+  }
   launch(units_[launch_order_[next_launch_++]], buffer);
 }
 
@@ -494,12 +515,13 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
     place.copy_(grad.reshape(-1));
     grad.reset();
   }
+  reduce_scattered_bytes_ += static_cast<int64_t>(unit.sent.nbytes());
   if (through_all_reduce_) {
     std::vector<torch::Tensor> tensors{unit.sent};
     unit.work = process_group_->allreduce(tensors);
     return;
   }
-  unit.received = torch::empty({unit.shard_size}, unit.compute);
+  unit.received = torch::empty({unit.shard_size}, unit.sent.options());
   c10d::ReduceScatterOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   unit.work = process_group_->_reduce_scatter_base(unit.received, unit.sent, options);
@@ -531,6 +553,8 @@ void OptimizerShards::wait_and_deliver(Unit& unit) {
   }
   unit.sent = torch::Tensor();
   auto mine = std::move(unit.received);
+  // Summed in the reduce dtype; averaged in the shard's.
+  if (mine.scalar_type() != unit.shard.scalar_type()) mine = mine.to(unit.shard.scalar_type());
   int64_t processes = process_group_->getSize();
   if (replicate_group_) {
     // The same slice's sums on the other machines: a small collective (1/N of the unit) after the
@@ -639,6 +663,16 @@ void OptimizerShards::gather_parameters() {
     under_way.emplace_back(process_group_->_allgather_base(unit.flat, mine), mine);
   }
   for (auto& [work, input] : under_way) work->wait();
+}
+
+void OptimizerShards::set_reduce_dtype(c10::ScalarType dtype) {
+  TORCH_CHECK(c10::isFloatingType(dtype),
+              "accel: gradients are reduce-scattered in a floating "
+              "dtype, not ",
+              dtype);
+  std::lock_guard<std::mutex> lock(mutex_);
+  reduce_dtype_ = dtype;
+  for (auto& buffer : send_buffers_) buffer = torch::Tensor();  // made anew in the new dtype
 }
 
 OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {

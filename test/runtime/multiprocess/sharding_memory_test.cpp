@@ -14,6 +14,7 @@
 #include "util/counting_allocator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -222,6 +223,7 @@ std::pair<int64_t, std::vector<torch::Tensor>> gathered_in_one_step(
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
+                                     .fsdp_reduce_dtype("fp32")  // NO_SHARD's reduction
                                      .sharding_strategy(strategy)
                                      .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
   auto model = mlp(6);
@@ -262,6 +264,75 @@ TEST_F(ShardingMemory, UnderBf16TheUnitsAreGatheredInBf16) {
         "under fp32, %lld under bf16; bf16 weights within %.3g of NO_SHARD's\n",
         static_cast<long long>(world_size()), static_cast<long long>(fp32.first),
         static_cast<long long>(bf16.first), worst);
+  }
+}
+
+/// One bf16 run of the 6-unit MLP with gradients reduce-scattered in `reduce_dtype`: the shards'
+/// gradients after the first backward, the bytes that backward sent, and the loss of 8 steps.
+struct ReducedRun {
+  std::vector<torch::Tensor> first_gradients;
+  int64_t sent_bytes = 0;
+  std::vector<double> losses;
+};
+ReducedRun reduced_in(const std::string& strategy, const std::string& reduce_dtype) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .mixed_precision("bf16")
+                                     .fsdp_reduce_dtype(reduce_dtype)
+                                     .sharding_strategy(strategy)
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
+  auto model = mlp(6);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-3));
+  ReducedRun run;
+  for (int step = 0; step < 8; ++step) {
+    const auto x = torch::randn({16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(
+                                                  step * 10 + accelerator.process_index()));
+    auto scope = accelerator.accumulate(model);
+    auto loss = model->forward(x).pow(2).mean();
+    accelerator.backward(loss);
+    run.losses.push_back(
+        accelerator.reduce(loss.detach().to(torch::kFloat), accel::Reduction::Mean).item<double>());
+    if (step == 0) {
+      run.sent_bytes = optimizer.shards()->reduce_scattered_bytes();
+      for (const auto& shard : optimizer.param_groups()[0].params())
+        run.first_gradients.push_back(shard.grad().clone());
+    }
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  return run;
+}
+
+TEST_F(ShardingMemory, UnderBf16GradientsAreReduceScatteredInBf16) {
+  // Accelerate's MixedPrecision default: reduce_dtype is the mixed precision dtype. Half the
+  // bytes on the wire; each slice summed over N processes in bf16 stays within N * 2^-8 of the
+  // fp32 sum (relative, over the whole gradient); the shards stay fp32.
+  for (const std::string strategy : {"SHARD_GRAD_OP", "FULL_SHARD"}) {
+    const auto fp32 = reduced_in(strategy, "fp32");
+    const auto bf16 = reduced_in(strategy, "bf16");
+    EXPECT_EQ(bf16.sent_bytes * 2, fp32.sent_bytes) << strategy;
+    double difference = 0, norm = 0;
+    for (size_t i = 0; i < fp32.first_gradients.size(); ++i) {
+      EXPECT_EQ(bf16.first_gradients[i].scalar_type(), torch::kFloat);
+      difference += (bf16.first_gradients[i] - fp32.first_gradients[i]).pow(2).sum().item<double>();
+      norm += fp32.first_gradients[i].pow(2).sum().item<double>();
+    }
+    const double relative = std::sqrt(difference / norm);
+    EXPECT_LE(relative, static_cast<double>(world_size()) / 256.0) << strategy;
+    EXPECT_GT(relative, 0.0) << strategy << ": the bf16 sum should round somewhere";
+    if (is_main()) {
+      std::printf(
+          "%s, bf16 on %lld processes: reduce-scatters sent %lld bytes in fp32, %lld in "
+          "bf16; first gradients within %.3g (relative) of fp32's\nloss by step, fp32 "
+          "reduce | bf16 reduce:",
+          strategy.c_str(), static_cast<long long>(world_size()),
+          static_cast<long long>(fp32.sent_bytes), static_cast<long long>(bf16.sent_bytes),
+          relative);
+      for (size_t i = 0; i < fp32.losses.size(); ++i)
+        std::printf(" %.6f|%.6f", fp32.losses[i], bf16.losses[i]);
+      std::printf("\n");
+    }
   }
 }
 

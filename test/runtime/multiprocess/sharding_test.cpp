@@ -126,6 +126,8 @@ std::vector<torch::Tensor> trained_weights(
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
+                                     // Reduced in fp32 as NO_SHARD does: the same training.
+                                     .fsdp_reduce_dtype("fp32")
                                      .gradient_accumulation_steps(2)
                                      .sharding_strategy(strategy)
                                      .fsdp_transformer_layer_cls_to_wrap(units)

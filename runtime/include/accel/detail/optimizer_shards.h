@@ -34,12 +34,14 @@
 // with its replicas over `replicate_group` before it is averaged over every process.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -117,6 +119,12 @@ class OptimizerShards {
   /// After a step: the updated shards, all-gathered into the full parameters (with sharded
   /// parameters: the units left whole are dropped, the next use gathers them anew).
   void gather_parameters();
+  /// Reduce-scatters (ZeRO-2 and -3) move the gradients in `dtype` (FSDP's MixedPrecision
+  /// reduce_dtype): the full gradients are cast to it in the send buffer and summed in it, and
+  /// each process's slice is cast back to the shard's dtype before it is averaged.
+  void set_reduce_dtype(c10::ScalarType dtype);
+  /// Bytes this process has sent in reduce-scatters so far (each unit's send buffer).
+  int64_t reduce_scattered_bytes() const { return reduce_scattered_bytes_; }
   /// FULL_SHARD: the parameters are sharded parameters.
   bool shards_parameters() const { return shard_parameters_; }
   /// CPU offload: the shards are host tensors.
@@ -199,6 +207,8 @@ class OptimizerShards {
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   std::vector<at::Tensor> send_buffers_;  // one per unit in flight, of the largest unit's size
   int64_t largest_unit_ = 0;
+  std::optional<c10::ScalarType> reduce_dtype_;  // the parameters' dtype when unset
+  int64_t reduce_scattered_bytes_ = 0;
   std::mutex mutex_;  // autograd may run hooks on its device threads
   bool armed_ = false;
   size_t next_launch_ = 0;   // launch_order_ index of the next unit to send
