@@ -15,7 +15,9 @@
 //   build/bench/accel_bench_sharding 5 --device cuda
 // Host memory is counted by the allocator (every CPU tensor's bytes): each step's peak beyond what
 // the process held before it. FULL_SHARD's rows also give the most bytes of gathered units alive
-// at once, against its bound of two units (the one running and the next) and one shard.
+// at once, against its bound of two units (the one running and the next) and one shard, and the
+// time each step's operators waited for gathers (the communication not hidden), with and without
+// prefetch.
 
 #include <accel/accel.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -60,6 +62,7 @@ torch::nn::Sequential build_model() {
 struct Run {
   std::string strategy;
   bool offload;
+  bool prefetch;  // FULL_SHARD: forward prefetch and BACKWARD_PRE
   std::unique_ptr<accel::Accelerator> accelerator;
   torch::nn::Sequential model;
   std::unique_ptr<accel::AcceleratedOptimizer<torch::optim::AdamW>> optimizer;
@@ -70,14 +73,18 @@ struct Run {
   // Host bytes, counted: the most a step allocated beyond what was held before it; FULL_SHARD's
   // gathered units alive at once, at most, and its bound (two units and one shard).
   int64_t host_step_peak_bytes = 0, peak_gathered_bytes = 0, gathered_bound_bytes = 0;
+  // FULL_SHARD: seconds each step's operators waited for gathers (exposed communication).
+  std::vector<double> wait_seconds;
 
-  Run(std::string name, bool offload_to_host)
-      : strategy(std::move(name)), offload(offload_to_host) {
+  Run(std::string name, bool offload_to_host, bool prefetch_units = false)
+      : strategy(std::move(name)), offload(offload_to_host), prefetch(prefetch_units) {
     accelerator = std::make_unique<accel::Accelerator>(
         accel::AcceleratorOptions()
             .cpu(!on_gpu)
             .sharding_strategy(strategy)
             .fsdp_offload_params(offload)
+            .fsdp_forward_prefetch(prefetch)
+            .fsdp_backward_prefetch(prefetch ? "BACKWARD_PRE" : "NO_PREFETCH")
             .fsdp_transformer_layer_cls_to_wrap(strategy == "FULL_SHARD"
                                                     ? std::vector<std::string>{"Linear"}
                                                     : std::vector<std::string>{}));
@@ -103,6 +110,8 @@ struct Run {
     if (shards != nullptr) shards->reset_gather_peak();
     host_counter->reset_peak();
     const int64_t host_before = host_counter->live_bytes();
+    const double waited_before =
+        shards != nullptr ? shards->gather_statistics().gather_wait_seconds : 0.0;
     auto loss = model->forward(x).pow(2).mean();
     peak_since(forward_peak_bytes);
     accelerator->backward(loss);
@@ -113,6 +122,7 @@ struct Run {
     host_step_peak_bytes = std::max(host_step_peak_bytes, host_counter->peak_bytes() - host_before);
     if (shards != nullptr && shards->shards_parameters()) {
       const auto gathered = shards->gather_statistics();
+      wait_seconds.push_back(gathered.gather_wait_seconds - waited_before);
       peak_gathered_bytes = std::max(peak_gathered_bytes, gathered.peak_bytes);
       gathered_bound_bytes = 2 * gathered.largest_unit_bytes + gathered.largest_shard_bytes;
     }
@@ -175,6 +185,7 @@ int main(int argc, char** argv) {
        {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP", "FULL_SHARD"}) {
     runs.push_back(std::make_unique<Run>(strategy, false));
   }
+  runs.push_back(std::make_unique<Run>("FULL_SHARD", false, /*prefetch=*/true));
   for (const char* strategy : {"SHARD_GRAD_OP", "FULL_SHARD"}) {
     runs.push_back(std::make_unique<Run>(strategy, true));
   }
@@ -201,23 +212,24 @@ int main(int argc, char** argv) {
       torch::get_num_threads());
   std::printf(
       "| strategy | step | step / NO_SHARD | held per process | held / NO_SHARD | host step's "
-      "peak beyond held | peak gathered (bound) |%s\n",
+      "peak beyond held | peak gathered (bound) | waiting for gathers |%s\n",
       on_gpu ? " held on the GPU | forward's peak beyond it | backward and step's |" : "");
-  std::printf("|---|---|---|---|---|---|---|%s\n", on_gpu ? "---|---|---|" : "");
+  std::printf("|---|---|---|---|---|---|---|---|%s\n", on_gpu ? "---|---|---|" : "");
   const double base_step = accel_bench::median(runs.front()->step_seconds);
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto& run = *runs[i];
     const double step = accel_bench::median(run.step_seconds);
-    std::printf("| %s%s | %.3f s | %.2f | %.0f MiB | %.2f |", run.strategy.c_str(),
-                run.offload ? ", CPU offload" : "", step, step / base_step,
-                held[i].first / 1048576.0,
+    std::printf("| %s%s%s | %.3f s | %.2f | %.0f MiB | %.2f |", run.strategy.c_str(),
+                run.offload ? ", CPU offload" : "", run.prefetch ? ", prefetch" : "", step,
+                step / base_step, held[i].first / 1048576.0,
                 static_cast<double>(held[i].first) / static_cast<double>(held.front().first));
     std::printf(" %.0f MiB |", run.host_step_peak_bytes / 1048576.0);
     if (run.gathered_bound_bytes > 0) {
       std::printf(" %.0f MiB (%.0f MiB) |", run.peak_gathered_bytes / 1048576.0,
                   run.gathered_bound_bytes / 1048576.0);
+      std::printf(" %.3f s |", accel_bench::median(run.wait_seconds));
     } else {
-      std::printf(" - |");
+      std::printf(" - | - |");
     }
     if (on_gpu) {
       std::printf(" %.0f MiB | %.0f MiB | %.0f MiB |", held[i].second / 1048576.0,

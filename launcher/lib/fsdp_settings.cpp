@@ -198,16 +198,6 @@ std::vector<std::string> unapplied_fsdp_settings(const Config& c) {
         "fsdp_cpu_ram_efficient_loading is not carried out by accel yet: each process holds "
         "the whole model until prepare() shards it");
   }
-  if (sharded && c.backward_prefetch && *c.backward_prefetch != "NO_PREFETCH") {
-    warnings.push_back("fsdp_backward_prefetch " + *c.backward_prefetch +
-                       " is not carried out by accel yet: backward gathers each unit when its "
-                       "first operator needs it");
-  }
-  if (sharded && c.forward_prefetch.value_or(false)) {
-    warnings.push_back(
-        "fsdp_forward_prefetch is not carried out by accel yet: forward gathers each unit when "
-        "its first operator needs it");
-  }
   // fsdp_sync_module_states true is what prepare(model) always does (every process starts from
   // rank 0's weights); fsdp_use_orig_params true is what accel's sharded parameters always are.
   return warnings;

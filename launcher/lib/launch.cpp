@@ -123,6 +123,10 @@ void set_env(const std::string& name, const std::string& value) {
   if (o.activation_checkpointing) {
     set_env(contract::kFsdpActivationCheckpointing, *o.activation_checkpointing ? "true" : "false");
   }
+  if (o.forward_prefetch) {
+    set_env(contract::kFsdpForwardPrefetch, *o.forward_prefetch ? "true" : "false");
+  }
+  if (o.backward_prefetch) set_env(contract::kFsdpBackwardPrefetch, *o.backward_prefetch);
   if (o.log_with) set_env(contract::kLogWith, *o.log_with);
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));

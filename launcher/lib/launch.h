@@ -36,6 +36,9 @@ struct LaunchOptions {
   std::optional<bool> offload_params;
   /// ACCEL_FSDP_ACTIVATION_CHECKPOINTING: checkpoint the units' activations.
   std::optional<bool> activation_checkpointing;
+  /// ACCEL_FSDP_FORWARD_PREFETCH and ACCEL_FSDP_BACKWARD_PREFETCH.
+  std::optional<bool> forward_prefetch;
+  std::optional<std::string> backward_prefetch;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.
   std::optional<std::string> gpu_ids;
   /// Prefix every line a process writes with "[rank N] ".

@@ -84,6 +84,8 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
   o.state_dict_type = c.state_dict_type;
   o.offload_params = c.offload_params;
   o.activation_checkpointing = c.activation_checkpointing;
+  o.forward_prefetch = c.forward_prefetch;
+  o.backward_prefetch = c.backward_prefetch;
   o.log_with = c.log_with;
   o.cpu = a.cpu || c.use_cpu.value_or(false) || c.distributed_type == std::string("MULTI_CPU");
   o.grace_period = a.grace_period;

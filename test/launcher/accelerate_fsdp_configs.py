@@ -21,7 +21,8 @@ from accelerate.utils.constants import FSDP_SHARDING_STRATEGY
 accel = sys.argv[1]
 work = tempfile.mkdtemp(prefix="accel-fsdp-configs.")
 SHOW = ("echo strategy=$ACCEL_SHARDING_STRATEGY offload=$ACCEL_FSDP_OFFLOAD_PARAMS "
-        "checkpointing=$ACCEL_FSDP_ACTIVATION_CHECKPOINTING")
+        "checkpointing=$ACCEL_FSDP_ACTIVATION_CHECKPOINTING "
+        "prefetch=$ACCEL_FSDP_FORWARD_PREFETCH,$ACCEL_FSDP_BACKWARD_PREFETCH")
 failures = []
 
 
@@ -84,9 +85,8 @@ expect("fsdp_version 3 is refused", code == 2 and "fsdp_config.fsdp_version" in 
 # What accel does not do yet is said, not dropped.
 code, output = launch("--config_file", write_config(1, "FULL_SHARD", fsdp_activation_checkpointing=True,
                                                     fsdp_backward_prefetch="BACKWARD_PRE"))
-expect("activation checkpointing reaches the processes; unapplied settings are warned about",
-       code == 0 and "checkpointing=true" in output and
-       "warning: fsdp_backward_prefetch BACKWARD_PRE" in output and
+expect("checkpointing and prefetch reach the processes; unapplied settings are warned about",
+       code == 0 and "checkpointing=true" in output and "prefetch=false,BACKWARD_PRE" in output and
        "warning: fsdp_cpu_ram_efficient_loading" in output, output)
 
 # Flags over the file, as accelerate launch takes them.

@@ -36,6 +36,10 @@ inline constexpr const char kFsdpActivationCheckpointing[] = "ACCEL_FSDP_ACTIVAT
 /// The dtype sharded strategies reduce-scatter gradients in: fp32, bf16 or fp16 (FSDP's
 /// MixedPrecision reduce_dtype; the mixed precision dtype by default, as in Accelerate).
 inline constexpr const char kFsdpReduceDtype[] = "ACCEL_FSDP_REDUCE_DTYPE";
+/// FULL_SHARD's prefetch of the next unit in forward (true/false) and in backward (BACKWARD_PRE,
+/// BACKWARD_POST or NO_PREFETCH): Accelerate's fsdp_forward_prefetch and fsdp_backward_prefetch.
+inline constexpr const char kFsdpForwardPrefetch[] = "ACCEL_FSDP_FORWARD_PREFETCH";
+inline constexpr const char kFsdpBackwardPrefetch[] = "ACCEL_FSDP_BACKWARD_PREFETCH";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";

@@ -170,6 +170,16 @@ struct AcceleratorOptions {
   /// the optimizer stay in the parameters' dtype either way.
   TORCH_ARG(std::optional<std::string>, fsdp_reduce_dtype) = std::nullopt;
 
+  /// FULL_SHARD's prefetch (FSDP's `forward_prefetch` and `backward_prefetch`;
+  /// `ACCEL_FSDP_FORWARD_PREFETCH`, `ACCEL_FSDP_BACKWARD_PREFETCH`): while a unit runs, the next
+  /// unit's all-gather is already under way, in the order the units were gathered the step
+  /// before, within the two units whole at a time. Forward prefetch is off by default, as in
+  /// Accelerate; backward prefetch is "BACKWARD_PRE" (on), "BACKWARD_POST" (taken as
+  /// BACKWARD_PRE: accel has one prefetch point) or "NO_PREFETCH" (the default, as in
+  /// Accelerate). The gathered values, and so the training, are the same either way.
+  TORCH_ARG(std::optional<bool>, fsdp_forward_prefetch) = std::nullopt;
+  TORCH_ARG(std::optional<std::string>, fsdp_backward_prefetch) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -200,6 +210,8 @@ struct ResolvedOptions {
   bool fsdp_offload_params = false;
   bool fsdp_activation_checkpointing = false;
   std::string fsdp_reduce_dtype = "fp32";  // "fp32", "bf16" or "fp16"
+  bool fsdp_forward_prefetch = false;
+  bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
   bool debug = false;

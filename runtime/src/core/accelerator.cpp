@@ -261,6 +261,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params);
   const auto& reduce = impl_->options.fsdp_reduce_dtype;
   if (reduce != "fp32") shards->set_reduce_dtype(reduce == "bf16" ? at::kBFloat16 : at::kHalf);
+  shards->set_prefetch(impl_->options.fsdp_forward_prefetch, impl_->options.fsdp_backward_prefetch);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   auto& known = impl_->shards;
   known.erase(std::remove_if(known.begin(), known.end(), [](const auto& w) { return w.expired(); }),

@@ -3,9 +3,9 @@
 #include <accel/activation_checkpoint.h>
 
 #include "sharding/wrap_policy.h"
+#include "util/torch_compat.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
@@ -92,8 +92,8 @@ class AutocastState {
   static AutocastState capture() {
     AutocastState state;
     for (size_t i = 0; i < kTypes.size(); ++i) {
-      state.enabled_[i] = at::autocast::is_autocast_enabled(kTypes[i]);
-      state.dtype_[i] = at::autocast::get_autocast_dtype(kTypes[i]);
+      state.enabled_[i] = autocast_enabled(kTypes[i]);
+      state.dtype_[i] = autocast_dtype(kTypes[i]);
     }
     return state;
   }
@@ -101,8 +101,8 @@ class AutocastState {
   AutocastState apply() const {
     AutocastState previous = capture();
     for (size_t i = 0; i < kTypes.size(); ++i) {
-      at::autocast::set_autocast_enabled(kTypes[i], enabled_[i]);
-      at::autocast::set_autocast_dtype(kTypes[i], dtype_[i]);
+      set_autocast_enabled(kTypes[i], enabled_[i]);
+      set_autocast_dtype(kTypes[i], dtype_[i]);
     }
     return previous;
   }

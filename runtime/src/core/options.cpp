@@ -111,6 +111,16 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
   TORCH_CHECK(contract::is_one_of(out.fsdp_reduce_dtype, {"fp32", "bf16", "fp16"}),
               "Invalid fsdp_reduce_dtype: '", out.fsdp_reduce_dtype,
               "' (expected one of fp32, bf16, fp16)");
+  out.fsdp_forward_prefetch = pick(options.fsdp_forward_prefetch(),
+                                   detail::env_bool(env, contract::kFsdpForwardPrefetch), false);
+  const std::string backward_prefetch =
+      pick(options.fsdp_backward_prefetch(),
+           detail::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
+  TORCH_CHECK(
+      contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
+      "Invalid fsdp_backward_prefetch: '", backward_prefetch,
+      "' (expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)");
+  out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,

@@ -3,6 +3,7 @@
 #include "accel/detail/optimizer_shards.h"
 
 #include "sharded_parameter.h"
+#include "unit_gather.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/function.h>
@@ -14,10 +15,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
-#include <chrono>
-#include <deque>
 #include <map>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -78,195 +76,6 @@ struct OptimizerShards::Unit {
     return std::any_of(params.begin(), params.end(),
                        [](const torch::Tensor& p) { return p.grad().defined(); });
   }
-};
-
-/// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
-/// a unit's parameters one after another (a layer's weight, then its bias), and backward begins
-/// with the units forward ended with: the last `units_whole` gathered stay whole, older ones are
-/// freed. A gather frees the oldest *before* it allocates, so at most `units_whole` units (and one
-/// staging copy of a shard) are ever alive at once: FSDP's limit_all_gathers. Every process
-/// gathers and frees in the same order, so all agree on what is whole.
-class OptimizerShards::GatherWindow {
- public:
-  std::mutex mutex;  // held across a gather: autograd may run operators on its device threads
-  std::deque<std::weak_ptr<Gathered>> recent;
-  size_t units_whole = 2;
-  int64_t gathers = 0;
-  int64_t peak_bytes = 0;
-  int64_t gathered_bytes = 0;                                     // whole values received
-  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> issued;  // every gathered value's storage
-  void drop_all();
-  /// Frees the oldest whole units until `room` more fit in the window.
-  void make_room(size_t room);
-  /// Bytes of the gathered values still alive (whole, or referred to by an operator).
-  int64_t alive_bytes() {
-    issued.erase(std::remove_if(issued.begin(), issued.end(),
-                                [](const auto& storage) { return storage.expired(); }),
-                 issued.end());
-    int64_t bytes = 0;
-    for (const auto& weak : issued) {
-      if (auto storage = weak.lock()) bytes += static_cast<int64_t>(storage->nbytes());
-    }
-    return bytes;
-  }
-  /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it.
-  void gathered(const torch::Tensor& value, int64_t staging_bytes) {
-    ++gathers;
-    gathered_bytes += static_cast<int64_t>(value.nbytes());
-    issued.emplace_back(value.storage().getWeakStorageImpl());
-    peak_bytes = std::max(peak_bytes, alive_bytes() + staging_bytes);
-  }
-};
-
-/// A unit's parameters, gathered whole from the shards when an operator needs one of them.
-class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> {
- public:
-  Gathered(c10::intrusive_ptr<c10d::ProcessGroup> group, bool through_all_reduce,
-           torch::Tensor shard, torch::TensorOptions compute, std::shared_ptr<GatherWindow> window)
-      : group_(std::move(group)),
-        through_all_reduce_(through_all_reduce),
-        shard_(std::move(shard)),
-        compute_(compute),
-        window_(std::move(window)) {}
-
-  /// The unit's flat value, padding included, on the parameters' device (the shard may be on the
-  /// host: CPU offload).
-  torch::Tensor whole() {
-    std::lock_guard<std::mutex> lock(window_->mutex);
-    if (value_.defined()) return value_;
-    window_->make_room(1);
-    torch::NoGradGuard no_grad;
-    const int64_t size = shard_.numel(), rank = group_->getRank();
-    int64_t staging_bytes = 0;
-    if (through_all_reduce_) {
-      // As gather_parameters: zeros everywhere but this process's slice, summed.
-      value_ = torch::zeros({size * group_->getSize()}, compute_);
-      value_.narrow(0, rank * size, size).copy_(shard_.detach());
-      std::vector<torch::Tensor> tensors{value_};
-      group_->allreduce(tensors)->wait();
-    } else {
-      value_ = torch::empty({size * group_->getSize()}, compute_);
-      // The shard itself is sent when it is on the parameters' device in their dtype; a host
-      // shard (CPU offload) goes through a copy there.
-      auto mine = shard_.detach();
-      if (mine.device() != compute_.device() || mine.dtype() != compute_.dtype()) {
-        mine = torch::empty({size}, compute_);
-        mine.copy_(shard_.detach());
-        staging_bytes = static_cast<int64_t>(mine.nbytes());
-      }
-      group_->_allgather_base(value_, mine)->wait();
-    }
-    window_->gathered(value_, staging_bytes);
-    window_->recent.push_back(weak_from_this());
-    return value_;
-  }
-
-  /// Writes this process's part of `flat_value` (the unit's elements [begin, begin + length))
-  /// into the shard; the unit is gathered anew at its next use.
-  void assign(const torch::Tensor& flat_value, int64_t begin) {
-    std::lock_guard<std::mutex> lock(window_->mutex);
-    torch::NoGradGuard no_grad;
-    const int64_t size = shard_.numel();
-    const int64_t mine = group_->getRank() * size;
-    const int64_t first = std::max(begin, mine);
-    const int64_t last = std::min(begin + flat_value.numel(), mine + size);
-    if (last > first) {
-      shard_.detach()
-          .narrow(0, first - mine, last - first)
-          .copy_(flat_value.narrow(0, first - begin, last - first));
-    }
-    forget();
-  }
-
-  /// Frees the whole value; the shard has changed (another view of the unit wrote it).
-  void drop() {
-    std::lock_guard<std::mutex> lock(window_->mutex);
-    forget();
-  }
-
-  /// Frees the whole value (called with the window's mutex held).
-  void forget() {
-    value_.reset();
-    auto& recent = window_->recent;
-    const auto self = weak_from_this();
-    recent.erase(std::remove_if(recent.begin(), recent.end(),
-                                [&](const std::weak_ptr<Gathered>& entry) {
-                                  return !entry.owner_before(self) && !self.owner_before(entry);
-                                }),
-                 recent.end());
-  }
-
- private:
-  friend class GatherWindow;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  bool through_all_reduce_;
-  torch::Tensor shard_;
-  torch::TensorOptions compute_;
-  std::shared_ptr<GatherWindow> window_;
-  torch::Tensor value_;
-};
-
-void OptimizerShards::GatherWindow::make_room(size_t room) {
-  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> freed;
-  while (!recent.empty() && recent.size() + room > units_whole) {
-    if (auto oldest = recent.front().lock()) {
-      if (oldest->value_.defined()) {
-        freed.emplace_back(oldest->value_.storage().getWeakStorageImpl());
-        oldest->value_.reset();
-      }
-    }
-    recent.pop_front();
-  }
-  // A collective's worker thread lets go of its tensors a moment after the collective completes
-  // (Gloo's work queue): wait for that, briefly, before the next unit is allocated, as FSDP's
-  // limit_all_gathers waits for the freed unit's event. An operator still using the value keeps
-  // it, and the wait gives up after a few milliseconds.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  while (std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); }) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-}
-
-void OptimizerShards::GatherWindow::drop_all() {
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto& entry : recent) {
-    if (auto unit = entry.lock()) unit->value_.reset();
-  }
-  recent.clear();
-}
-
-/// A sharded parameter's source: its place in its unit. Autocast's casts to bf16 or fp16 are
-/// served from the unit gathered in that dtype: the same bits (the cast is elementwise) for half
-/// the bytes on the wire, and half the memory while whole.
-class OptimizerShards::UnitParameter final : public ParameterSource {
- public:
-  UnitParameter(std::shared_ptr<Gathered> unit, std::shared_ptr<Gathered> as_bf16,
-                std::shared_ptr<Gathered> as_fp16, int64_t offset, std::vector<int64_t> sizes)
-      : unit_(std::move(unit)),
-        as_bf16_(std::move(as_bf16)),
-        as_fp16_(std::move(as_fp16)),
-        offset_(offset),
-        sizes_(std::move(sizes)) {}
-  torch::Tensor gather() override { return part_of(*unit_); }
-  torch::Tensor gather_as(c10::ScalarType dtype) override {
-    if (dtype == c10::kBFloat16 && as_bf16_) return part_of(*as_bf16_);
-    if (dtype == c10::kHalf && as_fp16_) return part_of(*as_fp16_);
-    return gather().to(dtype);
-  }
-  void assign(const torch::Tensor& value) override {
-    unit_->assign(value.reshape(-1), offset_);
-    if (as_bf16_) as_bf16_->drop();
-    if (as_fp16_) as_fp16_->drop();
-  }
-
- private:
-  torch::Tensor part_of(Gathered& gathered) {
-    return gathered.whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
-  }
-  std::shared_ptr<Gathered> unit_, as_bf16_, as_fp16_;
-  int64_t offset_;
-  std::vector<int64_t> sizes_;
 };
 
 namespace {
@@ -665,6 +474,13 @@ void OptimizerShards::gather_parameters() {
   for (auto& [work, input] : under_way) work->wait();
 }
 
+void OptimizerShards::set_prefetch(bool forward, bool backward) {
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->prefetch_forward = forward;
+  window_->prefetch_backward = backward;
+}
+
 void OptimizerShards::set_reduce_dtype(c10::ScalarType dtype) {
   TORCH_CHECK(c10::isFloatingType(dtype),
               "accel: gradients are reduce-scattered in a floating "
@@ -683,6 +499,8 @@ OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
   statistics.alive_bytes = window_->alive_bytes();
   statistics.peak_bytes = window_->peak_bytes;
   statistics.gathered_bytes = window_->gathered_bytes;
+  statistics.prefetches = window_->prefetches;
+  statistics.gather_wait_seconds = window_->wait_seconds;
   for (const auto& unit : units_) {
     const int64_t element = static_cast<int64_t>(unit.compute.dtype().itemsize());
     statistics.largest_unit_bytes = std::max(statistics.largest_unit_bytes,

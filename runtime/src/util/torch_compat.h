@@ -17,6 +17,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -116,6 +117,12 @@ inline bool autocast_supports(c10::DeviceType device_type, c10::ScalarType dtype
   const bool device = device_type == c10::DeviceType::CUDA || device_type == c10::DeviceType::CPU;
   return device && (dtype == c10::ScalarType::Half || dtype == c10::ScalarType::BFloat16);
 }
+
+// ---- autograd
+// ------------------------------------------------------------------------------------
+
+/// True on a thread that is running a backward pass (the engine's current graph task).
+inline bool in_backward() { return torch::autograd::get_current_graph_task_id() != -1; }
 
 // ---- loss scaling -------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@
 #include "support/datasets.h"
 #include "support/temp_dir.h"
 
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -149,7 +150,7 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
 TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
   // The Accelerator on cuda:0, one process: FULL_SHARD with CPU offload keeps the parameters,
   // their gradients and Adam's state on the host; the device holds what is gathered at the
-  // moment and the two gradient send buffers, each the size of the largest unit. 8 x 1024 x 1024
+  // moment and the gradient send buffer, the size of the largest unit. 8 x 1024 x 1024
   // (8.4M parameters, 33.6 MB in fp32) in units of one Linear (4.2 MB): units of the default
   // 25 MiB would hold 6 of the 8 layers, and two send buffers of that size are more than the
   // model.
@@ -528,6 +529,96 @@ TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   ASSERT_EQ(logits.sizes(), expected.sizes());
   EXPECT_FALSE(logits.isnan().any().item<bool>());
   EXPECT_LE((logits - expected).abs().max().item<double>(), 1e-5);
+}
+
+TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpointing) {
+  // 24 x 2048 x 2048 (100.7M parameters, 403 MB in fp32): the caching allocator is capped at a
+  // third of that (setMemoryFraction). NO_SHARD cannot even hold the weights under the cap;
+  // FULL_SHARD with CPU offload and activation checkpointing trains, one Linear (16.8 MB) per
+  // unit, to plain LibTorch's weights. prepare() itself still places the whole model on the
+  // device before prepare(optimizer) shards it (loading without that copy is not built yet), so
+  // the cap applies from the first step.
+  static constexpr int64_t kWidth = 2048, kDepth = 24;
+  auto make_model = [] {
+    torch::manual_seed(12);
+    torch::nn::Sequential model;
+    for (int64_t i = 0; i < kDepth; ++i) {
+      model->push_back(torch::nn::Linear(kWidth, kWidth));
+      model->push_back(torch::nn::Tanh());
+    }
+    return model;
+  };
+  auto batch = [](int64_t step) {
+    torch::manual_seed(300 + step);
+    return torch::randn({16, kWidth});
+  };
+  const int64_t parameter_bytes = kDepth * (kWidth * kWidth + kWidth) * 4;
+  const int64_t cap = parameter_bytes / 3;
+  const double total = static_cast<double>(at::cuda::getDeviceProperties(0)->totalGlobalMem);
+  auto set_cap = [&](bool on) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(on ? static_cast<double>(cap) / total : 1.0,
+                                                       0);
+  };
+  // Plain LibTorch, uncapped, for the weights.
+  std::vector<torch::Tensor> expected;
+  {
+    auto reference = make_model();
+    reference->to(torch::kCUDA);
+    torch::optim::AdamW plain(reference->parameters(), torch::optim::AdamWOptions(1e-4));
+    for (int64_t step = 0; step < 3; ++step) {
+      plain.zero_grad();
+      reference->forward(batch(step).cuda()).pow(2).mean().backward();
+      plain.step();
+    }
+    for (const auto& p : reference->parameters()) expected.push_back(p.detach().cpu());
+  }
+  // Under the cap, the whole model does not fit.
+  set_cap(true);
+  try {
+    auto whole = make_model();
+    whole->to(torch::kCUDA);
+    ADD_FAILURE() << "403 MB of weights fit under a " << cap << "-byte cap";
+  } catch (const c10::OutOfMemoryError& e) {
+    std::printf("NO_SHARD under a cap of %.1f MB: %s\n", static_cast<double>(cap) / 1e6,
+                std::string(e.what()).substr(0, 160).c_str());
+  }
+  set_cap(false);
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .sharding_strategy("FULL_SHARD")
+                                     .fsdp_offload_params(true)
+                                     .fsdp_activation_checkpointing(true)
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
+  auto model = make_model();
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {1e-4}));
+  set_cap(true);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+  for (int64_t step = 0; step < 3; ++step) {
+    accelerator.backward(model->forward(batch(step).to(accelerator.device())).pow(2).mean());
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  c10::cuda::device_synchronize();
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+  const int64_t peak_reserved = stats.reserved_bytes[0].peak;
+  std::printf(
+      "FULL_SHARD + CPU offload + checkpointing, 403 MB of weights under a %.1f MB cap: "
+      "peak allocated %.1f MB, peak reserved %.1f MB\n",
+      static_cast<double>(cap) / 1e6, static_cast<double>(stats.allocated_bytes[0].peak) / 1e6,
+      static_cast<double>(peak_reserved) / 1e6);
+  EXPECT_LE(peak_reserved, cap);
+  set_cap(false);
+  double worst = 0;
+  const auto got = model->parameters();
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, (accel::detail::gathered_value(got[i]).detach().cpu() - expected[i])
+                                .abs()
+                                .max()
+                                .item<double>());
+  }
+  std::printf("largest weight difference from plain LibTorch: %.3g\n", worst);
+  EXPECT_LE(worst, 1e-6);
 }
 
 }  // namespace

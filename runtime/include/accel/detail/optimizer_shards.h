@@ -123,6 +123,10 @@ class OptimizerShards {
   /// reduce_dtype): the full gradients are cast to it in the send buffer and summed in it, and
   /// each process's slice is cast back to the shard's dtype before it is averaged.
   void set_reduce_dtype(c10::ScalarType dtype);
+  /// FULL_SHARD: while a unit is used, start gathering the one used after it the step before
+  /// (asynchronously), in forward and/or in backward (after arm()). Every process prefetches at
+  /// the same points, so collectives stay in one order.
+  void set_prefetch(bool forward, bool backward);
   /// Bytes this process has sent in reduce-scatters so far (each unit's send buffer).
   int64_t reduce_scattered_bytes() const { return reduce_scattered_bytes_; }
   /// FULL_SHARD: the parameters are sharded parameters.
@@ -141,6 +145,8 @@ class OptimizerShards {
     /// Bytes the gathers received (each gathered unit's whole value), so far: halved under
     /// bf16 and fp16 autocast, where the units are gathered in the autocast dtype.
     int64_t gathered_bytes = 0;
+    int64_t prefetches = 0;          // gathers started ahead of their use
+    double gather_wait_seconds = 0;  // time operators waited for gathers: exposed communication
   };
   /// FULL_SHARD: what the gathers have done (zeros otherwise).
   GatherStatistics gather_statistics() const;

@@ -1,0 +1,87 @@
+// FULL_SHARD's window of gathered units and its prefetch: see unit_gather.h.
+
+#include "unit_gather.h"
+
+#include "util/torch_compat.h"
+
+#include <thread>
+
+namespace accel {
+namespace detail {
+
+bool OptimizerShards::GatherWindow::make_room(size_t room, const Gathered* keep) {
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> freed;
+  auto oldest = recent.begin();
+  while (recent.size() + room > units_whole) {
+    while (oldest != recent.end()) {
+      auto unit = oldest->lock();
+      if (unit == nullptr || unit.get() != keep) break;
+      ++oldest;
+    }
+    if (oldest == recent.end()) return false;
+    if (auto unit = oldest->lock()) {
+      unit->settle();
+      if (unit->value_.defined()) {
+        freed.emplace_back(unit->value_.storage().getWeakStorageImpl());
+        unit->value_.reset();
+      }
+    }
+    oldest = recent.erase(oldest);
+  }
+  // A collective's worker thread lets go of its tensors a moment after the collective completes
+  // (Gloo's work queue): wait for that, briefly, before the next unit is allocated, as FSDP's
+  // limit_all_gathers waits for the freed unit's event. An operator still using the value keeps
+  // it, and the wait gives up after a few milliseconds.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); }) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+bool OptimizerShards::GatherWindow::note_use(Gathered* unit) {
+  if (unit == last_used) return false;
+  last_used = unit;
+  if (!prefetch_forward && !prefetch_backward) return false;
+  // A loop that never steps (evaluation) never ends a recording: it is not kept past a bound.
+  constexpr size_t kLongestRecording = size_t{1} << 16;
+  if (recording.size() < kLongestRecording) recording.push_back(unit->weak_from_this());
+  return true;
+}
+
+void OptimizerShards::GatherWindow::prefetch_after(const Gathered* unit) {
+  const bool on = in_backward() ? prefetch_backward : prefetch_forward;
+  // Where this use is in the last step's order: the next place, or the order is left.
+  if (diverged || position >= recorded.size() || recorded[position].lock().get() != unit) {
+    diverged = true;
+    return;
+  }
+  ++position;
+  if (!on || position >= recorded.size()) return;
+  auto next = recorded[position].lock();
+  if (next == nullptr || next.get() == unit || next->whole_now()) return;
+  if (!make_room(1, unit)) return;
+  next->start();
+  ++prefetches;
+}
+
+void OptimizerShards::GatherWindow::drop_all() {
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& entry : recent) {
+    if (auto unit = entry.lock()) {
+      unit->settle();
+      unit->value_.reset();
+    }
+  }
+  recent.clear();
+  // A step ends: its order of uses is the one the next step prefetches by.
+  recorded = std::move(recording);
+  recording.clear();
+  position = 0;
+  diverged = false;
+  last_used = nullptr;
+}
+
+}  // namespace detail
+}  // namespace accel

@@ -1,0 +1,233 @@
+#pragma once
+
+// FULL_SHARD's units gathered on demand (OptimizerShards' private parts, shared by its two source
+// files): the window of units whole at once and its prefetch, a unit gathered in one dtype, and
+// a sharded parameter's place in its unit.
+
+#include "accel/detail/optimizer_shards.h"
+
+#include "sharded_parameter.h"
+
+#include <torch/types.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace accel {
+namespace detail {
+
+/// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
+/// a unit's parameters one after another (a layer's weight, then its bias), and backward begins
+/// with the units forward ended with: the last `units_whole` gathered stay whole, older ones are
+/// freed. A gather frees the oldest *before* it allocates, so at most `units_whole` units (and one
+/// staging copy of a shard) are ever alive at once: FSDP's limit_all_gathers. Every process
+/// gathers and frees in the same order, so all agree on what is whole.
+///
+/// Prefetch: the window records the order in which units are first used, step by step. In the
+/// next step, when a unit is first used at the place the recording expects, the all-gather of the
+/// unit used after it is started at once, asynchronously, in place of the oldest unit whole: the
+/// unit running and the next one, as FSDP's forward prefetch and BACKWARD_PRE. A step that leaves
+/// the recorded order stops prefetching until the next step. Every process runs the same program,
+/// so all record the same order and start the same collectives at the same points.
+class OptimizerShards::GatherWindow {
+ public:
+  std::mutex mutex;  // held across a gather: autograd may run operators on its device threads
+  std::deque<std::weak_ptr<Gathered>> recent;
+  size_t units_whole = 2;
+  int64_t gathers = 0;
+  int64_t peak_bytes = 0;
+  int64_t gathered_bytes = 0;                                     // whole values received
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> issued;  // every gathered value's storage
+  bool prefetch_forward = false, prefetch_backward = false;
+  std::vector<std::weak_ptr<Gathered>> recorded;   // the last step's order of first uses
+  std::vector<std::weak_ptr<Gathered>> recording;  // this step's
+  size_t position = 0;                             // where this step is in `recorded`
+  bool diverged = false;
+  const Gathered* last_used = nullptr;
+  int64_t prefetches = 0;
+  double wait_seconds = 0;
+
+  void drop_all();
+  /// Frees the oldest whole units, but `keep`, until `room` more fit in the window; false when
+  /// they cannot.
+  bool make_room(size_t room, const Gathered* keep = nullptr);
+  /// Notes that `unit` is being used; true when it starts a new place in the order of uses.
+  bool note_use(Gathered* unit);
+  /// After the first use of `unit` at its place: starts gathering the unit that came next in the
+  /// last step, when prefetch is on for this phase.
+  void prefetch_after(const Gathered* unit);
+  /// Bytes of the gathered values still alive (whole, or referred to by an operator).
+  int64_t alive_bytes() {
+    issued.erase(std::remove_if(issued.begin(), issued.end(),
+                                [](const auto& storage) { return storage.expired(); }),
+                 issued.end());
+    int64_t bytes = 0;
+    for (const auto& weak : issued) {
+      if (auto storage = weak.lock()) bytes += static_cast<int64_t>(storage->nbytes());
+    }
+    return bytes;
+  }
+  /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it.
+  void gathered(const torch::Tensor& value, int64_t staging_bytes) {
+    ++gathers;
+    gathered_bytes += static_cast<int64_t>(value.nbytes());
+    issued.emplace_back(value.storage().getWeakStorageImpl());
+    peak_bytes = std::max(peak_bytes, alive_bytes() + staging_bytes);
+  }
+};
+
+/// A unit's parameters, gathered whole from the shards when an operator needs one of them.
+class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> {
+ public:
+  Gathered(c10::intrusive_ptr<c10d::ProcessGroup> group, bool through_all_reduce,
+           torch::Tensor shard, torch::TensorOptions compute, std::shared_ptr<GatherWindow> window)
+      : group_(std::move(group)),
+        through_all_reduce_(through_all_reduce),
+        shard_(std::move(shard)),
+        compute_(compute),
+        window_(std::move(window)) {}
+
+  /// The unit's flat value, padding included, on the parameters' device (the shard may be on the
+  /// host: CPU offload).
+  torch::Tensor whole() {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    const bool new_place = window_->note_use(this);
+    if (!value_.defined()) {
+      window_->make_room(1, this);
+      start();
+    }
+    settle();
+    if (new_place) window_->prefetch_after(this);
+    return value_;
+  }
+
+  /// Starts gathering the unit (called with the window's mutex held); it joins the window.
+  void start() {
+    torch::NoGradGuard no_grad;
+    const int64_t size = shard_.numel(), rank = group_->getRank();
+    int64_t staging_bytes = 0;
+    if (through_all_reduce_) {
+      // As gather_parameters: zeros everywhere but this process's slice, summed.
+      value_ = torch::zeros({size * group_->getSize()}, compute_);
+      value_.narrow(0, rank * size, size).copy_(shard_.detach());
+      std::vector<torch::Tensor> tensors{value_};
+      work_ = group_->allreduce(tensors);
+    } else {
+      value_ = torch::empty({size * group_->getSize()}, compute_);
+      // The shard itself is sent when it is on the parameters' device in their dtype; a host
+      // shard (CPU offload) goes through a copy there, which lives until the gather completes.
+      staging_ = shard_.detach();
+      if (staging_.device() != compute_.device() || staging_.dtype() != compute_.dtype()) {
+        staging_ = torch::empty({size}, compute_);
+        staging_.copy_(shard_.detach());
+        staging_bytes = static_cast<int64_t>(staging_.nbytes());
+      }
+      work_ = group_->_allgather_base(value_, staging_);
+    }
+    window_->gathered(value_, staging_bytes);
+    window_->recent.push_back(weak_from_this());
+  }
+
+  /// Waits for a gather under way (called with the window's mutex held).
+  void settle() {
+    if (!work_) return;
+    const auto start = std::chrono::steady_clock::now();
+    work_->wait();
+    window_->wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    work_.reset();
+    staging_ = torch::Tensor();
+  }
+
+  bool whole_now() const { return value_.defined(); }
+
+  /// Writes this process's part of `flat_value` (the unit's elements [begin, begin + length))
+  /// into the shard; the unit is gathered anew at its next use.
+  void assign(const torch::Tensor& flat_value, int64_t begin) {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    torch::NoGradGuard no_grad;
+    settle();
+    const int64_t size = shard_.numel();
+    const int64_t mine = group_->getRank() * size;
+    const int64_t first = std::max(begin, mine);
+    const int64_t last = std::min(begin + flat_value.numel(), mine + size);
+    if (last > first) {
+      shard_.detach()
+          .narrow(0, first - mine, last - first)
+          .copy_(flat_value.narrow(0, first - begin, last - first));
+    }
+    forget();
+  }
+
+  /// Frees the whole value; the shard has changed (another view of the unit wrote it).
+  void drop() {
+    std::lock_guard<std::mutex> lock(window_->mutex);
+    forget();
+  }
+
+  /// Frees the whole value (called with the window's mutex held).
+  void forget() {
+    settle();
+    value_.reset();
+    auto& recent = window_->recent;
+    const auto self = weak_from_this();
+    recent.erase(std::remove_if(recent.begin(), recent.end(),
+                                [&](const std::weak_ptr<Gathered>& entry) {
+                                  return !entry.owner_before(self) && !self.owner_before(entry);
+                                }),
+                 recent.end());
+  }
+
+ private:
+  friend class GatherWindow;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  bool through_all_reduce_;
+  torch::Tensor shard_;
+  torch::TensorOptions compute_;
+  std::shared_ptr<GatherWindow> window_;
+  torch::Tensor value_;
+  c10::intrusive_ptr<c10d::Work> work_;  // a gather under way (prefetched)
+  torch::Tensor staging_;                // what it sends
+};
+
+/// A sharded parameter's source: its place in its unit. Autocast's casts to bf16 or fp16 are
+/// served from the unit gathered in that dtype: the same bits (the cast is elementwise) for half
+/// the bytes on the wire, and half the memory while whole.
+class OptimizerShards::UnitParameter final : public ParameterSource {
+ public:
+  UnitParameter(std::shared_ptr<Gathered> unit, std::shared_ptr<Gathered> as_bf16,
+                std::shared_ptr<Gathered> as_fp16, int64_t offset, std::vector<int64_t> sizes)
+      : unit_(std::move(unit)),
+        as_bf16_(std::move(as_bf16)),
+        as_fp16_(std::move(as_fp16)),
+        offset_(offset),
+        sizes_(std::move(sizes)) {}
+  torch::Tensor gather() override { return part_of(*unit_); }
+  torch::Tensor gather_as(c10::ScalarType dtype) override {
+    if (dtype == c10::kBFloat16 && as_bf16_) return part_of(*as_bf16_);
+    if (dtype == c10::kHalf && as_fp16_) return part_of(*as_fp16_);
+    return gather().to(dtype);
+  }
+  void assign(const torch::Tensor& value) override {
+    unit_->assign(value.reshape(-1), offset_);
+    if (as_bf16_) as_bf16_->drop();
+    if (as_fp16_) as_fp16_->drop();
+  }
+
+ private:
+  torch::Tensor part_of(Gathered& gathered) {
+    return gathered.whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
+  }
+  std::shared_ptr<Gathered> unit_, as_bf16_, as_fp16_;
+  int64_t offset_;
+  std::vector<int64_t> sizes_;
+};
+
+}  // namespace detail
+}  // namespace accel
