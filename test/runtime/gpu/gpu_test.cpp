@@ -532,13 +532,13 @@ TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
 }
 
 TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpointing) {
-  // 24 x 2048 x 2048 (100.7M parameters, 403 MB in fp32): the caching allocator is capped at a
+  // 48 x 2048 x 2048 (201M parameters, 805 MB in fp32): the caching allocator is capped at a
   // third of that (setMemoryFraction). NO_SHARD cannot even hold the weights under the cap;
   // FULL_SHARD with CPU offload and activation checkpointing trains, one Linear (16.8 MB) per
   // unit, to plain LibTorch's weights. prepare() itself still places the whole model on the
   // device before prepare(optimizer) shards it (loading without that copy is not built yet), so
   // the cap applies from the first step.
-  static constexpr int64_t kWidth = 2048, kDepth = 24;
+  static constexpr int64_t kWidth = 2048, kDepth = 48;
   auto make_model = [] {
     torch::manual_seed(12);
     torch::nn::Sequential model;
@@ -578,7 +578,7 @@ TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpo
   try {
     auto whole = make_model();
     whole->to(torch::kCUDA);
-    ADD_FAILURE() << "403 MB of weights fit under a " << cap << "-byte cap";
+    ADD_FAILURE() << "805 MB of weights fit under a " << cap << "-byte cap";
   } catch (const c10::OutOfMemoryError& e) {
     std::printf("NO_SHARD under a cap of %.1f MB: %s\n", static_cast<double>(cap) / 1e6,
                 std::string(e.what()).substr(0, 160).c_str());
@@ -603,7 +603,7 @@ TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpo
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
   const int64_t peak_reserved = stats.reserved_bytes[0].peak;
   std::printf(
-      "FULL_SHARD + CPU offload + checkpointing, 403 MB of weights under a %.1f MB cap: "
+      "FULL_SHARD + CPU offload + checkpointing, 805 MB of weights under a %.1f MB cap: "
       "peak allocated %.1f MB, peak reserved %.1f MB\n",
       static_cast<double>(cap) / 1e6, static_cast<double>(stats.allocated_bytes[0].peak) / 1e6,
       static_cast<double>(peak_reserved) / 1e6);
