@@ -336,43 +336,52 @@ TEST_F(ShardingMemory, UnderBf16GradientsAreReduceScatteredInBf16) {
   }
 }
 
-/// Four FULL_SHARD steps of the 24-unit MLP with prefetch `on` (forward and BACKWARD_PRE): the
-/// weights and what the gathers did.
-std::pair<std::vector<torch::Tensor>, accel::detail::OptimizerShards::GatherStatistics>
-prefetched_run(bool on) {
-  accel::Accelerator accelerator(accel::AcceleratorOptions()
-                                     .cpu(true)
-                                     .sharding_strategy("FULL_SHARD")
-                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"})
-                                     .fsdp_forward_prefetch(on)
-                                     .fsdp_backward_prefetch(on ? "BACKWARD_PRE" : "NO_PREFETCH"));
+/// What `steps` AdamW steps of the 24-unit MLP (each Linear a unit) leave under `options`, each
+/// process its own batches: the weights, and under FULL_SHARD what the gathers did.
+struct TrainedMlp {
+  std::vector<torch::Tensor> weights;
+  accel::detail::OptimizerShards::GatherStatistics gathers;
+};
+TrainedMlp train_mlp(accel::AcceleratorOptions options, int steps) {
+  accel::Accelerator accelerator(options.cpu(true).fsdp_transformer_layer_cls_to_wrap({"Linear"}));
   auto model = mlp(24);
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-3));
-  for (int step = 0; step < 4; ++step) {
+  for (int step = 0; step < steps; ++step) {
     auto x = torch::randn({16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(
                                             step * 10 + accelerator.process_index()));
     accelerator.backward(model->forward(x).pow(2).mean());
     optimizer.step();
     optimizer.zero_grad();
   }
-  const auto statistics = optimizer.shards()->gather_statistics();
-  std::vector<torch::Tensor> weights;
-  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
-  return {weights, statistics};
+  TrainedMlp out;
+  if (const auto& shards = optimizer.shards(); shards && shards->shards_parameters())
+    out.gathers = shards->gather_statistics();
+  for (const auto& p : model->parameters()) out.weights.push_back(p.detach().clone());
+  return out;
+}
+
+/// Four FULL_SHARD steps with prefetch `on` (forward and BACKWARD_PRE) or off.
+TrainedMlp prefetched_run(bool on) {
+  return train_mlp(accel::AcceleratorOptions()
+                       .sharding_strategy("FULL_SHARD")
+                       .fsdp_forward_prefetch(on)
+                       .fsdp_backward_prefetch(on ? "BACKWARD_PRE" : "NO_PREFETCH"),
+                   4);
 }
 
 TEST_F(ShardingMemory, PrefetchGathersAheadWithinTwoUnitsAndTrainsTheSame) {
-  const auto [plain_weights, plain] = prefetched_run(false);
-  const auto [weights, prefetched] = prefetched_run(true);
+  const auto without = prefetched_run(false), with = prefetched_run(true);
+  const auto& plain = without.gathers;
+  const auto& prefetched = with.gathers;
   // From the second step on, every unit but the first of each pass is gathered ahead.
   EXPECT_EQ(plain.prefetches, 0);
   EXPECT_GT(prefetched.prefetches, 3 * 24);
   EXPECT_EQ(prefetched.gathers, plain.gathers);
   EXPECT_LE(prefetched.peak_bytes,
             2 * prefetched.largest_unit_bytes + prefetched.largest_shard_bytes);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    EXPECT_TRUE(torch::equal(weights[i], plain_weights[i])) << "parameter " << i;
+  for (size_t i = 0; i < with.weights.size(); ++i) {
+    EXPECT_TRUE(torch::equal(with.weights[i], without.weights[i])) << "parameter " << i;
   }
   if (is_main()) {
     std::printf(
@@ -384,27 +393,13 @@ TEST_F(ShardingMemory, PrefetchGathersAheadWithinTwoUnitsAndTrainsTheSame) {
   }
 }
 
-/// Weights after 6 AdamW steps of the 24-unit MLP (each Linear a unit, checkpointed with
-/// `checkpointing`), each process its own batches.
-std::vector<torch::Tensor> train_mlp(const std::string& strategy, bool checkpointing) {
-  accel::Accelerator accelerator(accel::AcceleratorOptions()
-                                     .cpu(true)
-                                     .sharding_strategy(strategy)
-                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"})
-                                     .fsdp_activation_checkpointing(checkpointing));
-  auto model = mlp(24);
-  accelerator.prepare(model);
-  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-3));
-  for (int step = 0; step < 6; ++step) {
-    auto x = torch::randn({16, kWidth}, at::make_generator<at::CPUGeneratorImpl>(
-                                            step * 10 + accelerator.process_index()));
-    accelerator.backward(model->forward(x).pow(2).mean());
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-  std::vector<torch::Tensor> weights;
-  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
-  return weights;
+/// Weights after 6 steps under `strategy`, units checkpointed with `checkpointing`.
+std::vector<torch::Tensor> checkpointed_run(const std::string& strategy, bool checkpointing) {
+  return train_mlp(
+             accel::AcceleratorOptions().sharding_strategy(strategy).fsdp_activation_checkpointing(
+                 checkpointing),
+             6)
+      .weights;
 }
 
 TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShard) {
@@ -413,7 +408,7 @@ TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShar
   std::vector<torch::Tensor> reference;
   {
     accel::detail::CountingCpuAllocator counter;
-    reference = train_mlp("NO_SHARD", false);
+    reference = checkpointed_run("NO_SHARD", false);
     no_shard_peak = counter.peak_bytes();
   }
   const int64_t cap = no_shard_peak * 2 / 3;
@@ -421,7 +416,7 @@ TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShar
   int64_t full_shard_peak = 0;
   {
     accel::detail::CountingCpuAllocator counter(cap);
-    capped = train_mlp("FULL_SHARD", true);
+    capped = checkpointed_run("FULL_SHARD", true);
     full_shard_peak = counter.peak_bytes();
   }
   EXPECT_GT(no_shard_peak, cap);
