@@ -33,61 +33,55 @@ bool file_exists(const std::string& path) {
 
 /// `accelerate launch`'s FSDP and DeepSpeed flags, under its names.
 void add_sharding_flags(CLI::App& launch, accel::launcher::ShardingFlags& f) {
+  using Flags = accel::launcher::ShardingFlags;
   const std::string fsdp = "FSDP", deepspeed = "DeepSpeed";
+  const std::string strategies =
+      accel::contract::join(accel::contract::sharding_strategy_choices());
+  const std::string dict_types = accel::contract::join(accel::contract::state_dict_type_choices());
+  // The flags that take a word, each read and checked by config_of_flags.
+  const struct {
+    const char* name;
+    std::optional<std::string> Flags::*value;
+    std::string help;
+    const std::string& group;
+  } words[] = {
+      {"--fsdp_version", &Flags::fsdp_version, "1 or 2: how --fsdp_reshard_after_forward is read",
+       fsdp},
+      {"--fsdp_sharding_strategy", &Flags::sharding_strategy, strategies, fsdp},
+      {"--fsdp_reshard_after_forward", &Flags::reshard_after_forward,
+       "fsdp_version 1: a strategy name; 2: true (FULL_SHARD) or false (SHARD_GRAD_OP)", fsdp},
+      {"--fsdp_offload_params", &Flags::offload_params,
+       "true: shards, gradients and optimizer state in host memory", fsdp},
+      {"--fsdp_auto_wrap_policy", &Flags::auto_wrap_policy,
+       "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP", fsdp},
+      {"--fsdp_transformer_layer_cls_to_wrap", &Flags::classes_to_wrap,
+       "FULL_SHARD's unit classes, comma-separated", fsdp},
+      {"--fsdp_state_dict_type", &Flags::state_dict_type, dict_types, fsdp},
+      {"--fsdp_activation_checkpointing", &Flags::activation_checkpointing,
+       "true: checkpoint the units' activations", fsdp},
+      {"--fsdp_backward_prefetch", &Flags::backward_prefetch,
+       "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH", fsdp},
+      {"--fsdp_forward_prefetch", &Flags::forward_prefetch,
+       "true: gather the next unit while one runs", fsdp},
+      {"--fsdp_use_orig_params", &Flags::use_orig_params,
+       "Accepted: accel's sharded parameters are always the model's own", fsdp},
+      {"--fsdp_cpu_ram_efficient_loading", &Flags::cpu_ram_efficient_loading, "true or false",
+       fsdp},
+      {"--fsdp_sync_module_states", &Flags::sync_module_states,
+       "Accepted: prepare(model) always starts every process from rank 0's weights", fsdp},
+      {"--offload_optimizer_device", &Flags::offload_optimizer_device, "none or cpu", deepspeed},
+      {"--offload_param_device", &Flags::offload_param_device, "none or cpu", deepspeed},
+  };
   launch
       .add_flag("--use_fsdp", f.use_fsdp,
                 "Shard with FSDP's strategies (FULL_SHARD unless the flags or config say)")
       ->group(fsdp);
-  launch
-      .add_option("--fsdp_version", f.fsdp_version,
-                  "1 or 2: how --fsdp_reshard_after_forward is read")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_sharding_strategy", f.sharding_strategy,
-                  accel::contract::join(accel::contract::sharding_strategy_choices()))
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_reshard_after_forward", f.reshard_after_forward,
-                  "fsdp_version 1: a strategy name; 2: true (FULL_SHARD) or false "
-                  "(SHARD_GRAD_OP)")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_offload_params", f.offload_params,
-                  "true: shards, gradients and optimizer state in host memory")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_auto_wrap_policy", f.auto_wrap_policy,
-                  "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_transformer_layer_cls_to_wrap", f.classes_to_wrap,
-                  "FULL_SHARD's unit classes, comma-separated")
-      ->group(fsdp);
+  for (const auto& word : words) {
+    launch.add_option(word.name, f.*(word.value), word.help)->group(word.group);
+  }
   launch
       .add_option("--fsdp_min_num_params", f.min_num_params,
                   "SIZE_BASED_WRAP's parameters per unit")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_state_dict_type", f.state_dict_type,
-                  accel::contract::join(accel::contract::state_dict_type_choices()))
-      ->group(fsdp);
-  launch.add_option("--fsdp_activation_checkpointing", f.activation_checkpointing, "true or false")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_backward_prefetch", f.backward_prefetch,
-                  "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH")
-      ->group(fsdp);
-  launch.add_option("--fsdp_forward_prefetch", f.forward_prefetch, "true or false")->group(fsdp);
-  launch
-      .add_option("--fsdp_use_orig_params", f.use_orig_params,
-                  "Accepted: accel's sharded parameters are always the model's own")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_cpu_ram_efficient_loading", f.cpu_ram_efficient_loading, "true or false")
-      ->group(fsdp);
-  launch
-      .add_option("--fsdp_sync_module_states", f.sync_module_states,
-                  "Accepted: prepare(model) always starts every process from rank 0's weights")
       ->group(fsdp);
   launch
       .add_flag("--use_deepspeed", f.use_deepspeed,
@@ -95,12 +89,7 @@ void add_sharding_flags(CLI::App& launch, accel::launcher::ShardingFlags& f) {
       ->group(deepspeed);
   launch
       .add_option("--zero_stage", f.zero_stage,
-                  "0..3: NO_SHARD, SHARD_OPTIMIZER_STATE, "
-                  "SHARD_GRAD_OP, FULL_SHARD")
-      ->group(deepspeed);
-  launch.add_option("--offload_optimizer_device", f.offload_optimizer_device, "none or cpu")
-      ->group(deepspeed);
-  launch.add_option("--offload_param_device", f.offload_param_device, "none or cpu")
+                  "0..3: NO_SHARD, SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD")
       ->group(deepspeed);
 }
 
