@@ -140,4 +140,49 @@ TEST(LaunchSettings, NumbersInTheEnvironmentAreParsedWhole) {
                std::invalid_argument);
 }
 
+TEST(LaunchSettings, ReshardAfterForwardIsReadByFsdpVersion) {
+  using accel::launcher::strategy_of_reshard_after_forward;
+  std::string expected;
+  EXPECT_EQ(strategy_of_reshard_after_forward("SHARD_GRAD_OP", 1, &expected), "SHARD_GRAD_OP");
+  EXPECT_EQ(strategy_of_reshard_after_forward("full_shard", 1, &expected), "FULL_SHARD");
+  EXPECT_EQ(strategy_of_reshard_after_forward("3", 1, &expected), "NO_SHARD");  // FSDP's numbers
+  EXPECT_EQ(strategy_of_reshard_after_forward("true", 2, &expected), "FULL_SHARD");
+  EXPECT_EQ(strategy_of_reshard_after_forward("False", 2, &expected), "SHARD_GRAD_OP");
+  EXPECT_FALSE(strategy_of_reshard_after_forward("true", 1, &expected));
+  EXPECT_NE(expected.find("fsdp_version 2's"), std::string::npos) << expected;
+  EXPECT_FALSE(strategy_of_reshard_after_forward("FULL_SHARD", 2, &expected));
+  EXPECT_FALSE(strategy_of_reshard_after_forward("HYBRID_SHARD_ZERO2", 1, &expected));
+  EXPECT_NE(expected.find("not offered by accel"), std::string::npos) << expected;
+}
+
+TEST(LaunchSettings, ShardingFlagsWinOverTheConfigAndContradictionsAreRefused) {
+  Config file;
+  file.sharding_strategy = "SHARD_GRAD_OP";
+  file.fsdp_version = 2;
+  file.offload_params = true;
+  LaunchArgs args;
+  args.sharding.reshard_after_forward = "true";  // read as the file's version 2
+  const auto options = resolve_launch_options(args, file, Config());
+  EXPECT_EQ(options.sharding_strategy, "FULL_SHARD");
+  EXPECT_EQ(options.offload_params, true);
+  // --use_fsdp alone: Accelerate's default strategy.
+  LaunchArgs use_fsdp;
+  use_fsdp.sharding.use_fsdp = true;
+  EXPECT_EQ(resolve_launch_options(use_fsdp, Config(), Config()).sharding_strategy, "FULL_SHARD");
+  LaunchArgs both;
+  both.sharding.sharding_strategy = "FULL_SHARD";
+  both.sharding.reshard_after_forward = "SHARD_GRAD_OP";
+  try {
+    resolve_launch_options(both, Config(), Config());
+    FAIL() << "expected the two flags to be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("contradicts --fsdp_sharding_strategy"), std::string::npos)
+        << e.what();
+  }
+  LaunchArgs stage;
+  stage.sharding.use_deepspeed = true;
+  stage.sharding.zero_stage = 4;
+  EXPECT_THROW(resolve_launch_options(stage, Config(), Config()), std::invalid_argument);
+}
+
 }  // namespace
