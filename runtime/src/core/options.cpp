@@ -92,35 +92,6 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
     out.fsdp_transformer_layer_cls_to_wrap =
         names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
   }
-  out.fsdp_activation_checkpointing =
-      pick(options.fsdp_activation_checkpointing(),
-           detail::env_bool(env, contract::kFsdpActivationCheckpointing), false);
-  TORCH_CHECK(!out.fsdp_activation_checkpointing || !out.fsdp_transformer_layer_cls_to_wrap.empty(),
-              "accel: fsdp_activation_checkpointing checkpoints the classes "
-              "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
-              "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
-              "your forward");
-  // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
-  const auto& mp = out.mixed_precision;
-  const std::string precision_dtype = mp == "fp16"                    ? "fp16"
-                                      : (mp == "bf16" || mp == "fp8") ? "bf16"
-                                                                      : "fp32";
-  out.fsdp_reduce_dtype =
-      pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
-           precision_dtype);
-  TORCH_CHECK(contract::is_one_of(out.fsdp_reduce_dtype, {"fp32", "bf16", "fp16"}),
-              "Invalid fsdp_reduce_dtype: '", out.fsdp_reduce_dtype,
-              "' (expected one of fp32, bf16, fp16)");
-  out.fsdp_forward_prefetch = pick(options.fsdp_forward_prefetch(),
-                                   detail::env_bool(env, contract::kFsdpForwardPrefetch), false);
-  const std::string backward_prefetch =
-      pick(options.fsdp_backward_prefetch(),
-           detail::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
-  TORCH_CHECK(
-      contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
-      "Invalid fsdp_backward_prefetch: '", backward_prefetch,
-      "' (expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)");
-  out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,
@@ -190,6 +161,41 @@ void check_ranges(const ResolvedOptions& out) {
               contract::join(contract::sharding_strategy_choices()), ")");
 }
 
+/// FSDP's features over the sharding: activation checkpointing, the reduce dtype, prefetch
+/// (after resolve_training_loop and resolve_sharding, whose results they read).
+void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                           ResolvedOptions& out) {
+  out.fsdp_activation_checkpointing =
+      pick(options.fsdp_activation_checkpointing(),
+           detail::env_bool(env, contract::kFsdpActivationCheckpointing), false);
+  TORCH_CHECK(!out.fsdp_activation_checkpointing || !out.fsdp_transformer_layer_cls_to_wrap.empty(),
+              "accel: fsdp_activation_checkpointing checkpoints the classes "
+              "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
+              "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
+              "your forward");
+  // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
+  const auto& mp = out.mixed_precision;
+  const std::string precision_dtype = mp == "fp16"                    ? "fp16"
+                                      : (mp == "bf16" || mp == "fp8") ? "bf16"
+                                                                      : "fp32";
+  out.fsdp_reduce_dtype =
+      pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
+           precision_dtype);
+  TORCH_CHECK(contract::is_one_of(out.fsdp_reduce_dtype, {"fp32", "bf16", "fp16"}),
+              "Invalid fsdp_reduce_dtype: '", out.fsdp_reduce_dtype,
+              "' (expected one of fp32, bf16, fp16)");
+  out.fsdp_forward_prefetch = pick(options.fsdp_forward_prefetch(),
+                                   detail::env_bool(env, contract::kFsdpForwardPrefetch), false);
+  const std::string backward_prefetch =
+      pick(options.fsdp_backward_prefetch(),
+           detail::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
+  TORCH_CHECK(
+      contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
+      "Invalid fsdp_backward_prefetch: '", backward_prefetch,
+      "' (expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)");
+  out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
+}
+
 }  // namespace
 
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
@@ -197,6 +203,7 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   ResolvedOptions out;
   resolve_training_loop(options, env, out);
   resolve_sharding(options, env, out);
+  resolve_fsdp_features(options, env, out);
   resolve_tracking_and_resume(options, env, out);
   check_ranges(out);
   return out;
