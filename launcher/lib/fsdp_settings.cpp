@@ -194,9 +194,12 @@ std::vector<std::string> unapplied_fsdp_settings(const Config& c) {
   std::vector<std::string> warnings;
   const bool sharded = c.sharding_strategy && *c.sharding_strategy != "NO_SHARD";
   if (sharded && c.cpu_ram_efficient_loading.value_or(false)) {
+    // Accelerate's setting acts inside Transformers' from_pretrained; a C++ program says it in
+    // code, and the setting alone cannot.
     warnings.push_back(
-        "fsdp_cpu_ram_efficient_loading is not carried out by accel yet: each process holds "
-        "the whole model until prepare() shards it");
+        "fsdp_cpu_ram_efficient_loading is done by the program, not by this setting: build the "
+        "model with accel::init_empty_weights and fill it with accel::load_checkpoint_in_model "
+        "after prepare(optimizer) (FULL_SHARD); each process then reads only its own part");
   }
   // fsdp_sync_module_states true is what prepare(model) always does (every process starts from
   // rank 0's weights); fsdp_use_orig_params true is what accel's sharded parameters always are.

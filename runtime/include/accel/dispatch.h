@@ -89,6 +89,7 @@ struct LoadCheckpointOptions {
 struct LoadCheckpointResult {
   std::vector<std::string> missing_keys;     // in the model, not in the checkpoint
   std::vector<std::string> unexpected_keys;  // in the checkpoint, not in the model
+  int64_t bytes_read = 0;                    // read from the checkpoint's files by this process
 };
 
 namespace detail {
@@ -100,7 +101,10 @@ LoadCheckpointResult load_checkpoint_into(torch::nn::Module& model, const std::s
 /// they are, each converted to its tensor's dtype and copied to its device (Accelerate's
 /// load_checkpoint_in_model without a device map; with one, use load_checkpoint_and_dispatch).
 /// Shapes must match. Everything is checked before any tensor is written: a refused checkpoint
-/// leaves the model as it was. Load before prepare() for a model prepare() shards.
+/// leaves the model as it was. A model prepared with FULL_SHARD (after prepare(optimizer)) is
+/// filled part by part: each process reads only the bytes of the elements its shards keep, so
+/// a model built with init_empty_weights is loaded without a whole copy on any process
+/// (fsdp_cpu_ram_efficient_loading).
 template <typename M>
 LoadCheckpointResult load_checkpoint_in_model(M& model, const std::string& checkpoint,
                                               const LoadCheckpointOptions& options = {}) {

@@ -7,6 +7,7 @@
 #include "accel_common/safetensors_header.h"
 #include "offload.h"
 #include "sharding/module_tensors.h"
+#include "sharding/sharded_parameter.h"
 #include "util/positional_file.h"
 
 #include <c10/util/Exception.h>
@@ -100,6 +101,18 @@ torch::Tensor read_stored(const Checkpoint& checkpoint, const std::string& name)
   checkpoint.files[stored.shard]->read_at(tensor.data_ptr(), stored.entry.end - stored.entry.begin,
                                           stored.data_start + stored.entry.begin, name);
   return tensor;
+}
+
+/// Elements [first, first + count) of a stored tensor (flattened), read from their bytes alone.
+torch::Tensor read_stored_elements(const Checkpoint& checkpoint, const std::string& name,
+                                   int64_t first, int64_t count) {
+  const StoredTensor& stored = checkpoint.tensors.at(name);
+  auto part = torch::empty({count}, torch::dtype(stored.dtype));
+  const uint64_t element = c10::elementSize(stored.dtype);
+  checkpoint.files[stored.shard]->read_at(
+      part.data_ptr(), static_cast<uint64_t>(count) * element,
+      stored.data_start + stored.entry.begin + static_cast<uint64_t>(first) * element, name);
+  return part;
 }
 
 bool converts(c10::ScalarType type) {
@@ -327,7 +340,19 @@ LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, cons
   for (const auto& entry : tensors) {
     if (checkpoint.tensors.count(entry.first) == 0) continue;
     auto target = entry.second;
-    target.copy_(read_stored(checkpoint, entry.first));
+    if (auto* source = detail::source_of(target)) {
+      // A FULL_SHARD parameter: this process reads the bytes of the elements it keeps, and
+      // nothing else (every process its own part: no collective, no whole copy).
+      const auto [first, count] = source->kept_elements();
+      if (count == 0) continue;
+      auto part = read_stored_elements(checkpoint, entry.first, first, count);
+      result.bytes_read += static_cast<int64_t>(part.nbytes());
+      source->assign_kept(part.to(target.scalar_type()));
+      continue;
+    }
+    auto value = read_stored(checkpoint, entry.first);
+    result.bytes_read += static_cast<int64_t>(value.nbytes());
+    target.copy_(value);
   }
   return result;
 }

@@ -201,7 +201,29 @@ bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
   if (impl_->find(&model) != nullptr) return;
-  if (impl_->options.device_placement) model.to(impl_->device);
+  const auto parameters = model.parameters();
+  const bool empty = std::any_of(parameters.begin(), parameters.end(),
+                                 [](const torch::Tensor& p) { return p.is_meta(); });
+  if (empty) {
+    // Built with init_empty_weights: under FULL_SHARD the parameters stay empty until
+    // prepare(optimizer) gives each process its zero shards on the device and a load fills them;
+    // no process holds the whole model at any time.
+    TORCH_CHECK(impl_->shards_parameters(),
+                "accel: the model has empty parameters (init_empty_weights); prepare() can take "
+                "it so only under FULL_SHARD or HYBRID_SHARD on several processes (sharding "
+                "strategy here: ",
+                impl_->effective_sharding_strategy(),
+                "). Otherwise fill it first: accel::load_checkpoint_in_model, or "
+                "load_checkpoint_and_dispatch for inference");
+    if (impl_->options.device_placement) {
+      torch::NoGradGuard no_grad;
+      for (auto& buffer : model.buffers()) {
+        if (!buffer.is_meta()) buffer.set_data(buffer.to(impl_->device));
+      }
+    }
+  } else if (impl_->options.device_placement) {
+    model.to(impl_->device);
+  }
   if (impl_->options.fsdp_activation_checkpointing) {
     detail::apply_activation_checkpointing(model,
                                            impl_->options.fsdp_transformer_layer_cls_to_wrap);
@@ -258,7 +280,8 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
                                        : detail::OptimizerShards::Collectives::native,
-      full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params);
+      full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params,
+      full_shard ? std::optional<torch::Device>(impl_->device) : std::nullopt);
   const auto& reduce = impl_->options.fsdp_reduce_dtype;
   if (reduce != "fp32") shards->set_reduce_dtype(reduce == "bf16" ? at::kBFloat16 : at::kHalf);
   shards->set_prefetch(impl_->options.fsdp_forward_prefetch, impl_->options.fsdp_backward_prefetch);

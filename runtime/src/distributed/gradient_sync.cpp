@@ -43,13 +43,16 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
                                            const DistributedDataParallelOptions& options,
                                            bool all_reduce_gradients)
     : group_(std::move(device_group)) {
+  // Every process starts from rank 0's values (FSDP's sync_module_states); empty (meta)
+  // tensors of a model built with init_empty_weights have none, and a load fills them alike
+  // everywhere.
   std::vector<torch::Tensor> states;
   for (const auto& p : module.parameters()) {
-    states.push_back(p);
+    if (!p.is_meta()) states.push_back(p);
     if (p.requires_grad()) parameters_.push_back(p);
   }
   for (const auto& b : module.buffers()) {
-    states.push_back(b);
+    if (!b.is_meta()) states.push_back(b);
     buffers_.push_back(b);
   }
   check_same_model(host_group, parameters_);

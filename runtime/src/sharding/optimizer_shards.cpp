@@ -150,8 +150,19 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
   unit.shard_size = ceil_div(unit.total, processes);
   unit.ready.assign(unit.params.size(), false);
   unit.compute = unit.params.front().options().requires_grad(false);
+  // A model built with empty weights: the shards start as zeros on the device, for a load to
+  // fill (no process ever holds the whole model).
+  const bool empty = unit.params.front().is_meta();
+  if (empty) {
+    TORCH_CHECK(shard_parameters_ && device_of_empty_,
+                "accel: the model's parameters are empty (init_empty_weights): only FULL_SHARD "
+                "can shard them as they are; otherwise load its weights before prepare()");
+    unit.compute = unit.compute.device(*device_of_empty_);
+  }
   unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
-  for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+  if (!empty) {
+    for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+  }
   unit.shard = unit.own_slice(process_group_->getRank()).detach();
   if (offload_) {
     // Pinned host memory when the parameters are on a GPU: the copies each step makes between
@@ -179,9 +190,10 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
                                            unit.compute.dtype(torch::kHalf), window_);
     }
     for (size_t i = 0; i < unit.params.size(); ++i) {
-      shard_in_place(unit.params[i], std::make_shared<UnitParameter>(unit.gathered, as_bf16,
-                                                                     as_fp16, unit.offsets[i],
-                                                                     unit.params[i].sizes().vec()));
+      shard_in_place(unit.params[i],
+                     std::make_shared<UnitParameter>(unit.gathered, as_bf16, as_fp16,
+                                                     unit.offsets[i], unit.params[i].sizes().vec()),
+                     unit.compute.device());
     }
   }
   unit.shard.requires_grad_(true);
@@ -193,13 +205,15 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer,
                                  int64_t unit_bytes, Collectives collectives, bool shard_parameters,
                                  const UnitOf& unit_of,
                                  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group,
-                                 bool offload_to_host)
+                                 bool offload_to_host,
+                                 std::optional<c10::Device> device_of_empty_weights)
     : process_group_(std::move(group)),
       replicate_group_(std::move(replicate_group)),
       reduction_(reduction),
       through_all_reduce_(collectives == Collectives::all_reduce),
       shard_parameters_(shard_parameters),
-      offload_(offload_to_host) {
+      offload_(offload_to_host),
+      device_of_empty_(device_of_empty_weights) {
   TORCH_CHECK(!shard_parameters || reduction == Reduction::reduce_scatter,
               "accel: sharded parameters need their gradients reduce-scattered");
   TORCH_CHECK(!replicate_group_ || reduction == Reduction::reduce_scatter,

@@ -295,14 +295,20 @@ const torch::Library& g_registration = fallback_registration();
 
 }  // namespace
 
-void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source) {
+void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source,
+                    c10::Device device) {
   fallback_registration();
-  auto sharded = make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter,
-                               parameter.device());
+  auto sharded =
+      make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter, device);
   parameter.unsafeGetTensorImpl()->shallow_copy_from(sharded.getIntrusivePtr());
 }
 
 bool is_sharded(const at::Tensor& tensor) { return deferred(tensor) != nullptr; }
+
+ParameterSource* source_of(const at::Tensor& tensor) {
+  const Deferred* d = deferred(tensor);
+  return d == nullptr ? nullptr : d->source();
+}
 
 at::Tensor gathered_value(const at::Tensor& tensor) {
   c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);

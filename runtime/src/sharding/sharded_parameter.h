@@ -26,7 +26,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace accel {
 namespace detail {
@@ -43,11 +45,21 @@ class ParameterSource {
   virtual at::Tensor gather_as(c10::ScalarType dtype) { return gather().to(dtype); }
   /// Makes `value` (the parameter's shape) its value; each process keeps its own part.
   virtual void assign(const at::Tensor& value) = 0;
+  /// The parameter's elements (flattened) this process keeps: {first, count}, count 0 for none.
+  virtual std::pair<int64_t, int64_t> kept_elements() const = 0;
+  /// Writes `values`, the kept elements (flattened, as kept_elements() says), into this
+  /// process's part. Not collective.
+  virtual void assign_kept(const at::Tensor& values) = 0;
 };
 
 /// Turns `parameter` (every handle to it: the module's registered entry and its member alike)
-/// into a sharded parameter whose value `source` holds.
-void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source);
+/// into a sharded parameter on `device` (the parameter's, or the one a meta parameter's shards
+/// are on) whose value `source` holds.
+void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source,
+                    c10::Device device);
+
+/// The source of a sharded parameter; null for any other tensor (a lazy result included).
+ParameterSource* source_of(const at::Tensor& tensor);
 
 /// True for a sharded parameter and for the lazy results of operators on one.
 bool is_sharded(const at::Tensor& tensor);

@@ -146,6 +146,10 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   }
 
   bool whole_now() const { return value_.defined(); }
+  /// This process's slice of the unit's flat range: {first element, elements}.
+  std::pair<int64_t, int64_t> kept_slice() const {
+    return {group_->getRank() * shard_.numel(), shard_.numel()};
+  }
 
   /// Writes this process's part of `flat_value` (the unit's elements [begin, begin + length))
   /// into the shard; the unit is gathered anew at its next use.
@@ -216,11 +220,30 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
   }
   void assign(const torch::Tensor& value) override {
     unit_->assign(value.reshape(-1), offset_);
-    if (as_bf16_) as_bf16_->drop();
-    if (as_fp16_) as_fp16_->drop();
+    drop_casts();
+  }
+  std::pair<int64_t, int64_t> kept_elements() const override {
+    const auto [slice_begin, slice_size] = unit_->kept_slice();
+    const int64_t numel = c10::multiply_integers(sizes_);
+    const int64_t first = std::max(offset_, slice_begin);
+    const int64_t last = std::min(offset_ + numel, slice_begin + slice_size);
+    if (last <= first) return {0, 0};
+    return {first - offset_, last - first};
+  }
+  void assign_kept(const torch::Tensor& values) override {
+    const auto [first, count] = kept_elements();
+    TORCH_CHECK(values.numel() == count, "accel: ", count, " elements are kept here, and ",
+                values.numel(), " were given");
+    if (count == 0) return;
+    unit_->assign(values.reshape(-1), offset_ + first);
+    drop_casts();
   }
 
  private:
+  void drop_casts() {
+    if (as_bf16_) as_bf16_->drop();
+    if (as_fp16_) as_fp16_->drop();
+  }
   torch::Tensor part_of(Gathered& gathered) {
     return gathered.whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
   }

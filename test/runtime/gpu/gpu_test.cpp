@@ -535,9 +535,10 @@ TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpo
   // 48 x 2048 x 2048 (201M parameters, 805 MB in fp32): the caching allocator is capped at a
   // third of that (setMemoryFraction). NO_SHARD cannot even hold the weights under the cap;
   // FULL_SHARD with CPU offload and activation checkpointing trains, one Linear (16.8 MB) per
-  // unit, to plain LibTorch's weights. prepare() itself still places the whole model on the
-  // device before prepare(optimizer) shards it (loading without that copy is not built yet), so
-  // the cap applies from the first step.
+  // unit, to plain LibTorch's weights. The model here is built whole, so prepare() places it on
+  // the device before prepare(optimizer) shards it, and the cap applies from the first step (a
+  // model built with init_empty_weights and loaded after prepare never is whole; see
+  // sharding_memory_test.cpp).
   static constexpr int64_t kWidth = 2048, kDepth = 48;
   auto make_model = [] {
     torch::manual_seed(12);

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <utility>
@@ -434,6 +436,96 @@ TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShar
         static_cast<long long>(world_size()), mib(no_shard_peak), mib(cap), mib(full_shard_peak),
         worst);
   }
+}
+
+TEST_F(ShardingMemory, AnEmptyModelIsFilledPartByPartWithoutAWholeCopy) {
+  // The checkpoint: the 24-unit MLP as two files and an index, the second file in bf16 (loaded
+  // into fp32 parameters). Rank 0 writes it; every process then builds the model empty, prepares
+  // it with FULL_SHARD and loads: each reads the bytes of its own elements only.
+  const std::string dir = "/tmp/accel-empty-load-" + std::string(std::getenv("MASTER_PORT"));
+  const int64_t rank = std::atoll(std::getenv("RANK"));
+  auto reference = mlp(24);
+  accel::NamedTensors first_half, second_half;
+  std::vector<torch::Tensor> expected;
+  int64_t parameters = 0;
+  {
+    const auto named = reference->named_parameters();
+    for (size_t i = 0; i < named.size(); ++i) {
+      const auto& item = named[i];
+      const bool first = i < named.size() / 2;
+      auto value = item.value().detach();
+      if (!first) value = value.to(torch::kBFloat16);
+      (first ? first_half : second_half).emplace_back(item.key(), value);
+      expected.push_back(value.to(torch::kFloat));
+      parameters += value.numel();
+    }
+  }
+  const int64_t file_bytes =
+      accel::safetensors_data_bytes(first_half) + accel::safetensors_data_bytes(second_half);
+  {
+    accel::Accelerator writer(accel::AcceleratorOptions().cpu(true));
+    if (rank == 0) {
+      std::filesystem::create_directories(dir);
+      accel::save_safetensors(dir + "/model-00001-of-00002.safetensors", first_half);
+      accel::save_safetensors(dir + "/model-00002-of-00002.safetensors", second_half);
+      std::ofstream index(dir + "/model.safetensors.index.json");
+      index << "{\"metadata\": {}, \"weight_map\": {";
+      const char* separator = "";
+      for (const auto& [name, value] : first_half) {
+        index << separator << "\"" << name << "\": \"model-00001-of-00002.safetensors\"";
+        separator = ", ";
+      }
+      for (const auto& [name, value] : second_half) {
+        index << separator << "\"" << name << "\": \"model-00002-of-00002.safetensors\"";
+      }
+      index << "}}";
+    }
+    writer.wait_for_everyone();
+  }
+  // Under NO_SHARD an empty model cannot be prepared: a clear error, before any collective.
+  {
+    accel::Accelerator plain(accel::AcceleratorOptions().cpu(true));
+    auto empty = accel::init_empty_weights([] { return mlp(24); });
+    try {
+      plain.prepare(empty);
+      ADD_FAILURE() << "an empty model was prepared under NO_SHARD";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("init_empty_weights"), std::string::npos) << e.what();
+    }
+  }
+  accel::detail::CountingCpuAllocator counter;
+  accel::Accelerator accelerator(accel::AcceleratorOptions()
+                                     .cpu(true)
+                                     .sharding_strategy("FULL_SHARD")
+                                     .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
+  auto model = accel::init_empty_weights([] { return mlp(24); });
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), 1e-3));
+  const auto loaded = accel::load_checkpoint_in_model(model, dir);
+  const int64_t peak = counter.peak_bytes();
+  const auto statistics = optimizer.shards()->gather_statistics();
+  const int64_t n = world_size();
+  // This process's part of the files, and no more (the units' padding aside).
+  EXPECT_LE(loaded.bytes_read, file_bytes / n + 24 * 4 * n);
+  EXPECT_GE(loaded.bytes_read, file_bytes / n / 2);  // a bf16 half reads half the bytes
+  // Never a whole copy: the shards (4P/N) and one unit at a time (the zeros a unit's shard is cut
+  // from, then the part read).
+  EXPECT_LE(peak, 4 * parameters / n + 2 * statistics.largest_unit_bytes + (64 << 10));
+  // The result is a whole load's, tensor for tensor (reading a parameter gathers its unit).
+  const auto got = model->parameters();
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got[i].detach().clone(), expected[i])) << "parameter " << i;
+  }
+  if (is_main()) {
+    std::printf(
+        "empty 24-unit MLP (%.2f MiB of fp32 weights, %.2f MiB of files) on %lld "
+        "processes: prepare + load read %.2f MiB here, peak %.2f MiB counted\n",
+        mib(parameters * 4), mib(file_bytes), static_cast<long long>(n), mib(loaded.bytes_read),
+        mib(peak));
+  }
+  accelerator.wait_for_everyone();
+  if (rank == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace

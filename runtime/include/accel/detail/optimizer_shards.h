@@ -34,6 +34,7 @@
 // with its replicas over `replicate_group` before it is averaged over every process.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/intrusive_ptr.h>
 
@@ -96,12 +97,16 @@ class OptimizerShards {
   /// as `unit_of` says when given. With `shard_parameters`, the parameters are sharded too (they
   /// must be the same on every process, as prepare(model) makes them). With `replicate_group`,
   /// `group` is one of several holding the same shards (HYBRID_SHARD; see above). With
-  /// `offload_to_host`, the shards are host tensors (CPU offload; see above).
+  /// `offload_to_host`, the shards are host tensors (CPU offload; see above). With
+  /// `device_of_empty_weights` (FULL_SHARD of a model built by init_empty_weights), meta
+  /// parameters become sharded parameters on that device whose shards hold zeros until a load
+  /// fills them: load_checkpoint_in_model writes each process's part only.
   OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
                   Reduction reduction, int64_t unit_bytes, Collectives collectives,
                   bool shard_parameters = false, const UnitOf& unit_of = nullptr,
                   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {},
-                  bool offload_to_host = false);
+                  bool offload_to_host = false,
+                  std::optional<c10::Device> device_of_empty_weights = std::nullopt);
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
@@ -214,6 +219,7 @@ class OptimizerShards {
   std::vector<at::Tensor> send_buffers_;  // one per unit in flight, of the largest unit's size
   int64_t largest_unit_ = 0;
   std::optional<c10::ScalarType> reduce_dtype_;  // the parameters' dtype when unset
+  std::optional<c10::Device> device_of_empty_;   // where meta parameters' shards go
   int64_t reduce_scattered_bytes_ = 0;
   std::mutex mutex_;  // autograd may run hooks on its device threads
   bool armed_ = false;
