@@ -159,11 +159,14 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
                 "can shard them as they are; otherwise load its weights before prepare()");
     unit.compute = unit.compute.device(*device_of_empty_);
   }
-  unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
-  if (!empty) {
+  if (empty) {
+    // Nothing to cut the shard from: it is allocated alone, never the whole unit.
+    unit.shard = torch::zeros({unit.shard_size}, unit.compute);
+  } else {
+    unit.flat = torch::zeros({unit.shard_size * processes}, unit.compute);
     for (size_t i = 0; i < unit.params.size(); ++i) unit.bind(i);
+    unit.shard = unit.own_slice(process_group_->getRank()).detach();
   }
-  unit.shard = unit.own_slice(process_group_->getRank()).detach();
   if (offload_) {
     // Pinned host memory when the parameters are on a GPU: the copies each step makes between
     // the two then go at the link's full speed.
@@ -176,7 +179,7 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
   if (shard_parameters_) {
     // The shard takes its slice away; the whole buffer goes, and each parameter becomes a sharded
     // parameter served from the unit.
-    if (!offload_) unit.shard = unit.shard.clone();
+    if (!offload_ && !empty) unit.shard = unit.shard.clone();
     unit.flat = torch::Tensor();
     unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
                                                unit.compute, window_);
