@@ -21,9 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <functional>
-#include <memory>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>

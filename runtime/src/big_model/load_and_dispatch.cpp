@@ -18,6 +18,7 @@
 #include <torch/cuda.h>
 #endif
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -114,6 +115,9 @@ torch::Tensor read_stored_elements(const Checkpoint& checkpoint, const std::stri
       stored.data_start + stored.entry.begin + static_cast<uint64_t>(first) * element, name);
   return part;
 }
+
+/// Elements a sharded load reads at once: 4 MiB of fp32.
+constexpr int64_t kElementsPerRead = int64_t{1} << 20;
 
 bool converts(c10::ScalarType type) {
   return c10::isFloatingType(type) || c10::isComplexType(type);
@@ -342,12 +346,16 @@ LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, cons
     auto target = entry.second;
     if (auto* source = detail::source_of(target)) {
       // A FULL_SHARD parameter: this process reads the bytes of the elements it keeps, and
-      // nothing else (every process its own part: no collective, no whole copy).
+      // nothing else (every process its own part: no collective, no whole copy). A piece at a
+      // time, so that what a load holds beside the shards (the bytes read and their cast to the
+      // parameter's dtype) stays a few MiB whatever the parameter's size.
       const auto [first, count] = source->kept_elements();
-      if (count == 0) continue;
-      auto part = read_stored_elements(checkpoint, entry.first, first, count);
-      result.bytes_read += static_cast<int64_t>(part.nbytes());
-      source->assign_kept(part.to(target.scalar_type()));
+      for (int64_t done = 0; done < count; done += kElementsPerRead) {
+        const int64_t piece = std::min(kElementsPerRead, count - done);
+        auto part = read_stored_elements(checkpoint, entry.first, first + done, piece);
+        result.bytes_read += static_cast<int64_t>(part.nbytes());
+        source->assign_kept(part.to(target.scalar_type()), done);
+      }
       continue;
     }
     auto value = read_stored(checkpoint, entry.first);

@@ -47,9 +47,10 @@ class ParameterSource {
   virtual void assign(const at::Tensor& value) = 0;
   /// The parameter's elements (flattened) this process keeps: {first, count}, count 0 for none.
   virtual std::pair<int64_t, int64_t> kept_elements() const = 0;
-  /// Writes `values`, the kept elements (flattened, as kept_elements() says), into this
-  /// process's part. Not collective.
-  virtual void assign_kept(const at::Tensor& values) = 0;
+  /// Writes `values` into this process's part: the kept elements [from, from + values.numel())
+  /// counted from the first kept one (flattened, as kept_elements() says), so a caller can fill
+  /// the part a piece at a time. Not collective.
+  virtual void assign_kept(const at::Tensor& values, int64_t from) = 0;
 };
 
 /// Turns `parameter` (every handle to it: the module's registered entry and its member alike)

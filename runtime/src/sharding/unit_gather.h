@@ -230,12 +230,13 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
     if (last <= first) return {0, 0};
     return {first - offset_, last - first};
   }
-  void assign_kept(const torch::Tensor& values) override {
+  void assign_kept(const torch::Tensor& values, int64_t from) override {
     const auto [first, count] = kept_elements();
-    TORCH_CHECK(values.numel() == count, "accel: ", count, " elements are kept here, and ",
-                values.numel(), " were given");
-    if (count == 0) return;
-    unit_->assign(values.reshape(-1), offset_ + first);
+    TORCH_CHECK(from >= 0 && from + values.numel() <= count, "accel: ", count,
+                " elements are kept here, and elements [", from, ", ", from + values.numel(),
+                ") were given");
+    if (values.numel() == 0) return;
+    unit_->assign(values.reshape(-1), offset_ + first + from);
     drop_casts();
   }
 
