@@ -139,6 +139,10 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
     } else if (key == "max_restarts") {
       c.max_restarts = read_int(path, key, value, 0, 1 << 20);
+    } else if (key == "ddp_find_unused_parameters") {
+      c.find_unused_parameters = read_bool(path, key, value);
+    } else if (key == "ddp_static_graph") {
+      c.static_graph = read_bool(path, key, value);
     } else if (key == "log_with") {
       // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
       // the names (a program may be built against a libaccel with other trackers).
@@ -270,6 +274,8 @@ std::string to_yaml(const Config& c) {
   put("use_cpu", c.use_cpu);
   put("gradient_accumulation_steps", c.gradient_accumulation_steps);
   put("max_restarts", c.max_restarts);
+  put("ddp_find_unused_parameters", c.find_unused_parameters);
+  put("ddp_static_graph", c.static_graph);
   put("log_with", c.log_with);
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
       c.min_num_params || c.offload_params) {

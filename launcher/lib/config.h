@@ -25,6 +25,11 @@ struct Config {
   std::optional<int> gradient_accumulation_steps;
   /// max_restarts: how often `accel launch` restarts a failed group.
   std::optional<int> max_restarts;
+  /// ddp_find_unused_parameters and ddp_static_graph (accel's keys; Accelerate takes them in code,
+  /// as DistributedDataParallelKwargs): exported as ACCEL_DDP_FIND_UNUSED_PARAMETERS and
+  /// ACCEL_DDP_STATIC_GRAPH.
+  std::optional<bool> find_unused_parameters;
+  std::optional<bool> static_graph;
   /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
   /// HYBRID_SHARD (or SHARD_OPTIMIZER_STATE, accel's name for ZeRO-1).
   std::optional<std::string> sharding_strategy;

@@ -36,6 +36,9 @@ struct LaunchOptions {
   std::optional<bool> offload_params;
   /// ACCEL_FSDP_ACTIVATION_CHECKPOINTING: checkpoint the units' activations.
   std::optional<bool> activation_checkpointing;
+  /// ACCEL_DDP_FIND_UNUSED_PARAMETERS and ACCEL_DDP_STATIC_GRAPH.
+  std::optional<bool> find_unused_parameters;
+  std::optional<bool> static_graph;
   /// ACCEL_FSDP_FORWARD_PREFETCH and ACCEL_FSDP_BACKWARD_PREFETCH.
   std::optional<bool> forward_prefetch;
   std::optional<std::string> backward_prefetch;

@@ -84,6 +84,8 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
   o.state_dict_type = c.state_dict_type;
   o.offload_params = c.offload_params;
   o.activation_checkpointing = c.activation_checkpointing;
+  o.find_unused_parameters = c.find_unused_parameters;
+  o.static_graph = c.static_graph;
   o.forward_prefetch = c.forward_prefetch;
   o.backward_prefetch = c.backward_prefetch;
   o.log_with = c.log_with;

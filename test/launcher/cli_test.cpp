@@ -175,6 +175,32 @@ TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   }
 }
 
+TEST_F(LauncherCli, DdpKeysReachTheProgram) {
+  const std::string show =
+      "echo unused=$ACCEL_DDP_FIND_UNUSED_PARAMETERS static=$ACCEL_DDP_STATIC_GRAPH";
+  struct Case {
+    std::string yaml, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"ddp_find_unused_parameters: true\n", "unused=true static=\n"},
+           {"ddp_static_graph: true\n", "unused= static=true\n"},
+           {"ddp_find_unused_parameters: false\nddp_static_graph: false\n",
+            "unused=false static=false\n"},
+           {"num_processes: 1\n", "unused= static=\n"},
+       }) {
+    const auto path = write("ddp.yaml", c.yaml);
+    auto result = accel({"launch", "--config_file", path, "sh", "-c", show});
+    EXPECT_EQ(result.exit_code, 0) << c.yaml << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.yaml << result.output;
+  }
+  const auto bad = write("ddp.yaml", "ddp_find_unused_parameters: sometimes\n");
+  auto result = accel({"launch", "--config_file", bad, "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("key 'ddp_find_unused_parameters': 'sometimes' is not a boolean"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
   struct Case {
     std::string yaml, expected;
@@ -184,7 +210,8 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"mixed_precision: fp32\n",
             "key 'mixed_precision': 'fp32' is not allowed (allowed: no, bf16, fp16, fp8)"},
            {"distributed_type: TPU\n",
-            "key 'distributed_type': 'TPU' is not allowed (allowed: NO, MULTI_CPU, MULTI_GPU, "
+            "key 'distributed_type': 'TPU' is not allowed (allowed: NO, MULTI_CPU, "
+            "MULTI_GPU, "
             "FSDP, "
             "DEEPSPEED)"},
            {"num_processes: [1, 2\n", "is not valid YAML"},
@@ -192,7 +219,8 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"num_machines: 2\nmachine_rank: 2\n", "key 'machine_rank': 2 is out of range"},
            {"distributed_type: NO\nnum_processes: 4\n", "contradicts distributed_type NO"},
            {"fsdp_config:\n  fsdp_sharding_strategy: HALF\n",
-            "key 'fsdp_config.fsdp_sharding_strategy': 'HALF' is not allowed (allowed: NO_SHARD, "
+            "key 'fsdp_config.fsdp_sharding_strategy': 'HALF' is not allowed (allowed: "
+            "NO_SHARD, "
             "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"},
            {"fsdp_config:\n  fsdp_auto_wrap_policy: LAYER_WRAP\n",
             "key 'fsdp_config.fsdp_auto_wrap_policy': 'LAYER_WRAP' is not allowed (allowed: "
@@ -200,7 +228,8 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
            {"fsdp_config:\n  fsdp_min_num_params: 1e8\n",
             "key 'fsdp_config.fsdp_min_num_params': '1e8' is not an integer"},
            {"deepspeed_config:\n  offload_param_device: nvme\n",
-            "key 'deepspeed_config.offload_param_device': 'nvme' is not allowed (allowed: none, "
+            "key 'deepspeed_config.offload_param_device': 'nvme' is not allowed (allowed: "
+            "none, "
             "cpu)"},
            {"fsdp_config:\n  fsdp_offload_params: sometimes\n",
             "key 'fsdp_config.fsdp_offload_params': 'sometimes' is not a boolean"},
@@ -235,8 +264,8 @@ TEST_F(LauncherCli, HelpReadsWell) {
   }
 }
 
-// Strict parsing: what is not an option the launcher knows, before the program, is an error that
-// names it, and nothing is started.
+// Strict parsing: what is not an option the launcher knows, before the program, is an error
+// that names it, and nothing is started.
 TEST_F(LauncherCli, AnUnknownOptionBeforeTheProgramIsRefusedWithTheOptionMeant) {
   auto typo = accel({"launch", "--max_restart", "2", "/bin/true"});
   EXPECT_EQ(typo.exit_code, 2) << typo.output;

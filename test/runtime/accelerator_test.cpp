@@ -448,6 +448,32 @@ TEST(AcceleratorOptions, EnvironmentFillsWhatCodeLeavesUnset) {
   EXPECT_FALSE(in_code.split_batches);
 }
 
+TEST(AcceleratorOptions, DdpOptionsForModelsThatLeaveParametersOut) {
+  auto defaults = accel::resolve_options(accel::AcceleratorOptions());
+  EXPECT_FALSE(*defaults.ddp.find_unused_parameters());
+  EXPECT_FALSE(*defaults.ddp.static_graph());
+  {
+    EnvGuard unused("ACCEL_DDP_FIND_UNUSED_PARAMETERS", "true");
+    EXPECT_TRUE(*accel::resolve_options(accel::AcceleratorOptions()).ddp.find_unused_parameters());
+    // Code wins over the environment, which alone would set both.
+    EnvGuard fixed("ACCEL_DDP_STATIC_GRAPH", "true");
+    const auto in_code = accel::resolve_options(accel::AcceleratorOptions().ddp(
+        accel::DistributedDataParallelOptions().find_unused_parameters(false)));
+    EXPECT_FALSE(*in_code.ddp.find_unused_parameters());
+    EXPECT_TRUE(*in_code.ddp.static_graph());
+    try {
+      accel::resolve_options(accel::AcceleratorOptions());
+      ADD_FAILURE() << "find_unused_parameters and static_graph were both taken";
+    } catch (const c10::Error& e) {
+      const std::string message = e.what_without_backtrace();
+      EXPECT_NE(message.find("find_unused_parameters and static_graph are both set"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("ACCEL_DDP_STATIC_GRAPH"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   auto message = [](const accel::AcceleratorOptions& options) {
     try {

@@ -41,6 +41,12 @@ inline constexpr const char kFsdpReduceDtype[] = "ACCEL_FSDP_REDUCE_DTYPE";
 inline constexpr const char kFsdpForwardPrefetch[] = "ACCEL_FSDP_FORWARD_PREFETCH";
 inline constexpr const char kFsdpBackwardPrefetch[] = "ACCEL_FSDP_BACKWARD_PREFETCH";
 
+/// Data-parallel training of a model that does not use every trainable parameter in every step
+/// (Accelerate's DistributedDataParallelKwargs find_unused_parameters), or whose used set stays
+/// the same from step to step (static_graph): true/false.
+inline constexpr const char kDdpFindUnusedParameters[] = "ACCEL_DDP_FIND_UNUSED_PARAMETERS";
+inline constexpr const char kDdpStaticGraph[] = "ACCEL_DDP_STATIC_GRAPH";
+
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";
 /// "auto": resume from the newest complete checkpoint (set by the launcher on a restart).

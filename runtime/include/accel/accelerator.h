@@ -170,6 +170,20 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// average their gradients across processes on synchronisation steps.
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 std::optional<bool> retain_graph = std::nullopt, bool create_graph = false);
+  /// For a loss summed over items of varying number (the tokens of variable-length sequences):
+  /// `loss_sum` is the sum over this micro-batch's `num_items` items. The gradients of an
+  /// accumulation window are divided by the items counted over all its micro-steps and all
+  /// processes (one small all-reduce per window, under way during the last backward), so the
+  /// window trains as one batch of all its items on one process, which averaging each
+  /// micro-batch's mean does not (transformers' num_items_in_batch). The losses of one window are
+  /// all given this way or all as means.
+  ///
+  /// Example:
+  ///   auto loss_sum = torch::nn::functional::cross_entropy(
+  ///       logits, labels, torch::nn::functional::CrossEntropyFuncOptions()
+  ///                           .reduction(torch::kSum).ignore_index(-100));
+  ///   accelerator.backward(loss_sum, (labels != -100).sum().item<int64_t>());
+  void backward(const torch::Tensor& loss_sum, int64_t num_items);
 
   /// Opens one accumulation micro-step for `models` (see AccumulateScope).
   template <typename... Models>

@@ -21,6 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -31,9 +32,12 @@ namespace accel {
 namespace detail {
 /// The block as checkpoint() hands it on: the inputs in, the outputs out.
 using CheckpointedBlock = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
-/// checkpoint() for a block of tensors.
-std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
-                                         const std::vector<at::Tensor>& inputs);
+/// checkpoint() for a block of tensors. `parameters`, when known (a wrapped module's), are kept
+/// with the block's node, so that a walk of the graph (find_unused_parameters) sees them used
+/// before backward runs the block again.
+std::vector<at::Tensor> checkpoint_block(
+    CheckpointedBlock block, const std::vector<at::Tensor>& inputs,
+    const std::optional<std::vector<at::Tensor>>& parameters = std::nullopt);
 
 int64_t apply_activation_checkpointing(torch::nn::Module& model,
                                        const std::vector<std::string>& classes);

@@ -53,7 +53,10 @@ class AcceleratedOptimizer : public O {
     TORCH_CHECK(!(shards_ && closure),
                 "accel: a sharded optimizer's step takes no closure: the closure's backward "
                 "would need the gradients averaged again");
-    if (shards_) shards_->reduce_gradients();
+    if (shards_) {
+      shards_->reduce_gradients();
+      shards_->before_step(*this);
+    }
     torch::Tensor loss;
     bool stepped = true;
     if (!state_->scaler) {
@@ -63,6 +66,7 @@ class AcceleratedOptimizer : public O {
       state_->scaler->update();
     }
     state_->optimizer_step_was_skipped = !stepped;
+    if (shards_) shards_->after_step(*this);
     if (shards_ && stepped) shards_->gather_parameters();
     return loss;
   }

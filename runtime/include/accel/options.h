@@ -30,6 +30,18 @@ struct DistributedDataParallelOptions {
   /// each gradient back into a plain tensor over the bucket's memory at the end of `backward()`,
   /// so every `zero_grad` works; hence the default true.
   TORCH_ARG(bool, gradient_as_bucket_view) = true;
+  /// The model may leave some trainable parameters out of a step: a branch taken on some steps
+  /// or some processes, a head per task, experts (`ACCEL_DDP_FIND_UNUSED_PARAMETERS`, default
+  /// false). A parameter that no process used in an accumulation window keeps an undefined
+  /// gradient, so the optimizer leaves it (and its state) alone, as on one process; one that some
+  /// process used gets the average over all, counting zeros for the others. Without it, a step
+  /// in which some process's loss does not reach a parameter raises an error naming it.
+  TORCH_ARG(std::optional<bool>, find_unused_parameters) = std::nullopt;
+  /// As find_unused_parameters, for a model whose set of used parameters is the same on every
+  /// step (`ACCEL_DDP_STATIC_GRAPH`, default false): the set is learnt at the first
+  /// synchronising step, and a step that uses a different set raises an error naming the
+  /// parameters. Not together with find_unused_parameters.
+  TORCH_ARG(std::optional<bool>, static_graph) = std::nullopt;
 };
 
 /// Options for `accel::Accelerator`.

@@ -3,6 +3,7 @@
 #include <accel/activation_checkpoint.h>
 
 #include "accelerator_impl.h"
+#include "checkpoint_graph.h"
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
@@ -29,6 +30,7 @@
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace accel {
 
@@ -270,8 +272,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   using Reduction = detail::OptimizerShards::Reduction;
   const auto& strategy = impl_->options.sharding_strategy;
   const bool full_shard = impl_->shards_parameters();
-  detail::OptimizerShards::UnitOf unit_of;
-  if (full_shard) unit_of = impl_->full_shard_units(optimizer);
+  const auto unit_of = impl_->shard_units(optimizer);
   auto shards = std::make_shared<detail::OptimizerShards>(
       optimizer, impl_->shard_group(),
       strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
@@ -293,7 +294,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   return shards;
 }
 
-detail::OptimizerShards::UnitOf Accelerator::Impl::full_shard_units(
+detail::OptimizerShards::UnitOf Accelerator::Impl::shard_units(
     const torch::optim::Optimizer& optimizer) const {
   // Each parameter's model: sharded parameters are served to every process's operators alike,
   // so they must be the same everywhere first, as prepare(model) makes them.
@@ -301,14 +302,21 @@ detail::OptimizerShards::UnitOf Accelerator::Impl::full_shard_units(
   const auto& classes = options.fsdp_transformer_layer_cls_to_wrap;
   const int64_t min_num_params = options.fsdp_min_num_params;
   const bool by_size = min_num_params > 0;
+  // ZeRO-1 and -2 send gradients in runs of about a bucket, unless a unit's parameters must be
+  // the ones a forward uses or leaves out together.
+  const bool conditional = *options.ddp.find_unused_parameters() || *options.ddp.static_graph();
+  if (!shards_parameters() && !conditional) return nullptr;
+  const bool by_module = classes.empty() && !by_size && conditional;
+  const bool by_policy = !classes.empty() || by_size || by_module;
   int64_t next = 1;
   for (const auto& model : models) {
-    if (classes.empty() && !by_size) {
+    if (!by_policy) {
       for (const auto& p : model.module->parameters()) units[p.unsafeGetTensorImpl()] = 0;
       continue;
     }
-    const auto policy = by_size ? detail::units_by_size(*model.module, min_num_params, next)
-                                : detail::units_by_class(*model.module, classes, next);
+    const auto policy = by_module ? detail::units_by_module(*model.module, next)
+                        : by_size ? detail::units_by_size(*model.module, min_num_params, next)
+                                  : detail::units_by_class(*model.module, classes, next);
     for (const auto& [param, unit] : policy) {
       units[param] = unit;
       next = std::max(next, unit + 1);
@@ -323,7 +331,7 @@ detail::OptimizerShards::UnitOf Accelerator::Impl::full_shard_units(
   }
   // Without a wrap policy, units are runs of parameters of about a bucket (OptimizerShards' own
   // rule).
-  if (classes.empty() && !by_size) return nullptr;
+  if (!by_policy) return nullptr;
   return [units = std::move(units)](const torch::Tensor& p) {
     return units.at(p.unsafeGetTensorImpl());
   };
@@ -374,11 +382,58 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
 
 // ---- Training loop ------------------------------------------------------------------------------
 
+void Accelerator::backward(const torch::Tensor& loss_sum, int64_t num_items) {
+  TORCH_CHECK(num_items > 0,
+              "accel: backward(loss_sum, num_items) takes the number of items the "
+              "loss sums over, and num_items is ",
+              num_items, " (expected > 0)");
+  impl_->pending_items = num_items;
+  backward(loss_sum);
+}
+
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
-  // Inside accumulate_until the program divides its loss itself, if it does.
+  // backward(loss_sum, num_items): the window's gradients are divided by its items, counted over
+  // every micro-step and process, once they are summed (see end of this function).
+  const auto items = std::exchange(impl_->pending_items, std::nullopt);
+  auto& window = impl_->item_window;
+  if (!window.open) window = {true, items.has_value(), 0};
+  const bool mixed = window.counts_items != items.has_value();
+  if (items) window.items += *items;
+  const bool ends_window = impl_->gradient_state->sync_gradients;
+  if (ends_window) window.open = false;
+  TORCH_CHECK(!mixed,
+              "accel: this accumulation window mixes backward(loss) and backward(loss_sum, "
+              "num_items); a window's losses are all means or all sums over counted items");
+  TORCH_CHECK(!items || impl_->join_models.empty(),
+              "accel: backward(loss_sum, num_items) counts items with a collective, which the "
+              "processes that ran out of batches under join_uneven_inputs do not join; use "
+              "backward(loss) there");
+  // The window's item count over every process, under way while backward runs.
+  c10::intrusive_ptr<c10d::Work> counting;
+  torch::Tensor counted;
+  // The count's buffer outlives the collective also when backward throws.
+  struct FinishCounting {
+    c10::intrusive_ptr<c10d::Work>& work;
+    ~FinishCounting() {
+      if (!work) return;
+      try {
+        work->wait();
+      } catch (...) {  // the error that ended backward is the one to report
+      }
+    }
+  } finish_counting{counting};
+  if (items && ends_window) {
+    counted = torch::tensor({window.items}, torch::kInt64);
+    if (impl_->distributed()) {
+      std::vector<torch::Tensor> tensors{counted};
+      counting = impl_->host_group().allreduce(tensors);
+    }
+  }
+  // Inside accumulate_until the program divides its loss itself, if it does; a sum over counted
+  // items is divided by their count instead.
   const int64_t steps =
-      impl_->program_counts_accumulation ? 1 : impl_->options.gradient_accumulation_steps;
+      impl_->program_counts_accumulation || items ? 1 : impl_->options.gradient_accumulation_steps;
   torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
 
@@ -387,9 +442,20 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
   }
   // The parameters this loss reaches, found once (a walk of the graph) if some filter needs them.
+  // Checkpoint blocks' parameters join when the block knows them (a CheckpointWrapper's); a block
+  // that does not leaves the set partial.
   std::optional<std::unordered_set<const c10::TensorImpl*>> reached;
+  bool reached_in_part = false;
   auto leaves = [&]() -> const std::unordered_set<const c10::TensorImpl*>& {
-    if (!reached) reached = detail::autograd_leaves(scaled);
+    if (reached) return *reached;
+    std::vector<torch::Tensor> in_blocks;
+    reached = detail::autograd_leaves(scaled, [&](const torch::autograd::Node& node) {
+      auto block = detail::checkpointed_parameters(node);
+      if (!block) return;
+      reached_in_part = reached_in_part || !block->known;
+      in_blocks.insert(in_blocks.end(), block->parameters.begin(), block->parameters.end());
+    });
+    for (const auto& p : in_blocks) reached->insert(p.unsafeGetTensorImpl());
     return *reached;
   };
   if (syncing.size() > 1) {
@@ -409,9 +475,12 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     detail::all_reduce(impl_->host_group(), still_training, Reduction::Sum);
     ++impl_->join_backwards;
   }
+  // Each synchronised model learns which of its parameters this loss reaches: those it does not
+  // are given zeros, so that no process waits for them (see GradientSynchronizer).
   for (auto* m : syncing) {
     m->force_sync = false;
-    m->sync->prepare_for_backward();
+    const auto& reached_here = leaves();
+    scaled = m->sync->prepare_for_backward(scaled, reached_here, reached_in_part);
   }
   // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
   // on every backward outside no_sync.
@@ -449,9 +518,20 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
     finish.completed = true;
   }
   // ZeRO-2 collects the units it sent; ZeRO-1 cuts its slices out of the all-reduced gradients.
+  for (auto& shards : sharded) shards->finish_backward(true);
+  // Which parameters no process used, and what is wrong: every process reaches the same verdict,
+  // raised once the step's bookkeeping is done. (Without a reducer the verdict takes a
+  // collective: after the units' reduce-scatters, which every process sends in one order.)
+  std::string usage_error;
+  std::vector<torch::Tensor> unused;
+  for (auto* m : syncing) {
+    auto verdict = m->sync->check_usage();
+    if (usage_error.empty()) usage_error = std::move(verdict.error);
+    unused.insert(unused.end(), verdict.unused.begin(), verdict.unused.end());
+  }
   for (auto& shards : sharded) {
-    shards->finish_backward(true);
     shards->reduce_gradients();
+    shards->leave_unstepped(unused);
   }
   // DistributedDataParallel broadcasts buffers before each forward. The forward has already run
   // here, and autograd may have saved the buffers (BatchNorm's running statistics): broadcasting
@@ -460,6 +540,23 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   if (!retain_graph.value_or(create_graph)) {
     for (auto* m : syncing) m->sync->sync_buffers();
   }
+  if (counted.defined()) {
+    if (counting) {
+      counting->wait();
+      counting.reset();
+    }
+    // The reduction averaged over the processes; the window's mean is over its items.
+    const double factor = static_cast<double>(impl_->distributed() ? num_processes() : 1) /
+                          static_cast<double>(counted.item<int64_t>());
+    torch::NoGradGuard no_grad;
+    for (auto& shards : impl_->live_shards()) shards->scale_gradients(factor);
+    for (auto& m : impl_->models) {
+      for (auto& p : m.module->parameters()) {
+        if (p.grad().defined()) p.mutable_grad().mul_(factor);
+      }
+    }
+  }
+  TORCH_CHECK(usage_error.empty(), usage_error);
 }
 
 bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Module*>& models,

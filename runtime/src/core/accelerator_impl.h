@@ -45,6 +45,15 @@ struct Accelerator::Impl {
   int64_t step = 0;
   /// Inside an accumulate_until() scope: the program counts its micro-steps and divides its loss.
   bool program_counts_accumulation = false;
+  /// backward(loss_sum, num_items)'s count, for the backward it calls.
+  std::optional<int64_t> pending_items;
+  /// The accumulation window under way, as backward() sees it: whether its losses are sums over
+  /// counted items, and how many this process has counted so far.
+  struct ItemWindow {
+    bool open = false;
+    bool counts_items = false;
+    int64_t items = 0;
+  } item_window;
   /// The project configuration, whose iteration advances with each save_state().
   ProjectConfiguration project;
   /// The shards of the prepared optimizers, with a sharding strategy on several processes.
@@ -119,8 +128,11 @@ struct Accelerator::Impl {
 
   // ---- Sharding -----------------------------------------------------------------------------
 
-  /// FULL_SHARD's unit of each of `optimizer`'s parameters (null: by size).
-  detail::OptimizerShards::UnitOf full_shard_units(const torch::optim::Optimizer& optimizer) const;
+  /// The sharded unit of each of `optimizer`'s parameters: FULL_SHARD's wrap policy (null: by
+  /// size). Under find_unused_parameters or static_graph, every sharded strategy's, and with no
+  /// wrap policy a unit per module (units_by_module), so that parameters used together are
+  /// stepped together.
+  detail::OptimizerShards::UnitOf shard_units(const torch::optim::Optimizer& optimizer) const;
   /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
   /// offload.
   std::string effective_sharding_strategy() const;

@@ -2,6 +2,8 @@
 
 #include <accel/activation_checkpoint.h>
 
+#include "checkpoint_graph.h"
+
 #include "sharding/wrap_policy.h"
 #include "util/torch_compat.h"
 
@@ -120,6 +122,8 @@ struct BlockState : torch::CustomClassHolder {
   GeneratorStates generators;
   AutocastState autocast;
   size_t outputs = 0;
+  /// The parameters the block uses, where known (a CheckpointWrapper's module's).
+  std::optional<std::vector<at::Tensor>> parameters;
 };
 
 /// The block as one autograd node (the reentrant checkpoint). Its inputs: a tensor that needs a
@@ -203,11 +207,23 @@ const at::Tensor& takes_part() {
 
 }  // namespace
 
+std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autograd::Node& node) {
+  const auto* block = dynamic_cast<const torch::autograd::CppNode<CheckpointNode>*>(&node);
+  if (block == nullptr) return std::nullopt;
+  auto found = block->ctx_.saved_data.find("state");
+  if (found == block->ctx_.saved_data.end()) return CheckpointedParameters{};
+  const auto state = c10::static_intrusive_pointer_cast<BlockState>(found->second.toCapsule());
+  if (!state->parameters) return CheckpointedParameters{};
+  return CheckpointedParameters{*state->parameters, true};
+}
+
 std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
-                                         const std::vector<at::Tensor>& inputs) {
+                                         const std::vector<at::Tensor>& inputs,
+                                         const std::optional<std::vector<at::Tensor>>& parameters) {
   if (!at::GradMode::is_enabled()) return block(inputs);
   auto state = c10::make_intrusive<BlockState>();
   state->block = std::move(block);
+  state->parameters = parameters;
   // As a TensorList, so autograd sees each input (a std::vector would pass as one non-tensor).
   return CheckpointNode::apply(takes_part(), at::TensorList(inputs), state);
 }
@@ -269,9 +285,15 @@ CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool r
 }
 
 at::Tensor CheckpointWrapperImpl::forward(const at::Tensor& input) {
-  return checkpoint(
-      [module = module_](const at::Tensor& x) mutable { return module.forward<at::Tensor>(x); },
-      input);
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : module_.ptr()->parameters()) {
+    if (p.requires_grad()) parameters.push_back(p);
+  }
+  return detail::checkpoint_block(
+      [module = module_](const std::vector<at::Tensor>& x) mutable {
+        return std::vector<at::Tensor>{module.forward<at::Tensor>(x[0])};
+      },
+      {input}, parameters)[0];
 }
 
 }  // namespace accel

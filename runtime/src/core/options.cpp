@@ -66,6 +66,16 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
   out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
   out.grad_scaler = options.grad_scaler();
   out.ddp = options.ddp();
+  out.ddp.find_unused_parameters(pick(options.ddp().find_unused_parameters(),
+                                      detail::env_bool(env, contract::kDdpFindUnusedParameters),
+                                      false));
+  out.ddp.static_graph(
+      pick(options.ddp().static_graph(), detail::env_bool(env, contract::kDdpStaticGraph), false));
+  TORCH_CHECK(!(*out.ddp.find_unused_parameters() && *out.ddp.static_graph()),
+              "accel: DistributedDataParallelOptions find_unused_parameters and static_graph are "
+              "both set (ACCEL_DDP_FIND_UNUSED_PARAMETERS, ACCEL_DDP_STATIC_GRAPH); set one: "
+              "static_graph for a used set that stays the same, find_unused_parameters for one "
+              "that changes");
   out.project_config = options.project_config();
 }
 

@@ -35,6 +35,44 @@ void check_same_model(c10d::ProcessGroup& group, const std::vector<torch::Tensor
   }
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+/// Joined to a loss by prepare_for_backward. Its value is a zero (in the loss's dtype, so the
+/// loss keeps its value and type); its backward gives `usage` this process's `flags` and each
+/// parameter in `unreached` a zero gradient, whatever gradient reaches it.
+struct UsageNode : public torch::autograd::Function<UsageNode> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& /*usage*/,
+                            at::TensorList unreached, const at::Tensor& flags,
+                            at::TensorOptions value_options) {
+    ctx->saved_data["flags"] = flags;
+    ctx->saved_data["unreached"] = unreached.vec();
+    return at::zeros({}, value_options);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list /*output_gradients*/) {
+    variable_list gradients{ctx->saved_data["flags"].toTensor()};
+    for (const auto& parameter : ctx->saved_data["unreached"].toTensorVector()) {
+      gradients.push_back(at::zeros_like(parameter));
+    }
+    gradients.emplace_back();  // the flags
+    gradients.emplace_back();  // the value's options (every argument has a place)
+    return gradients;
+  }
+};
+
+std::string names_of(const std::vector<std::string>& names, const std::vector<size_t>& which) {
+  std::string joined;
+  for (size_t i = 0; i < which.size(); ++i) {
+    if (i == 8 && which.size() > 9) {
+      joined += ", and " + std::to_string(which.size() - 8) + " more";
+      break;
+    }
+    joined += (i == 0 ? "" : ", ") + names[which[i]];
+  }
+  return joined;
+}
+
 }  // namespace
 
 GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
@@ -47,15 +85,22 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   // tensors of a model built with init_empty_weights have none, and a load fills them alike
   // everywhere.
   std::vector<torch::Tensor> states;
-  for (const auto& p : module.parameters()) {
+  for (const auto& item : module.named_parameters()) {
+    const auto& p = item.value();
     if (!p.is_meta()) states.push_back(p);
-    if (p.requires_grad()) parameters_.push_back(p);
+    if (p.requires_grad()) {
+      parameters_.push_back(p);
+      names_.push_back(item.key());
+    }
   }
   for (const auto& b : module.buffers()) {
     if (!b.is_meta()) states.push_back(b);
     buffers_.push_back(b);
   }
   check_same_model(host_group, parameters_);
+  host_group_ = c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(&host_group);
+  find_unused_ = options.find_unused_parameters().value_or(false);
+  static_graph_ = options.static_graph().value_or(false);
   {
     torch::NoGradGuard no_grad;
     if (!states.empty()) c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
@@ -65,16 +110,24 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   // Gradients of the parameters registered last are ready first in backward: bucket them in
   // reverse registration order so the small first bucket goes out as early as possible. After the
   // first synchronised backward the reducer rebuilds the buckets in the observed order.
-  std::vector<torch::Tensor> ready_order(parameters_.rbegin(), parameters_.rend());
-  std::vector<int64_t> indices(parameters_.size());
+  // The usage flags ride with the gradients, as the reducer's last parameter: its gradient is
+  // ready first (the usage node is the last one the forward made), so it goes first.
+  usage_ = torch::zeros({2 * static_cast<int64_t>(parameters_.size()) + 1},
+                        torch::dtype(torch::kFloat).device(parameters_.front().device()))
+               .requires_grad_(true);
+  std::vector<torch::Tensor> reduced = parameters_;
+  reduced.push_back(usage_);
+  std::vector<torch::Tensor> ready_order(reduced.rbegin(), reduced.rend());
+  std::vector<int64_t> indices(reduced.size());
   std::iota(indices.rbegin(), indices.rend(), 0);
   std::vector<std::vector<size_t>> buckets;
   std::tie(buckets, std::ignore) = c10d::compute_bucket_assignment_by_size(
       ready_order,
       {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(options.bucket_cap_mb() << 20)},
-      std::vector<bool>(parameters_.size(), false), indices);
-  reducer_ = make_reducer(parameters_, std::move(buckets), group_, options.bucket_cap_mb() << 20,
-                          kFirstBucketBytes, options.gradient_as_bucket_view());
+      std::vector<bool>(reduced.size(), false), indices);
+  reducer_ =
+      make_reducer(std::move(reduced), std::move(buckets), group_, options.bucket_cap_mb() << 20,
+                   kFirstBucketBytes, options.gradient_as_bucket_view());
   gradients_are_views_ = options.gradient_as_bucket_view();
   // The reducer's constructor makes existing gradients bucket views already.
   finish_backward();
@@ -98,13 +151,117 @@ void GradientSynchronizer::finish_backward() {
 
 GradientSynchronizer::~GradientSynchronizer() = default;
 
-void GradientSynchronizer::prepare_for_backward() {
-  if (!reducer_) return;
+torch::Tensor GradientSynchronizer::prepare_for_backward(
+    const torch::Tensor& loss, const std::unordered_set<const c10::TensorImpl*>& reached,
+    bool reached_in_part) {
+  if (parameters_.empty()) return loss;
+  const size_t count = parameters_.size();
+  auto flags = torch::zeros({2 * static_cast<int64_t>(count) + 1}, torch::kFloat);
+  float* flag = flags.data_ptr<float>();
+  std::vector<torch::Tensor> unreached;
+  std::vector<size_t> unknown;
+  for (size_t i = 0; i < count; ++i) {
+    const auto& p = parameters_[i];
+    bool hit = reached.count(p.unsafeGetTensorImpl()) > 0;
+    if (!hit && reached_in_part) {
+      // Perhaps inside an accel::checkpoint block: backward will tell, by running it again.
+      unknown.push_back(i);
+      hit = true;
+    }
+    flag[i] = hit ? 1.0f : 0.0f;
+    flag[count + i] = hit || p.grad().defined() ? 1.0f : 0.0f;
+    if (!hit) unreached.push_back(p);
+  }
+  flag[2 * count] = 1.0f;
+  TORCH_CHECK(unknown.empty() || !(find_unused_ || static_graph_),
+              "accel: find_unused_parameters (or static_graph) cannot tell whether ",
+              names_of(names_, unknown),
+              " are unused or used inside an accel::checkpoint block, whose parameters backward "
+              "reaches only when it runs the block again; checkpoint by "
+              "fsdp_activation_checkpointing or CheckpointWrapper, or leave the option off if "
+              "the model uses every parameter");
+  usage_armed_ = true;
+  if (!reducer_) {
+    // The sharded strategies send a unit's gradients whether or not all came: the flags go by
+    // a collective of their own, after backward.
+    pending_flags_ = flags;
+    return loss;
+  }
   // Collective when due (once, after the first synchronised backward); every process reaches it
   // at the same step.
   reducer_->rebuild_buckets();
   reducer_->prepare_for_backward({});
   ++backwards_;
+  {
+    torch::NoGradGuard no_grad;
+    if (usage_.grad().defined()) usage_.mutable_grad().zero_();  // a backward that threw
+  }
+  return loss + UsageNode::apply(usage_, at::TensorList(unreached), flags.to(usage_.device()),
+                                 loss.options());
+}
+
+GradientSynchronizer::UsageVerdict GradientSynchronizer::check_usage() {
+  UsageVerdict verdict;
+  if (!usage_armed_) return verdict;
+  usage_armed_ = false;
+  torch::NoGradGuard no_grad;
+  const float processes = static_cast<float>(host_group_->getSize());
+  torch::Tensor flags;
+  if (reducer_) {
+    auto& averaged = usage_.mutable_grad();
+    TORCH_INTERNAL_ASSERT(averaged.defined(), "the usage flags were not reduced");
+    flags = averaged.to(torch::kCPU, torch::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    averaged.zero_();
+  } else {
+    flags = std::move(pending_flags_);
+    all_reduce(*host_group_, flags, Reduction::Sum);
+    flags.div_(processes);
+  }
+  const size_t count = parameters_.size();
+  const float* flag = flags.data_ptr<float>();
+  // Each flag is averaged over the processes: 1/N per process that set it. Processes shadowing
+  // a backward under join_uneven_inputs contribute zeros to all, "present" included.
+  const float half = 0.5f / processes;
+  const float present = flag[2 * count];
+  std::vector<size_t> missed;
+  std::vector<bool> everywhere(count);
+  for (size_t i = 0; i < count; ++i) {
+    everywhere[i] = flag[i] > present - half;
+    if (!everywhere[i]) missed.push_back(i);
+    if ((find_unused_ || static_graph_) && flag[count + i] < half) {
+      verdict.unused.push_back(parameters_[i]);
+      // Their gradients are the zeros the usage node gave: none, as on one process.
+      if (reducer_) parameters_[i].mutable_grad() = torch::Tensor();
+    }
+  }
+  if (static_graph_) {
+    if (static_reached_.empty()) {
+      static_reached_ = everywhere;
+      return verdict;
+    }
+    std::vector<size_t> changed;
+    for (size_t i = 0; i < count; ++i) {
+      if (everywhere[i] != static_reached_[i]) changed.push_back(i);
+    }
+    if (changed.empty()) return verdict;
+    verdict.error =
+        "accel: static_graph is set, and the use of " + names_of(names_, changed) +
+        " changed since the first step (a parameter used by every process then is not now, or "
+        "the other way round); a model whose set of used parameters changes needs "
+        "DistributedDataParallelOptions().find_unused_parameters(true) in place of "
+        "static_graph (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true)";
+    return verdict;
+  }
+  if (find_unused_ || missed.empty()) return verdict;
+  verdict.error =
+      "accel: " + names_of(names_, missed) +
+      " got no gradient in this step on some process (its loss does not reach them); a model "
+      "that does not use every trainable parameter in every step needs "
+      "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
+      ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "
+      "ddp_find_unused_parameters: true in the config file), or freeze what it never uses with "
+      "requires_grad(false)";
+  return verdict;
 }
 
 void GradientSynchronizer::shadow_backward() {
@@ -148,7 +305,8 @@ bool GradientSynchronizer::uses_any(
   });
 }
 
-std::unordered_set<const c10::TensorImpl*> autograd_leaves(const torch::Tensor& loss) {
+std::unordered_set<const c10::TensorImpl*> autograd_leaves(
+    const torch::Tensor& loss, const std::function<void(const torch::autograd::Node&)>& visit) {
   std::unordered_set<const c10::TensorImpl*> leaves;
   if (!loss.grad_fn()) {
     if (loss.requires_grad()) leaves.insert(loss.unsafeGetTensorImpl());
@@ -159,6 +317,7 @@ std::unordered_set<const c10::TensorImpl*> autograd_leaves(const torch::Tensor& 
   while (!stack.empty()) {
     auto* node = stack.back();
     stack.pop_back();
+    if (visit) visit(*node);
     if (auto* accumulate = dynamic_cast<torch::autograd::AccumulateGrad*>(node)) {
       leaves.insert(accumulate->variable.unsafeGetTensorImpl());
     }

@@ -10,13 +10,20 @@
 #include <torch/nn/module.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
 namespace c10d {
 class Reducer;
 }
+namespace torch {
+namespace autograd {
+struct Node;
+}
+}  // namespace torch
 
 namespace accel {
 namespace detail {
@@ -40,8 +47,31 @@ class GradientSynchronizer {
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
-  /// Arms the reducer so that the next backward averages this model's gradients.
-  void prepare_for_backward();
+  /// Arms the reducer so that the backward of `loss` averages this model's gradients, and
+  /// returns the loss to run that backward from: `loss` joined to a node whose backward gives
+  /// the parameters `reached` (those `loss` reaches) lacks a zero gradient, so that the reducer
+  /// hears from every parameter and no process waits, and gives the reducer this process's
+  /// usage flags to average with the gradients (see check_usage). With `reached_in_part` (the
+  /// graph holds accel::checkpoint blocks, whose parameters backward reaches only when it runs
+  /// them again) the parameters not in `reached` are left alone: without find_unused_parameters
+  /// the reducer waits for them as before.
+  torch::Tensor prepare_for_backward(const torch::Tensor& loss,
+                                     const std::unordered_set<const c10::TensorImpl*>& reached,
+                                     bool reached_in_part);
+  /// What check_usage found.
+  struct UsageVerdict {
+    /// Under find_unused_parameters or static_graph: the parameters no process used in the
+    /// accumulation window (left with an undefined gradient where the reducer averaged them).
+    std::vector<torch::Tensor> unused;
+    /// What is wrong, for the caller to raise once its own bookkeeping is done: without those
+    /// options, the parameters some process's loss did not reach; under static_graph, those
+    /// whose use changed since the first step. Empty when nothing is.
+    std::string error;
+  };
+  /// After that backward completed, from the flags every process contributed (carried with the
+  /// gradients by the reducer, or, for the sharded strategies, which have none, by an all-reduce
+  /// of their own): every process reaches the same verdict.
+  UsageVerdict check_usage();
   /// For a process that has run out of batches under join_uneven_inputs: takes part in the
   /// all-reduces another process's synchronising backward makes, bucket by bucket in the
   /// reducer's order, contributing zeros.
@@ -62,14 +92,26 @@ class GradientSynchronizer {
  private:
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::vector<torch::Tensor> parameters_;
+  std::vector<std::string> names_;  // parameters_'s module paths
+  /// The reducer's last parameter: its gradient carries each process's usage flags, averaged
+  /// with the gradients: [reached by the loss (P), used in the window (P), present (1)].
+  torch::Tensor usage_;
+  bool usage_armed_ = false;  // prepare_for_backward joined the usage node to this loss
+  bool find_unused_ = false, static_graph_ = false;
+  c10::intrusive_ptr<c10d::ProcessGroup> host_group_;  // the flags' collective, without a reducer
+  torch::Tensor pending_flags_;       // without a reducer: this backward's flags, sent after it
+  std::vector<bool> static_reached_;  // static_graph: the parameters the first step reached
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   bool gradients_are_views_ = false;  // gradient_as_bucket_view
   int64_t backwards_ = 0;             // synchronising backwards armed so far
 };
 
-/// The leaf tensors (parameters) that backward from `loss` would reach.
-std::unordered_set<const c10::TensorImpl*> autograd_leaves(const torch::Tensor& loss);
+/// The leaf tensors (parameters) that backward from `loss` would reach. `visit`, when given, sees
+/// every node of the graph on the way.
+std::unordered_set<const c10::TensorImpl*> autograd_leaves(
+    const torch::Tensor& loss,
+    const std::function<void(const torch::autograd::Node&)>& visit = nullptr);
 
 }  // namespace detail
 }  // namespace accel

@@ -2,6 +2,7 @@
 
 #include "accel/detail/optimizer_shards.h"
 
+#include "optimizer_state_tensors.h"
 #include "sharded_parameter.h"
 #include "unit_gather.h"
 
@@ -18,6 +19,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace accel {
@@ -459,6 +461,98 @@ void OptimizerShards::reduce_gradients() {
     }
     deliver(unit, std::move(mine));
   }
+}
+
+void OptimizerShards::scale_gradients(double factor) {
+  torch::NoGradGuard no_grad;
+  for (auto& unit : units_) {
+    auto& grad = unit.shard.mutable_grad();
+    if (grad.defined()) grad.mul_(factor);
+  }
+}
+
+void OptimizerShards::leave_unstepped(const std::vector<torch::Tensor>& unused) {
+  unstepped_.clear();
+  if (unused.empty()) return;
+  std::unordered_set<const c10::TensorImpl*> idle;
+  for (const auto& p : unused) idle.insert(p.unsafeGetTensorImpl());
+  const int64_t rank = process_group_->getRank();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    auto& unit = units_[u];
+    std::vector<size_t> members;
+    for (size_t i = 0; i < unit.params.size(); ++i) {
+      if (idle.count(unit.params[i].unsafeGetTensorImpl()) > 0) members.push_back(i);
+    }
+    if (members.empty()) continue;
+    if (members.size() == unit.params.size()) {
+      // The zeros the reduction gave: none, and the optimizer passes the shard by.
+      unit.shard.mutable_grad().reset();
+      continue;
+    }
+    Unstepped entry;
+    entry.unit = u;
+    const int64_t begin = rank * unit.shard_size;
+    for (size_t i : members) {
+      const auto [in_param, in_shard, length] = unit.overlap(i, begin, begin + unit.shard_size);
+      if (length > 0) entry.ranges.emplace_back(in_shard, length);
+    }
+    if (!entry.ranges.empty()) unstepped_.push_back(std::move(entry));
+  }
+}
+
+void OptimizerShards::before_step(torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  for (auto& entry : unstepped_) {
+    const auto& shard = units_[entry.unit].shard;
+    entry.values.clear();
+    entry.state.clear();
+    for (const auto& [at, length] : entry.ranges) {
+      entry.values.push_back(shard.detach().narrow(0, at, length).clone());
+    }
+    auto found = optimizer.state().find(shard.unsafeGetTensorImpl());
+    entry.had_state = found != optimizer.state().end();
+    if (!entry.had_state) continue;
+    const auto tensors = elementwise_state(*found->second);
+    if (!tensors) continue;
+    for (const auto* tensor : *tensors) {
+      entry.state.emplace_back();
+      if (!tensor->defined()) continue;
+      for (const auto& [at, length] : entry.ranges) {
+        entry.state.back().push_back(tensor->narrow(0, at, length).clone());
+      }
+    }
+  }
+}
+
+void OptimizerShards::after_step(torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  for (auto& entry : unstepped_) {
+    const auto& shard = units_[entry.unit].shard;
+    for (size_t r = 0; r < entry.ranges.size() && r < entry.values.size(); ++r) {
+      shard.detach()
+          .narrow(0, entry.ranges[r].first, entry.ranges[r].second)
+          .copy_(entry.values[r]);
+    }
+    auto found = optimizer.state().find(shard.unsafeGetTensorImpl());
+    if (found == optimizer.state().end()) continue;
+    const auto tensors = elementwise_state(*found->second);
+    if (!tensors) continue;
+    for (size_t t = 0; t < tensors->size(); ++t) {
+      auto* tensor = (*tensors)[t];
+      if (!tensor->defined()) continue;
+      for (size_t r = 0; r < entry.ranges.size(); ++r) {
+        auto place = tensor->narrow(0, entry.ranges[r].first, entry.ranges[r].second);
+        // State this step created starts from zero where nothing was used, as a parameter's
+        // first state does.
+        if (entry.had_state && t < entry.state.size() && r < entry.state[t].size()) {
+          place.copy_(entry.state[t][r]);
+        } else {
+          place.zero_();
+        }
+      }
+    }
+  }
+  unstepped_.clear();
 }
 
 void OptimizerShards::gather_parameters() {

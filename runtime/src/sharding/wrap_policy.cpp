@@ -98,5 +98,22 @@ std::unordered_map<const c10::TensorImpl*, int64_t> units_by_size(const torch::n
   return units;
 }
 
+std::unordered_map<const c10::TensorImpl*, int64_t> units_by_module(const torch::nn::Module& model,
+                                                                    int64_t first_unit) {
+  std::unordered_map<const c10::TensorImpl*, int64_t> units;
+  int64_t next = first_unit;
+  const auto take = [&](const torch::nn::Module& module) {
+    bool any = false;
+    // A parameter shared by two modules goes to the first.
+    for (const auto& p : module.parameters(/*recurse=*/false)) {
+      any = units.emplace(p.unsafeGetTensorImpl(), next).second || any;
+    }
+    if (any) ++next;
+  };
+  take(model);
+  for (const auto& module : model.modules(/*include_self=*/false)) take(*module);
+  return units;
+}
+
 }  // namespace detail
 }  // namespace accel

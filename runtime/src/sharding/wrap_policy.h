@@ -29,6 +29,12 @@ std::unordered_map<const c10::TensorImpl*, int64_t> units_by_size(const torch::n
                                                                   int64_t min_num_params,
                                                                   int64_t first_unit);
 
+/// A unit per module holding parameters of its own (a Linear's weight and bias), numbered from
+/// `first_unit` in module order: the parameters a forward uses or leaves out together share a
+/// unit (the sharded strategies' units under find_unused_parameters, with no wrap policy).
+std::unordered_map<const c10::TensorImpl*, int64_t> units_by_module(const torch::nn::Module& model,
+                                                                    int64_t first_unit);
+
 /// True when `module_name` (Module::name(): "ns::BlockImpl") names the class `wanted`, given with
 /// or without its namespace and TORCH_MODULE's "Impl" suffix.
 bool class_name_matches(const std::string& module_name, const std::string& wanted);

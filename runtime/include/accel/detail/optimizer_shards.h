@@ -121,6 +121,18 @@ class OptimizerShards {
   /// collective) when no full parameter has a gradient; every process runs the same program, so
   /// all agree. Also rebinds parameters whose data was replaced (see refresh_from_parameters).
   void reduce_gradients();
+  /// Multiplies the shards' gradients by `factor` (backward(loss_sum, num_items)'s division).
+  void scale_gradients(double factor);
+  /// `unused`: parameters no process used in this accumulation window (find_unused_parameters),
+  /// which are not stepped, as on one process where their gradient is undefined. A unit none of
+  /// whose parameters was used keeps no shard gradient, so the optimizer passes it by; in a unit
+  /// that holds used ones too, the unused ones' elements of the shard and of its per-element
+  /// optimizer state (Adam's moments, SGD's momentum) are put back after the step. The step
+  /// counter (Adam's bias correction) is the unit's. Called after each synchronising backward.
+  void leave_unstepped(const std::vector<at::Tensor>& unused);
+  /// Around the optimizer's step: keeps what leave_unstepped named, then puts it back.
+  void before_step(torch::optim::Optimizer& optimizer);
+  void after_step(torch::optim::Optimizer& optimizer);
   /// After a step: the updated shards, all-gathered into the full parameters (with sharded
   /// parameters: the units left whole are dropped, the next use gathers them anew).
   void gather_parameters();
@@ -214,6 +226,16 @@ class OptimizerShards {
   bool offload_;                          // the shards are host tensors
   std::shared_ptr<GatherWindow> window_;  // FULL_SHARD: the units whole at the moment
   std::vector<Unit> units_;
+  /// A unit some of whose parameters leave_unstepped named: their places in the shard, and
+  /// their values (shard and per-element optimizer state) from before the step.
+  struct Unstepped {
+    size_t unit = 0;
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // {start in the shard, length}
+    std::vector<at::Tensor> values;                   // the shard's, range by range
+    std::vector<std::vector<at::Tensor>> state;       // each state tensor's, range by range
+    bool had_state = false;                           // the optimizer had state for the shard
+  };
+  std::vector<Unstepped> unstepped_;
   std::vector<size_t> launch_order_;  // units in the order their gradients are sent
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   std::vector<at::Tensor> send_buffers_;  // one per unit in flight, of the largest unit's size
