@@ -72,6 +72,13 @@ struct AcceleratorOptions {
   /// (`ACCEL_GRADIENT_ACCUMULATION_STEPS`, default 1).
   TORCH_ARG(std::optional<int64_t>, gradient_accumulation_steps) = std::nullopt;
 
+  /// Average the gradients on every micro-step of an accumulation window, not only the last
+  /// (Accelerate's GradientAccumulationPlugin sync_each_batch; default false): more
+  /// communication, but no process holds unaveraged gradients across micro-steps, which under
+  /// SHARD_GRAD_OP and FULL_SHARD means a shard's gradients rather than whole ones. The weights
+  /// are the same either way.
+  TORCH_ARG(bool, sync_each_batch) = false;
+
   /// Run on the CPU even where CUDA is available (`ACCEL_USE_CPU`, default false).
   TORCH_ARG(std::optional<bool>, cpu) = std::nullopt;
 
@@ -204,6 +211,7 @@ struct ResolvedOptions {
   bool split_batches = false;
   bool even_batches = true;
   int64_t gradient_accumulation_steps = 1;
+  bool sync_each_batch = false;
   bool cpu = false;
   std::string mixed_precision = "no";
   GradScalerOptions grad_scaler;

@@ -480,7 +480,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   for (auto* m : syncing) {
     m->force_sync = false;
     const auto& reached_here = leaves();
-    scaled = m->sync->prepare_for_backward(scaled, reached_here, reached_in_part);
+    scaled = m->sync->prepare_for_backward(scaled, reached_here, reached_in_part, ends_window);
   }
   // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
   // on every backward outside no_sync.
@@ -574,7 +574,10 @@ bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Modu
     state.sync_gradients = state.step % options.gradient_accumulation_steps == 0;
   }
   if (state.sync_gradients) return false;
-  for (const auto* model : models) enter_no_sync(model);
+  // sync_each_batch: the models synchronise on every micro-step; the optimizers still wait.
+  if (!options.sync_each_batch) {
+    for (const auto* model : models) enter_no_sync(model);
+  }
   for (auto* gate : state.gates) gate->close();
   return true;
 }
@@ -583,7 +586,9 @@ void Accelerator::Impl::end_accumulate(const std::vector<const torch::nn::Module
                                        bool skipped_sync) {
   program_counts_accumulation = false;
   if (!skipped_sync) return;
-  for (const auto* model : models) exit_no_sync(model);
+  if (!options.sync_each_batch) {
+    for (const auto* model : models) exit_no_sync(model);
+  }
   for (auto* gate : gradient_state->gates) gate->open();
 }
 

@@ -153,9 +153,10 @@ GradientSynchronizer::~GradientSynchronizer() = default;
 
 torch::Tensor GradientSynchronizer::prepare_for_backward(
     const torch::Tensor& loss, const std::unordered_set<const c10::TensorImpl*>& reached,
-    bool reached_in_part) {
+    bool reached_in_part, bool ends_window) {
   if (parameters_.empty()) return loss;
   const size_t count = parameters_.size();
+  used_in_window_.resize(count, false);
   auto flags = torch::zeros({2 * static_cast<int64_t>(count) + 1}, torch::kFloat);
   float* flag = flags.data_ptr<float>();
   std::vector<torch::Tensor> unreached;
@@ -169,7 +170,9 @@ torch::Tensor GradientSynchronizer::prepare_for_backward(
       hit = true;
     }
     flag[i] = hit ? 1.0f : 0.0f;
-    flag[count + i] = hit || p.grad().defined() ? 1.0f : 0.0f;
+    const bool used = hit || p.grad().defined() || used_in_window_[i];
+    flag[count + i] = used ? 1.0f : 0.0f;
+    used_in_window_[i] = used && !ends_window;
     if (!hit) unreached.push_back(p);
   }
   flag[2 * count] = 1.0f;

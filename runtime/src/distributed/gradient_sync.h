@@ -54,10 +54,12 @@ class GradientSynchronizer {
   /// usage flags to average with the gradients (see check_usage). With `reached_in_part` (the
   /// graph holds accel::checkpoint blocks, whose parameters backward reaches only when it runs
   /// them again) the parameters not in `reached` are left alone: without find_unused_parameters
-  /// the reducer waits for them as before.
+  /// the reducer waits for them as before. `ends_window`: this backward is the accumulation
+  /// window's last (with sync_each_batch, earlier micro-steps synchronise too, and what they used
+  /// counts as used in the window).
   torch::Tensor prepare_for_backward(const torch::Tensor& loss,
                                      const std::unordered_set<const c10::TensorImpl*>& reached,
-                                     bool reached_in_part);
+                                     bool reached_in_part, bool ends_window);
   /// What check_usage found.
   struct UsageVerdict {
     /// Under find_unused_parameters or static_graph: the parameters no process used in the
@@ -101,6 +103,9 @@ class GradientSynchronizer {
   c10::intrusive_ptr<c10d::ProcessGroup> host_group_;  // the flags' collective, without a reducer
   torch::Tensor pending_flags_;       // without a reducer: this backward's flags, sent after it
   std::vector<bool> static_reached_;  // static_graph: the parameters the first step reached
+  /// Parameters this process used in synchronising backwards of the window under way, before
+  /// this one (sync_each_batch: the sharded strategies free the gradients they send).
+  std::vector<bool> used_in_window_;
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   bool gradients_are_views_ = false;  // gradient_as_bucket_view

@@ -3,8 +3,8 @@
 // find_unused_parameters the weights equal one process's run of the same global batches (AdamW,
 // weight decay on), the second head untouched in windows where no process used it; without it,
 // the first such step raises on every process, naming the parameters; static_graph learns a
-// fixed set and refuses a change. Run on 2 and 4 processes by `accel launch` (see
-// test/CMakeLists.txt).
+// fixed set and refuses a change. sync_each_batch, which synchronises every micro-step, trains
+// the same. Run on 2 and 4 processes by `accel launch` (see test/CMakeLists.txt).
 
 #include <accel/accel.h>
 
@@ -196,6 +196,36 @@ TEST(UnusedParameters, AnUnusedParameterInAUnitWithUsedOnesIsNotStepped) {
           "within %.3g of one process's\n",
           strategy.c_str(), static_cast<long long>(world_size()), difference);
     }
+  }
+}
+
+TEST(UnusedParameters, SyncEachBatchTrainsTheSame) {
+  // Every micro-step averages the gradients (twice the all-reduces), and what an earlier
+  // micro-step used counts as used in the window though its gradients were sent already.
+  for (const auto& strategy : kStrategies) {
+    const auto schedule = schedule_for(strategy);
+    const double difference =
+        worst_difference(accelerated(options(strategy, true).sync_each_batch(true), schedule),
+                         one_process(schedule));
+    EXPECT_LE(difference, 1e-6) << strategy;
+    if (rank() == 0) {
+      std::printf("%s, %lld processes, sync_each_batch: weights within %.3g of one process's\n",
+                  strategy.c_str(), static_cast<long long>(world_size()), difference);
+    }
+  }
+  for (const bool each : {false, true}) {
+    accel::Accelerator accelerator(options("NO_SHARD", false).sync_each_batch(each));
+    TwoHeads model;
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters()));
+    for (int64_t micro = 0; micro < kMicroSteps; ++micro) {
+      auto scope = accelerator.accumulate(model);
+      auto [x, y] = batch(micro, rank());
+      accelerator.backward(torch::mse_loss(model->forward(x, true), y));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    EXPECT_EQ(accelerator.gradient_all_reduces(), each ? kMicroSteps : kMicroSteps / kAccumulation);
   }
 }
 
