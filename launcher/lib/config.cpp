@@ -143,6 +143,8 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
       c.find_unused_parameters = read_bool(path, key, value);
     } else if (key == "ddp_static_graph") {
       c.static_graph = read_bool(path, key, value);
+    } else if (key == "ddp_comm_hook") {
+      c.comm_hook = read_choice(path, key, value, {"no", "fp16", "bf16"});
     } else if (key == "log_with") {
       // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
       // the names (a program may be built against a libaccel with other trackers).
@@ -276,6 +278,7 @@ std::string to_yaml(const Config& c) {
   put("max_restarts", c.max_restarts);
   put("ddp_find_unused_parameters", c.find_unused_parameters);
   put("ddp_static_graph", c.static_graph);
+  put("ddp_comm_hook", c.comm_hook);
   put("log_with", c.log_with);
   if (c.sharding_strategy || c.classes_to_wrap || c.state_dict_type || c.auto_wrap_policy ||
       c.min_num_params || c.offload_params) {

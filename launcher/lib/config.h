@@ -30,6 +30,8 @@ struct Config {
   /// ACCEL_DDP_STATIC_GRAPH.
   std::optional<bool> find_unused_parameters;
   std::optional<bool> static_graph;
+  /// ddp_comm_hook: no, fp16 or bf16 (exported as ACCEL_DDP_COMM_HOOK).
+  std::optional<std::string> comm_hook;
   /// Accelerate's fsdp_config.fsdp_sharding_strategy: NO_SHARD, SHARD_GRAD_OP, FULL_SHARD,
   /// HYBRID_SHARD (or SHARD_OPTIMIZER_STATE, accel's name for ZeRO-1).
   std::optional<std::string> sharding_strategy;

@@ -131,6 +131,7 @@ void set_env(const std::string& name, const std::string& value) {
     set_env(contract::kDdpFindUnusedParameters, *o.find_unused_parameters ? "true" : "false");
   }
   if (o.static_graph) set_env(contract::kDdpStaticGraph, *o.static_graph ? "true" : "false");
+  if (o.comm_hook) set_env(contract::kDdpCommHook, *o.comm_hook);
   if (o.log_with) set_env(contract::kLogWith, *o.log_with);
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));

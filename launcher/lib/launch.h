@@ -39,6 +39,7 @@ struct LaunchOptions {
   /// ACCEL_DDP_FIND_UNUSED_PARAMETERS and ACCEL_DDP_STATIC_GRAPH.
   std::optional<bool> find_unused_parameters;
   std::optional<bool> static_graph;
+  std::optional<std::string> comm_hook;  // ACCEL_DDP_COMM_HOOK
   /// ACCEL_FSDP_FORWARD_PREFETCH and ACCEL_FSDP_BACKWARD_PREFETCH.
   std::optional<bool> forward_prefetch;
   std::optional<std::string> backward_prefetch;

@@ -86,6 +86,7 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
   o.activation_checkpointing = c.activation_checkpointing;
   o.find_unused_parameters = c.find_unused_parameters;
   o.static_graph = c.static_graph;
+  o.comm_hook = c.comm_hook;
   o.forward_prefetch = c.forward_prefetch;
   o.backward_prefetch = c.backward_prefetch;
   o.log_with = c.log_with;

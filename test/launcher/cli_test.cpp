@@ -177,16 +177,18 @@ TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
 
 TEST_F(LauncherCli, DdpKeysReachTheProgram) {
   const std::string show =
-      "echo unused=$ACCEL_DDP_FIND_UNUSED_PARAMETERS static=$ACCEL_DDP_STATIC_GRAPH";
+      "echo unused=$ACCEL_DDP_FIND_UNUSED_PARAMETERS static=$ACCEL_DDP_STATIC_GRAPH "
+      "hook=$ACCEL_DDP_COMM_HOOK";
   struct Case {
     std::string yaml, expected;
   };
   for (const Case& c : std::vector<Case>{
-           {"ddp_find_unused_parameters: true\n", "unused=true static=\n"},
-           {"ddp_static_graph: true\n", "unused= static=true\n"},
+           {"ddp_find_unused_parameters: true\n", "unused=true static= hook=\n"},
+           {"ddp_static_graph: true\n", "unused= static=true hook=\n"},
            {"ddp_find_unused_parameters: false\nddp_static_graph: false\n",
-            "unused=false static=false\n"},
-           {"num_processes: 1\n", "unused= static=\n"},
+            "unused=false static=false hook=\n"},
+           {"ddp_comm_hook: bf16\n", "unused= static= hook=bf16\n"},
+           {"num_processes: 1\n", "unused= static= hook=\n"},
        }) {
     const auto path = write("ddp.yaml", c.yaml);
     auto result = accel({"launch", "--config_file", path, "sh", "-c", show});
@@ -197,6 +199,13 @@ TEST_F(LauncherCli, DdpKeysReachTheProgram) {
   auto result = accel({"launch", "--config_file", bad, "true"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.output.find("key 'ddp_find_unused_parameters': 'sometimes' is not a boolean"),
+            std::string::npos)
+      << result.output;
+  const auto misnamed = write("ddp.yaml", "ddp_comm_hook: power_sgd\n");
+  result = accel({"launch", "--config_file", misnamed, "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("key 'ddp_comm_hook': 'power_sgd' is not allowed (allowed: no, "
+                               "fp16, bf16)"),
             std::string::npos)
       << result.output;
 }

@@ -493,6 +493,10 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
                         accel::DistributedDataParallelOptions().bucket_cap_mb(0)))
                 .find("Invalid ddp.bucket_cap_mb: 0 (expected an integer >= 1)"),
             std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().ddp(
+                        accel::DistributedDataParallelOptions().comm_hook("power_sgd")))
+                .find("Invalid ddp.comm_hook: 'power_sgd' (expected one of no, fp16, bf16"),
+            std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("ZERO_3"))
                 .find("Invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "
                       "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"),

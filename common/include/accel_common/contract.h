@@ -46,6 +46,8 @@ inline constexpr const char kFsdpBackwardPrefetch[] = "ACCEL_FSDP_BACKWARD_PREFE
 /// the same from step to step (static_graph): true/false.
 inline constexpr const char kDdpFindUnusedParameters[] = "ACCEL_DDP_FIND_UNUSED_PARAMETERS";
 inline constexpr const char kDdpStaticGraph[] = "ACCEL_DDP_STATIC_GRAPH";
+/// Gradient compression for the all-reduce (Accelerate's DDPCommunicationHookType): no, fp16, bf16.
+inline constexpr const char kDdpCommHook[] = "ACCEL_DDP_COMM_HOOK";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";

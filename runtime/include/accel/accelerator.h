@@ -239,6 +239,14 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// (once per model per such backward); 0 on one process. Under accumulation, only the
   /// synchronising micro-steps count: what crossed the network, and how often.
   int64_t gradient_all_reduces() const;
+  /// Under a gradient compression hook (DistributedDataParallelOptions::comm_hook), the bytes
+  /// the prepared models' buckets held and the bytes their all-reduces sent, so far; zeros
+  /// without one.
+  struct GradientBytes {
+    int64_t buckets = 0;
+    int64_t sent = 0;
+  };
+  GradientBytes compressed_gradient_bytes() const;
   /// True while a prepared loader hands out its last batch.
   bool end_of_dataloader() const;
 

@@ -42,6 +42,12 @@ struct DistributedDataParallelOptions {
   /// synchronising step, and a step that uses a different set raises an error naming the
   /// parameters. Not together with find_unused_parameters.
   TORCH_ARG(std::optional<bool>, static_graph) = std::nullopt;
+  /// Compress the gradients for their all-reduce (Accelerate's DDPCommunicationHookType): "no",
+  /// "fp16" or "bf16" (`ACCEL_DDP_COMM_HOOK`, default "no"). Each bucket is cast, divided by the
+  /// process count, summed in that dtype and cast back: half the bytes on the wire, and the
+  /// dtype's rounding in the averaged gradients. NO_SHARD and SHARD_OPTIMIZER_STATE, which
+  /// all-reduce; the others reduce-scatter in fsdp_reduce_dtype.
+  TORCH_ARG(std::optional<std::string>, comm_hook) = std::nullopt;
 };
 
 /// Options for `accel::Accelerator`.

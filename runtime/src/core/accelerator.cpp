@@ -606,6 +606,17 @@ int64_t Accelerator::gradient_all_reduces() const {
   return total;
 }
 
+Accelerator::GradientBytes Accelerator::compressed_gradient_bytes() const {
+  GradientBytes total;
+  for (const auto& m : impl_->models) {
+    if (!m.sync) continue;
+    const auto [buckets, sent] = m.sync->compressed_bytes();
+    total.buckets += buckets;
+    total.sent += sent;
+  }
+  return total;
+}
+
 void Accelerator::trigger_sync(const torch::nn::Module* model) {
   if (auto* m = impl_->find(model)) m->force_sync = true;
 }

@@ -72,6 +72,11 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
                                       false));
   out.ddp.static_graph(
       pick(options.ddp().static_graph(), detail::env_bool(env, contract::kDdpStaticGraph), false));
+  out.ddp.comm_hook(pick(options.ddp().comm_hook(), detail::env_string(env, contract::kDdpCommHook),
+                         std::string("no")));
+  TORCH_CHECK(contract::is_one_of(*out.ddp.comm_hook(), {"no", "fp16", "bf16"}),
+              "Invalid ddp.comm_hook: '", *out.ddp.comm_hook(),
+              "' (expected one of no, fp16, bf16; accel has no PowerSGD hook)");
   TORCH_CHECK(!(*out.ddp.find_unused_parameters() && *out.ddp.static_graph()),
               "accel: DistributedDataParallelOptions find_unused_parameters and static_graph are "
               "both set (ACCEL_DDP_FIND_UNUSED_PARAMETERS, ACCEL_DDP_STATIC_GRAPH); set one: "

@@ -1,6 +1,7 @@
 #include "gradient_sync.h"
 
 #include "collectives.h"
+#include "compression_hook.h"
 #include "util/torch_compat.h"
 
 #include <torch/csrc/autograd/function.h>
@@ -129,8 +130,19 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
       make_reducer(std::move(reduced), std::move(buckets), group_, options.bucket_cap_mb() << 20,
                    kFirstBucketBytes, options.gradient_as_bucket_view());
   gradients_are_views_ = options.gradient_as_bucket_view();
+  const std::string hook = options.comm_hook().value_or("no");
+  if (hook != "no") {
+    compression_ = std::make_shared<CompressionBytes>();
+    reducer_->register_comm_hook(std::make_unique<CompressionHook>(
+        group_, hook == "bf16" ? at::kBFloat16 : at::kHalf, compression_));
+  }
   // The reducer's constructor makes existing gradients bucket views already.
   finish_backward();
+}
+
+std::pair<int64_t, int64_t> GradientSynchronizer::compressed_bytes() const {
+  if (!compression_) return {0, 0};
+  return {compression_->buckets.load(), compression_->sent.load()};
 }
 
 void GradientSynchronizer::finish_backward() {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace c10d {
@@ -27,6 +28,8 @@ struct Node;
 
 namespace accel {
 namespace detail {
+
+struct CompressionBytes;
 
 /// The first bucket's cap, as torch DistributedDataParallel's: small, so that communication starts
 /// early in backward.
@@ -86,6 +89,8 @@ class GradientSynchronizer {
   /// Copies process `rank`'s parameters and buffers to every process.
   void broadcast_from(int64_t rank);
   bool has_buffers() const { return !buffers_.empty(); }
+  /// Under a compression hook: the bytes of the buckets, and the bytes sent for them, so far.
+  std::pair<int64_t, int64_t> compressed_bytes() const;
   /// Backwards that averaged (or shadowed) this model's gradients so far.
   int64_t synchronised_backwards() const { return reducer_ ? backwards_ : 0; }
   /// True when any of this model's trainable parameters is among `leaves`.
@@ -106,6 +111,7 @@ class GradientSynchronizer {
   /// Parameters this process used in synchronising backwards of the window under way, before
   /// this one (sync_each_batch: the sharded strategies free the gradients they send).
   std::vector<bool> used_in_window_;
+  std::shared_ptr<CompressionBytes> compression_;  // with a comm hook
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
   bool gradients_are_views_ = false;  // gradient_as_bucket_view
