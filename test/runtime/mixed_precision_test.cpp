@@ -6,6 +6,7 @@
 
 #include "support/datasets.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,6 +64,36 @@ TEST(MixedPrecision, Bf16AutocastInsideScopesOnly) {
     EXPECT_EQ(torch::matmul(x, x.t()).scalar_type(), torch::kBFloat16);
   }
   EXPECT_EQ(model->forward(x).scalar_type(), torch::kFloat32);
+}
+
+TEST(MixedPrecision, AutocastOptionsTurnAutocastAndItsCacheOff) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true).mixed_precision("bf16"));
+  torch::nn::Linear model(4, 3);
+  accelerator.prepare(model);
+  const auto x = torch::randn({2, 4});
+  ASSERT_TRUE(at::autocast::is_autocast_cache_enabled());
+  {
+    // One full-precision part inside a mixed-precision program.
+    auto off = accelerator.autocast(accel::AutocastOptions().enabled(false));
+    EXPECT_FALSE(off.active());
+    EXPECT_EQ(model->forward(x).scalar_type(), torch::kFloat32);
+  }
+  {
+    auto uncached = accelerator.autocast(accel::AutocastOptions().cache_enabled(false));
+    EXPECT_EQ(model->forward(x).scalar_type(), torch::kBFloat16);
+    EXPECT_FALSE(at::autocast::is_autocast_cache_enabled());
+  }
+  EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());  // as it was
+  // The options given at construction hold for every scope: accumulate() and forward() too.
+  accel::Accelerator plain(accel::AcceleratorOptions().cpu(true).mixed_precision("bf16").autocast(
+      accel::AutocastOptions().enabled(false)));
+  torch::nn::Linear other(4, 3);
+  plain.prepare(other);
+  {
+    auto step = plain.accumulate(other);
+    EXPECT_EQ(other->forward(x).scalar_type(), torch::kFloat32);
+  }
+  EXPECT_EQ(plain.forward(other, x).scalar_type(), torch::kFloat32);
 }
 
 /// Returns its linear layer's output, the argmax indices and a deliberately bf16 copy.

@@ -210,6 +210,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// inside these scopes, or through `forward()`, only. Inside a scope its outputs keep the
   /// autocast dtype; `forward()` hands them back in fp32.
   AutocastGuard autocast() const;
+  /// The same with `options` in place of AcceleratorOptions::autocast for this scope
+  /// (Accelerate's autocast(autocast_handler=AutocastKwargs(...))).
+  AutocastGuard autocast(const AutocastOptions& options) const;
 
   /// Calls `model->forward(args...)` as Accelerate calls a prepared model: with mixed precision,
   /// under autocast, and with the fp16/bf16 tensors of the result handed back in fp32 (see

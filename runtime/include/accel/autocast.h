@@ -5,11 +5,29 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <torch/arg.h>
 
 #include <optional>
 #include <string>
 
 namespace accel {
+
+/// How `Accelerator::autocast()` (and so `accumulate()` and `forward()`) autocast under mixed
+/// precision: Accelerate's AutocastKwargs. Give it to `AcceleratorOptions().autocast(...)` for
+/// every scope, or to `accelerator.autocast(...)` for one.
+///
+/// Example:
+/// ```
+/// auto fp32 = accelerator.autocast(accel::AutocastOptions().enabled(false));  // a full-precision
+/// part
+/// ```
+struct AutocastOptions {
+  /// Autocast at all; false computes in the parameters' dtype even under mixed precision.
+  TORCH_ARG(bool, enabled) = true;
+  /// Keep each weight's cast for the outermost scope's length (LibTorch's default, true); false
+  /// casts again at every use, holding no casts.
+  TORCH_ARG(std::optional<bool>, cache_enabled) = std::nullopt;
+};
 
 /// Runs the operations of its lifetime under LibTorch autocast on one device type: matmuls,
 /// linear layers and convolutions compute in `dtype`, precision-sensitive operations (losses,
@@ -29,7 +47,10 @@ class [[nodiscard]] AutocastGuard {
  public:
   /// Enables autocast to `dtype` on `device_type`; with `dtype` unset, changes nothing. Throws
   /// when LibTorch cannot autocast to `dtype` there (it can to fp16 and bf16 on CPU and CUDA).
-  AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype);
+  /// `cache_enabled`, when set, turns LibTorch's cache of casted weights on or off for the
+  /// guard's lifetime.
+  AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype,
+                std::optional<bool> cache_enabled = std::nullopt);
   AutocastGuard(AutocastGuard&& other) noexcept;
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -44,6 +65,7 @@ class [[nodiscard]] AutocastGuard {
   bool active_ = false;
   bool previous_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;
+  std::optional<bool> previous_cache_;  // set when this guard changed the cache setting
 };
 
 /// `value` with every fp16 and bf16 tensor in it converted to fp32, looking through vectors,

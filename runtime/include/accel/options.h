@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/grad_scaler.h>
 #include <accel/tracking.h>
@@ -73,6 +74,11 @@ struct AcceleratorOptions {
   /// Complete the last round of batches by cycling from the start of the data set so that every
   /// process sees the same number of batches (`ACCEL_EVEN_BATCHES`, default true).
   TORCH_ARG(std::optional<bool>, even_batches) = std::nullopt;
+
+  /// How autocast scopes (`autocast()`, `accumulate()`, `forward()`) autocast under mixed
+  /// precision (Accelerate's AutocastKwargs): on, with LibTorch's cache of casted weights, by
+  /// default.
+  TORCH_ARG(AutocastOptions, autocast) = {};
 
   /// Number of micro-steps whose gradients are accumulated before the optimizer steps
   /// (`ACCEL_GRADIENT_ACCUMULATION_STEPS`, default 1).
@@ -218,6 +224,7 @@ struct ResolvedOptions {
   bool even_batches = true;
   int64_t gradient_accumulation_steps = 1;
   bool sync_each_batch = false;
+  AutocastOptions autocast;
   bool cpu = false;
   std::string mixed_precision = "no";
   GradScalerOptions grad_scaler;

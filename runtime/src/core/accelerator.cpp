@@ -188,8 +188,12 @@ std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
 }
 GradScaler* Accelerator::scaler() const { return impl_->gradient_state->scaler.get(); }
 
-AutocastGuard Accelerator::autocast() const {
-  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(impl_->options.mixed_precision));
+AutocastGuard Accelerator::autocast() const { return autocast(impl_->options.autocast); }
+
+AutocastGuard Accelerator::autocast(const AutocastOptions& options) const {
+  if (!options.enabled()) return AutocastGuard(impl_->device.type(), std::nullopt);
+  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(impl_->options.mixed_precision),
+                       options.cache_enabled());
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {

@@ -44,6 +44,7 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
       pick(options.gradient_accumulation_steps(),
            detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
   out.sync_each_batch = options.sync_each_batch();
+  out.autocast = options.autocast();
   out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
   out.mixed_precision = pick(options.mixed_precision(),
                              detail::env_string(env, contract::kMixedPrecision), std::string("no"));

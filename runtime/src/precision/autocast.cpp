@@ -6,9 +6,14 @@
 
 namespace accel {
 
-AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype)
+AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype,
+                             std::optional<bool> cache_enabled)
     : device_type_(device_type) {
   if (!dtype) return;
+  if (cache_enabled) {
+    previous_cache_ = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(*cache_enabled);
+  }
   TORCH_CHECK(detail::autocast_supports(device_type, *dtype), "accel: autocast to ",
               c10::toString(*dtype), " is not available on ", c10::DeviceTypeName(device_type),
               " in this LibTorch");
@@ -24,8 +29,10 @@ AutocastGuard::AutocastGuard(AutocastGuard&& other) noexcept
     : device_type_(other.device_type_),
       active_(other.active_),
       previous_enabled_(other.previous_enabled_),
-      previous_dtype_(other.previous_dtype_) {
+      previous_dtype_(other.previous_dtype_),
+      previous_cache_(other.previous_cache_) {
   other.active_ = false;
+  other.previous_cache_.reset();
 }
 
 AutocastGuard::~AutocastGuard() {
@@ -35,6 +42,7 @@ AutocastGuard::~AutocastGuard() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   detail::set_autocast_enabled(device_type_, previous_enabled_);
   detail::set_autocast_dtype(device_type_, previous_dtype_);
+  if (previous_cache_) at::autocast::set_autocast_cache_enabled(*previous_cache_);
 }
 
 }  // namespace accel

@@ -29,13 +29,21 @@ bool OptimizerShards::GatherWindow::make_room(size_t room, const Gathered* keep)
     oldest = recent.erase(oldest);
   }
   // A collective's worker thread lets go of its tensors a moment after the collective completes
-  // (Gloo's work queue): wait for that, briefly, before the next unit is allocated, as FSDP's
-  // limit_all_gathers waits for the freed unit's event. An operator still using the value keeps
-  // it, and the wait gives up after a few milliseconds.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  while (std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); }) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
+  // (Gloo's work queue): wait for that before the next unit is allocated, as FSDP's
+  // limit_all_gathers waits for the freed unit's event. On a loaded machine the worker may not
+  // run again for a scheduler slice or more (a 20 ms wait was seen to fall short with two jobs
+  // on two cores), so the wait sleeps, leaving it the core, for up to 200 ms; it is over in
+  // microseconds otherwise. An operator still using the value keeps it past the wait.
+  const auto still_held = [&] {
+    return std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); });
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (int spins = 0; still_held() && std::chrono::steady_clock::now() < deadline; ++spins) {
+    if (spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
   return true;
 }

@@ -6,6 +6,8 @@
 
 #include <accel/accel.h>
 
+#include "support/sharded_training.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -51,12 +53,6 @@ torch::Tensor loss_sum(torch::nn::Sequential& net, const Batch& b) {
   return ((net->forward(b.x) - b.y).pow(2) * b.mask).sum();
 }
 
-std::vector<torch::Tensor> weights_of(torch::nn::Sequential& net) {
-  std::vector<torch::Tensor> weights;
-  for (const auto& p : net->parameters()) weights.push_back(p.detach().clone());
-  return weights;
-}
-
 torch::optim::SGDOptions sgd() { return torch::optim::SGDOptions(0.05).momentum(0.9); }
 
 /// One process, each window's micro-batches of every process as one batch: the sum over all its
@@ -81,7 +77,7 @@ std::vector<torch::Tensor> one_process() {
     optimizer.step();
     optimizer.zero_grad();
   }
-  return weights_of(net);
+  return accel_test::weights(net);
 }
 
 /// accel with accumulation kAccumulation: token-weighted, or each micro-batch's mean.
@@ -104,16 +100,7 @@ std::vector<torch::Tensor> accelerated(const std::string& strategy, bool token_w
     optimizer.step();
     optimizer.zero_grad();
   }
-  return weights_of(net);
-}
-
-double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
+  return accel_test::weights(net);
 }
 
 }  // namespace
@@ -122,8 +109,9 @@ TEST(TokenWeighted, AWindowTrainsAsOneBatchOfAllItsTokens) {
   const auto reference = one_process();
   for (const std::string strategy :
        {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP", "FULL_SHARD"}) {
-    const double weighted = worst_difference(accelerated(strategy, true), reference);
-    const double mean_of_means = worst_difference(accelerated(strategy, false), reference);
+    const double weighted = accel_test::worst_difference(accelerated(strategy, true), reference);
+    const double mean_of_means =
+        accel_test::worst_difference(accelerated(strategy, false), reference);
     EXPECT_LE(weighted, 1e-6) << strategy;
     // The ordinary loop is off by far more: the test's sequences do vary in length.
     EXPECT_GT(mean_of_means, 1e-3) << strategy;

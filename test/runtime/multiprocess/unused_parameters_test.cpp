@@ -8,6 +8,8 @@
 
 #include <accel/accel.h>
 
+#include "support/sharded_training.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -81,12 +83,6 @@ std::pair<torch::Tensor, torch::Tensor> batch(int64_t micro, int64_t process) {
   return {x, torch::randn({kBatch, 1})};
 }
 
-std::vector<torch::Tensor> weights_of(TwoHeads& model) {
-  std::vector<torch::Tensor> weights;
-  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
-  return weights;
-}
-
 /// Plain LibTorch on one process: every process's micro-batches of a window, each loss divided
 /// by the batches the window averages over, then one step.
 std::vector<torch::Tensor> one_process(const Schedule& uses_b) {
@@ -104,7 +100,7 @@ std::vector<torch::Tensor> one_process(const Schedule& uses_b) {
       optimizer.zero_grad();
     }
   }
-  return weights_of(model);
+  return accel_test::weights(model);
 }
 
 /// The sharded strategies' units: accel's (a unit per module under find_unused_parameters), a
@@ -140,16 +136,7 @@ std::vector<torch::Tensor> accelerated(const accel::AcceleratorOptions& options,
     optimizer.step();
     optimizer.zero_grad();
   }
-  return weights_of(model);
-}
-
-double worst_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
+  return accel_test::weights(model);
 }
 
 const std::vector<std::string> kStrategies = {"NO_SHARD", "SHARD_OPTIMIZER_STATE", "SHARD_GRAD_OP",
@@ -159,15 +146,15 @@ const std::vector<std::string> kStrategies = {"NO_SHARD", "SHARD_OPTIMIZER_STATE
 
 TEST(UnusedParameters, FindUnusedParametersTrainsAsOneProcessUnderEveryStrategy) {
   // The schedule matters: b's weights differ from a run where b is always used.
-  EXPECT_GT(worst_difference(one_process(mixed_schedule),
-                             one_process([](int64_t, int64_t) { return true; })),
+  EXPECT_GT(accel_test::worst_difference(one_process(mixed_schedule),
+                                         one_process([](int64_t, int64_t) { return true; })),
             1e-3);
   for (const auto& strategy : kStrategies) {
     const auto schedule = schedule_for(strategy);
     const auto reference = one_process(schedule);
     for (const auto units : {Units::by_default, Units::by_layer}) {
-      const double difference =
-          worst_difference(accelerated(options(strategy, true, false, units), schedule), reference);
+      const double difference = accel_test::worst_difference(
+          accelerated(options(strategy, true, false, units), schedule), reference);
       EXPECT_LE(difference, 1e-6) << strategy;
       if (rank() == 0) {
         std::printf(
@@ -187,7 +174,7 @@ TEST(UnusedParameters, AnUnusedParameterInAUnitWithUsedOnesIsNotStepped) {
   const Schedule first_window = [](int64_t micro, int64_t) { return micro < kAccumulation; };
   const auto reference = one_process(first_window);
   for (const auto& strategy : kStrategies) {
-    const double difference = worst_difference(
+    const double difference = accel_test::worst_difference(
         accelerated(options(strategy, true, false, Units::one), first_window), reference);
     EXPECT_LE(difference, 1e-6) << strategy;
     if (rank() == 0) {
@@ -204,9 +191,9 @@ TEST(UnusedParameters, SyncEachBatchTrainsTheSame) {
   // micro-step used counts as used in the window though its gradients were sent already.
   for (const auto& strategy : kStrategies) {
     const auto schedule = schedule_for(strategy);
-    const double difference =
-        worst_difference(accelerated(options(strategy, true).sync_each_batch(true), schedule),
-                         one_process(schedule));
+    const double difference = accel_test::worst_difference(
+        accelerated(options(strategy, true).sync_each_batch(true), schedule),
+        one_process(schedule));
     EXPECT_LE(difference, 1e-6) << strategy;
     if (rank() == 0) {
       std::printf("%s, %lld processes, sync_each_batch: weights within %.3g of one process's\n",
@@ -278,7 +265,7 @@ TEST(UnusedParameters, StaticGraphLearnsAFixedSetAndRefusesAChange) {
   // b is never used: the set stays fixed, and the run equals one process's (b never stepped).
   const Schedule never = [](int64_t, int64_t) { return false; };
   const auto reference = one_process(never);
-  const double difference = worst_difference(
+  const double difference = accel_test::worst_difference(
       accelerated(options("NO_SHARD", false, /*static_graph=*/true), never), reference);
   EXPECT_LE(difference, 1e-6);
   // Then b is used: the set changed, and every process says so.
@@ -352,9 +339,7 @@ TEST(UnusedParameters, CheckpointedUnitsAreSeenUsed) {
     optimizer.step();
     optimizer.zero_grad();
   }
-  std::vector<torch::Tensor> weights;
-  for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
-  EXPECT_LE(worst_difference(weights, reference), 1e-6);
+  EXPECT_LE(accel_test::worst_difference(accel_test::weights(model), reference), 1e-6);
 }
 
 TEST(UnusedParameters, ParametersHiddenInACheckpointClosureAreNamed) {
