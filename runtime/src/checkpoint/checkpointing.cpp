@@ -26,6 +26,9 @@
 namespace accel {
 namespace {
 
+/// The entry of a window's gradient file that holds backward(loss_sum, num_items)'s count.
+constexpr const char* kWindowItems = "accel.window_items";
+
 namespace fs = std::filesystem;
 
 constexpr const char* kStateFile = "accel_state.json";
@@ -613,9 +616,15 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
   const bool in_window = !gradient_state.sync_gradients;
   if (in_window) {
     AllGatesOpen open(gradient_state);
-    save_safetensors(
-        (staging / detail::window_gradients_file(process_index())).string(),
-        detail::window_gradients(impl_->prepared_modules(), gated_optimizers(gradient_state)));
+    auto accumulated =
+        detail::window_gradients(impl_->prepared_modules(), gated_optimizers(gradient_state));
+    // backward(loss_sum, num_items): the items this process counted in the window so far.
+    const auto& items = impl_->item_window;
+    if (items.open && items.counts_items) {
+      accumulated.emplace_back(kWindowItems, torch::tensor({items.items}, torch::kInt64));
+    }
+    save_safetensors((staging / detail::window_gradients_file(process_index())).string(),
+                     accumulated);
   }
   wait_for_everyone();
 
@@ -707,10 +716,17 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
   {
     AllGatesOpen open(gradient_state);
     const auto file = dir / detail::window_gradients_file(process_index());
-    detail::restore_window_gradients(
-        impl_->prepared_modules(), gated_optimizers(gradient_state),
-        window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{},
-        file.string());
+    auto accumulated =
+        window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{};
+    // A window of backward(loss_sum, num_items) goes on counting from what it had counted.
+    impl_->item_window = {};
+    const auto items = accumulated.find(kWindowItems);
+    if (items != accumulated.end()) {
+      impl_->item_window = {true, true, items->second.item<int64_t>()};
+      accumulated.erase(items);
+    }
+    detail::restore_window_gradients(impl_->prepared_modules(), gated_optimizers(gradient_state),
+                                     accumulated, file.string());
   }
   gradient_state.step = summary.json.value("micro_step", int64_t{0});
   gradient_state.sync_gradients = !window;

@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,55 @@ TEST(TokenWeighted, AWindowTrainsAsOneBatchOfAllItsTokens) {
           static_cast<long long>(world_size() * kAccumulation), weighted, mean_of_means);
     }
   }
+}
+
+TEST(TokenWeighted, AStateSavedInsideAWindowResumesItsCount) {
+  // save_state after the second of four micro-steps of a window; a new Accelerator loads it and
+  // finishes the run: the window still divides by all its items, and the weights are one
+  // process's.
+  const std::string dir = "/tmp/accel-token-window-" + std::string(std::getenv("MASTER_PORT"));
+  constexpr int64_t kSaveAfter = kAccumulation + 2;
+  const auto options = accel::AcceleratorOptions()
+                           .cpu(true)
+                           .gradient_accumulation_steps(kAccumulation)
+                           .sharding_strategy("FULL_SHARD");
+  {
+    accel::Accelerator accelerator(options);
+    auto net = model();
+    accelerator.prepare(net);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), sgd()));
+    for (int64_t micro = 0; micro < kSaveAfter; ++micro) {
+      auto scope = accelerator.accumulate(net);
+      const auto b = batch(micro, rank());
+      accelerator.backward(loss_sum(net, b), b.tokens);
+      optimizer.step();
+      optimizer.zero_grad();
+      if (micro == kSaveAfter - 1) accelerator.save_state(dir);
+    }
+  }
+  accel::Accelerator accelerator(options);
+  auto net = model();
+  accelerator.prepare(net);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(net->parameters(), sgd()));
+  accelerator.load_state(dir);
+  for (int64_t micro = kSaveAfter; micro < kWindows * kAccumulation; ++micro) {
+    auto scope = accelerator.accumulate(net);
+    const auto b = batch(micro, rank());
+    accelerator.backward(loss_sum(net, b), b.tokens);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  const double difference = accel_test::worst_difference(accel_test::weights(net), one_process());
+  EXPECT_LE(difference, 1e-6);
+  if (rank() == 0) {
+    std::printf(
+        "FULL_SHARD, %lld processes, saved after micro-step %lld of a window of %lld and "
+        "resumed: within %.3g of one process's\n",
+        static_cast<long long>(world_size()), static_cast<long long>(kSaveAfter % kAccumulation),
+        static_cast<long long>(kAccumulation), difference);
+  }
+  accelerator.wait_for_everyone();
+  if (rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(TokenWeighted, BadCountsAndMixedWindowsAreRefused) {
