@@ -122,10 +122,12 @@ accel::AcceleratorOptions options(const std::string& strategy, bool find_unused,
   return options;
 }
 
+/// The accel run of `Model` (a body and heads a and b, forward(x, use_b)).
+template <typename Model = TwoHeads>
 std::vector<torch::Tensor> accelerated(const accel::AcceleratorOptions& options,
                                        const Schedule& uses_b) {
   accel::Accelerator accelerator(options);
-  TwoHeads model;
+  Model model;
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(
       torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-2)));
@@ -322,24 +324,14 @@ struct CheckpointedHeadsImpl : torch::nn::Module {
 TORCH_MODULE(CheckpointedHeads);
 
 TEST(UnusedParameters, CheckpointedUnitsAreSeenUsed) {
-  // The checkpointed blocks' parameters are edges of their checkpoint nodes: find_unused_parameters
-  // sees them used, and the run equals one process's without checkpointing (the same model).
-  const auto reference = one_process(mixed_schedule);
-  accel::Accelerator accelerator(options("NO_SHARD", true)
-                                     .fsdp_transformer_layer_cls_to_wrap({"Block"})
-                                     .fsdp_activation_checkpointing(true));
-  CheckpointedHeads model;
-  accelerator.prepare(model);
-  auto optimizer = accelerator.prepare(
-      torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-2)));
-  for (int64_t micro = 0; micro < kMicroSteps; ++micro) {
-    auto scope = accelerator.accumulate(model);
-    auto [x, y] = batch(micro, rank());
-    accelerator.backward(torch::mse_loss(model->forward(x, mixed_schedule(micro, rank())), y));
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-  EXPECT_LE(accel_test::worst_difference(accel_test::weights(model), reference), 1e-6);
+  // Each checkpointed block's node keeps its module's parameters: find_unused_parameters sees
+  // them used, and the run equals one process's without checkpointing (the same model).
+  const auto checkpointed =
+      accelerated<CheckpointedHeads>(options("NO_SHARD", true)
+                                         .fsdp_transformer_layer_cls_to_wrap({"Block"})
+                                         .fsdp_activation_checkpointing(true),
+                                     mixed_schedule);
+  EXPECT_LE(accel_test::worst_difference(checkpointed, one_process(mixed_schedule)), 1e-6);
 }
 
 TEST(UnusedParameters, ParametersHiddenInACheckpointClosureAreNamed) {
