@@ -96,14 +96,6 @@ Checkpoint open_checkpoint(const std::string& path) {
   return checkpoint;
 }
 
-torch::Tensor read_stored(const Checkpoint& checkpoint, const std::string& name) {
-  const StoredTensor& stored = checkpoint.tensors.at(name);
-  auto tensor = torch::empty(stored.entry.shape, torch::dtype(stored.dtype));
-  checkpoint.files[stored.shard]->read_at(tensor.data_ptr(), stored.entry.end - stored.entry.begin,
-                                          stored.data_start + stored.entry.begin, name);
-  return tensor;
-}
-
 /// Elements [first, first + count) of a stored tensor (flattened), read from their bytes alone.
 torch::Tensor read_stored_elements(const Checkpoint& checkpoint, const std::string& name,
                                    int64_t first, int64_t count) {
@@ -114,6 +106,12 @@ torch::Tensor read_stored_elements(const Checkpoint& checkpoint, const std::stri
       part.data_ptr(), static_cast<uint64_t>(count) * element,
       stored.data_start + stored.entry.begin + static_cast<uint64_t>(first) * element, name);
   return part;
+}
+
+/// A stored tensor, whole (the header's byte range was checked against its shape and dtype).
+torch::Tensor read_stored(const Checkpoint& checkpoint, const std::string& name) {
+  const auto& shape = checkpoint.tensors.at(name).entry.shape;
+  return read_stored_elements(checkpoint, name, 0, c10::multiply_integers(shape)).view(shape);
 }
 
 /// Elements a sharded load reads at once: 4 MiB of fp32.

@@ -160,8 +160,6 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
                 "accel: the model's parameters are empty (init_empty_weights): only FULL_SHARD "
                 "can shard them as they are; otherwise load its weights before prepare()");
     unit.compute = unit.compute.device(*device_of_empty_);
-  }
-  if (empty) {
     // Nothing to cut the shard from: it is allocated alone, never the whole unit.
     unit.shard = torch::zeros({unit.shard_size}, unit.compute);
   } else {
