@@ -12,6 +12,7 @@ packages=(
   cmake ninja-build g++ pkg-config ccache
   libgloo-dev                       # Gloo's headers, for c10d's ProcessGroupGloo.hpp (the wheel has none)
   libcli11-dev libyaml-cpp-dev      # the accel command line and its config file
+  libcurl4-openssl-dev              # the MLflow tracker's requests to its server
   nlohmann-json3-dev                # safetensors headers
   libprotobuf-dev protobuf-compiler # the TensorBoard tracker's event messages
   libspdlog-dev                     # accel::get_logger (spdlog with Debian's fmt 9, apart from LibTorch)
@@ -47,3 +48,4 @@ if dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q "install ok i
 fi
 
 "$root/scripts/python-env.sh" --install > /dev/null
+"$root/scripts/python-env.sh" --mlflow > /dev/null

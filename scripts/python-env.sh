@@ -7,6 +7,9 @@
 #   scripts/python-env.sh              prints the environment's folder
 #   scripts/python-env.sh --install    creates it if it is missing or incomplete, then prints it
 #   scripts/python-env.sh --torch-dir  prints the LibTorch root inside it (.../site-packages/torch)
+#   scripts/python-env.sh --mlflow     creates MLflow's own environment if it is missing (the
+#                                      tracking server and client the MLflow tracker is tested
+#                                      against, kept apart: its pins would move torch's), prints it
 #
 # ACCEL_VENV overrides the folder; the default is $XDG_CACHE_HOME/accel (else ~/.cache/accel).
 set -euo pipefail
@@ -17,6 +20,9 @@ tensorboard_version=2.20.0
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/accel
 venv=${ACCEL_VENV:-$cache/venv-torch-$torch_version-accelerate-$accelerate_version}
 marker="$venv/.accel-complete"
+
+mlflow_version=3.17.2
+mlflow_venv=${ACCEL_MLFLOW_VENV:-$cache/venv-mlflow-$mlflow_version}
 
 pins="torch==$torch_version accelerate==$accelerate_version tensorboard==$tensorboard_version"
 
@@ -41,11 +47,22 @@ install() {
   echo "$pins" > "$marker"
 }
 
+install_mlflow() {
+  [ -f "$mlflow_venv/.accel-complete" ] && return 0
+  echo "python-env: creating $mlflow_venv (mlflow[auth]==$mlflow_version)" >&2
+  rm -rf "$mlflow_venv"
+  mkdir -p "$(dirname "$mlflow_venv")"
+  python3 -m venv "$mlflow_venv"
+  "$mlflow_venv/bin/pip" install -q --disable-pip-version-check "mlflow[auth]==$mlflow_version" >&2
+  touch "$mlflow_venv/.accel-complete"
+}
+
 case "${1:-}" in
   --install) install; echo "$venv" ;;
+  --mlflow) install_mlflow; echo "$mlflow_venv" ;;
   --torch-dir)
     [ -f "$marker" ] || { echo "python-env: $venv is not installed; run scripts/install-deps.sh" >&2; exit 1; }
     for dir in "$venv"/lib/python3*/site-packages/torch; do echo "$dir"; done ;;
   "") echo "$venv" ;;
-  *) echo "usage: $0 [--install | --torch-dir]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--install | --torch-dir | --mlflow]" >&2; exit 2 ;;
 esac

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -563,6 +564,14 @@ int launch_linked(const LaunchOptions& o, int signal_fd, const sigset_t& origina
 }  // namespace
 
 int launch(const LaunchOptions& o) {
+  // Every start of the group, restarts included, sees the same run id (set in this process, so
+  // that the children inherit it).
+  if (std::getenv(contract::kRunId) == nullptr) {
+    std::random_device source;
+    char id[17];
+    std::snprintf(id, sizeof id, "%08x%08x", source(), source());
+    ::setenv(contract::kRunId, id, 1);
+  }
   int port = 0;
   if (o.main_process_port) {
     port = *o.main_process_port;

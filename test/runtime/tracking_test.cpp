@@ -3,8 +3,12 @@
 
 #include <accel/accel.h>
 
+#include "support/env_guard.h"
 #include "support/read_text.h"
 #include "tracking/event_file.h"
+#ifdef ACCEL_WITH_MLFLOW
+#include "tracking/http_client.h"
+#endif
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -191,8 +195,67 @@ TEST_F(Tracking, LogWithNamesAreCheckedAtConstruction) {
               std::string::npos)
         << error.what();
   }
+  accel_test::EnvGuard no_server("MLFLOW_TRACKING_URI", nullptr);
   EXPECT_EQ(accel::resolve_options(options({"all"})).log_with,
             (std::vector<std::string>{"tensorboard", "csv", "jsonl"}));
 }
+
+#ifdef ACCEL_WITH_MLFLOW
+// The MLflow tracker against a real server is tested by tracking.mlflow_round_trip; here, what
+// needs no server.
+
+TEST_F(Tracking, AllStartsMlflowWhereAServerIsNamed) {
+  accel_test::EnvGuard server("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000");
+  EXPECT_EQ(accel::resolve_options(options({"all"})).log_with,
+            (std::vector<std::string>{"tensorboard", "csv", "jsonl", "mlflow"}));
+}
+
+TEST_F(Tracking, MlflowSendsCredentialsAsItsClientsDo) {
+  using accel::detail::HttpClient;
+  accel::detail::HttpSettings settings;
+  EXPECT_TRUE(HttpClient::auth_headers(settings).empty());
+  settings.bearer_token = "tok-123";
+  EXPECT_EQ(HttpClient::auth_headers(settings),
+            std::vector<std::string>{"Authorization: Bearer tok-123"});
+  // A user name and password win over a token, as in MLflow's client; base64 with each padding.
+  settings.username = "admin";
+  EXPECT_EQ(HttpClient::auth_headers(settings).front(), "Authorization: Bearer tok-123");
+  for (const auto& [password, encoded] :
+       std::vector<std::pair<std::string, std::string>>{{"s3cret", "YWRtaW46czNjcmV0"},
+                                                        {"s3cre", "YWRtaW46czNjcmU="},
+                                                        {"s3cr", "YWRtaW46czNjcg=="}}) {
+    settings.password = password;
+    EXPECT_EQ(HttpClient::auth_headers(settings),
+              std::vector<std::string>{"Authorization: Basic " + encoded});
+  }
+}
+
+TEST_F(Tracking, MlflowWithoutAServerSaysWhatToSet) {
+  auto stopped_with = [&](const char* uri, const accel::TrackerValues& kwargs) {
+    accel_test::EnvGuard server("MLFLOW_TRACKING_URI", uri);
+    accel::Accelerator accelerator(options({"mlflow"}));
+    testing::internal::CaptureStderr();
+    accelerator.init_trackers("run", {}, {{"mlflow", kwargs}});
+    accelerator.log({{"loss", 1.0}}, 0);
+    return testing::internal::GetCapturedStderr();
+  };
+  auto messages = stopped_with(nullptr, {});
+  EXPECT_NE(messages.find("tracker 'mlflow' failed in init_trackers: the mlflow tracker needs a "
+                          "tracking server: set MLFLOW_TRACKING_URI"),
+            std::string::npos)
+      << messages;
+  messages = stopped_with("sqlite:///runs.db", {});
+  EXPECT_NE(messages.find("MLFLOW_TRACKING_URI is 'sqlite:///runs.db' (file and database stores "
+                          "are written by MLflow's server: run `mlflow server "
+                          "--backend-store-uri sqlite:///runs.db`"),
+            std::string::npos)
+      << messages;
+  messages = stopped_with("http://127.0.0.1:5000", {{"experiment", "x"}});
+  EXPECT_NE(messages.find("init_kwargs for 'mlflow' has 'experiment'; it takes run_name, "
+                          "description and tracking_uri"),
+            std::string::npos)
+      << messages;
+}
+#endif
 
 }  // namespace

@@ -51,6 +51,10 @@ inline constexpr const char kDdpCommHook[] = "ACCEL_DDP_COMM_HOOK";
 
 /// How many times `accel launch --max_restarts` has restarted this group: 0 on the first start.
 inline constexpr const char kRestartCount[] = "ACCEL_RESTART_COUNT";
+/// One `accel launch`'s identity, 16 hexadecimal digits, the same in every process and across
+/// --max_restarts' restarts (kept when the caller sets it): the MLflow tracker tags its run with it
+/// and a restarted group continues that run.
+inline constexpr const char kRunId[] = "ACCEL_RUN_ID";
 /// "auto": resume from the newest complete checkpoint (set by the launcher on a restart).
 inline constexpr const char kResume[] = "ACCEL_RESUME";
 

@@ -2,9 +2,9 @@
 
 // Experiment tracking (Accelerate's `log_with`, `init_trackers`, `log`): the values a training
 // loop logs, and the interface every tracker implements. The built-in trackers are chosen by name
-// ("tensorboard", "csv", "jsonl", or "all") in AcceleratorOptions::log_with; a program's own are
-// GeneralTracker subclasses passed in AcceleratorOptions::trackers. All run on the main process
-// only.
+// ("tensorboard", "csv", "jsonl", "mlflow", or "all") in AcceleratorOptions::log_with; a program's
+// own are GeneralTracker subclasses passed in AcceleratorOptions::trackers. All run on the main
+// process only.
 
 #include <ATen/core/Tensor.h>
 

@@ -133,13 +133,16 @@ void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail
   for (const auto& name : log_with) {
     const auto& known = detail::builtin_tracker_names();
     if (name == "all") {
-      out.log_with = known;
+      out.log_with = detail::all_tracker_names(env);
       break;
     }
     const bool available = std::find(known.begin(), known.end(), name) != known.end();
     TORCH_CHECK(available || name != "tensorboard",
                 "accel: log_with names tensorboard, and this libaccel was built without protobuf "
                 "(install libprotobuf-dev and protobuf-compiler, and rebuild it)");
+    TORCH_CHECK(available || name != "mlflow",
+                "accel: log_with names mlflow, and this libaccel was built without libcurl "
+                "(install libcurl4-openssl-dev, and rebuild it)");
     TORCH_CHECK(available, "Invalid log_with: '", name, "' (expected all, ", contract::join(known),
                 "; a tracker of your own goes in AcceleratorOptions::trackers)");
     if (std::find(out.log_with.begin(), out.log_with.end(), name) == out.log_with.end()) {

@@ -71,7 +71,8 @@ class CsvTracker final : public GeneralTracker {
  public:
   std::string name() const override { return "csv"; }
   void start(const std::string& run_name, const std::string& logging_dir,
-             const TrackerValues&) override {
+             const TrackerValues& options) override {
+    refuse_file_tracker_options(name(), options);
     folder_ = make_run_folder(logging_dir, run_name);
     file_.open((fs::path(folder_) / "metrics.csv").string());
     if (file_.fresh()) file_.write("step,name,value,wall_time\n");
@@ -101,7 +102,8 @@ class JsonLinesTracker final : public GeneralTracker {
  public:
   std::string name() const override { return "jsonl"; }
   void start(const std::string& run_name, const std::string& logging_dir,
-             const TrackerValues&) override {
+             const TrackerValues& options) override {
+    refuse_file_tracker_options(name(), options);
     folder_ = make_run_folder(logging_dir, run_name);
     file_.open((fs::path(folder_) / "metrics.jsonl").string());
   }
@@ -131,17 +133,41 @@ double wall_time_now() {
 }
 
 const std::vector<std::string>& builtin_tracker_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> built;
 #ifdef ACCEL_WITH_TENSORBOARD
-  static const std::vector<std::string> names = {"tensorboard", "csv", "jsonl"};
-#else
-  static const std::vector<std::string> names = {"csv", "jsonl"};
+    built.push_back("tensorboard");
 #endif
+    built.push_back("csv");
+    built.push_back("jsonl");
+#ifdef ACCEL_WITH_MLFLOW
+    built.push_back("mlflow");
+#endif
+    return built;
+  }();
   return names;
+}
+
+std::vector<std::string> all_tracker_names(const EnvLookup& env) {
+  std::vector<std::string> names;
+  for (const auto& name : builtin_tracker_names()) {
+    if (name != "mlflow" || env_string(env, "MLFLOW_TRACKING_URI")) names.push_back(name);
+  }
+  return names;
+}
+
+void refuse_file_tracker_options(const std::string& tracker, const TrackerValues& options) {
+  TORCH_CHECK(options.empty(), "init_kwargs for '", tracker, "' has '",
+              options.empty() ? std::string() : options.front().first,
+              "'; the file trackers take only logging_dir");
 }
 
 std::unique_ptr<GeneralTracker> make_builtin_tracker(const std::string& name) {
 #ifdef ACCEL_WITH_TENSORBOARD
   if (name == "tensorboard") return make_tensorboard_tracker();
+#endif
+#ifdef ACCEL_WITH_MLFLOW
+  if (name == "mlflow") return make_mlflow_tracker();
 #endif
   if (name == "csv") return make_csv_tracker();
   if (name == "jsonl") return make_jsonl_tracker();

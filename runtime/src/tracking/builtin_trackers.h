@@ -4,6 +4,8 @@
 
 #include <accel/tracking.h>
 
+#include "distributed/environment.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +13,8 @@
 namespace accel {
 namespace detail {
 
-/// "tensorboard" (when built with protobuf), "csv", "jsonl": what log_with accepts besides "all".
+/// "tensorboard" (when built with protobuf), "csv", "jsonl", "mlflow" (when built with libcurl):
+/// what log_with accepts besides "all".
 const std::vector<std::string>& builtin_tracker_names();
 
 /// A new, unstarted tracker of that name; null for a name that is not built in.
@@ -25,6 +28,19 @@ std::unique_ptr<GeneralTracker> make_tensorboard_tracker();
 std::unique_ptr<GeneralTracker> make_csv_tracker();
 /// JSON lines: <logging_dir>/<run>/metrics.jsonl, one object per log call.
 std::unique_ptr<GeneralTracker> make_jsonl_tracker();
+
+/// MLflow: one run of the experiment named by init_trackers (or MLFLOW_EXPERIMENT_NAME) on the
+/// tracking server MLFLOW_TRACKING_URI names, over MLflow's REST API. `env` is where the MLFLOW_*
+/// variables are read (the process's environment when empty).
+std::unique_ptr<GeneralTracker> make_mlflow_tracker(EnvLookup env = {});
+
+/// The trackers "all" starts: the file trackers; MLflow only where MLFLOW_TRACKING_URI names a
+/// server (Accelerate's "all" takes the trackers that can run).
+std::vector<std::string> all_tracker_names(const EnvLookup& env);
+
+/// Throws, naming the tracker, when init_kwargs gave a file tracker (csv, jsonl, tensorboard) an
+/// option besides logging_dir, which the Accelerator takes out before start().
+void refuse_file_tracker_options(const std::string& tracker, const TrackerValues& options);
 
 /// Seconds since the epoch, as trackers stamp what they write.
 double wall_time_now();

@@ -20,7 +20,8 @@ class TensorBoardTracker final : public GeneralTracker {
   std::string name() const override { return "tensorboard"; }
 
   void start(const std::string& run_name, const std::string& logging_dir,
-             const TrackerValues&) override {
+             const TrackerValues& options) override {
+    refuse_file_tracker_options(name(), options);
     folder_ = make_run_folder(logging_dir, run_name);
     char host[256] = "localhost";
     ::gethostname(host, sizeof host - 1);

@@ -117,14 +117,17 @@ void Accelerator::init_trackers(const std::string& project_name, const TrackerVa
     TrackerValues options = found == init_kwargs.end() ? TrackerValues{} : found->second;
     std::string folder = logging_dir;
     bool started = guarded(*tracker, "init_trackers", [&] {
-      if (builtin) {
-        // The built-in trackers' one option: their own folder.
-        for (const auto& [key, value] : options) {
-          TORCH_CHECK(key == "logging_dir", "init_kwargs for '", name, "' has '", key,
-                      "'; the built-in trackers take only logging_dir");
-          folder = value.text();
+      if (builtin && name != "mlflow") {
+        // The file trackers' own folder; anything else is refused by their start().
+        TrackerValues rest;
+        for (const auto& entry : options) {
+          if (entry.first == "logging_dir") {
+            folder = entry.second.text();
+          } else {
+            rest.push_back(entry);
+          }
         }
-        options.clear();
+        options = std::move(rest);
       }
       tracker->start(project_name, folder, options);
       tracker->store_init_configuration(config);
