@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <thread>
@@ -109,6 +110,58 @@ TEST(Accelerator, EndOfLoaderForcesSynchronisation) {
   EXPECT_EQ(syncs, (std::vector<bool>{false, true, true}));
   EXPECT_EQ(ends, (std::vector<bool>{false, false, true}));
   EXPECT_FALSE(accelerator.end_of_dataloader());
+}
+
+TEST(Accelerator, SyncWithDataloaderFalseRunsWindowsAcrossPasses) {
+  // 8 batches a pass, accumulation 3, 3 passes: windows of 3 consecutive batches of the stream,
+  // crossing pass ends, as a plain loop that counts batches across epochs.
+  auto plain = [] {
+    RegressionModel model;
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    auto loader = torch::data::make_data_loader<Sequential>(
+        RegressionDataset().map(torch::data::transforms::Stack<>()), 8);
+    int64_t micro = 0;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (auto& batch : *loader) {
+        (torch::mse_loss(model->forward(batch.data), batch.target) / 3).backward();
+        if (++micro % 3 == 0) {
+          optimizer.step();
+          optimizer.zero_grad();
+        }
+      }
+    }
+    return std::make_pair(model->a.item<double>(), model->b.item<double>());
+  };
+  auto accelerated = [](bool sync_with_dataloader, std::vector<bool>* syncs) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().gradient_accumulation_steps(3).sync_with_dataloader(
+            sync_with_dataloader));
+    RegressionModel model;
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+    auto loader = accelerator.prepare_data_loader<Sequential>(
+        RegressionDataset().map(torch::data::transforms::Stack<>()), 8);
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (auto& batch : *loader) {
+        auto step = accelerator.accumulate(model);
+        accelerator.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+        if (syncs) syncs->push_back(accelerator.sync_gradients());
+        optimizer.step();
+        optimizer.zero_grad();
+      }
+    }
+    return std::make_pair(model->a.item<double>(), model->b.item<double>());
+  };
+  std::vector<bool> syncs;
+  const auto across = accelerated(false, &syncs);
+  const auto expected = plain();
+  EXPECT_NEAR(across.first, expected.first, 1e-6);
+  EXPECT_NEAR(across.second, expected.second, 1e-6);
+  ASSERT_EQ(syncs.size(), 24u);
+  for (size_t i = 0; i < syncs.size(); ++i) EXPECT_EQ(syncs[i], i % 3 == 2) << "micro-step " << i;
+  // The default closes a window at each pass's end (3 + 3 + 2): another result.
+  const auto per_pass = accelerated(true, nullptr);
+  EXPECT_GT(std::abs(per_pass.first - expected.first), 1e-4);
 }
 
 TEST(Accelerator, GatedOptimizerKeepsGradientsOnMicroSteps) {
@@ -496,6 +549,9 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   EXPECT_NE(message(accel::AcceleratorOptions().ddp(
                         accel::DistributedDataParallelOptions().comm_hook("power_sgd")))
                 .find("Invalid ddp.comm_hook: 'power_sgd' (expected one of no, fp16, bf16"),
+            std::string::npos);
+  EXPECT_NE(message(accel::AcceleratorOptions().rng_types({"generator", "xla"}))
+                .find("Invalid rng_types: 'xla' (expected generator, torch or cuda)"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("ZERO_3"))
                 .find("Invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "

@@ -108,6 +108,9 @@ struct LoaderContext {
   std::optional<uint64_t> seed;
   /// With several processes: returns the main process's value of a generator state (a collective).
   std::function<torch::Tensor(const torch::Tensor&)> main_process_state;
+  /// With several processes and AcceleratorOptions::rng_types naming "torch" or "cuda": copies
+  /// those generators from the main process (a collective), as each pass starts.
+  std::function<void()> synchronize_generators;
   torch::Device device = torch::kCPU;
   bool device_placement = true;
   std::shared_ptr<GradientState> state;
@@ -219,10 +222,14 @@ class DataLoader : private detail::StatefulPart {
  private:
   std::vector<size_t> draw_epoch_order(size_t size) {
     const torch::Tensor resume_from = std::exchange(resume_generator_, torch::Tensor());
+    const bool resumed = std::exchange(resumed_mid_pass_, false) && skip_ > 0;
+    // A pass that starts afresh, not one resumed mid-way (whose generators load_state put back as
+    // they were at the save): rng_types' generators start it alike on every process.
+    if (!resumed && context_.synchronize_generators) context_.synchronize_generators();
     if (context_.seed) return detail::epoch_order(sampler_, size, *context_.seed + epoch_);
     // Resuming mid-epoch: the order this epoch was drawn with; the generators were restored by
     // load_state to where they were at the save, past that draw.
-    if (skip_ > 0 && resume_from.defined()) return detail::epoch_order(sampler_, size, resume_from);
+    if (resumed && resume_from.defined()) return detail::epoch_order(sampler_, size, resume_from);
     epoch_generator_ = detail::default_generator_state();
     auto order = detail::drain_sampler(sampler_, size);
     // A sampler that drew from the generator shuffles: every process takes the main process's
@@ -290,6 +297,7 @@ class DataLoader : private detail::StatefulPart {
     }
     torch::Tensor generator;
     if (archive.try_read("epoch_generator", generator)) resume_generator_ = generator;
+    resumed_mid_pass_ = true;
     current_.reset();
     plan_.clear();
   }
@@ -304,6 +312,7 @@ class DataLoader : private detail::StatefulPart {
   size_t epoch_ = 0;
   torch::Tensor epoch_generator_;   // the state this epoch's order was drawn from
   torch::Tensor resume_generator_;  // the same, read by load_state
+  bool resumed_mid_pass_ = false;   // load_state ran: the next pass continues a saved one
   std::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)

@@ -91,6 +91,21 @@ struct AcceleratorOptions {
   /// are the same either way.
   TORCH_ARG(bool, sync_each_batch) = false;
 
+  /// End the accumulation window at the end of each pass over a prepared loader, whatever its
+  /// count (Accelerate's GradientAccumulationPlugin sync_with_dataloader; default true). With
+  /// false, windows run on across passes: every window is gradient_accumulation_steps
+  /// micro-steps, and a pass that does not divide into them leaves its last window open into the
+  /// next pass, as one long stream of batches would.
+  TORCH_ARG(bool, sync_with_dataloader) = true;
+
+  /// The generators prepared loaders copy from the main process to every process when they start
+  /// a pass (Accelerate's rng_types): "generator" (the order a shuffling sampler draws), "torch"
+  /// (LibTorch's default CPU generator, so that dropout and augmentation draw alike everywhere)
+  /// and "cuda" (the current CUDA device's). Default {"generator"}. A shuffled order is the main
+  /// process's whether "generator" is listed or not: processes drawing their own would read
+  /// overlapping shards. save_state saves every generator, whichever are listed.
+  TORCH_ARG(std::vector<std::string>, rng_types) = std::vector<std::string>{"generator"};
+
   /// Run on the CPU even where CUDA is available (`ACCEL_USE_CPU`, default false).
   TORCH_ARG(std::optional<bool>, cpu) = std::nullopt;
 
@@ -224,6 +239,10 @@ struct ResolvedOptions {
   bool even_batches = true;
   int64_t gradient_accumulation_steps = 1;
   bool sync_each_batch = false;
+  bool sync_with_dataloader = true;
+  /// rng_types: whether a pass starts by copying the main process's CPU / CUDA generator.
+  bool synchronize_cpu_generator = false;
+  bool synchronize_cuda_generator = false;
   AutocastOptions autocast;
   bool cpu = false;
   std::string mixed_precision = "no";

@@ -377,6 +377,24 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
       detail::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
       return shared;
     };
+    // rng_types: the generators every process copies from the main one as a pass starts.
+    std::vector<at::Generator> generators;
+    if (impl_->options.synchronize_cpu_generator) {
+      generators.push_back(at::detail::getDefaultCPUGenerator());
+    }
+    if (impl_->options.synchronize_cuda_generator && impl_->device.is_cuda()) {
+      generators.push_back(at::globalContext().defaultGenerator(impl_->device));
+    }
+    if (!generators.empty()) {
+      context.synchronize_generators = [impl, generators]() mutable {
+        for (auto& generator : generators) {
+          std::lock_guard<std::mutex> lock(generator.mutex());
+          auto state = generator.get_state();  // a CPU byte tensor, on every device type
+          detail::broadcast(impl->host_group(), state, 0);
+          generator.set_state(state);
+        }
+      };
+    }
   }
   context.device = impl_->device;
   context.device_placement = impl_->options.device_placement;
@@ -570,7 +588,7 @@ bool Accelerator::Impl::begin_accumulate(const std::vector<const torch::nn::Modu
   program_counts_accumulation = sync.has_value();
   if (sync) {
     state.sync_gradients = *sync;
-  } else if (state.end_of_dataloader) {
+  } else if (state.end_of_dataloader && options.sync_with_dataloader) {
     state.step = 0;
     state.sync_gradients = true;
   } else {

@@ -44,6 +44,13 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
       pick(options.gradient_accumulation_steps(),
            detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
   out.sync_each_batch = options.sync_each_batch();
+  out.sync_with_dataloader = options.sync_with_dataloader();
+  for (const auto& type : options.rng_types()) {
+    TORCH_CHECK(type == "generator" || type == "torch" || type == "cuda", "Invalid rng_types: '",
+                type, "' (expected generator, torch or cuda)");
+    out.synchronize_cpu_generator |= type == "torch";
+    out.synchronize_cuda_generator |= type == "cuda";
+  }
   out.autocast = options.autocast();
   out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
   out.mixed_precision = pick(options.mixed_precision(),

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
@@ -349,6 +350,56 @@ TEST_F(TwoProcesses, GradientsSyncOnlyOnSyncStepsAndAtTheEndOfTheLoader) {
   // The weights stay identical on both processes.
   auto weights = accelerator.gather(model->weight.detach().unsqueeze(0));
   EXPECT_TRUE(torch::equal(weights[0], weights[1]));
+}
+
+TEST_F(TwoProcesses, SyncWithDataloaderFalseKeepsWindowsWholeAcrossPasses) {
+  // 3 batches per process and pass, accumulation 2: the windows close on micro-steps 2, 4, 6
+  // of the stream, not at each pass's end; gradients are averaged exactly then.
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().gradient_accumulation_steps(2).sync_with_dataloader(false));
+  torch::manual_seed(0);
+  auto model = torch::nn::Linear(3, 1);
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(6), 1);
+  std::vector<bool> synced, equal;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& batch : *loader) {
+      auto step = accelerator.accumulate(model);
+      auto x = torch::full({1, 3}, static_cast<float>(batch[0] + 1));
+      accelerator.backward(model->forward(x).sum());
+      auto grads = accelerator.gather(model->weight.grad().unsqueeze(0));
+      synced.push_back(accelerator.sync_gradients());
+      equal.push_back(torch::allclose(grads[0], grads[1]));
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+  EXPECT_EQ(synced, (std::vector<bool>{false, true, false, true, false, true}));
+  EXPECT_EQ(equal, synced);
+}
+
+TEST_F(TwoProcesses, RngTypesCopyTheMainProcesssGeneratorsAsAPassStarts) {
+  auto draws_after_a_pass = [](std::vector<std::string> rng_types) {
+    accel::Accelerator accelerator(accel::AcceleratorOptions().rng_types(std::move(rng_types)));
+    accel::set_seed(7, /*device_specific=*/true);  // each process its own stream
+    auto loader =
+        accelerator.prepare_data_loader<torch::data::samplers::RandomSampler>(RangeDataset(8), 2);
+    std::vector<int64_t> seen;
+    for (auto& batch : *loader) seen.insert(seen.end(), batch.begin(), batch.end());
+    auto all_seen = accelerator.gather_object(seen);
+    std::sort(all_seen.begin(), all_seen.end());
+    EXPECT_EQ(all_seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));  // shards never overlap
+    return accelerator.gather(torch::rand({1, 4}));
+  };
+  // "torch": dropout and augmentation draw the same numbers on every process after the pass
+  // starts; without it each process keeps its own stream.
+  auto synchronised = draws_after_a_pass({"generator", "torch"});
+  EXPECT_TRUE(torch::equal(synchronised[0], synchronised[1])) << synchronised;
+  auto own = draws_after_a_pass({"generator"});
+  EXPECT_FALSE(torch::equal(own[0], own[1])) << own;
+  // Without "generator" the order is still the main process's: no overlapping shards.
+  draws_after_a_pass({"torch"});
 }
 
 TEST_F(TwoProcesses, PrepareCopiesRankZerosParameters) {
