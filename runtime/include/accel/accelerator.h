@@ -14,6 +14,7 @@
 #include <accel/profiler.h>
 #include <accel/safetensors.h>
 #include <accel/scopes.h>
+#include <accel/stream_loader.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/nn/module.h>

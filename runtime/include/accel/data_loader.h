@@ -22,7 +22,20 @@
 #include <vector>
 
 namespace accel {
+
+struct StreamLoaderOptions;
+template <typename Dataset>
+class StreamLoader;  // accel/stream_loader.h
+
 namespace detail {
+
+/// A streamed dataset (LibTorch's StatefulDataset or StreamDataset): asked for a batch size, not
+/// for indices. A map-style dataset's requests are indices.
+template <typename Dataset, typename = void>
+struct IsStreamDataset : std::false_type {};
+template <typename Dataset>
+struct IsStreamDataset<Dataset, std::void_t<typename Dataset::BatchRequestType>>
+    : std::is_same<typename Dataset::BatchRequestType, size_t> {};
 
 /// How one process takes its share of an epoch's batches (Accelerate's BatchSamplerShard).
 struct ShardingOptions {
@@ -111,6 +124,10 @@ struct LoaderContext {
   /// With several processes and AcceleratorOptions::rng_types naming "torch" or "cuda": copies
   /// those generators from the main process (a collective), as each pass starts.
   std::function<void()> synchronize_generators;
+  /// With several processes: the main process's `value` on every process (a collective), and
+  /// every process's value, in process order. Prepared streams send batches and flags with them.
+  std::function<c10::IValue(const c10::IValue&)> broadcast_from_main;
+  std::function<std::vector<c10::IValue>(const c10::IValue&)> gather_values;
   torch::Device device = torch::kCPU;
   bool device_placement = true;
   std::shared_ptr<GradientState> state;
@@ -378,17 +395,34 @@ template <typename Derived>
 class DataLoaderPreparation {
  public:
   /// Builds a prepared loader with `make_data_loader`'s arguments.
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset,
+            std::enable_if_t<!IsStreamDataset<Dataset>::value, int> = 0>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
       Dataset dataset, torch::data::DataLoaderOptions options) {
     auto sampler = sampler_for<Sampler>(dataset);
     return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
   }
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset>
+  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset,
+            std::enable_if_t<!IsStreamDataset<Dataset>::value, int> = 0>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
                                                                     size_t batch_size) {
     return prepare_data_loader<Sampler>(std::move(dataset),
                                         torch::data::DataLoaderOptions(batch_size));
+  }
+  /// A streamed dataset with `make_data_loader`'s arguments (what accel-migrate writes for a
+  /// ChunkDataset's loader): the batch size is the options'; the stream is read on the calling
+  /// thread, so the options may not ask for worker threads (a ChunkDataset has its preloaders).
+  template <typename Dataset, std::enable_if_t<IsStreamDataset<Dataset>::value, int> = 0>
+  auto prepare_data_loader(Dataset dataset, torch::data::DataLoaderOptions options) {
+    const torch::data::FullDataLoaderOptions full(options);
+    TORCH_CHECK(full.workers == 0, "accel: a prepared stream is read on the calling thread; its ",
+                "DataLoaderOptions ask for ", full.workers,
+                " workers (a ChunkDataset reads ahead with its preloader_count)");
+    return prepare_data_loader(std::move(dataset), StreamOptions<Dataset>(full.batch_size));
+  }
+  template <typename Dataset, std::enable_if_t<IsStreamDataset<Dataset>::value, int> = 0>
+  auto prepare_data_loader(Dataset dataset, size_t batch_size) {
+    return prepare_data_loader(std::move(dataset), StreamOptions<Dataset>(batch_size));
   }
   template <typename Dataset, typename Sampler>
   std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
@@ -403,9 +437,28 @@ class DataLoaderPreparation {
     return make_prepared_loader(std::move(dataset), std::move(sampler), std::move(options),
                                 std::move(context));
   }
+  /// Prepares a streamed dataset: a StatefulDataset (a ChunkDataset from make_shared_dataset, or
+  /// the program's own) or a StreamDataset (see accel/stream_loader.h).
+  template <typename Dataset, typename Options,  // Options: StreamLoaderOptions, defined there
+            std::enable_if_t<std::is_same<Options, StreamLoaderOptions>::value, int> = 0>
+  std::unique_ptr<StreamLoader<Dataset>> prepare_data_loader(Dataset dataset, Options options) {
+    static_assert(IsStreamDataset<Dataset>::value,
+                  "StreamLoaderOptions (and dispatch_batches) are for streamed datasets, asked for "
+                  "a batch size: ChunkDataset, a StatefulDataset or a StreamDataset. A map-style "
+                  "dataset is shared out by its sampler: prepare_data_loader(dataset, batch_size)");
+    auto context = static_cast<Derived&>(*this).loader_context(options.batch_size());
+    return std::make_unique<StreamLoader<Dataset>>(std::move(dataset), std::move(options),
+                                                   std::move(context));
+  }
 
  protected:
   DataLoaderPreparation() = default;
+
+ private:
+  // StreamLoaderOptions, named through the dataset's type so that it is looked up when a stream
+  // is prepared, where accel/stream_loader.h has defined it.
+  template <typename Dataset>
+  using StreamOptions = std::conditional_t<sizeof(Dataset) != 0, StreamLoaderOptions, void>;
 };
 
 }  // namespace detail

@@ -377,6 +377,12 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
       detail::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
       return shared;
     };
+    context.broadcast_from_main = [impl](const c10::IValue& value) {
+      return detail::broadcast_ivalue(impl->host_group(), value, 0);
+    };
+    context.gather_values = [impl](const c10::IValue& value) {
+      return detail::all_gather_ivalues(impl->host_group(), value);
+    };
     // rng_types: the generators every process copies from the main one as a pass starts.
     std::vector<at::Generator> generators;
     if (impl_->options.synchronize_cpu_generator) {

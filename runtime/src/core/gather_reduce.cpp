@@ -9,12 +9,9 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace accel {
 
@@ -151,25 +148,12 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
 
 std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
   if (!impl_->distributed()) return {value};
-  const auto bytes = torch::pickle_save(value);
-  std::vector<c10::IValue> out;
-  for (const auto& part :
-       detail::all_gather_bytes(impl_->host_group(), std::string(bytes.begin(), bytes.end()))) {
-    out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
-  }
-  return out;
+  return detail::all_gather_ivalues(impl_->host_group(), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
   if (!impl_->distributed()) return value;
-  const auto pickled = torch::pickle_save(value);
-  auto length = torch::tensor({static_cast<int64_t>(pickled.size())}, torch::kInt64);
-  detail::broadcast(impl_->host_group(), length, from);  // pickled bytes stay on the CPU
-  auto buffer = torch::zeros({std::max<int64_t>(length.item<int64_t>(), 1)}, torch::kUInt8);
-  if (process_index() == from) std::memcpy(buffer.data_ptr(), pickled.data(), pickled.size());
-  detail::broadcast(impl_->host_group(), buffer, from);
-  const char* data = static_cast<const char*>(buffer.data_ptr());
-  return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
+  return detail::broadcast_ivalue(impl_->host_group(), value, from);
 }
 
 torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,

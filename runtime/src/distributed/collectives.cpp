@@ -1,5 +1,7 @@
 #include "collectives.h"
 
+#include <torch/csrc/jit/serialization/pickle.h>
+
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -69,6 +71,26 @@ std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::
                      static_cast<size_t>(lengths[r].item<int64_t>()));
   }
   return out;
+}
+
+std::vector<c10::IValue> all_gather_ivalues(c10d::ProcessGroup& group, const c10::IValue& value) {
+  const auto pickled = torch::pickle_save(value);
+  std::vector<c10::IValue> out;
+  for (const auto& part : all_gather_bytes(group, std::string(pickled.begin(), pickled.end()))) {
+    out.push_back(torch::pickle_load(std::vector<char>(part.begin(), part.end())));
+  }
+  return out;
+}
+
+c10::IValue broadcast_ivalue(c10d::ProcessGroup& group, const c10::IValue& value, int64_t root) {
+  const auto pickled = torch::pickle_save(value);
+  auto length = torch::tensor({static_cast<int64_t>(pickled.size())}, torch::kInt64);
+  broadcast(group, length, root);
+  auto buffer = torch::zeros({std::max<int64_t>(length.item<int64_t>(), 1)}, torch::kUInt8);
+  if (group.getRank() == root) std::memcpy(buffer.data_ptr(), pickled.data(), pickled.size());
+  broadcast(group, buffer, root);
+  const char* data = static_cast<const char*>(buffer.data_ptr());
+  return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
 }
 
 void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,

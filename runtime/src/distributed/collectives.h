@@ -22,6 +22,10 @@ void broadcast(c10d::ProcessGroup& group, torch::Tensor& tensor, int64_t root);
 void barrier(c10d::ProcessGroup& group);
 /// Every process's bytes, in rank order (sizes may differ).
 std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::string& bytes);
+/// Values of any picklable kind (tensors, numbers, strings, lists, tuples), sent pickled through
+/// host memory: every process's in rank order, and process `root`'s on every process.
+std::vector<c10::IValue> all_gather_ivalues(c10d::ProcessGroup& group, const c10::IValue& value);
+c10::IValue broadcast_ivalue(c10d::ProcessGroup& group, const c10::IValue& value, int64_t root);
 
 /// Debug-mode check before a collective: throws, on every process, naming `op` and each rank's
 /// shape when the shapes (or dtypes) differ, instead of letting the collective hang or fail.

@@ -63,6 +63,23 @@ class Regression : public torch::data::datasets::Dataset<Regression> {
   torch::Tensor x_, y_;
 };
 
+// The same 96 samples as a stream: 12 chunks of 8, read by a ChunkDataset in a random chunk order
+// drawn as each pass starts (RESUME_WORKER_DATA=stream).
+class RegressionChunks : public torch::data::datasets::ChunkDataReader<torch::data::Example<>> {
+ public:
+  using BatchType = std::vector<torch::data::Example<>>;
+  BatchType read_chunk(size_t index) override {
+    BatchType examples;
+    for (size_t i = index * 8; i < index * 8 + 8; ++i) examples.push_back(data_.get(i));
+    return examples;
+  }
+  size_t chunk_count() override { return 12; }
+  void reset() override {}
+
+ private:
+  Regression data_;
+};
+
 // Registered for checkpointing: when armed, its save (called by the main process in the middle
 // of save_state, after the models and optimizers are written) kills the process.
 struct SaveKiller {
@@ -127,8 +144,18 @@ int main(int argc, char** argv) {
   auto optimizer = accelerator.prepare(
       torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-2)));
   auto scheduler = accelerator.prepare(torch::optim::StepLR(optimizer, 5, 0.7));
+  const char* data_text = std::getenv("RESUME_WORKER_DATA");
+  const bool stream = data_text != nullptr && std::string(data_text) == "stream";
   auto loader = accelerator.prepare(
       torch::data::make_data_loader(Regression().map(torch::data::transforms::Stack<>()), 4));
+  namespace datasets = torch::data::datasets;
+  using Chunks = datasets::ChunkDataset<RegressionChunks, torch::data::samplers::RandomSampler,
+                                        torch::data::samplers::SequentialSampler>;
+  auto chunk_loader = accelerator.prepare_data_loader(
+      datasets::make_shared_dataset<Chunks>(
+          RegressionChunks(), torch::data::samplers::RandomSampler(0),
+          torch::data::samplers::SequentialSampler(0), datasets::ChunkDatasetOptions(1, 4)),
+      accel::StreamLoaderOptions(4));
   SaveKiller save_killer;
   accelerator.register_for_checkpointing(save_killer);
   accelerator.init_trackers("resume", {{"epochs", kEpochs}});
@@ -151,8 +178,9 @@ int main(int argc, char** argv) {
       accelerator.save_state();
     }
   };
-  for (auto epoch = static_cast<int>(loader->epoch()); epoch < kEpochs; ++epoch) {
-    for (auto& batch : *loader) {
+  // One micro-step on a batch, whichever loader gave it.
+  auto train_step = [&](const torch::data::Example<>& batch) {
+    {
       torch::Tensor loss;
       bool stepped = false;
       {
@@ -169,6 +197,22 @@ int main(int argc, char** argv) {
       }
       if (!micro && stepped) count_step(loss);
     }
+  };
+  auto train = [&](auto& epoch_loader, auto as_example) {
+    for (auto epoch = static_cast<int>(epoch_loader.epoch()); epoch < kEpochs; ++epoch) {
+      for (auto& raw : epoch_loader) {
+        const torch::data::Example<> batch = as_example(raw);
+        train_step(batch);
+      }
+    }
+  };
+  if (stream) {
+    // Only the stream is read; the map-style loader stays unused (and is saved at its start).
+    train(*chunk_loader, [](const std::vector<torch::data::Example<>>& examples) {
+      return torch::data::transforms::Stack<>().apply_batch(examples);
+    });
+  } else {
+    train(*loader, [](const torch::data::Example<>& batch) { return batch; });
   }
 
   std::ofstream final_state(out / ("final_" + std::to_string(rank) + ".bin"), std::ios::binary);
