@@ -21,7 +21,7 @@ export PYTHONPATH=$here PYTHONWARNINGS=ignore
 
 # Accelerate runs several CPU processes through its torchrun-based launcher (--multi_gpu): with
 # --cpu it starts one process whatever --num_processes says. Its launch warnings go to a log.
-accelerate_run() {  # NAME PROCESSES ARGS...
+accelerate_once() {  # NAME PROCESSES ARGS...
   local name=$1 processes=$2 mode=(--multi_gpu)
   shift 2
   [ "$processes" = 1 ] && mode=(--cpu)
@@ -31,8 +31,18 @@ accelerate_run() {  # NAME PROCESSES ARGS...
   "$accelerate" launch "${mode[@]}" --num_processes "$processes" --num_machines 1 \
     --main_process_port "$port" --mixed_precision no --dynamo_backend no \
     "$here/train_accelerate.py" \
-    --data "$work/data" --out "$work/accelerate_$name" "$@" 2> "$work/accelerate_$name.log" ||
-    { cat "$work/accelerate_$name.log" >&2; return 1; }
+    --data "$work/data" --out "$work/accelerate_$name" "$@" 2> "$work/accelerate_$name.log"
+}
+accelerate_run() {  # NAME PROCESSES ARGS...
+  # The reference run is PyTorch's; once, loaded by the tests beside it, one of its processes
+  # aborted at start ("terminate called without an active exception") before training a step.
+  # Such a crash of the reference is retried once, and said; a second one fails the test.
+  accelerate_once "$@" && return 0
+  echo "peer: the Accelerate run '$1' failed; its log ends with:" >&2
+  tail -5 "$work/accelerate_$1.log" >&2
+  echo "peer: running it again once" >&2
+  rm -rf "$work/accelerate_$1"
+  accelerate_once "$@" || { cat "$work/accelerate_$1.log" >&2; return 1; }
 }
 accel_run() {  # NAME PROCESSES ARGS...
   local name=$1 processes=$2
