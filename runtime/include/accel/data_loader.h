@@ -133,6 +133,32 @@ struct LoaderContext {
   std::shared_ptr<GradientState> state;
 };
 
+/// The input iterator of a prepared loader: the batch the loader holds now (its `current_`),
+/// and its `advance()` to the next; the end is a loader that holds none.
+template <typename Loader, typename Batch>
+class LoaderIterator {
+ public:
+  using iterator_category = std::input_iterator_tag;
+  using value_type = Batch;
+  using difference_type = std::ptrdiff_t;
+  using pointer = Batch*;
+  using reference = Batch&;
+
+  explicit LoaderIterator(Loader* loader) : loader_(loader) {}
+  Batch& operator*() { return *loader_->current_; }
+  Batch* operator->() { return &*loader_->current_; }
+  LoaderIterator& operator++() {
+    loader_->advance();
+    return *this;
+  }
+  bool operator==(const LoaderIterator& other) const { return at_end() == other.at_end(); }
+  bool operator!=(const LoaderIterator& other) const { return !(*this == other); }
+
+ private:
+  bool at_end() const { return loader_ == nullptr || !loader_->current_.has_value(); }
+  Loader* loader_;
+};
+
 }  // namespace detail
 
 /// A data loader prepared by `Accelerator`: each process reads only its shard of every epoch, and
@@ -152,29 +178,7 @@ class DataLoader : private detail::StatefulPart {
  public:
   using BatchType = typename Dataset::BatchType;
 
-  class Iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = BatchType;
-    using difference_type = std::ptrdiff_t;
-    using pointer = BatchType*;
-    using reference = BatchType&;
-
-    BatchType& operator*() { return *loader_->current_; }
-    BatchType* operator->() { return &*loader_->current_; }
-    Iterator& operator++() {
-      loader_->advance();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return at_end() == other.at_end(); }
-    bool operator!=(const Iterator& other) const { return !(*this == other); }
-
-   private:
-    friend class DataLoader;
-    explicit Iterator(DataLoader* loader) : loader_(loader) {}
-    bool at_end() const { return loader_ == nullptr || !loader_->current_.has_value(); }
-    DataLoader* loader_;
-  };
+  using Iterator = detail::LoaderIterator<DataLoader, BatchType>;
 
   DataLoader(Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options,
              detail::LoaderContext context)
@@ -319,6 +323,7 @@ class DataLoader : private detail::StatefulPart {
     plan_.clear();
   }
 
+  friend Iterator;
   Dataset dataset_;
   Sampler sampler_;
   torch::data::FullDataLoaderOptions options_;

@@ -211,23 +211,7 @@ class StreamLoader : private detail::StatefulPart {
   /// A StatefulDataset (reset() starts a pass, an empty optional ends it), else a StreamDataset.
   static constexpr bool kStateful = detail::IsOptional<detail::RawStreamBatch<Dataset>>::value;
 
-  class Iterator {
-   public:
-    BatchType& operator*() { return *loader_->current_; }
-    BatchType* operator->() { return &*loader_->current_; }
-    Iterator& operator++() {
-      loader_->advance();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return at_end() == other.at_end(); }
-    bool operator!=(const Iterator& other) const { return !(*this == other); }
-
-   private:
-    friend class StreamLoader;
-    explicit Iterator(StreamLoader* loader) : loader_(loader) {}
-    bool at_end() const { return loader_ == nullptr || !loader_->current_.has_value(); }
-    StreamLoader* loader_;
-  };
+  using Iterator = detail::LoaderIterator<StreamLoader, BatchType>;
 
   StreamLoader(Dataset dataset, StreamLoaderOptions options, detail::LoaderContext context)
       : dataset_(std::move(dataset)),
@@ -512,6 +496,7 @@ class StreamLoader : private detail::StatefulPart {
     pending_.reset();
   }
 
+  friend Iterator;
   Dataset dataset_;
   StreamLoaderOptions options_;
   detail::LoaderContext context_;

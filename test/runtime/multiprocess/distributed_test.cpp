@@ -326,57 +326,53 @@ TEST_F(TwoProcesses, AccumulationMatchesOneProcessWithTheWholeBatch) {
               baseline);
 }
 
-TEST_F(TwoProcesses, GradientsSyncOnlyOnSyncStepsAndAtTheEndOfTheLoader) {
-  accel::Accelerator accelerator(accel::AcceleratorOptions().gradient_accumulation_steps(2));
+/// Micro-steps of a Linear(3, 1) over `passes` passes of RangeDataset(size) in batches of 1 per
+/// process: whether each synchronised, and whether both processes then held equal gradients.
+struct Syncs {
+  std::vector<bool> synced, equal;
+  bool same_weights = false;  // on both processes at the end
+};
+Syncs record_syncs(accel::AcceleratorOptions options, size_t size, int passes) {
+  accel::Accelerator accelerator(std::move(options));
   torch::manual_seed(0);
   auto model = torch::nn::Linear(3, 1);
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
-  // 5 batches per process: micro-steps 1..5 sync on 2, 4 and at the end (5).
-  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(10), 1);
-  std::vector<bool> synced, equal;
-  for (auto& batch : *loader) {
-    auto step = accelerator.accumulate(model);
-    auto x = torch::full({1, 3}, static_cast<float>(batch[0] + 1));
-    accelerator.backward(model->forward(x).sum());
-    auto grads = accelerator.gather(model->weight.grad().unsqueeze(0));
-    synced.push_back(accelerator.sync_gradients());
-    equal.push_back(torch::allclose(grads[0], grads[1]));
-    optimizer.step();
-    optimizer.zero_grad();
-  }
-  EXPECT_EQ(synced, (std::vector<bool>{false, true, false, true, true}));
-  EXPECT_EQ(equal, synced);
-  // The weights stay identical on both processes.
-  auto weights = accelerator.gather(model->weight.detach().unsqueeze(0));
-  EXPECT_TRUE(torch::equal(weights[0], weights[1]));
-}
-
-TEST_F(TwoProcesses, SyncWithDataloaderFalseKeepsWindowsWholeAcrossPasses) {
-  // 3 batches per process and pass, accumulation 2: the windows close on micro-steps 2, 4, 6
-  // of the stream, not at each pass's end; gradients are averaged exactly then.
-  accel::Accelerator accelerator(
-      accel::AcceleratorOptions().gradient_accumulation_steps(2).sync_with_dataloader(false));
-  torch::manual_seed(0);
-  auto model = torch::nn::Linear(3, 1);
-  accelerator.prepare(model);
-  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
-  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(6), 1);
-  std::vector<bool> synced, equal;
-  for (int pass = 0; pass < 2; ++pass) {
+  auto loader = accelerator.prepare_data_loader<Sequential>(RangeDataset(size), 1);
+  Syncs syncs;
+  for (int pass = 0; pass < passes; ++pass) {
     for (auto& batch : *loader) {
       auto step = accelerator.accumulate(model);
       auto x = torch::full({1, 3}, static_cast<float>(batch[0] + 1));
       accelerator.backward(model->forward(x).sum());
       auto grads = accelerator.gather(model->weight.grad().unsqueeze(0));
-      synced.push_back(accelerator.sync_gradients());
-      equal.push_back(torch::allclose(grads[0], grads[1]));
+      syncs.synced.push_back(accelerator.sync_gradients());
+      syncs.equal.push_back(torch::allclose(grads[0], grads[1]));
       optimizer.step();
       optimizer.zero_grad();
     }
   }
-  EXPECT_EQ(synced, (std::vector<bool>{false, true, false, true, false, true}));
-  EXPECT_EQ(equal, synced);
+  auto weights = accelerator.gather(model->weight.detach().unsqueeze(0));
+  syncs.same_weights = torch::equal(weights[0], weights[1]);
+  return syncs;
+}
+
+TEST_F(TwoProcesses, GradientsSyncOnlyOnSyncStepsAndAtTheEndOfTheLoader) {
+  // 5 batches per process: micro-steps 1..5 sync on 2, 4 and at the end (5).
+  const auto syncs =
+      record_syncs(accel::AcceleratorOptions().gradient_accumulation_steps(2), 10, 1);
+  EXPECT_EQ(syncs.synced, (std::vector<bool>{false, true, false, true, true}));
+  EXPECT_EQ(syncs.equal, syncs.synced);
+  EXPECT_TRUE(syncs.same_weights);
+}
+
+TEST_F(TwoProcesses, SyncWithDataloaderFalseKeepsWindowsWholeAcrossPasses) {
+  // 3 batches per process and pass, accumulation 2: the windows close on micro-steps 2, 4, 6
+  // of the stream, not at each pass's end; gradients are averaged exactly then.
+  const auto syncs = record_syncs(
+      accel::AcceleratorOptions().gradient_accumulation_steps(2).sync_with_dataloader(false), 6, 2);
+  EXPECT_EQ(syncs.synced, (std::vector<bool>{false, true, false, true, false, true}));
+  EXPECT_EQ(syncs.equal, syncs.synced);
 }
 
 TEST_F(TwoProcesses, RngTypesCopyTheMainProcesssGeneratorsAsAPassStarts) {
