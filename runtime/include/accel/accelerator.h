@@ -163,6 +163,15 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     auto [dataset, sampler] = detail::take_over(*loader);
     return prepare_data_loader(std::move(dataset), std::move(sampler), loader->options());
   }
+  /// Prepares a streamed dataset's loader made by `make_data_loader` (a ChunkDataset's, with no
+  /// worker threads): the dataset is taken over and read as accel/stream_loader.h says.
+  template <typename Dataset>
+  std::unique_ptr<StreamLoader<Dataset>> prepare(
+      std::unique_ptr<torch::data::StatefulDataLoader<Dataset>> loader) {
+    TORCH_CHECK(loader != nullptr, "accel: prepare() was given an empty data loader");
+    const size_t batch_size = loader->options().batch_size;
+    return prepare_data_loader(detail::take_over(*loader), StreamLoaderOptions(batch_size));
+  }
   // prepare_data_loader(dataset, ...), which builds the loader too, is DataLoaderPreparation's.
 
   // ---- Training loop ---------------------------------------------------------------------------

@@ -394,6 +394,23 @@ std::pair<Dataset, Sampler> take_over(torch::data::StatelessDataLoader<Dataset, 
   return {std::move(taken), std::move(*sampler)};
 }
 
+/// The streamed dataset of a loader built by `torch::data::make_data_loader`, moved out of it. A
+/// loader with worker threads is refused: they were made to read that dataset.
+template <typename Dataset>
+Dataset take_over(torch::data::StatefulDataLoader<Dataset>& loader) {
+  TORCH_CHECK(loader.options().workers == 0,
+              "accel: a prepared stream is read on the calling thread, and this loader has ",
+              loader.options().workers,
+              " workers; make it without them (a ChunkDataset reads ahead with its "
+              "preloader_count)");
+  struct Access : torch::data::StatefulDataLoader<Dataset> {
+    static std::unique_ptr<Dataset>& dataset(torch::data::StatefulDataLoader<Dataset>& l) {
+      return l.*(&Access::main_thread_dataset_);
+    }
+  };
+  return std::move(*Access::dataset(loader));
+}
+
 /// Accelerator derives from DataLoaderPreparation<Accelerator>: the ways to build a prepared
 /// loader from a dataset, all ending in the Accelerator's loader_context().
 template <typename Derived>

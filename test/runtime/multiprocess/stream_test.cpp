@@ -184,6 +184,10 @@ TEST(Streams, MakeDataLoadersArgumentsPrepareAStreamToo) {
   auto loader = accelerator.prepare_data_loader(chunks(SequentialSampler(0), counter()),
                                                 torch::data::DataLoaderOptions(kBatch));
   EXPECT_EQ(read_pass(accelerator, *loader).batches, expected_share(rank(), processes()));
+  // And a loader already made: prepare(make_data_loader(...)).
+  auto taken = accelerator.prepare(torch::data::make_data_loader(
+      chunks(SequentialSampler(0), counter()), torch::data::DataLoaderOptions(kBatch)));
+  EXPECT_EQ(read_pass(accelerator, *taken).batches, expected_share(rank(), processes()));
   try {
     accelerator.prepare_data_loader(chunks(SequentialSampler(0), counter()),
                                     torch::data::DataLoaderOptions(kBatch).workers(2));
