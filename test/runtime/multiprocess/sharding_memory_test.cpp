@@ -14,6 +14,7 @@
 #include "util/counting_allocator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -107,6 +109,20 @@ struct Measured {
   int64_t batch = 0;          // the batch's bytes
 };
 
+/// Live bytes once the frees still under way have happened: Gloo's worker thread drops its
+/// references to a finished collective's tensors (a unit's gradients, one unit of bytes) a moment
+/// after wait() returns, later on a loaded machine. Something held for good stays counted.
+int64_t settled_live_bytes(const accel::detail::CountingCpuAllocator& counter) {
+  int64_t live = counter.live_bytes();
+  for (int unchanged = 0, i = 0; unchanged < 5 && i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int64_t now = counter.live_bytes();
+    unchanged = now == live ? unchanged + 1 : 0;
+    live = now;
+  }
+  return live;
+}
+
 /// The most bytes a NO_SHARD step of `model` allocates beyond what it holds: activations and
 /// backward's temporaries (gradients exist already, as from the second step on).
 int64_t activations_of(const Case& c, accel::detail::CountingCpuAllocator& counter) {
@@ -150,7 +166,7 @@ Measured measure(const Case& c, size_t units_whole) {
   optimizer.zero_grad();
   shards.reset_gather_peak();
   counter.reset_peak();
-  const int64_t held = counter.live_bytes();
+  const int64_t held = settled_live_bytes(counter);
   step();
   m.step_peak = counter.peak_bytes();
   optimizer.zero_grad();
