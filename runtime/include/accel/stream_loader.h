@@ -219,6 +219,11 @@ class StreamLoader : private detail::StatefulPart {
         context_(std::move(context)),
         registration_(&context_.state->loaders, this) {
     TORCH_CHECK(options_.batch_size() > 0, "accel: StreamLoaderOptions::batch_size must be > 0");
+    TORCH_CHECK(!context_.sharding.split_batches,
+                "accel: split_batches is set, and a prepared stream gives each process whole "
+                "batches of batch_size (",
+                options_.batch_size(),
+                "); to split each global batch, ask the stream for batch_size / num_processes");
     const int64_t processes = context_.sharding.num_processes;
     if (options_.dispatch_batches()) {
       mode_ = Mode::dispatch;

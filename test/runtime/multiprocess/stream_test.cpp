@@ -197,6 +197,19 @@ TEST(Streams, MakeDataLoadersArgumentsPrepareAStreamToo) {
   }
 }
 
+TEST(Streams, SplitBatchesIsRefusedWithWhatToDoInstead) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().split_batches(true));
+  try {
+    accelerator.prepare_data_loader(chunks(SequentialSampler(0), counter()),
+                                    accel::StreamLoaderOptions(kBatch));
+    ADD_FAILURE() << "split_batches over a stream was accepted";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("ask the stream for batch_size / num_processes"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST(Streams, DispatchedBatchesAreTheSameAndOnlyTheMainProcessReads) {
   accel::Accelerator accelerator;
   auto reads = counter();
