@@ -275,10 +275,22 @@ class StreamLoader : private detail::StatefulPart {
     examples_this_pass_ = 0;
     last_real_examples_ = -1;
     first_batches_.clear();
-    const bool resumed = std::exchange(resumed_mid_pass_, false) && skip_ > 0;
+    const bool loaded = std::exchange(resumed_mid_pass_, false);
+    const bool resumed = loaded && skip_ > 0;
     if (!resumed && context_.synchronize_generators) context_.synchronize_generators();
     // Dispatched: only the main process reads, so only its dataset starts a pass.
     if (mode_ == Mode::dispatch && context_.sharding.process_index != 0) return;
+    if constexpr (!kStateful) {
+      // A StreamDataset has no reset: a fresh one starts at its first example, so a loaded state
+      // first reads past the passes that were done before it.
+      if (loaded && options_.epoch_size()) {
+        for (size_t pass = 0; pass < epoch_; ++pass) {
+          while (read_one()) {
+          }
+          examples_this_pass_ = 0;
+        }
+      }
+    }
     if constexpr (kStateful) {
       if constexpr (detail::ReadsChunksPerProcess<Dataset>::value) {
         dataset_->chunk_sampler().set_epoch(context_.seed ? *context_.seed + epoch_ : epoch_);

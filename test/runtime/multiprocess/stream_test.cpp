@@ -106,6 +106,7 @@ Ids ids_of(const Batch& batch) {
   for (const auto& example : batch) ids.push_back(example.target.item<int64_t>());
   return ids;
 }
+Ids ids_of(const std::vector<int64_t>& batch) { return batch; }
 
 /// The whole stream's batches: ids in order, 4 at a time.
 std::vector<Ids> stream_batches() {
@@ -254,18 +255,20 @@ TEST(Streams, EachProcessReadsItsOwnChunks) {
   EXPECT_EQ(everyone, all_ids());
 }
 
+/// A StreamDataset counting up from 0 for ever.
+struct Counting : datasets::StreamDataset<Counting, std::vector<int64_t>> {
+  std::vector<int64_t> get_batch(size_t size) override {
+    std::vector<int64_t> batch(size);
+    std::iota(batch.begin(), batch.end(), next);
+    next += static_cast<int64_t>(size);
+    return batch;
+  }
+  std::optional<size_t> size() const override { return std::nullopt; }
+  int64_t next = 0;
+};
+
 TEST(Streams, AStreamDatasetPassIsEpochSizeLong) {
-  // Counts up from 0 for ever; a pass is 10 examples.
-  struct Counting : datasets::StreamDataset<Counting, std::vector<int64_t>> {
-    std::vector<int64_t> get_batch(size_t size) override {
-      std::vector<int64_t> batch(size);
-      std::iota(batch.begin(), batch.end(), next);
-      next += static_cast<int64_t>(size);
-      return batch;
-    }
-    std::optional<size_t> size() const override { return std::nullopt; }
-    int64_t next = 0;
-  };
+  // A pass is 10 examples.
   accel::Accelerator accelerator;
   auto loader = accelerator.prepare_data_loader(
       Counting(), accel::StreamLoaderOptions(3).epoch_size(10).dispatch_batches(processes() > 1));
@@ -320,6 +323,9 @@ TEST(Streams, APassResumedFromASaveContinuesBitForBit) {
   expect_resumed_pass_is_the_same(
       [] { return chunks(accel::DistributedChunkSampler(0, /*shuffle=*/true), counter()); },
       accel::StreamLoaderOptions(kBatch));
+  // A StreamDataset cannot be reset: the resumed one reads past the first pass again.
+  expect_resumed_pass_is_the_same([] { return Counting(); },
+                                  accel::StreamLoaderOptions(2).epoch_size(24));
 }
 
 TEST(Streams, AChunkThatCannotBeReadIsNamedAndThePositionKept) {
