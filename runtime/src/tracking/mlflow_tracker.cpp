@@ -12,11 +12,13 @@
 #include <c10/util/Exception.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <set>
+#include <utility>
 
 namespace accel {
 namespace detail {
