@@ -185,6 +185,24 @@ TEST_F(Tracking, AnUnwritableFolderLeavesThatTrackerOutAndTheRunGoesOn) {
   EXPECT_EQ(recorder->logged, (std::vector<std::string>{"loss=1"}));
 }
 
+TEST_F(Tracking, InitKwargsGiveAFileTrackerItsOwnFolderAndNothingElse) {
+  accel::Accelerator accelerator(options({"csv", "jsonl"}));
+  testing::internal::CaptureStderr();
+  accelerator.init_trackers(
+      "run", {},
+      {{"csv", {{"logging_dir", (dir_ / "elsewhere").string()}}}, {"jsonl", {{"colour", "red"}}}});
+  accelerator.log({{"loss", 1.0}}, 0);
+  accelerator.end_training();
+  const auto messages = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(fs::exists(dir_ / "elsewhere" / "run" / "metrics.csv"));
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "metrics.csv"));
+  EXPECT_NE(messages.find("tracker 'jsonl' failed in init_trackers: init_kwargs for 'jsonl' has "
+                          "'colour'; the file trackers take only logging_dir"),
+            std::string::npos)
+      << messages;
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "metrics.jsonl"));
+}
+
 TEST_F(Tracking, LogWithNamesAreCheckedAtConstruction) {
   try {
     accel::Accelerator accelerator(options({"tensorbord"}));

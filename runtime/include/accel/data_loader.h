@@ -133,6 +133,13 @@ struct LoaderContext {
   std::shared_ptr<GradientState> state;
 };
 
+/// A whole number a loader's save_state wrote into `archive` as a one-element tensor.
+inline int64_t read_count(torch::serialize::InputArchive& archive, const char* key) {
+  torch::Tensor value;
+  archive.read(key, value);
+  return value.item<int64_t>();
+}
+
 /// The input iterator of a prepared loader: the batch the loader holds now (its `current_`),
 /// and its `advance()` to the next; the end is a loader that holds none.
 template <typename Loader, typename Batch>
@@ -302,13 +309,8 @@ class DataLoader : private detail::StatefulPart {
     if (epoch_generator_.defined()) archive.write("epoch_generator", epoch_generator_);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    auto read = [&](const char* key) {
-      torch::Tensor value;
-      archive.read(key, value);
-      return value.item<int64_t>();
-    };
-    epoch_ = static_cast<size_t>(read("epoch"));
-    skip_ = static_cast<size_t>(read("batches_done"));
+    epoch_ = static_cast<size_t>(detail::read_count(archive, "epoch"));
+    skip_ = static_cast<size_t>(detail::read_count(archive, "batches_done"));
     torch::Tensor saved_processes;
     if (!context_.sharding.split_batches && archive.try_read("num_processes", saved_processes)) {
       // Each process takes every n-th batch: the saved run had started batches_done * n_saved of

@@ -106,9 +106,7 @@ class DistributedChunkSampler : public torch::data::samplers::DistributedSampler
     archive.write("next", torch::tensor(static_cast<int64_t>(next_)));
   }
   void load(torch::serialize::InputArchive& archive) override {
-    torch::Tensor next;
-    archive.read("next", next);
-    next_ = static_cast<size_t>(next.item<int64_t>());
+    next_ = static_cast<size_t>(detail::read_count(archive, "next"));
   }
 
  private:
@@ -304,14 +302,12 @@ class StreamLoader : private detail::StatefulPart {
       } else if (mode_ == Mode::slices && context_.main_process_state) {
         state = context_.main_process_state(detail::default_generator_state());
       }
-      if (state.defined()) {
-        detail::ScopedDefaultGenerator from(state);
-        pass_generator_ = state;
-        dataset_.reset();
-      } else {
-        pass_generator_ = detail::default_generator_state();
-        dataset_.reset();
-      }
+      // Without a shared state the pass draws from this process's own generator, advancing it
+      // as a plain LibTorch loader would; the state it drew from is kept for a resume.
+      pass_generator_ = state.defined() ? state : detail::default_generator_state();
+      std::optional<detail::ScopedDefaultGenerator> shared;
+      if (state.defined()) shared.emplace(state);
+      dataset_.reset();
     }
   }
 
@@ -494,18 +490,13 @@ class StreamLoader : private detail::StatefulPart {
     if (pass_generator_.defined()) archive.write("pass_generator", pass_generator_);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    auto read = [&](const char* key) {
-      torch::Tensor value;
-      archive.read(key, value);
-      return value.item<int64_t>();
-    };
-    const int64_t saved_processes = read("num_processes");
+    const int64_t saved_processes = detail::read_count(archive, "num_processes");
     TORCH_CHECK(saved_processes == context_.sharding.num_processes,
                 "accel: a prepared stream was saved on ", saved_processes,
                 " processes and resumes on ", context_.sharding.num_processes,
                 "; its rounds hold one batch per process, so resume it on ", saved_processes);
-    epoch_ = static_cast<size_t>(read("epoch"));
-    skip_ = static_cast<size_t>(read("batches_done"));
+    epoch_ = static_cast<size_t>(detail::read_count(archive, "epoch"));
+    skip_ = static_cast<size_t>(detail::read_count(archive, "batches_done"));
     torch::Tensor generator;
     if (archive.try_read("pass_generator", generator)) pass_generator_ = generator;
     resumed_mid_pass_ = true;

@@ -72,8 +72,7 @@ class CsvTracker final : public GeneralTracker {
   std::string name() const override { return "csv"; }
   void start(const std::string& run_name, const std::string& logging_dir,
              const TrackerValues& options) override {
-    refuse_file_tracker_options(name(), options);
-    folder_ = make_run_folder(logging_dir, run_name);
+    folder_ = make_run_folder(name(), logging_dir, run_name, options);
     file_.open((fs::path(folder_) / "metrics.csv").string());
     if (file_.fresh()) file_.write("step,name,value,wall_time\n");
   }
@@ -103,8 +102,7 @@ class JsonLinesTracker final : public GeneralTracker {
   std::string name() const override { return "jsonl"; }
   void start(const std::string& run_name, const std::string& logging_dir,
              const TrackerValues& options) override {
-    refuse_file_tracker_options(name(), options);
-    folder_ = make_run_folder(logging_dir, run_name);
+    folder_ = make_run_folder(name(), logging_dir, run_name, options);
     file_.open((fs::path(folder_) / "metrics.jsonl").string());
   }
   void store_init_configuration(const TrackerValues& config) override {
@@ -156,12 +154,6 @@ std::vector<std::string> all_tracker_names(const EnvLookup& env) {
   return names;
 }
 
-void refuse_file_tracker_options(const std::string& tracker, const TrackerValues& options) {
-  TORCH_CHECK(options.empty(), "init_kwargs for '", tracker, "' has '",
-              options.empty() ? std::string() : options.front().first,
-              "'; the file trackers take only logging_dir");
-}
-
 std::unique_ptr<GeneralTracker> make_builtin_tracker(const std::string& name) {
 #ifdef ACCEL_WITH_TENSORBOARD
   if (name == "tensorboard") return make_tensorboard_tracker();
@@ -179,8 +171,15 @@ std::unique_ptr<GeneralTracker> make_jsonl_tracker() {
   return std::make_unique<JsonLinesTracker>();
 }
 
-std::string make_run_folder(const std::string& logging_dir, const std::string& run_name) {
-  const auto folder = fs::path(logging_dir.empty() ? "." : logging_dir) / run_name;
+std::string make_run_folder(const std::string& tracker, const std::string& logging_dir,
+                            const std::string& run_name, const TrackerValues& options) {
+  std::string parent = logging_dir;
+  for (const auto& [key, value] : options) {
+    TORCH_CHECK(key == "logging_dir", "init_kwargs for '", tracker, "' has '", key,
+                "'; the file trackers take only logging_dir");
+    parent = value.text();
+  }
+  const auto folder = fs::path(parent.empty() ? "." : parent) / run_name;
   std::error_code error;
   fs::create_directories(folder, error);
   TORCH_CHECK(!error && fs::is_directory(folder), "accel: cannot create the logging folder ",

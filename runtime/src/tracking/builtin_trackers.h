@@ -38,15 +38,15 @@ std::unique_ptr<GeneralTracker> make_mlflow_tracker(EnvLookup env = {});
 /// server (Accelerate's "all" takes the trackers that can run).
 std::vector<std::string> all_tracker_names(const EnvLookup& env);
 
-/// Throws, naming the tracker, when init_kwargs gave a file tracker (csv, jsonl, tensorboard) an
-/// option besides logging_dir, which the Accelerator takes out before start().
-void refuse_file_tracker_options(const std::string& tracker, const TrackerValues& options);
-
 /// Seconds since the epoch, as trackers stamp what they write.
 double wall_time_now();
 
-/// <logging_dir>/<run>, created; `config` written to its config.json (durably) unless empty.
-std::string make_run_folder(const std::string& logging_dir, const std::string& run_name);
+/// A file tracker's (csv, jsonl, tensorboard) folder, <logging_dir>/<run>, created. Its one
+/// init_kwargs option, logging_dir, replaces the Accelerator's; any other is refused, naming
+/// `tracker`.
+std::string make_run_folder(const std::string& tracker, const std::string& logging_dir,
+                            const std::string& run_name, const TrackerValues& options);
+/// `config` written to <run_folder>/config.json (durably) unless empty.
 void write_config_json(const std::string& run_folder, const TrackerValues& config);
 
 }  // namespace detail

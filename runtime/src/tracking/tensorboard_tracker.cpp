@@ -21,8 +21,7 @@ class TensorBoardTracker final : public GeneralTracker {
 
   void start(const std::string& run_name, const std::string& logging_dir,
              const TrackerValues& options) override {
-    refuse_file_tracker_options(name(), options);
-    folder_ = make_run_folder(logging_dir, run_name);
+    folder_ = make_run_folder(name(), logging_dir, run_name, options);
     char host[256] = "localhost";
     ::gethostname(host, sizeof host - 1);
     const double started = wall_time_now();

@@ -107,29 +107,11 @@ void Accelerator::init_trackers(const std::string& project_name, const TrackerVa
     TORCH_CHECK(tracker != nullptr, "accel: AcceleratorOptions::trackers holds a null tracker");
     candidates.push_back(tracker);
   }
-  // log_with's trackers come first in `candidates`, then the program's own.
-  const size_t builtins = impl_->options.log_with.size();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    auto& tracker = candidates[i];
-    const auto name = tracker->name();
-    const bool builtin = i < builtins;
-    auto found = init_kwargs.find(name);
-    TrackerValues options = found == init_kwargs.end() ? TrackerValues{} : found->second;
-    std::string folder = logging_dir;
+  for (auto& tracker : candidates) {
+    auto found = init_kwargs.find(tracker->name());
+    const TrackerValues options = found == init_kwargs.end() ? TrackerValues{} : found->second;
     bool started = guarded(*tracker, "init_trackers", [&] {
-      if (builtin && name != "mlflow") {
-        // The file trackers' own folder; anything else is refused by their start().
-        TrackerValues rest;
-        for (const auto& entry : options) {
-          if (entry.first == "logging_dir") {
-            folder = entry.second.text();
-          } else {
-            rest.push_back(entry);
-          }
-        }
-        options = std::move(rest);
-      }
-      tracker->start(project_name, folder, options);
+      tracker->start(project_name, logging_dir, options);
       tracker->store_init_configuration(config);
     });
     if (started) impl_->trackers.push_back(tracker);
