@@ -9,6 +9,7 @@
 #include "checks/CreateAcceleratorCheck.h"
 #include "checks/CudaApiCheck.h"
 #include "checks/DeviceCheck.h"
+#include "checks/DivergentCollectiveCheck.h"
 #include "checks/GatherForMetricsCheck.h"
 #include "checks/MadeUnusedCheck.h"
 #include "checks/MainProcessCheck.h"
@@ -41,6 +42,10 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"main-process", "saving and printing happen on the main process only",
        make<MainProcessCheck>},
       {"cuda-api", "report CUDA-specific calls that need a manual step", make<CudaApiCheck>},
+      {"divergent-collective",
+       "refuse collectives (save_state, gather, forward, backward, ...) that only some processes "
+       "reach",
+       make<DivergentCollectiveCheck>},
       {"batch-view", "report views that fix the batch dimension of a prepared loader's batch",
        make<BatchViewCheck>},
       {"made-unused", "variables and parameters the migration leaves unused are removed, or named",

@@ -149,6 +149,7 @@ private:
   // What the other files of the program must know of this one (ProgramSummary).
   void exportSummary(MigrationContext &Context) {
     Result.Summary = Context.facts().summary();
+    Result.Summary.Collectives = Context.exportedCollectives();
     for (const FunctionDecl *Fn : Context.reach().functionsNeedingAccelerator())
       if (!Fn->isMain())
         if (std::string Usr = usrOf(Fn); !Usr.empty())

@@ -88,6 +88,12 @@ public:
   const std::vector<IncludeDirective> &includesOf(const std::string &Path) const;
   void setIncludes(const IncludeIndex *Index) { Includes = Index; }
 
+  /// Functions defined here that reach a collective (ProgramSummary::Collectives).
+  void exportCollectives(std::map<std::string, std::string> Functions) {
+    Collectives = std::move(Functions);
+  }
+  const std::map<std::string, std::string> &exportedCollectives() const { return Collectives; }
+
   /// Files this translation unit has edited so far.
   std::vector<std::string> editedFiles() const;
   /// Edits recorded for Path.
@@ -109,6 +115,7 @@ private:
   std::string WorkingDirectory;                   // real path; empty when it is the root
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
   const IncludeIndex *Includes = nullptr;
+  std::map<std::string, std::string> Collectives;
 };
 
 } // namespace accel::migrate

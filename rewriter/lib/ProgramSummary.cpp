@@ -13,6 +13,7 @@ void ProgramSummary::merge(const ProgramSummary &Other) {
   TrainedModelParameters.insert(Other.TrainedModelParameters.begin(),
                                 Other.TrainedModelParameters.end());
   Called.insert(Other.Called.begin(), Other.Called.end());
+  Collectives.insert(Other.Collectives.begin(), Other.Collectives.end());
 }
 
 ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const ProgramSummary &Others) {
@@ -24,6 +25,9 @@ ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const Progr
   for (const std::string &Usr : Others.TakeAccelerator)
     if (Own.called(Usr))
       Relevant.TakeAccelerator.insert(Usr);
+  for (const auto &[Usr, Reached] : Others.Collectives)
+    if (Own.called(Usr))
+      Relevant.Collectives.emplace(Usr, Reached);
   for (const auto &Parameter : Others.TrainedModelParameters)
     if (Own.called(Parameter.first))
       Relevant.TrainedModelParameters.insert(Parameter);

@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -33,6 +34,10 @@ struct ProgramSummary {
   /// User functions (declared in an editable file) this file calls, and user classes it
   /// constructs.
   std::set<std::string> Called;
+  /// User functions defined here that reach a collective (a call every process must make), with
+  /// the call they reach ("gather_for_metrics() at eval.cpp:12:5"): a caller elsewhere that
+  /// calls them on some processes only hangs as if it made that call itself.
+  std::map<std::string, std::string> Collectives;
 
   bool takesAccelerator(const std::string &Usr) const { return TakeAccelerator.count(Usr) != 0; }
   bool called(const std::string &Usr) const { return Called.count(Usr) != 0; }
@@ -45,7 +50,8 @@ struct ProgramSummary {
 
   bool operator==(const ProgramSummary &O) const {
     return DefinesMain == O.DefinesMain && TakeAccelerator == O.TakeAccelerator &&
-           TrainedModelParameters == O.TrainedModelParameters && Called == O.Called;
+           TrainedModelParameters == O.TrainedModelParameters && Called == O.Called &&
+           Collectives == O.Collectives;
   }
   bool operator!=(const ProgramSummary &O) const { return !(*this == O); }
 };

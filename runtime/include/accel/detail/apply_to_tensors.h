@@ -75,6 +75,13 @@ torch::data::Example<Data, Target> apply_to_tensors(torch::data::Example<Data, T
   example.target = apply_to_tensors(std::move(example.target), fn);
   return example;
 }
+// An example without a target (TensorDataset's TensorExample) has no `target` member.
+template <typename Data, typename Fn>
+torch::data::Example<Data, torch::data::example::NoTarget> apply_to_tensors(
+    torch::data::Example<Data, torch::data::example::NoTarget> example, const Fn& fn) {
+  example.data = apply_to_tensors(std::move(example.data), fn);
+  return example;
+}
 
 /// Whether every leaf of T is a tensor (so a collective over T's tensors loses nothing).
 template <typename T>
@@ -94,6 +101,9 @@ struct holds_only_tensors<std::unordered_map<K, V>> : holds_only_tensors<V> {};
 template <typename Data, typename Target>
 struct holds_only_tensors<torch::data::Example<Data, Target>>
     : std::bool_constant<holds_only_tensors<Data>::value && holds_only_tensors<Target>::value> {};
+template <typename Data>
+struct holds_only_tensors<torch::data::Example<Data, torch::data::example::NoTarget>>
+    : holds_only_tensors<Data> {};
 
 }  // namespace detail
 }  // namespace accel
