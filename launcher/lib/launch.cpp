@@ -1,5 +1,6 @@
 #include "launch.h"
 
+#include "flight_table.h"
 #include "machine_link.h"
 #include "output_relay.h"
 
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -246,6 +248,11 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
   OutputRelay relay_output(o.rank_prefix, o.tee_dir);
   std::vector<Child> children;
   const int per_machine = o.num_processes / o.num_machines;
+  std::vector<int> ranks;
+  for (int local = 0; local < per_machine; ++local)
+    ranks.push_back(o.machine_rank * per_machine + local);
+  FlightWatch flight(ranks);  // before the children start: they inherit its folder
+  std::map<int, std::string> exited;
   for (int local = 0; local < per_machine; ++local) {
     const int rank = o.machine_rank * per_machine + local;
     int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
@@ -296,6 +303,34 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
                   describe(status);
     relay_output.flush();
     say(group.cause, "; stopping the other processes");
+    // Where the others wait, and whether two of them were in different collectives.
+    if (auto verdict = flight.judge_now(exited); verdict && verdict->waiting) {
+      say("the last collectives of each process:\n", verdict->table);
+      if (verdict->mismatched) {
+        result = contract::kHangExitCode;
+        group.cause += " (the processes had entered different collectives)";
+      }
+    }
+    stop_all(SIGTERM);
+    if (watch != nullptr) watch->failed(group);
+  };
+  // A process waits in a collective past the watchdog: stop the group when the records prove it
+  // can never finish; otherwise say who it waits for, and let it wait.
+  auto check_collectives = [&] {
+    if (result != 0 || group.stopped || stopping) return;
+    auto verdict = flight.poll(exited);
+    if (!verdict || !verdict->waiting) return;
+    relay_output.flush();
+    if (!verdict->proven) {
+      say("a collective has waited longer than ", contract::kHangWatchdog,
+          "; nothing proves it stuck yet, so it waits on (until ", contract::kTimeout, "):\n",
+          verdict->table);
+      return;
+    }
+    result = contract::kHangExitCode;
+    group.cause = "the processes wait in collectives that can never complete";
+    say(group.cause, ":\n", verdict->table, "accel launch: stopping the processes (exit code ",
+        contract::kHangExitCode, ")");
     stop_all(SIGTERM);
     if (watch != nullptr) watch->failed(group);
   };
@@ -313,6 +348,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
           continue;
         }
         c.running = false;
+        exited[c.rank] = describe(status);
         // The process-group leader is gone; its children may remain.
         ::kill(-c.pid, SIGKILL);
         const int code = exit_code_of(status);
@@ -360,6 +396,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
       }
     }
     reap();
+    check_collectives();
     if (stopping && running() > 0 && Clock::now() >= kill_at) {
       say("processes still running after ", o.grace_period, " s; sending SIGKILL");
       signal_all(SIGKILL);

@@ -225,10 +225,15 @@ void ProcessDivergence::collectFlows(const FunctionDecl *Fn) {
 }
 
 void ProcessDivergence::solve() {
+  for (const Flow &F : Flows)
+    if (combinesProcesses(F.Source))
+      Combined.insert(F.Target);
   // Values that differ between processes, and why; objects computed from this process's data.
   for (bool Changed = true; Changed;) {
     Changed = false;
     for (const Flow &F : Flows) {
+      if (Combined.count(F.Target))
+        continue;
       if (!LocalObjects.count(F.Target) && isLocalTensor(F.Source)) {
         LocalObjects.insert(F.Target);
         Changed = true;

@@ -72,6 +72,10 @@ private:
   llvm::DenseMap<const clang::Decl *, std::string> Tainted; // decl -> why it differs
   // Objects (tensors, batches) computed from this process's share of the data.
   llvm::DenseSet<const clang::Decl *> LocalObjects;
+  // Variables given a collective's result somewhere (`predictions =
+  // accelerator.gather_for_metrics(predictions)`): taken as the same on every process, since
+  // the analysis does not follow the order of assignments and a false report blocks migration.
+  llvm::DenseSet<const clang::Decl *> Combined;
   llvm::DenseMap<const clang::FunctionDecl *, std::string> CollectiveFunctions;
 };
 

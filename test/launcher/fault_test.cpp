@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <thread>
 
 namespace {
@@ -229,3 +231,100 @@ TEST(LaunchRestarts, AnInterruptedLauncherDoesNotRestart) {
 }
 
 }  // namespace
+
+// ---- Collectives that only some processes reach (the flight recorder, docs/self-healing.md) ----
+
+// The launcher stops such a job soon after the watchdog (3 s here), long before ACCEL_TIMEOUT
+// (120 s), with a table naming each process's call and the documented exit code.
+constexpr int kHangExitCode = 86;
+const std::map<std::string, std::string> kHangEnvironment = {{"ACCEL_TIMEOUT", "120"},
+                                                             {"ACCEL_HANG_WATCHDOG", "3"}};
+
+TEST(LaunchHangs, SaveStateOnTheMainProcessAloneStopsWithBothCallsNamed) {
+  const std::string dir = ::testing::TempDir() + "hang-save-state";
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker,
+                     "save-state-on-main", dir},
+                    kHangEnvironment, 100);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, kHangExitCode) << result.output;
+  EXPECT_LT(result.seconds, 40.0) << result.output;
+  // Rank 0 is in save_state's collectives, rank 1 in the next step's backward.
+  EXPECT_NE(result.output.find("save_state"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("backward, gradient bucket"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank | last collective finished"), std::string::npos)
+      << result.output;
+  std::cout << result.output;
+}
+
+TEST(LaunchHangs, AProvenHangIsAFailureThatRestartsAndThenGivesTheHangCode) {
+  const std::string dir = ::testing::TempDir() + "hang-restart";
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2",
+                     "--max_restarts", "1", kWorker, "save-state-on-main", dir},
+                    kHangEnvironment, 110);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, kHangExitCode) << result.output;
+  EXPECT_NE(result.output.find("restarting the group (restart 1 of 1)"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("giving up after 1 restart"), std::string::npos) << result.output;
+}
+
+TEST(LaunchHangs, RankTwoOfFourSkippingAGatherIsNamed) {
+  auto result = run({kAccel, "launch", "--num_processes", "4", "--grace_period", "2", kWorker,
+                     "skip-gather-on-rank-2"},
+                    kHangEnvironment, 100);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, kHangExitCode) << result.output;
+  // Rank 2 entered the third gather (or the final barrier) where the others are in the second.
+  EXPECT_NE(result.output.find("rank 2 entered #"), std::string::npos) << result.output;
+  std::cout << result.output;
+}
+
+TEST(LaunchHangs, ARankThatSkipsAStepLeavesTheOtherInBackward) {
+  auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker,
+                     "skip-step-on-rank-1"},
+                    kHangEnvironment, 100);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, kHangExitCode) << result.output;
+  EXPECT_NE(result.output.find("backward, gradient bucket"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("gather_for_metrics"), std::string::npos) << result.output;
+}
+
+TEST(LaunchHangs, ALongLegitimateWaitOnlyWarns) {
+  auto result = run({kAccel, "launch", "--num_processes", "2", kWorker, "slow-main", "20"},
+                    kHangEnvironment, 100);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_GE(result.seconds, 20.0);
+  EXPECT_NE(result.output.find("nothing proves it stuck yet"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("rank 1 done"), std::string::npos) << result.output;
+}
+
+TEST(LaunchHangs, ABadRecorderSettingIsAClearError) {
+  auto count = run({kAccel, "launch", "--num_processes", "2", kWorker, "join"},
+                   {{"ACCEL_FLIGHT_RECORDER", "lots"}}, 60);
+  EXPECT_NE(count.exit_code, 0) << count.output;
+  EXPECT_NE(count.output.find("ACCEL_FLIGHT_RECORDER must be a whole number"), std::string::npos)
+      << count.output;
+  auto zero = run({kAccel, "launch", "--num_processes", "2", kWorker, "join"},
+                  {{"ACCEL_HANG_WATCHDOG", "0"}}, 60);
+  EXPECT_NE(zero.exit_code, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ACCEL_HANG_WATCHDOG must be a number of seconds above 0"),
+            std::string::npos)
+      << zero.output;
+}
+
+TEST(LaunchHangs, DebugModeNamesBothCallsOfAMismatchedCollective) {
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker, "different-calls"},
+      {{"ACCEL_TIMEOUT", "120"}, {"ACCEL_DEBUG", "1"}}, 100);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_LT(result.seconds, 30.0) << result.output;
+  EXPECT_NE(result.output.find("differs between processes (found by ACCEL_DEBUG)"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank 0 is in wait_for_everyone, barrier;"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank 1 is in gather, allgather"), std::string::npos)
+      << result.output;
+}

@@ -73,6 +73,16 @@ inline constexpr const char kSeed[] = "ACCEL_SEED";
 inline constexpr const char kTimeout[] = "ACCEL_TIMEOUT";
 /// 1: collectives first check that every process passes matching shapes.
 inline constexpr const char kDebug[] = "ACCEL_DEBUG";
+/// How many collectives each process's flight recorder keeps per backend (0: off; default 64).
+inline constexpr const char kFlightRecorder[] = "ACCEL_FLIGHT_RECORDER";
+/// Seconds a collective may wait before every process's flight record is written (default 300).
+inline constexpr const char kHangWatchdog[] = "ACCEL_HANG_WATCHDOG";
+/// Set by `accel launch`: the folder where each process writes rank-R.record (and rank-R.alert
+/// when a collective has waited past the watchdog or failed).
+inline constexpr const char kFlightRecordDir[] = "ACCEL_FLIGHT_RECORD_DIR";
+/// The launcher's exit code when the processes' records prove that they wait in different
+/// collectives (or that a peer they wait for has exited): the job would never finish.
+inline constexpr int kHangExitCode = 86;
 /// Where `accel config` keeps default_config.yaml.
 inline constexpr const char kHome[] = "ACCEL_HOME";
 /// accel::get_logger's level (Accelerate's ACCELERATE_LOG_LEVEL is read after it).

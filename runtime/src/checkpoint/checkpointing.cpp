@@ -6,6 +6,7 @@
 #include "sharding/module_tensors.h"
 #include "sharding/optimizer_resharding.h"
 #include "sharding/sharded_state_dict.h"
+#include "util/collective_label.h"
 #include "util/durable_file.h"
 #include "window_gradients.h"
 
@@ -567,6 +568,7 @@ void Accelerator::register_checkpoint_hooks(detail::CheckpointHooks hooks) {
 }
 
 std::string Accelerator::save_state(const std::string& requested_dir) {
+  detail::CollectiveLabel collective_label("save_state");
   auto& project = impl_->project;
   const fs::path dir = folder_to_save(project, requested_dir);
   // The process that assembles and swaps the folder: the main one, or each machine's first with
@@ -660,6 +662,7 @@ std::string Accelerator::save_state(const std::string& requested_dir) {
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
+  detail::CollectiveLabel collective_label("load_state");
   const fs::path dir = folder_to_load(impl_->project, requested_dir);
   const Summary summary = read_summary(dir);
   const SavedLayout saved = read_saved_layout(summary);
@@ -740,6 +743,7 @@ void Accelerator::load_state(const std::string& requested_dir, const LoadStateOp
 }
 
 bool Accelerator::resume_if_possible() {
+  detail::CollectiveLabel collective_label("resume_if_possible");
   if (!impl_->options.resume) return false;
   auto& project = impl_->project;
   TORCH_CHECK(project.automatic_checkpoint_naming(),

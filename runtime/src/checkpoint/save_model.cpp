@@ -4,6 +4,7 @@
 
 #include "core/accelerator_impl.h"
 #include "sharding/module_tensors.h"
+#include "util/collective_label.h"
 #include "util/durable_file.h"
 
 #include <c10/util/Exception.h>
@@ -60,6 +61,7 @@ void remove_stale_weights(const fs::path& dir, const std::set<std::string>& writ
 
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
                               const std::string& max_shard_size, bool safe_serialization) {
+  detail::CollectiveLabel collective_label("save_model");
   const int64_t max_shard_bytes = parse_size(max_shard_size);
   TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
               max_shard_size, "'");
@@ -129,6 +131,7 @@ void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
 }
 
 NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
+  detail::CollectiveLabel collective_label("get_state_dict");
   if (detail::has_sharded_parameters(module)) {
     return detail::module_tensors_to_save(module, is_main_process());
   }

@@ -9,6 +9,7 @@
 #include "distributed/gradient_sync.h"
 #include "sharding/optimizer_state_tensors.h"
 #include "sharding/wrap_policy.h"
+#include "util/collective_label.h"
 #include "util/torch_compat.h"
 
 #include <torch/nn/utils/clip_grad.h>
@@ -206,6 +207,7 @@ bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_
 // ---- prepare ------------------------------------------------------------------------------------
 
 void Accelerator::prepare_model(torch::nn::Module& model) {
+  detail::CollectiveLabel collective_label("prepare_model");
   if (impl_->find(&model) != nullptr) return;
   const auto parameters = model.parameters();
   const bool empty = std::any_of(parameters.begin(), parameters.end(),
@@ -421,6 +423,7 @@ void Accelerator::backward(const torch::Tensor& loss_sum, int64_t num_items) {
 
 void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                            std::optional<bool> retain_graph, bool create_graph) {
+  detail::CollectiveLabel collective_label("backward");
   // backward(loss_sum, num_items): the window's gradients are divided by its items, counted over
   // every micro-step and process, once they are summed (see end of this function).
   const auto items = std::exchange(impl_->pending_items, std::nullopt);
@@ -660,6 +663,7 @@ void Accelerator::unscale_gradients() {
 
 double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters, double max_norm,
                                     double norm_type) {
+  detail::CollectiveLabel collective_label("clip_grad_norm_");
   // Inside an accumulation window the gradients are partial and each process's own: clipping them
   // would make the result depend on the process count and on where each strategy keeps them.
   if (!sync_gradients()) return impl_->local_grad_norm(parameters, norm_type);
@@ -773,12 +777,14 @@ int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(t
 // ---- Process control ----------------------------------------------------------------------------
 
 void Accelerator::wait_for_everyone() {
+  detail::CollectiveLabel collective_label("wait_for_everyone");
   if (impl_->distributed()) detail::barrier(impl_->device_group());
 }
 
 void Accelerator::set_trigger() { impl_->trigger = true; }
 
 bool Accelerator::check_trigger() {
+  detail::CollectiveLabel collective_label("check_trigger");
   auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
   if (impl_->distributed())
     detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag

@@ -8,6 +8,7 @@
 #include "accelerator_impl.h"
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
+#include "util/collective_label.h"
 
 #include <c10/util/Exception.h>
 
@@ -32,6 +33,7 @@ SplitRange split_range(size_t size, int64_t count, int64_t index, bool apply_pad
 }  // namespace detail
 
 torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
+  detail::CollectiveLabel collective_label("gather");
   if (!impl_->distributed()) return tensor;
   if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
@@ -39,6 +41,7 @@ torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
 }
 
 std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
+  detail::CollectiveLabel collective_label("gather_together");
   if (!impl_->distributed()) return tensors;
   // Each tensor's bytes, one after the other, in one buffer per process: one all-gather.
   std::vector<torch::Tensor> parts;
@@ -72,6 +75,7 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
 }
 
 double Accelerator::reduce_number(double value, Reduction reduction) {
+  detail::CollectiveLabel collective_label("reduce_number");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kFloat64);
   detail::all_reduce(impl_->host_group(), tensor, reduction);
@@ -79,6 +83,7 @@ double Accelerator::reduce_number(double value, Reduction reduction) {
 }
 
 int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
+  detail::CollectiveLabel collective_label("reduce_number");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kInt64);
   detail::all_reduce(impl_->host_group(), tensor, reduction);
@@ -91,7 +96,8 @@ int64_t Accelerator::remainder_to_keep() const {
 }
 
 torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
-  if (!use_gather_object) return gather_for_metrics<torch::Tensor>(tensor);
+  detail::CollectiveLabel collective_label("gather_for_metrics");
+  if (!use_gather_object) return truncate_to_remainder(gather(tensor));
   // As objects, through the host group: the first dimensions may differ between processes.
   auto parts = gather_object(tensor.detach().cpu());
   for (auto& part : parts) {
@@ -107,6 +113,7 @@ torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
 }
 
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
+  detail::CollectiveLabel collective_label("reduce");
   auto out = tensor.clone();
   if (!impl_->distributed()) return out;
   if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "reduce", tensor);
@@ -116,6 +123,7 @@ torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reducti
 
 torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
                                                 double pad_index, bool pad_first) {
+  detail::CollectiveLabel collective_label("pad_across_processes");
   if (!impl_->distributed() || tensor.dim() == 0) return tensor;
   TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(),
               "Invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
@@ -138,6 +146,7 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
 }
 
 torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) {
+  detail::CollectiveLabel collective_label("broadcast");
   if (!impl_->distributed()) return tensor;
   if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "broadcast", tensor);
   auto target = tensor;
@@ -147,11 +156,13 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
 }
 
 std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
+  detail::CollectiveLabel collective_label("gather_object");
   if (!impl_->distributed()) return {value};
   return detail::all_gather_ivalues(impl_->host_group(), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
+  detail::CollectiveLabel collective_label("broadcast_object");
   if (!impl_->distributed()) return value;
   return detail::broadcast_ivalue(impl_->host_group(), value, from);
 }

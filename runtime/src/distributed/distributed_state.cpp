@@ -1,5 +1,8 @@
 #include "distributed_state.h"
 
+#include "flight_recorder.h"
+
+#include "accel_common/contract.h"
 #include "util/torch_compat.h"
 
 #include <torch/cuda.h>
@@ -80,11 +83,21 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
 
 JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                           bool nccl, std::shared_ptr<::gloo::transport::Device> gloo_device,
-                          std::chrono::milliseconds timeout) {
+                          std::chrono::milliseconds timeout, const std::string& name) {
   JobGroups groups;
+  // ACCEL_DEBUG: each backend's collectives are first compared across processes, through a Gloo
+  // backend of their own (see record_collectives).
+  const bool check = env_bool(process_environment(), contract::kDebug).value_or(false);
+  auto checker = [&](const std::string& prefix) {
+    return check ? make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
+                                     size, gloo_device, timeout)
+                 : c10::intrusive_ptr<c10d::Backend>();
+  };
   // The backends rendezvous under their own prefixes, so the same store serves both.
-  auto gloo = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store), rank, size,
-                                std::move(gloo_device), timeout);
+  auto gloo =
+      record_collectives(make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store),
+                                           rank, size, gloo_device, timeout),
+                         name + "gloo", checker("gloo-check"));
   groups.host = make_process_group(store, rank, size, gloo);
   if (!nccl) {
     groups.device = groups.host;
@@ -92,8 +105,9 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
     return groups;
   }
 #ifdef USE_C10D_NCCL
-  auto backend =
-      make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout);
+  auto backend = record_collectives(
+      make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout),
+      name + "nccl", checker("nccl-check"));
   keep_process_state_past_exit();
   groups.device = make_process_group(store, rank, size, gloo, backend);
   groups.backend = "nccl";
@@ -122,6 +136,7 @@ std::shared_ptr<DistributedState> DistributedState::existing() {
 DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptions& options)
     : identity_(std::move(identity)) {
   if (identity_.world_size == 1) return;
+  configure_flight_recorder(flight_settings_from(process_environment(), identity_.rank));
   store_ = connect_store(identity_, options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store_);
   const int rank = static_cast<int>(identity_.rank);
@@ -161,7 +176,7 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
     try {
       return make_job_groups(prefixed, static_cast<int>(rank), static_cast<int>(count), nccl,
                              gloo_device(process_environment(), identity_.master_addr),
-                             options.timeout)
+                             options.timeout, name + "/")
           .device;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "accel: rank ", identity_.rank, " could not form HYBRID_SHARD's ", name,

@@ -5,6 +5,7 @@
 #include "optimizer_state_tensors.h"
 #include "sharded_parameter.h"
 #include "unit_gather.h"
+#include "util/collective_label.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/function.h>
@@ -342,6 +343,7 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
     grad.reset();
   }
   reduce_scattered_bytes_ += static_cast<int64_t>(unit.sent.nbytes());
+  CollectiveLabel collective_label("gradient reduce-scatter of unit", &unit - units_.data());
   if (through_all_reduce_) {
     std::vector<torch::Tensor> tensors{unit.sent};
     unit.work = process_group_->allreduce(tensors);
@@ -567,6 +569,7 @@ void OptimizerShards::gather_parameters() {
     // The step updated this process's slice of `flat` in place (under CPU offload, the host
     // shard: it is copied back first); the others come from their owners.
     if (offload_) unit.own_slice(rank).copy_(unit.shard.detach());
+    CollectiveLabel collective_label("parameter all-gather of unit", &unit - units_.data());
     if (through_all_reduce_) {
       // Everything but this process's slice zeroed, then summed: x + 0 + ... + 0 is x exactly.
       unit.flat.narrow(0, 0, rank * unit.shard_size).zero_();

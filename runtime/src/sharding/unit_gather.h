@@ -7,6 +7,7 @@
 #include "accel/detail/optimizer_shards.h"
 
 #include "sharded_parameter.h"
+#include "util/collective_label.h"
 
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -110,6 +111,7 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   /// Starts gathering the unit (called with the window's mutex held); it joins the window.
   void start() {
     torch::NoGradGuard no_grad;
+    CollectiveLabel collective_label("FULL_SHARD parameter gather");
     const int64_t size = shard_.numel(), rank = group_->getRank();
     int64_t staging_bytes = 0;
     if (through_all_reduce_) {

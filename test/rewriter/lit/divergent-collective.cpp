@@ -96,6 +96,21 @@ int main() {
       accelerator.wait_for_everyone();
   }
 
+  // Values every process agrees on: reassigned from a collective, or computed from such values.
+  double best_accuracy = 0;
+  for (auto &batch : *loader) {
+    auto predictions = model(batch.data);
+    predictions = accelerator.gather_for_metrics(predictions);
+    const double accuracy = predictions.sum().item<double>();
+    if (accuracy > best_accuracy) {
+      best_accuracy = accuracy;
+      accelerator.save_state("checkpoints/best-accuracy");
+    }
+    if (accelerator.sync_gradients())
+      continue;
+    accelerator.wait_for_everyone();
+  }
+
   // A lambda run on the main process alone.
   accelerator.on_main_process([&] {
     accelerator.print("evaluating");

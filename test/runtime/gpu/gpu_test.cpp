@@ -11,6 +11,7 @@
 #include "../../examples/gpt/gpt.h"
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
+#include "distributed/flight_recorder.h"
 #include "sharding/sharded_parameter.h"
 #include "support/datasets.h"
 #include "support/temp_dir.h"
@@ -28,6 +29,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -66,6 +68,41 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_EQ(gathered[0], "rank 0");
   accel::detail::barrier(*groups.device);
+}
+
+// The flight recorder wraps NCCL as it wraps Gloo: collectives of both go through, and each is
+// recorded as done with its shapes under its backend's name.
+TEST_F(Gpu, FlightRecorderWrapsNcclAndGloo) {
+  accel::detail::FlightSettings settings;
+  settings.capacity = 8;
+  accel::detail::configure_flight_recorder(settings);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto groups = accel::detail::make_job_groups(
+      store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
+      std::chrono::seconds(60), "recorded/");
+  EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
+  auto on_gpu = torch::arange(4, torch::dtype(torch::kFloat).device(torch::kCUDA, 0));
+  for (int i = 0; i < 10; ++i)
+    accel::detail::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
+  torch::cuda::synchronize();
+  EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::arange(4, torch::kFloat)));
+  auto on_cpu = torch::arange(4, torch::kFloat);
+  accel::detail::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
+  accel::detail::barrier(*groups.host);
+  // NCCL completes a work's future from its own thread: give it a moment.
+  std::string record;
+  for (int i = 0; i < 50; ++i) {
+    record = accel::detail::flight_record_text();
+    if (record.find("\twaiting\t") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The last 8 of NCCL's 10 all-reduces, done, with the CUDA tensor's shape.
+  EXPECT_NE(record.find("entry\trecorded/nccl\t10\tallreduce\t"), std::string::npos) << record;
+  EXPECT_EQ(record.find("entry\trecorded/nccl\t2\t"), std::string::npos) << record;
+  EXPECT_NE(record.find("\tdone\tallreduce (no accel call)\tFloat[4]"), std::string::npos)
+      << record;
+  EXPECT_NE(record.find("entry\trecorded/gloo\t2\tbarrier\t"), std::string::npos) << record;
+  EXPECT_EQ(record.find("\twaiting\t"), std::string::npos) << record;
 }
 
 // ---- CPU offload of sharded training

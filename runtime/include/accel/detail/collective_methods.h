@@ -41,7 +41,7 @@ class CollectiveMethods {
   template <typename T>
   T gather_for_metrics(const T& value) {
     if constexpr (std::is_same_v<T, torch::Tensor>) {
-      return self().truncate_to_remainder(self().gather(value));
+      return self().gather_for_metrics(value, /*use_gather_object=*/false);
     } else {
       auto gathered = gather_object(value);
       const int64_t keep = self().remainder_to_keep();

@@ -1,0 +1,264 @@
+#include "flight_table.h"
+
+#include "accel_common/contract.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace accel {
+namespace launcher {
+namespace {
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string field;
+  std::istringstream in(line);
+  while (std::getline(in, field, '\t')) fields.push_back(field);
+  if (!line.empty() && line.back() == '\t') fields.emplace_back();
+  return fields;
+}
+
+std::string describe(const FlightEntry& e) {
+  std::string text = "#" + std::to_string(e.seq) + " " + e.call;
+  if (!e.shapes.empty()) text += " [" + e.shapes + "]";
+  if (e.group != "gloo") text += " (" + e.group + ")";
+  return text;
+}
+
+std::string seconds(int64_t ms) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << static_cast<double>(ms) / 1000.0 << " s";
+  return out.str();
+}
+
+const FlightEntry* first_waiting(const FlightRecord& r) {
+  for (const auto& e : r.entries)
+    if (e.state == "waiting") return &e;
+  return nullptr;
+}
+
+const FlightEntry* last_finished(const FlightRecord& r, const std::string& group) {
+  const FlightEntry* last = nullptr;
+  for (const auto& e : r.entries)
+    if (e.state != "waiting" && (group.empty() || e.group == group)) last = &e;
+  return last;
+}
+
+const FlightEntry* entry_at(const FlightRecord& r, const std::string& group, uint64_t seq) {
+  for (const auto& e : r.entries)
+    if (e.group == group && e.seq == seq) return &e;
+  return nullptr;
+}
+
+uint64_t highest_seq(const FlightRecord& r, const std::string& group) {
+  uint64_t highest = 0;
+  for (const auto& e : r.entries)
+    if (e.group == group && e.seq > highest) highest = e.seq;
+  return highest;
+}
+
+}  // namespace
+
+std::optional<FlightRecord> read_flight_record(const std::string& path, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    if (error) *error = path + ": no record (the process wrote none)";
+    return std::nullopt;
+  }
+  FlightRecord record;
+  std::string line;
+  if (!std::getline(in, line) || line != "accel-flight-record 1") {
+    if (error) *error = path + ": not a flight record (first line '" + line + "')";
+    return std::nullopt;
+  }
+  while (std::getline(in, line)) {
+    if (line.rfind("entry\t", 0) == 0) {
+      const auto f = split_tabs(line);
+      if (f.size() < 10) {
+        if (error) *error = path + ": malformed entry '" + line + "'";
+        return std::nullopt;
+      }
+      FlightEntry e;
+      try {
+        e.group = f[1];
+        e.seq = std::stoull(f[2]);
+        e.op = f[3];
+        e.start_ms = std::stoll(f[4]);
+        e.end_ms = std::stoll(f[5]);
+      } catch (const std::exception&) {
+        if (error) *error = path + ": malformed entry '" + line + "'";
+        return std::nullopt;
+      }
+      e.state = f[6];
+      e.call = f[7];
+      e.shapes = f[8];
+      e.error = f[9];
+      record.entries.push_back(std::move(e));
+      continue;
+    }
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    if (key == "rank") fields >> record.rank;
+    if (key == "written_ms") fields >> record.written_ms;
+    if (key == "watchdog_ms") fields >> record.watchdog_ms;
+  }
+  return record;
+}
+
+HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
+                                 const std::map<int, std::string>& exited,
+                                 const std::vector<int>& ranks, int64_t now_ms) {
+  HangVerdict verdict;
+  std::ostringstream why;
+  std::vector<std::vector<std::string>> rows{
+      {"rank", "last collective finished", "waiting in", "for", ""}};
+  for (int rank : ranks) {
+    std::vector<std::string> row{std::to_string(rank), "(no record)", "-", "-", ""};
+    if (auto it = records.find(rank); it != records.end()) {
+      const FlightEntry* done = last_finished(it->second, "");
+      const FlightEntry* wait = first_waiting(it->second);
+      row[1] = done ? describe(*done) : "none";
+      row[2] = wait ? describe(*wait) : "-";
+      row[3] = wait ? seconds(now_ms - wait->start_ms) : "-";
+    }
+    if (auto gone = exited.find(rank); gone != exited.end()) row[4] = gone->second;
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> widths(5, 0);
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  std::ostringstream table;
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i == 4 && row[i].empty()) break;
+      line += " " + row[i] + std::string(i + 1 < row.size() ? widths[i] - row[i].size() : 0, ' ');
+      if (i + 1 < row.size() && !(i == 3 && row[4].empty())) line += " |";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    table << line << "\n";
+  }
+  for (const auto& [rank, record] : records) {
+    const FlightEntry* wait = first_waiting(record);
+    if (wait == nullptr) continue;
+    verdict.waiting = true;
+    for (int peer : ranks) {
+      if (peer == rank) continue;
+      if (auto gone = exited.find(peer); gone != exited.end()) {
+        const auto peer_record = records.find(peer);
+        const FlightEntry* last = peer_record == records.end()
+                                      ? nullptr
+                                      : last_finished(peer_record->second, wait->group);
+        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer << " "
+            << gone->second << (last ? " after finishing " + describe(*last) : std::string())
+            << " and will never enter it\n";
+        verdict.proven = true;
+        continue;
+      }
+      auto peer_record = records.find(peer);
+      if (peer_record == records.end()) continue;
+      const FlightEntry* same = entry_at(peer_record->second, wait->group, wait->seq);
+      const bool mismatch = same != nullptr && (same->call != wait->call || same->op != wait->op ||
+                                                same->shapes != wait->shapes);
+      // A pair in two different calls is said once, from the lower rank's side.
+      if (mismatch && same->state == "waiting" && peer < rank) {
+        verdict.proven = true;
+        verdict.mismatched = true;
+        continue;
+      }
+      if (mismatch) {
+        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+            << " entered #" << wait->seq << " in another call: " << same->call
+            << (same->shapes.empty() ? "" : " [" + same->shapes + "]")
+            << ": the two will never meet\n";
+        verdict.proven = true;
+        verdict.mismatched = true;
+      } else if (same != nullptr && same->state != "waiting") {
+        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+            << " has finished it\n";
+        verdict.proven = true;
+      } else if (same == nullptr && highest_seq(peer_record->second, wait->group) > wait->seq) {
+        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+            << " is past it\n";
+        verdict.proven = true;
+      } else if (same == nullptr) {
+        const FlightEntry* last = last_finished(peer_record->second, wait->group);
+        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+            << " has not entered it yet"
+            << (last ? " (last seen in " + describe(*last) + ")" : std::string()) << "\n";
+      }
+    }
+  }
+  verdict.table = table.str() + why.str();
+  return verdict;
+}
+
+FlightWatch::FlightWatch(std::vector<int> ranks) : ranks_(std::move(ranks)) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string base = (fs::temp_directory_path(ec) / "accel-flight-XXXXXX").string();
+  if (ec) base = "/tmp/accel-flight-XXXXXX";
+  std::vector<char> name(base.begin(), base.end());
+  name.push_back('\0');
+  if (::mkdtemp(name.data()) == nullptr) {
+    std::cerr << "accel launch: could not create a folder for the flight records (" << base
+              << "); a hang will not be diagnosed\n";
+    return;
+  }
+  dir_ = name.data();
+  ::setenv(contract::kFlightRecordDir, dir_.c_str(), 1);
+}
+
+FlightWatch::~FlightWatch() {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::optional<HangVerdict> FlightWatch::poll(const std::map<int, std::string>& exited) {
+  if (dir_.empty()) return std::nullopt;
+  bool alerted = false;
+  for (int rank : ranks_) {
+    const std::string alert = dir_ + "/rank-" + std::to_string(rank) + ".alert";
+    if (::access(alert.c_str(), F_OK) != 0) continue;
+    ::unlink(alert.c_str());
+    alerted = true;
+  }
+  if (!alerted) return std::nullopt;
+  return judge_now(exited);
+}
+
+std::optional<HangVerdict> FlightWatch::judge_now(const std::map<int, std::string>& exited) {
+  if (dir_.empty()) return std::nullopt;
+  std::map<int, FlightRecord> records;
+  std::string problems;
+  for (int rank : ranks_) {
+    std::string error;
+    const std::string path = dir_ + "/rank-" + std::to_string(rank) + ".record";
+    if (::access(path.c_str(), F_OK) != 0) continue;
+    if (auto record = read_flight_record(path, &error)) {
+      records.emplace(rank, std::move(*record));
+    } else {
+      problems += "  " + error + "\n";
+    }
+  }
+  if (records.empty()) return std::nullopt;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  HangVerdict verdict = judge_flight_records(records, exited, ranks_, now);
+  verdict.table += problems;
+  return verdict;
+}
+
+}  // namespace launcher
+}  // namespace accel

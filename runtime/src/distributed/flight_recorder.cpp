@@ -1,0 +1,473 @@
+#include "flight_recorder.h"
+
+#include "util/collective_label.h"
+
+#include "accel_common/contract.h"
+
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace accel {
+namespace detail {
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Entry {
+  uint64_t seq = 0;
+  const char* op = "";
+  std::string call, shapes, error;
+  int64_t start_ms = 0, end_ms = -1;
+};
+
+struct GroupRecord {
+  std::string name;
+  uint64_t next_seq = 0;
+  std::deque<Entry> entries;
+  uint64_t reported_stuck = 0;  // the last sequence number reported as stuck
+};
+
+std::string shapes_of(const std::vector<at::Tensor>& tensors) {
+  std::ostringstream out;
+  for (size_t i = 0; i < tensors.size() && i < 4; ++i) {
+    if (i > 0) out << ' ';
+    const auto& t = tensors[i];
+    if (!t.defined()) {
+      out << "undefined";
+      continue;
+    }
+    out << c10::toString(t.scalar_type()) << t.sizes();
+  }
+  if (tensors.size() > 4) out << " +" << tensors.size() - 4;
+  return out.str();
+}
+
+// Writes `text` to `path` whole: a reader sees the old record or the new one, never half.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    if (!out) return;
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+class Recorder {
+ public:
+  static Recorder& instance() {
+    // Never destroyed: the watchdog thread and Gloo's threads may still record while the
+    // process exits.
+    static auto* recorder = new Recorder();
+    return *recorder;
+  }
+
+  void configure(const FlightSettings& settings) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (configured_) return;
+    configured_ = true;
+    settings_ = settings;
+    if (settings_.capacity > 0) std::thread([this] { watch(); }).detach();
+  }
+  bool enabled() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return configured_ && settings_.capacity > 0;
+  }
+
+  size_t add_group(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    groups_.push_back(GroupRecord{name, 0, {}, 0});
+    return groups_.size() - 1;
+  }
+
+  uint64_t begin(size_t group, const char* op, std::string call, std::string shapes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& record = groups_[group];
+    Entry entry;
+    entry.seq = ++record.next_seq;
+    entry.op = op;
+    entry.call = std::move(call);
+    entry.shapes = std::move(shapes);
+    entry.start_ms = now_ms();
+    record.entries.push_back(std::move(entry));
+    // Keep the last `capacity`, and every collective still under way.
+    while (record.entries.size() > settings_.capacity && record.entries.front().end_ms >= 0)
+      record.entries.pop_front();
+    ++version_;
+    return record.next_seq;
+  }
+
+  void end(size_t group, uint64_t seq, std::string error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& entries = groups_[group].entries;
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      if (it->seq != seq) continue;
+      it->end_ms = now_ms();
+      it->error = std::move(error);
+      if (!it->error.empty()) {
+        // Written here, not left to the watchdog thread: the process may end with the
+        // collective's exception before that thread runs.
+        if (!settings_.record_dir.empty()) {
+          const std::string text = text_locked({});
+          const std::string base = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
+          write_atomically(base + ".record", text);
+          write_atomically(base + ".alert", text);
+        }
+        urgent_ = true;
+        wake_.notify_one();
+      }
+      break;
+    }
+    ++version_;
+  }
+
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return text_locked({});
+  }
+
+ private:
+  // Writes the record when it changed (at most once a second), and at once when a collective
+  // has waited past the watchdog time or failed.
+  void watch() {
+    const auto tick = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(1000), settings_.watchdog / 4 + std::chrono::milliseconds(1));
+    uint64_t written_version = 0;
+    bool announced = false;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, tick, [this] { return urgent_; });
+      const bool failed = urgent_;
+      urgent_ = false;
+      std::vector<std::string> stuck;
+      const int64_t now = now_ms();
+      for (auto& record : groups_) {
+        for (const auto& entry : record.entries) {
+          if (entry.end_ms >= 0) continue;
+          if (now - entry.start_ms > settings_.watchdog.count() &&
+              record.reported_stuck < entry.seq) {
+            record.reported_stuck = entry.seq;
+            stuck.push_back(record.name + " " + std::to_string(entry.seq));
+          }
+          break;  // the oldest under way decides
+        }
+      }
+      if (version_ == written_version && stuck.empty() && !failed) continue;
+      written_version = version_;
+      const std::string text = text_locked(stuck);
+      lock.unlock();
+      if (settings_.record_dir.empty()) {
+        if (!stuck.empty() || failed) {
+          const std::string report =
+              "accel: rank " + std::to_string(settings_.rank) +
+              (failed ? ": a collective failed"
+                      : ": a collective has waited past " + std::string(contract::kHangWatchdog)) +
+              "; the last collectives of this process:\n" + text;
+          [[maybe_unused]] const auto written =
+              ::write(STDERR_FILENO, report.data(), report.size());
+        }
+        continue;
+      }
+      const std::string base = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
+      write_atomically(base + ".record", text);
+      if (!stuck.empty() || failed) write_atomically(base + ".alert", text);
+      if (!stuck.empty() && !announced) {
+        announced = true;
+        // One write, so that the other processes' lines do not cut into it.
+        std::ostringstream line;
+        line << "accel: rank " << settings_.rank << " has waited more than "
+             << settings_.watchdog.count() / 1000.0 << " s in a collective (" << stuck.front()
+             << "); its record is in " << base << ".record\n";
+        const std::string text_line = line.str();
+        [[maybe_unused]] const auto written =
+            ::write(STDERR_FILENO, text_line.data(), text_line.size());
+      }
+    }
+  }
+
+  std::string text_locked(const std::vector<std::string>& stuck) const {
+    std::ostringstream out;
+    out << "accel-flight-record 1\n"
+        << "rank " << settings_.rank << "\npid " << ::getpid() << "\nwritten_ms " << now_ms()
+        << "\nwatchdog_ms " << settings_.watchdog.count() << "\n";
+    for (const auto& s : stuck) out << "stuck " << s << "\n";
+    for (const auto& record : groups_) {
+      for (const auto& e : record.entries) {
+        const char* state = e.end_ms < 0 ? "waiting" : e.error.empty() ? "done" : "failed";
+        std::string error = e.error.substr(0, e.error.find('\n'));
+        std::replace(error.begin(), error.end(), '\t', ' ');
+        out << "entry\t" << record.name << '\t' << e.seq << '\t' << e.op << '\t' << e.start_ms
+            << '\t' << e.end_ms << '\t' << state << '\t' << e.call << '\t' << e.shapes << '\t'
+            << error << "\n";
+      }
+    }
+    return out.str();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool configured_ = false, urgent_ = false;
+  FlightSettings settings_;
+  std::vector<GroupRecord> groups_;
+  uint64_t version_ = 0;
+};
+
+using c10d::Work;
+
+// A backend that records every collective it passes on (c10d's ProcessGroupWrapper's shape).
+class RecordingBackend final : public c10d::Backend {
+ public:
+  RecordingBackend(c10::intrusive_ptr<c10d::Backend> inner, size_t group,
+                   c10::intrusive_ptr<c10d::Backend> checker)
+      : Backend(inner->getRank(), inner->getSize()),
+        inner_(std::move(inner)),
+        group_(group),
+        checker_(std::move(checker)) {}
+
+  const std::string getBackendName() const override { return inner_->getBackendName(); }
+  bool supportsSplitting() const override { return inner_->supportsSplitting(); }
+  bool supportsCoalescing() const override { return inner_->supportsCoalescing(); }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return inner_->getBackendOptions(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { inner_->setTimeout(timeout); }
+  void startCoalescing() override { inner_->startCoalescing(); }
+  c10::intrusive_ptr<Work> endCoalescing() override { return inner_->endCoalescing(); }
+  void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
+  void eagerConnectSingleDevice(at::Device device) override {
+    inner_->eagerConnectSingleDevice(device);
+  }
+  c10d::ErrorType getError() override { return inner_->getError(); }
+  void abort() override { inner_->abort(); }
+  void shutdown() override { inner_->shutdown(); }
+
+  c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& tensors,
+                                     const c10d::BroadcastOptions& opts) override {
+    return run("broadcast", tensors, [&] { return inner_->broadcast(tensors, opts); });
+  }
+  c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& tensors,
+                                     const c10d::AllreduceOptions& opts) override {
+    return run("allreduce", tensors, [&] { return inner_->allreduce(tensors, opts); });
+  }
+  c10::intrusive_ptr<Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
+    return run("allreduce", tensors, [&] { return inner_->allreduce_coalesced(tensors, opts); });
+  }
+  c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& tensors,
+                                  const c10d::ReduceOptions& opts) override {
+    return run("reduce", tensors, [&] { return inner_->reduce(tensors, opts); });
+  }
+  c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                     std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions& opts) override {
+    return run("allgather", inputs, [&] { return inner_->allgather(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                           const c10d::AllgatherOptions& opts) override {
+    return run("allgather", {input}, [&] { return inner_->_allgather_base(output, input, opts); });
+  }
+  c10::intrusive_ptr<Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                               std::vector<at::Tensor>& inputs,
+                                               const c10d::AllgatherOptions& opts) override {
+    return run("allgather", inputs,
+               [&] { return inner_->allgather_coalesced(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override {
+    return run("allgather", inputs,
+               [&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                  std::vector<at::Tensor>& inputs,
+                                  const c10d::GatherOptions& opts) override {
+    return run("gather", inputs, [&] { return inner_->gather(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& outputs,
+                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                   const c10d::ScatterOptions& opts) override {
+    return run("scatter", outputs, [&] { return inner_->scatter(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    return run("reduce_scatter", outputs,
+               [&] { return inner_->reduce_scatter(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                const c10d::ReduceScatterOptions& opts) override {
+    return run("reduce_scatter", {input},
+               [&] { return inner_->_reduce_scatter_base(output, input, opts); });
+  }
+  c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    return run("reduce_scatter", inputs,
+               [&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                         std::vector<int64_t>& output_splits,
+                                         std::vector<int64_t>& input_splits,
+                                         const c10d::AllToAllOptions& opts) override {
+    return run("alltoall", {input}, [&] {
+      return inner_->alltoall_base(output, input, output_splits, input_splits, opts);
+    });
+  }
+  c10::intrusive_ptr<Work> alltoall(std::vector<at::Tensor>& outputs,
+                                    std::vector<at::Tensor>& inputs,
+                                    const c10d::AllToAllOptions& opts) override {
+    return run("alltoall", inputs, [&] { return inner_->alltoall(outputs, inputs, opts); });
+  }
+  c10::intrusive_ptr<Work> barrier(const c10d::BarrierOptions& opts) override {
+    return run("barrier", {}, [&] { return inner_->barrier(opts); });
+  }
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
+    inner_->monitoredBarrier(opts, wait_all_ranks);
+  }
+  c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
+    return inner_->send(tensors, dst, tag);
+  }
+  c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
+    return inner_->recv(tensors, src, tag);
+  }
+  c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    return inner_->recvAnysource(tensors, tag);
+  }
+
+ private:
+  template <typename Issue>
+  c10::intrusive_ptr<Work> run(const char* op, const std::vector<at::Tensor>& tensors,
+                               Issue&& issue) {
+    auto& recorder = Recorder::instance();
+    std::string call = describe_collective_call(op);
+    std::string shapes = shapes_of(tensors);
+    const std::string fingerprint = !checker_        ? std::string()
+                                    : shapes.empty() ? call
+                                                     : call + " [" + shapes + "]";
+    const uint64_t seq = recorder.begin(group_, op, std::move(call), std::move(shapes));
+    c10::intrusive_ptr<Work> work;
+    try {
+      if (checker_) check_same_collective(seq, fingerprint);
+      work = issue();
+    } catch (const std::exception& e) {
+      recorder.end(group_, seq, e.what());
+      throw;
+    }
+    const size_t group = group_;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    try {
+      future = work->getFuture();
+    } catch (const std::exception&) {
+      // A work without a future (none of Gloo's or NCCL's): counted done when issued.
+      recorder.end(group, seq, "");
+      return work;
+    }
+    future->addCallback([group, seq](c10::ivalue::Future& done) {
+      Recorder::instance().end(group, seq, done.hasError() ? done.tryRetrieveErrorMessage() : "");
+    });
+    return work;
+  }
+
+  // ACCEL_DEBUG: every process describes the collective it is about to enter, through a Gloo
+  // backend of its own (as c10d's ProcessGroupWrapper checks), and all compare: two processes in
+  // different calls, or with different shapes, fail here with both named instead of hanging.
+  void check_same_collective(uint64_t seq, const std::string& fingerprint) {
+    constexpr int64_t kBytes = 512;
+    auto mine = torch::zeros({kBytes}, torch::kUInt8);
+    std::memcpy(mine.data_ptr(), fingerprint.data(),
+                std::min<size_t>(fingerprint.size(), kBytes - 1));
+    std::vector<at::Tensor> inputs{mine};
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int r = 0; r < getSize(); ++r) outputs[0].push_back(torch::empty_like(mine));
+    checker_->allgather(outputs, inputs)->wait();
+    std::vector<std::string> all;
+    for (const auto& t : outputs[0]) all.emplace_back(static_cast<const char*>(t.data_ptr()));
+    if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; }))
+      return;
+    std::ostringstream message;
+    message << "accel: collective #" << seq
+            << " differs between processes (found by ACCEL_DEBUG): they would wait in it "
+               "forever or exchange the wrong data;";
+    for (size_t r = 0; r < all.size(); ++r) message << " rank " << r << " is in " << all[r] << ";";
+    TORCH_CHECK(false, message.str());
+  }
+
+  c10::intrusive_ptr<c10d::Backend> inner_;
+  size_t group_;
+  c10::intrusive_ptr<c10d::Backend> checker_;
+};
+
+size_t parse_count(const std::string& name, const std::string& text) {
+  size_t used = 0;
+  long long value = -1;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TORCH_CHECK(used == text.size() && value >= 0, "accel: ", name,
+              " must be a whole number of collectives to keep (0 turns the recorder off), not '",
+              text, "'");
+  return static_cast<size_t>(value);
+}
+
+std::chrono::milliseconds parse_seconds(const std::string& name, const std::string& text) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TORCH_CHECK(used == text.size() && value > 0 && value < 1e9, "accel: ", name,
+              " must be a number of seconds above 0 (how long a collective may wait before "
+              "every process's record is written), not '",
+              text, "'");
+  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
+}
+
+}  // namespace
+
+FlightSettings flight_settings_from(const EnvLookup& env, int64_t rank) {
+  FlightSettings settings;
+  settings.rank = rank;
+  if (auto text = env_string(env, contract::kFlightRecorder))
+    settings.capacity = parse_count(contract::kFlightRecorder, *text);
+  if (auto text = env_string(env, contract::kHangWatchdog))
+    settings.watchdog = parse_seconds(contract::kHangWatchdog, *text);
+  if (auto dir = env_string(env, contract::kFlightRecordDir)) settings.record_dir = *dir;
+  return settings;
+}
+
+void configure_flight_recorder(const FlightSettings& settings) {
+  Recorder::instance().configure(settings);
+}
+
+c10::intrusive_ptr<c10d::Backend> record_collectives(c10::intrusive_ptr<c10d::Backend> inner,
+                                                     const std::string& name,
+                                                     c10::intrusive_ptr<c10d::Backend> checker) {
+  auto& recorder = Recorder::instance();
+  if (!recorder.enabled() && !checker) return inner;
+  return c10::make_intrusive<RecordingBackend>(std::move(inner), recorder.add_group(name),
+                                               std::move(checker));
+}
+
+std::string flight_record_text() { return Recorder::instance().text(); }
+
+}  // namespace detail
+}  // namespace accel
