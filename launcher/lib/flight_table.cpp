@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 namespace accel {
 namespace launcher {
@@ -39,16 +40,17 @@ std::string seconds(int64_t ms) {
   return out.str();
 }
 
-const FlightEntry* first_waiting(const FlightRecord& r) {
+// The collective a process is stuck in: the first still under way, or the first that failed.
+const FlightEntry* first_open(const FlightRecord& r) {
   for (const auto& e : r.entries)
-    if (e.state == "waiting") return &e;
+    if (e.state == "waiting" || e.state == "failed") return &e;
   return nullptr;
 }
 
 const FlightEntry* last_finished(const FlightRecord& r, const std::string& group) {
   const FlightEntry* last = nullptr;
   for (const auto& e : r.entries)
-    if (e.state != "waiting" && (group.empty() || e.group == group)) last = &e;
+    if (e.state == "done" && (group.empty() || e.group == group)) last = &e;
   return last;
 }
 
@@ -120,15 +122,16 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
   HangVerdict verdict;
   std::ostringstream why;
   std::vector<std::vector<std::string>> rows{
-      {"rank", "last collective finished", "waiting in", "for", ""}};
+      {"rank", "last collective finished", "waiting in (or failed in)", "for", ""}};
   for (int rank : ranks) {
     std::vector<std::string> row{std::to_string(rank), "(no record)", "-", "-", ""};
     if (auto it = records.find(rank); it != records.end()) {
       const FlightEntry* done = last_finished(it->second, "");
-      const FlightEntry* wait = first_waiting(it->second);
+      const FlightEntry* wait = first_open(it->second);
       row[1] = done ? describe(*done) : "none";
       row[2] = wait ? describe(*wait) : "-";
-      row[3] = wait ? seconds(now_ms - wait->start_ms) : "-";
+      if (wait && wait->state == "failed") row[2] += " (failed: " + wait->error + ")";
+      row[3] = wait ? seconds((wait->end_ms >= 0 ? wait->end_ms : now_ms) - wait->start_ms) : "-";
     }
     if (auto gone = exited.find(rank); gone != exited.end()) row[4] = gone->second;
     rows.push_back(std::move(row));
@@ -148,9 +151,10 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
     table << line << "\n";
   }
   for (const auto& [rank, record] : records) {
-    const FlightEntry* wait = first_waiting(record);
+    const FlightEntry* wait = first_open(record);
     if (wait == nullptr) continue;
-    verdict.waiting = true;
+    (wait->state == "failed" ? verdict.failed : verdict.waiting) = true;
+    const std::string verb = wait->state == "failed" ? " failed in " : " waits in ";
     for (int peer : ranks) {
       if (peer == rank) continue;
       if (auto gone = exited.find(peer); gone != exited.end()) {
@@ -158,7 +162,7 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
         const FlightEntry* last = peer_record == records.end()
                                       ? nullptr
                                       : last_finished(peer_record->second, wait->group);
-        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer << " "
+        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " "
             << gone->second << (last ? " after finishing " + describe(*last) : std::string())
             << " and will never enter it\n";
         verdict.proven = true;
@@ -170,29 +174,28 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
       const bool mismatch = same != nullptr && (same->call != wait->call || same->op != wait->op ||
                                                 same->shapes != wait->shapes);
       // A pair in two different calls is said once, from the lower rank's side.
-      if (mismatch && same->state == "waiting" && peer < rank) {
+      if (mismatch && same->state != "done" && peer < rank) {
         verdict.proven = true;
         verdict.mismatched = true;
         continue;
       }
       if (mismatch) {
-        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
-            << " entered #" << wait->seq << " in another call: " << same->call
+        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " entered #"
+            << wait->seq << " in another call: " << same->call
             << (same->shapes.empty() ? "" : " [" + same->shapes + "]")
             << ": the two will never meet\n";
         verdict.proven = true;
         verdict.mismatched = true;
       } else if (same != nullptr && same->state != "waiting") {
-        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer
             << " has finished it\n";
         verdict.proven = true;
       } else if (same == nullptr && highest_seq(peer_record->second, wait->group) > wait->seq) {
-        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
-            << " is past it\n";
+        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " is past it\n";
         verdict.proven = true;
       } else if (same == nullptr) {
         const FlightEntry* last = last_finished(peer_record->second, wait->group);
-        why << "  rank " << rank << " waits in " << describe(*wait) << "; rank " << peer
+        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer
             << " has not entered it yet"
             << (last ? " (last seen in " + describe(*last) + ")" : std::string()) << "\n";
       }
@@ -234,6 +237,22 @@ std::optional<HangVerdict> FlightWatch::poll(const std::map<int, std::string>& e
     alerted = true;
   }
   if (!alerted) return std::nullopt;
+  return judge_now(exited);
+}
+
+std::optional<HangVerdict> FlightWatch::judge_when_written(const std::map<int, std::string>& exited,
+                                                           const std::vector<int>& running,
+                                                           std::chrono::milliseconds patience) {
+  if (dir_.empty()) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  auto all_written = [&] {
+    return std::all_of(running.begin(), running.end(), [&](int rank) {
+      const std::string path = dir_ + "/rank-" + std::to_string(rank) + ".record";
+      return ::access(path.c_str(), F_OK) == 0;
+    });
+  };
+  while (!all_written() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return judge_now(exited);
 }
 

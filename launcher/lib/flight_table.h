@@ -4,6 +4,7 @@
 // each process's record from the folder it gave them, decides whether the records prove that the
 // job can never finish, and prints one table of who waits where.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,6 +32,7 @@ std::optional<FlightRecord> read_flight_record(const std::string& path, std::str
 
 struct HangVerdict {
   bool waiting = false;     // some process waits in a collective
+  bool failed = false;      // some process's collective failed (a peer went away)
   bool proven = false;      // and the records prove it will never finish
   bool mismatched = false;  // two processes entered one collective number in different calls
   std::string table;        // one line per process, then why
@@ -58,6 +60,11 @@ class FlightWatch {
   std::optional<HangVerdict> poll(const std::map<int, std::string>& exited);
   /// What the records say now; nullopt when no process has written one.
   std::optional<HangVerdict> judge_now(const std::map<int, std::string>& exited);
+  /// The same once every rank of `running` has written a record, or after `patience` (a process
+  /// writes its record within a second of entering a collective, at once when one fails).
+  std::optional<HangVerdict> judge_when_written(const std::map<int, std::string>& exited,
+                                                const std::vector<int>& running,
+                                                std::chrono::milliseconds patience);
 
  private:
   std::string dir_;

@@ -304,7 +304,12 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
     relay_output.flush();
     say(group.cause, "; stopping the other processes");
     // Where the others wait, and whether two of them were in different collectives.
-    if (auto verdict = flight.judge_now(exited); verdict && verdict->waiting) {
+    std::vector<int> still_running;
+    for (const auto& other : children)
+      if (other.running) still_running.push_back(other.rank);
+    if (auto verdict =
+            flight.judge_when_written(exited, still_running, std::chrono::milliseconds(1200));
+        verdict && (verdict->waiting || verdict->failed)) {
       say("the last collectives of each process:\n", verdict->table);
       if (verdict->mismatched) {
         result = contract::kHangExitCode;
