@@ -117,6 +117,14 @@ void objectsRead(const Expr *E, llvm::SmallVectorImpl<const Decl *> &Out) {
   F.TraverseStmt(const_cast<Expr *>(E));
 }
 
+// How a report names a function: a lambda by where it is written.
+std::string functionName(const FunctionDecl *Fn,
+                         const std::function<std::string(SourceLocation)> &Where) {
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn); Method && Method->getParent()->isLambda())
+    return "the lambda at " + Where(Method->getParent()->getBeginLoc());
+  return Fn->getNameAsString() + "()";
+}
+
 const Decl *targetOf(const Expr *E) {
   const ValueDecl *D = rootDecl(E);
   return D ? D->getCanonicalDecl() : nullptr;
@@ -217,7 +225,8 @@ void ProcessDivergence::collectFlows(const FunctionDecl *Fn) {
       }
     }
     if (const auto *Lambda = dyn_cast<LambdaExpr>(S))
-      return Walk(Lambda->getBody(), nullptr);
+      return Walk(Lambda->getBody(),
+                  Lambda->getCallOperator()); // its returns are its calls' values
     for (const Stmt *Child : S->children())
       Walk(Child, Owner);
   };
@@ -267,7 +276,7 @@ void ProcessDivergence::solve() {
         if (What.empty())
           if (const FunctionDecl *Callee = Call->getDirectCallee())
             if (CollectiveFunctions.count(Callee->getCanonicalDecl()))
-              What = Callee->getNameAsString() + "()";
+              What = functionName(Callee, Where);
         if (!What.empty())
           Reached = What + " at " + where(Call->getBeginLoc());
       });
@@ -340,7 +349,7 @@ std::string ProcessDivergence::perProcess(const Expr *E) const {
       // A user function: its parameters took the arguments (Flows); what it returns is its own.
       auto It = Tainted.find(Callee->getCanonicalDecl());
       if (It != Tainted.end())
-        return Callee->getNameAsString() + "(), which returns " + It->second;
+        return functionName(Callee, Where) + ", which returns " + It->second;
       if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call))
         return perProcess(MC->getImplicitObjectArgument());
       return {};
@@ -380,11 +389,11 @@ std::string ProcessDivergence::collective(const CallExpr *Call) const {
     return {};
   if (auto It = CollectiveFunctions.find(Callee->getCanonicalDecl());
       It != CollectiveFunctions.end())
-    return Callee->getNameAsString() + "(), which reaches " + It->second + ",";
+    return functionName(Callee, Where) + ", which reaches " + It->second + ",";
   if (Callee->getDefinition())
     return {};
   if (auto It = OtherFiles.Collectives.find(usrOf(Callee)); It != OtherFiles.Collectives.end())
-    return Callee->getNameAsString() + "(), which reaches " + It->second + ",";
+    return functionName(Callee, Where) + ", which reaches " + It->second + ",";
   return {};
 }
 

@@ -34,6 +34,17 @@ void maybe_save(accel::Accelerator &accelerator, bool main) {
   // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: wait_for_everyone() communicates with every process, but only the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-2]]:7 holds reach it, and that condition differs between processes (it depends on `main`, which comes from is_main_process()){{.*}} [accel-migrate-divergent-collective]
 }
 
+// A lambda that answers per process, and a loop left early on its answer.
+void train_some(accel::Accelerator &accelerator, torch::nn::Linear &model) {
+  auto finished = [&](int step) { return accelerator.process_index() == 1 && step == 2; };
+  for (int step = 0; step < 4; ++step) {
+    if (finished(step))
+      break;
+    accelerator.backward(model(torch::ones({2, 4})).sum());
+    // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: backward() communicates with every process, but the break at {{.*}}.tmp.cpp:[[@LINE-2]]:7 is taken only by the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-3]]:9 holds, which differs between processes (it depends on the lambda at {{.*}}.tmp.cpp:[[@LINE-5]]:19, which returns process_index()){{.*}} [accel-migrate-divergent-collective]
+  }
+}
+
 int main() {
   accel::Accelerator accelerator;
   torch::nn::Linear model(4, 1);
@@ -67,6 +78,7 @@ int main() {
     std::cout << "leader" << std::endl;
   // A process's own argument.
   maybe_save(accelerator, accelerator.is_main_process());
+  train_some(accelerator, model);
 
   double best_loss = 1e9, best_mean = 1e9;
   for (auto &batch : *loader) {
