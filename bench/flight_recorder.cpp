@@ -12,6 +12,7 @@
 
 #include "distributed/flight_recorder.h"
 #include "bench_util.h"
+#include "grad_sync_model.h"
 
 #include <accel/accel.h>
 
@@ -42,16 +43,6 @@ class InstantBackend : public c10d::Backend {
   }
 };
 
-torch::nn::Sequential make_model(int width, int layers) {
-  torch::manual_seed(0);
-  torch::nn::Sequential model;
-  for (int i = 0; i < layers; ++i) {
-    model->push_back(torch::nn::Linear(width, width));
-    model->push_back(torch::nn::ReLU());
-  }
-  return model;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,7 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const auto x = torch::randn({32, width});
-  auto model = make_model(width, layers);
+  auto model = accel_bench::grad_sync_model(width, layers);
   accelerator.prepare(model);
   auto step = [&] {
     model->zero_grad();

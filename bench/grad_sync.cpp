@@ -17,6 +17,7 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
+#include "grad_sync_model.h"
 
 #include <accel/accel.h>
 
@@ -24,20 +25,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-
-namespace {
-
-torch::nn::Sequential make_model(int width, int layers) {
-  torch::manual_seed(0);
-  torch::nn::Sequential model;
-  for (int i = 0; i < layers; ++i) {
-    model->push_back(torch::nn::Linear(width, width));
-    model->push_back(torch::nn::ReLU());
-  }
-  return model;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const int repetitions = argc > 1 ? std::atoi(argv[1]) : 9;
@@ -51,14 +38,14 @@ int main(int argc, char** argv) {
   auto& group = *accel::detail::DistributedState::get(accelerator.options())->device_group();
   const auto x = torch::randn({32, width});
 
-  auto prepared = make_model(width, layers);
+  auto prepared = accel_bench::grad_sync_model(width, layers);
   accelerator.prepare(prepared);
   // The same model with gradients copied into the buckets and back (PyTorch DDP's default).
   accel::Accelerator copying(accel::AcceleratorOptions().ddp(
       accel::DistributedDataParallelOptions().gradient_as_bucket_view(false)));
-  auto prepared_copying = make_model(width, layers);
+  auto prepared_copying = accel_bench::grad_sync_model(width, layers);
   copying.prepare(prepared_copying);
-  auto naive = make_model(width, layers);
+  auto naive = accel_bench::grad_sync_model(width, layers);
 
   int64_t bytes = 0;
   for (const auto& p : prepared->parameters()) bytes += p.numel() * p.element_size();
