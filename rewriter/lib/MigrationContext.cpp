@@ -220,13 +220,10 @@ void MigrationContext::warn(StringRef Check, SourceLocation Loc, const llvm::Twi
   // The comment goes on its own line above; not again when a previous run left it.
   const auto [FID, Offset] = SM.getDecomposedLoc(Loc);
   const StringRef Buffer = SM.getBufferData(FID);
-  size_t LineStart = Buffer.rfind('\n', Offset);
-  LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
+  const size_t LineStart = SourceText::lineStart(Buffer, Offset);
   const std::string Comment = "// accel-migrate: " + Text;
-  const size_t PrevEnd = LineStart == 0 ? StringRef::npos : LineStart - 1;
-  if (PrevEnd != StringRef::npos) {
-    size_t PrevStart = Buffer.rfind('\n', PrevEnd);
-    PrevStart = PrevStart == StringRef::npos ? 0 : PrevStart + 1;
+  if (LineStart > 0) {
+    const size_t PrevEnd = LineStart - 1, PrevStart = SourceText::lineStart(Buffer, PrevEnd);
     if (Buffer.substr(PrevStart, PrevEnd - PrevStart).trim() == Comment)
       return;
   }

@@ -2,6 +2,7 @@
 #include "SourceStyle.h"
 
 #include "LineDiff.h"
+#include "SourceText.h"
 
 #include "clang/Tooling/Core/Replacement.h"
 #include "llvm/Support/FileSystem.h"
@@ -246,8 +247,7 @@ std::string formatInserted(llvm::StringRef Path, llvm::StringRef Original, llvm:
     };
     for (const auto &[Offset, Length] :
          Style.ColumnLimit == 0 ? decltype(Rewritten){} : Rewritten) {
-      const size_t Before = Offset == 0 ? llvm::StringRef::npos : Migrated.rfind('\n', Offset - 1);
-      for (size_t LineBegin = Before == llvm::StringRef::npos ? 0 : Before + 1;
+      for (size_t LineBegin = SourceText::lineStart(Migrated, Offset);
            LineBegin <= Offset + Length && LineBegin < Migrated.size();) {
         size_t LineEnd = Migrated.find('\n', LineBegin);
         if (LineEnd == llvm::StringRef::npos)

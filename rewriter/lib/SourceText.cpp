@@ -37,12 +37,17 @@ std::string SourceText::text(CharSourceRange Range) const {
   return Lexer::getSourceText(Range, SM, LangOpts).str();
 }
 
+size_t SourceText::lineStart(StringRef Text, size_t Offset) {
+  // StringRef::rfind(C, From) looks strictly before From (std::string's looks at From too).
+  const size_t NewLine = Text.rfind('\n', Offset);
+  return NewLine == StringRef::npos ? 0 : NewLine + 1;
+}
+
 std::string SourceText::indentation(SourceLocation Loc) const {
   Loc = SM.getFileLoc(Loc);
   const auto [FID, Offset] = SM.getDecomposedLoc(Loc);
   const StringRef Buffer = SM.getBufferData(FID);
-  size_t LineStart = Buffer.rfind('\n', Offset);
-  LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
+  const size_t LineStart = lineStart(Buffer, Offset);
   size_t End = LineStart;
   while (End < Buffer.size() && (Buffer[End] == ' ' || Buffer[End] == '\t'))
     ++End;
@@ -65,8 +70,7 @@ std::optional<std::string> SourceText::itemLineStart(SourceLocation Open,
   const SourceLocation First = SM.getFileLoc(Items.front());
   const auto [FID, Offset] = SM.getDecomposedLoc(First);
   const StringRef Buffer = SM.getBufferData(FID);
-  size_t LineStart = Buffer.rfind('\n', Offset == 0 ? 0 : Offset - 1);
-  LineStart = LineStart == StringRef::npos ? 0 : LineStart + 1;
+  const size_t LineStart = lineStart(Buffer, Offset);
   // Blanks for the text before the item on its line, tabs kept (they set the column).
   std::string Start;
   for (char C : Buffer.substr(LineStart, Offset - LineStart))

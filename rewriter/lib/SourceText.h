@@ -27,6 +27,10 @@ public:
   SourceText(const clang::SourceManager &SM, const clang::LangOptions &LangOpts)
       : SM(SM), LangOpts(LangOpts) {}
 
+  /// Where the line holding Offset starts in Text: just after the newline before Offset (the
+  /// one at Offset - 1 included: an item at column 0 starts its own line), or 0.
+  static size_t lineStart(llvm::StringRef Text, size_t Offset);
+
   /// Real path of the file containing Loc ("" for none).
   std::string pathOf(clang::SourceLocation Loc) const;
   /// Source text of a token range / of a character range.

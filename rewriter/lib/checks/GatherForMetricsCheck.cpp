@@ -404,10 +404,7 @@ std::optional<SourceLocation> GatherForMetricsCheck::lineAbove(SourceLocation Lo
   const SourceManager &SM = Context.sourceManager();
   const auto [FID, Offset] = SM.getDecomposedLoc(SM.getFileLoc(Loc));
   const llvm::StringRef Buffer = SM.getBufferData(FID);
-  auto lineStart = [&](size_t Pos) {
-    const size_t NewLine = Pos == 0 ? llvm::StringRef::npos : Buffer.rfind('\n', Pos);
-    return NewLine == llvm::StringRef::npos ? size_t{0} : NewLine + 1;
-  };
+  auto lineStart = [&](size_t Pos) { return SourceText::lineStart(Buffer, Pos); };
   size_t Start = lineStart(Offset);
   if (!Buffer.substr(Start, Offset - Start).trim().empty())
     return std::nullopt;
