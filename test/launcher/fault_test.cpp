@@ -49,10 +49,6 @@ TEST(LaunchFaults, ARankThatThrowsStopsTheJobLongBeforeTheCollectiveTimeout) {
   EXPECT_NE(result.output.find("accel launch: rank 1 (pid "), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("; stopping the other processes"), std::string::npos)
       << result.output;
-  // And says where the survivor waits (its flight record).
-  EXPECT_NE(result.output.find("wait_for_everyone, barrier; rank 1 was killed by signal 6"),
-            std::string::npos)
-      << result.output;
 }
 
 TEST(LaunchFaults, ExitCodeAndSignalOfTheFirstFailingRankArePassedOn) {
