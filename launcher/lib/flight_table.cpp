@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -116,92 +117,100 @@ std::optional<FlightRecord> read_flight_record(const std::string& path, std::str
   return record;
 }
 
+namespace {
+
+// One line per process: the last collective it finished, the one it waits in (or failed in) and
+// for how long, aligned in columns; how a process that has ended ended follows its line.
+std::string process_table(const std::map<int, FlightRecord>& records,
+                          const std::map<int, std::string>& exited, const std::vector<int>& ranks,
+                          int64_t now_ms) {
+  std::vector<std::array<std::string, 4>> rows{
+      {"rank", "last collective finished", "waiting in (or failed in)", "for"}};
+  std::vector<std::string> endings{""};
+  for (int rank : ranks) {
+    std::array<std::string, 4> row{std::to_string(rank), "(no record)", "-", "-"};
+    if (auto it = records.find(rank); it != records.end()) {
+      const FlightEntry* done = last_finished(it->second, "");
+      const FlightEntry* open = first_open(it->second);
+      row[1] = done ? describe(*done) : "none";
+      if (open) {
+        row[2] = describe(*open);
+        if (open->state == "failed") row[2] += " (failed: " + open->error + ")";
+        row[3] = seconds((open->end_ms >= 0 ? open->end_ms : now_ms) - open->start_ms);
+      }
+    }
+    rows.push_back(std::move(row));
+    auto gone = exited.find(rank);
+    endings.push_back(gone == exited.end() ? "" : gone->second);
+  }
+  std::array<size_t, 4> widths{};
+  for (const auto& row : rows)
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  std::string table;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::string line = " ";
+    for (size_t i = 0; i < 4; ++i) {
+      line += " " + rows[r][i];
+      if (i < 3) line += std::string(widths[i] - rows[r][i].size(), ' ') + " |";
+    }
+    if (!endings[r].empty())
+      line += std::string(widths[3] - rows[r][3].size(), ' ') + " | " + endings[r];
+    table += line + "\n";
+  }
+  return table;
+}
+
+}  // namespace
+
 HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
                                  const std::map<int, std::string>& exited,
                                  const std::vector<int>& ranks, int64_t now_ms) {
   HangVerdict verdict;
   std::ostringstream why;
-  std::vector<std::vector<std::string>> rows{
-      {"rank", "last collective finished", "waiting in (or failed in)", "for", ""}};
-  for (int rank : ranks) {
-    std::vector<std::string> row{std::to_string(rank), "(no record)", "-", "-", ""};
-    if (auto it = records.find(rank); it != records.end()) {
-      const FlightEntry* done = last_finished(it->second, "");
-      const FlightEntry* wait = first_open(it->second);
-      row[1] = done ? describe(*done) : "none";
-      row[2] = wait ? describe(*wait) : "-";
-      if (wait && wait->state == "failed") row[2] += " (failed: " + wait->error + ")";
-      row[3] = wait ? seconds((wait->end_ms >= 0 ? wait->end_ms : now_ms) - wait->start_ms) : "-";
-    }
-    if (auto gone = exited.find(rank); gone != exited.end()) row[4] = gone->second;
-    rows.push_back(std::move(row));
-  }
-  std::vector<size_t> widths(5, 0);
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  std::ostringstream table;
-  for (const auto& row : rows) {
-    std::string line = " ";
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i == 4 && row[i].empty()) break;
-      line += " " + row[i] + std::string(i + 1 < row.size() ? widths[i] - row[i].size() : 0, ' ');
-      if (i + 1 < row.size() && !(i == 3 && row[4].empty())) line += " |";
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    table << line << "\n";
-  }
   for (const auto& [rank, record] : records) {
     const FlightEntry* wait = first_open(record);
     if (wait == nullptr) continue;
     (wait->state == "failed" ? verdict.failed : verdict.waiting) = true;
-    const std::string verb = wait->state == "failed" ? " failed in " : " waits in ";
+    const std::string waiter = "  rank " + std::to_string(rank) +
+                               (wait->state == "failed" ? " failed in " : " waits in ") +
+                               describe(*wait) + "; rank ";
     for (int peer : ranks) {
       if (peer == rank) continue;
+      const auto peer_record = records.find(peer);
       if (auto gone = exited.find(peer); gone != exited.end()) {
-        const auto peer_record = records.find(peer);
         const FlightEntry* last = peer_record == records.end()
                                       ? nullptr
                                       : last_finished(peer_record->second, wait->group);
-        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " "
-            << gone->second << (last ? " after finishing " + describe(*last) : std::string())
+        why << waiter << peer << " " << gone->second
+            << (last ? " after finishing " + describe(*last) : std::string())
             << " and will never enter it\n";
         verdict.proven = true;
         continue;
       }
-      auto peer_record = records.find(peer);
       if (peer_record == records.end()) continue;
       const FlightEntry* same = entry_at(peer_record->second, wait->group, wait->seq);
-      const bool mismatch = same != nullptr && (same->call != wait->call || same->op != wait->op ||
-                                                same->shapes != wait->shapes);
-      // A pair in two different calls is said once, from the lower rank's side.
-      if (mismatch && same->state != "done" && peer < rank) {
-        verdict.proven = true;
-        verdict.mismatched = true;
-        continue;
-      }
-      if (mismatch) {
-        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " entered #"
-            << wait->seq << " in another call: " << same->call
+      if (same != nullptr &&
+          (same->call != wait->call || same->op != wait->op || same->shapes != wait->shapes)) {
+        verdict.proven = verdict.mismatched = true;
+        // A pair in two different calls is said once, from the lower rank's side.
+        if (same->state != "done" && peer < rank) continue;
+        why << waiter << peer << " entered #" << wait->seq << " in another call: " << same->call
             << (same->shapes.empty() ? "" : " [" + same->shapes + "]")
             << ": the two will never meet\n";
-        verdict.proven = true;
-        verdict.mismatched = true;
-      } else if (same != nullptr && same->state != "waiting") {
-        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer
-            << " has finished it\n";
+      } else if (same != nullptr && same->state == "done") {
+        why << waiter << peer << " has finished it\n";
         verdict.proven = true;
       } else if (same == nullptr && highest_seq(peer_record->second, wait->group) > wait->seq) {
-        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer << " is past it\n";
+        why << waiter << peer << " is past it\n";
         verdict.proven = true;
       } else if (same == nullptr) {
         const FlightEntry* last = last_finished(peer_record->second, wait->group);
-        why << "  rank " << rank << verb << describe(*wait) << "; rank " << peer
-            << " has not entered it yet"
+        why << waiter << peer << " has not entered it yet"
             << (last ? " (last seen in " + describe(*last) + ")" : std::string()) << "\n";
       }
     }
   }
-  verdict.table = table.str() + why.str();
+  verdict.table = process_table(records, exited, ranks, now_ms) + why.str();
   return verdict;
 }
 

@@ -1,8 +1,6 @@
 #include "distributed_state.h"
 
 #include "flight_recorder.h"
-
-#include "accel_common/contract.h"
 #include "util/torch_compat.h"
 
 #include <torch/cuda.h>
@@ -83,15 +81,16 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
 
 JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                           bool nccl, std::shared_ptr<::gloo::transport::Device> gloo_device,
-                          std::chrono::milliseconds timeout, const std::string& name) {
+                          std::chrono::milliseconds timeout, const std::string& name,
+                          bool check_collectives) {
   JobGroups groups;
   // ACCEL_DEBUG: each backend's collectives are first compared across processes, through a Gloo
   // backend of their own (see record_collectives).
-  const bool check = env_bool(process_environment(), contract::kDebug).value_or(false);
   auto checker = [&](const std::string& prefix) {
-    return check ? make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
-                                     size, gloo_device, timeout)
-                 : c10::intrusive_ptr<c10d::Backend>();
+    return check_collectives
+               ? make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
+                                   size, gloo_device, timeout)
+               : c10::intrusive_ptr<c10d::Backend>();
   };
   // The backends rendezvous under their own prefixes, so the same store serves both.
   auto gloo =
@@ -142,9 +141,9 @@ DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptio
   const int rank = static_cast<int>(identity_.rank);
   const int size = static_cast<int>(identity_.world_size);
   try {
-    groups_ =
-        make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
-                        gloo_device(process_environment(), identity_.master_addr), options.timeout);
+    groups_ = make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
+                              gloo_device(process_environment(), identity_.master_addr),
+                              options.timeout, "", options.debug);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "accel: rank ", rank, " could not connect to the other ", size - 1,
                 " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,
@@ -176,7 +175,7 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
     try {
       return make_job_groups(prefixed, static_cast<int>(rank), static_cast<int>(count), nccl,
                              gloo_device(process_environment(), identity_.master_addr),
-                             options.timeout, name + "/")
+                             options.timeout, name + "/", options.debug)
           .device;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "accel: rank ", identity_.rank, " could not form HYBRID_SHARD's ", name,

@@ -35,10 +35,12 @@ struct JobGroups {
 
 /// Builds a job's groups over `store`: one Gloo backend shared by both groups, and with `nccl` an
 /// NCCL backend for the device group's CUDA tensors. `gloo_device` is Gloo's network device.
-/// Each backend's collectives go to the flight recorder under `name` + "gloo" or "nccl".
+/// Each backend's collectives go to the flight recorder under `name` + "gloo" or "nccl"; with
+/// `check_collectives` (ACCEL_DEBUG) they are first compared across processes.
 JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                           bool nccl, std::shared_ptr<::gloo::transport::Device> gloo_device,
-                          std::chrono::milliseconds timeout, const std::string& name = "");
+                          std::chrono::milliseconds timeout, const std::string& name = "",
+                          bool check_collectives = false);
 
 class DistributedState {
  public:

@@ -83,6 +83,8 @@ class Recorder {
     if (configured_) return;
     configured_ = true;
     settings_ = settings;
+    if (!settings_.record_dir.empty())
+      record_base_ = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
     if (settings_.capacity > 0) std::thread([this] { watch(); }).detach();
   }
   bool enabled() {
@@ -121,16 +123,16 @@ class Recorder {
       it->end_ms = now_ms();
       it->error = std::move(error);
       if (!it->error.empty()) {
-        // Written here, not left to the watchdog thread: the process may end with the
-        // collective's exception before that thread runs.
-        if (!settings_.record_dir.empty()) {
+        if (!record_base_.empty()) {
+          // Written here, not left to the watchdog thread: the process may end with the
+          // collective's exception before that thread runs.
           const std::string text = text_locked({});
-          const std::string base = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
-          write_atomically(base + ".record", text);
-          write_atomically(base + ".alert", text);
+          write_atomically(record_base_ + ".record", text);
+          write_atomically(record_base_ + ".alert", text);
+        } else {
+          urgent_ = true;  // the watchdog thread prints the record
+          wake_.notify_one();
         }
-        urgent_ = true;
-        wake_.notify_one();
       }
       break;
     }
@@ -143,8 +145,10 @@ class Recorder {
   }
 
  private:
-  // Writes the record when it changed (at most once a second), and at once when a collective
-  // has waited past the watchdog time or failed.
+  // Writes the record when it changed (at most once a second), and at once, with an alert, when
+  // a collective has waited past the watchdog time. Without the launcher it prints the record
+  // instead, on a wait past the watchdog or a failed collective (with the launcher, end() writes
+  // a failure's record itself).
   void watch() {
     const auto tick = std::min<std::chrono::milliseconds>(
         std::chrono::milliseconds(1000), settings_.watchdog / 4 + std::chrono::milliseconds(1));
@@ -172,7 +176,7 @@ class Recorder {
       written_version = version_;
       const std::string text = text_locked(stuck);
       lock.unlock();
-      if (settings_.record_dir.empty()) {
+      if (record_base_.empty()) {
         if (!stuck.empty() || failed) {
           const std::string report =
               "accel: rank " + std::to_string(settings_.rank) +
@@ -184,16 +188,15 @@ class Recorder {
         }
         continue;
       }
-      const std::string base = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
-      write_atomically(base + ".record", text);
-      if (!stuck.empty() || failed) write_atomically(base + ".alert", text);
+      write_atomically(record_base_ + ".record", text);
+      if (!stuck.empty()) write_atomically(record_base_ + ".alert", text);
       if (!stuck.empty() && !announced) {
         announced = true;
         // One write, so that the other processes' lines do not cut into it.
         std::ostringstream line;
         line << "accel: rank " << settings_.rank << " has waited more than "
              << settings_.watchdog.count() / 1000.0 << " s in a collective (" << stuck.front()
-             << "); its record is in " << base << ".record\n";
+             << "); its record is in " << record_base_ << ".record\n";
         const std::string text_line = line.str();
         [[maybe_unused]] const auto written =
             ::write(STDERR_FILENO, text_line.data(), text_line.size());
@@ -224,6 +227,7 @@ class Recorder {
   std::condition_variable wake_;
   bool configured_ = false, urgent_ = false;
   FlightSettings settings_;
+  std::string record_base_;  // RECORD_DIR/rank-R, or empty without the launcher
   std::vector<GroupRecord> groups_;
   uint64_t version_ = 0;
 };
