@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# The cached preamble changes nothing but time: accel-migrate's diff, warnings and statistics on
-# the examples and the corpus are byte-identical with --no-cache and with the cache (the first
-# group's run builds it, the others read it). The lit inputs are left out: lit itself runs them
-# with the cache against CHECK lines written before the cache existed, and a parse without it
-# costs about 12 s a file, five minutes of CI for those 25 files.
+# The cached preamble changes nothing but time: accel-migrate's diff, warnings and statistics are
+# byte-identical with --no-cache and with the cache, on a sample that covers
+#  - every transformation the examples and the corpus get (checked below: a kind of change seen
+#    outside the sample and not in it fails the test, naming the file to add),
+#  - a program in several files with a shared header, and a project with its own include
+#    directory and headers that accel-migrate edits,
+#  - every way the preamble scan ends (test/rewriter/e2e/preamble): a macro before the first
+#    include (no preamble), a conditional block after LibTorch (a shorter one), a project header
+#    that is not found (none, and the same error), and a forced include on the command line.
+# A parse without the cache costs about 12 s a file, so the rest of the examples and the corpus
+# run with the cache only (their own tests build and run what it gives, and lit checks its output
+# against CHECK lines written before the cache existed).
 #   cache_equivalence.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$(cd "$1" && pwd) source_dir=$(cd "$2" && pwd)
 migrate="$build_dir/rewriter/accel-migrate"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+corpus=$source_dir/test/rewriter/e2e/corpus
 
 # Each group: a directory to run in, then accel-migrate's arguments (files, and flags after --).
-groups=(
+sample=(
   "$source_dir/test/rewriter/lit/Inputs/multi|a.cpp b.cpp"
-  "$source_dir/examples|classifier/train.cpp curve_fit/train.cpp regression/train.cpp spirals/train.cpp gpt/big_model.cpp"
-  "$source_dir/test/rewriter/e2e/corpus|gan/main.cpp lstm/main.cpp mnist/main.cpp patches/main.cpp regression/main.cpp siamese/main.cpp trainer/main.cpp vae/main.cpp"
-  "$source_dir/test/rewriter/e2e/corpus/convnet|src/main.cpp src/convnet.cpp src/digits.cpp -- -Iinclude"
-  "$source_dir/test/rewriter/e2e/corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
+  "$source_dir/examples|spirals/train.cpp"
+  "$corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
+  "$source_dir/test/rewriter/e2e/preamble|defines_first.cpp conditional_after.cpp missing_header.cpp"
+  "$source_dir/test/rewriter/e2e/preamble|conditional_after.cpp -- -include cstddef"
+)
+rest=(
+  "$source_dir/examples|classifier/train.cpp curve_fit/train.cpp regression/train.cpp gpt/big_model.cpp"
+  "$corpus|gan/main.cpp lstm/main.cpp mnist/main.cpp patches/main.cpp regression/main.cpp siamese/main.cpp trainer/main.cpp vae/main.cpp"
+  "$corpus/convnet|src/main.cpp src/convnet.cpp src/digits.cpp -- -Iinclude"
 )
 
 run() { # NAME DIR ARGS... : diff on stdout, warnings and summary on stderr (notes left out)
@@ -31,31 +44,66 @@ run() { # NAME DIR ARGS... : diff on stdout, warnings and summary on stderr (not
   echo "exit $status" >> "$work/$name.err"
 }
 
+refused() { # NAME: a preamble the cache could not use is a failure of the cache
+  if grep -q 'could not be used\|is damaged\|out of date' "$work/$1.raw"; then
+    echo "$1: a preamble was refused:"; cat "$work/$1.raw"; return 0
+  fi
+  return 1
+}
+
+change_kinds() { # JSON...: "kind file" per line
+  python3 - "$@" <<'PY'
+import json, sys
+for path in sys.argv[1:]:
+    for f in json.load(open(path))["files"]:
+        for kind in f.get("changes", {}):
+            print(kind, f["file"])
+PY
+}
+
 failed=0
-for i in "${!groups[@]}"; do
-  dir=${groups[$i]%%|*}
-  read -r -a args <<< "${groups[$i]#*|}"
+for i in "${!sample[@]}"; do
+  dir=${sample[$i]%%|*}
+  read -r -a args <<< "${sample[$i]#*|}"
   run "plain$i" "$dir" --no-cache "${args[@]}"
   run "cached$i" "$dir" --cache-dir="$work/cache" "${args[@]}"
   if ! grep -q 'building a cached preamble' "$work/cached$i.raw" && [ "$i" -eq 0 ]; then
     echo "group $i: the first cached run did not build a preamble"; cat "$work/cached$i.raw"; failed=1
   fi
-  if grep -q 'could not be used\|is damaged\|out of date' "$work/cached$i.raw"; then
-    echo "group $i: a preamble was refused:"; cat "$work/cached$i.raw"; failed=1
-  fi
+  refused "cached$i" && failed=1
   files=$(grep -c '"file"' "$work/plain$i.json" || true)
   lines=$(wc -l < "$work/plain$i.out")
-  for mode in cached; do
-    for part in out err json; do
-      if ! cmp -s "$work/plain$i.$part" "$work/$mode$i.$part"; then
-        echo "group $i ($dir): $mode cache differs from --no-cache in $part:"
-        diff -u "$work/plain$i.$part" "$work/$mode$i.$part" | head -40 || true
-        failed=1
-      fi
-    done
+  for part in out err json; do
+    if ! cmp -s "$work/plain$i.$part" "$work/cached$i.$part"; then
+      echo "group $i ($dir): the cache differs from --no-cache in $part:"
+      diff -u "$work/plain$i.$part" "$work/cached$i.$part" | head -40 || true
+      failed=1
+    fi
   done
-  echo "group $i ($dir): $files files, $lines diff lines, identical with and without the cache"
+  echo "group $i ($dir ${args[*]}): $files files, $lines diff lines, identical with and without the cache"
 done
+
+for i in "${!rest[@]}"; do
+  dir=${rest[$i]%%|*}
+  read -r -a args <<< "${rest[$i]#*|}"
+  run "rest$i" "$dir" --cache-dir="$work/cache" "${args[@]}"
+  refused "rest$i" && failed=1
+  if [ "$(tail -1 "$work/rest$i.err")" != "exit 0" ]; then
+    echo "rest group $i ($dir): accel-migrate failed:"; cat "$work/rest$i.raw"; failed=1
+  fi
+done
+
+# Every kind of change outside the sample is also made inside it.
+sampled=$(change_kinds "$work"/plain*.json | cut -d' ' -f1 | sort -u)
+missing=$(change_kinds "$work"/rest*.json | sort -u -k1,1 | while read -r kind file; do
+  grep -qx "$kind" <<< "$sampled" || echo "$kind (made in $file)"
+done)
+if [ -n "$missing" ]; then
+  echo "kinds of change the sample does not cover; add a file that makes them to the sample:"
+  echo "$missing"
+  failed=1
+fi
+echo "kinds of change covered by the sample: $(echo "$sampled" | tr '\n' ' ')"
 pch_count=$(find "$work/cache" -name '*.pch' | wc -l)
 echo "preambles built: $pch_count"
 exit $failed

@@ -1,0 +1,19 @@
+// A macro before the first include may change what the headers mean: no preamble at all.
+#define _USE_MATH_DEFINES
+#include <cstdio>
+#include <torch/torch.h>
+
+int main() {
+  torch::Device device(torch::kCUDA, 0);
+  torch::nn::Linear model(4, 1);
+  model->to(device);
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  for (int step = 0; step < 3; ++step) {
+    auto x = torch::randn({8, 4}).to(device);
+    optimizer.zero_grad();
+    auto loss = model->forward(x).pow(2).mean();
+    loss.backward();
+    optimizer.step();
+    std::printf("loss %f\n", loss.item<float>());
+  }
+}
