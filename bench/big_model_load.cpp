@@ -177,7 +177,7 @@ void save_checkpoint(const std::string& dir, const gpt::Config& config) {
   torch::manual_seed(0);
   gpt::Gpt model(config);
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-  accelerator.save_model(model, dir, "512MB");
+  accelerator.save_model(model, dir, accel::SaveModelOptions().max_shard_size("512MB"));
 }
 
 // The last full and offloaded runs' logits on `dir`, compared element by element: the same

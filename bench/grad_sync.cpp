@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run with: accel launch --num_processes 2 %s\n", argv[0]);
     return 2;
   }
-  auto& group = *accel::detail::DistributedState::get(accelerator.options())->device_group();
+  auto& group = *accel::detail::DistributedState::existing()->device_group();
   const auto x = torch::randn({32, width});
 
   auto prepared = accel_bench::grad_sync_model(width, layers);

@@ -50,7 +50,9 @@ int main(int argc, char** argv) try {
     torch::NoGradGuard no_grad;
     const auto init = accel::load_safetensors(flag("--init"));
     for (auto& item : model->named_parameters()) item.value().copy_(init.at(item.key()));
-    accelerator.save_model(model, flag("--out"), flag("--max_shard_size", "10GB"));
+    accelerator.save_model(
+        model, flag("--out"),
+        accel::SaveModelOptions().max_shard_size(flag("--max_shard_size", "10GB")));
     return 0;
   }
   if (mode != "logits") throw std::invalid_argument("unknown mode " + mode);

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   gpt::Gpt reference(config);
   accel::Accelerator accelerator;
   const int64_t total = accel::compute_module_sizes(*reference)[""];
-  accelerator.save_model(reference, dir, std::to_string(total / 4 + 1) + "B");
+  accelerator.save_model(
+      reference, dir, accel::SaveModelOptions().max_shard_size(std::to_string(total / 4 + 1) + "B"));
   const auto ids = torch::randint(config.vocab, {2, config.context}, torch::kLong);
   const auto expected = reference->forward(ids);
 

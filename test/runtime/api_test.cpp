@@ -281,7 +281,7 @@ TEST(JoinUnevenInputs, OneProcessRunsAsIsAndMisuseIsNamed) {
   TwoLayers model, unprepared;
   accelerator.prepare(model);
   {
-    auto join = accelerator.join_uneven_inputs(std::nullopt, model);
+    auto join = accelerator.join_uneven_inputs(model);
     model->forward(torch::randn({2, 4})).sum().backward();
     EXPECT_THROW({ auto nested = accelerator.join_uneven_inputs(false, model); },
                  c10::Error);  // no nesting

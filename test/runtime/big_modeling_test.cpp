@@ -130,7 +130,9 @@ class Dispatch : public ::testing::Test {
     reference_ = gpt::Gpt(config_);
     total_ = accel::compute_module_sizes(*reference_)[""];
     accel::Accelerator accelerator;
-    accelerator.save_model(reference_, dir_.path().string(), std::to_string(total_ / 3) + "B");
+    accelerator.save_model(
+        reference_, dir_.path().string(),
+        accel::SaveModelOptions().max_shard_size(std::to_string(total_ / 3) + "B"));
     ids_ = torch::randint(config_.vocab, {2, config_.context}, torch::kLong);
     torch::NoGradGuard no_grad;
     expected_ = reference_->forward(ids_);

@@ -165,7 +165,8 @@ TEST(SaveModel, ShardsWithAnIndexAndRemovesStaleShards) {
   TempDir dir;
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
   ThreeLayers model;
-  accelerator.save_model(model, dir.path().string(), "17000");
+  accelerator.save_model(model, dir.path().string(),
+                         accel::SaveModelOptions().max_shard_size("17000"));
   // In module order: a.weight 16384 + a.bias 256 | b.weight would pass 17000: a new shard,
   // b.weight + b.bias | c.weight (2048) would pass it again | c.weight + c.bias.
   const auto index = nlohmann::json::parse(read_bytes(dir / "model.safetensors.index.json"));
@@ -197,7 +198,8 @@ TEST(SaveModel, ShardsWithAnIndexAndRemovesStaleShards) {
   }
   EXPECT_EQ(left, (std::set<std::string>{"model.safetensors", "notes.txt"}));
   // And back to shards: the single file goes.
-  accelerator.save_model(model, dir.path().string(), "17KB");
+  accelerator.save_model(model, dir.path().string(),
+                         accel::SaveModelOptions().max_shard_size("17KB"));
   EXPECT_FALSE(fs::exists(dir / "model.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "model-00003-of-00003.safetensors"));
 }

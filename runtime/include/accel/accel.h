@@ -13,12 +13,14 @@
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/data_loader.h>
+#include <accel/ddp_options.h>
 #include <accel/device_map.h>
 #include <accel/dispatch.h>
 #include <accel/empty_weights.h>
 #include <accel/grad_scaler.h>
 #include <accel/logging.h>
 #include <accel/memory.h>
+#include <accel/mixed_precision.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
@@ -27,5 +29,6 @@
 #include <accel/progress.h>
 #include <accel/random.h>
 #include <accel/safetensors.h>
+#include <accel/sharding_strategy.h>
 #include <accel/state.h>
 #include <accel/tracking.h>

@@ -75,7 +75,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// The options after the environment and the defaults were applied.
   const ResolvedOptions& options() const;
   int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
-  const std::string& mixed_precision() const { return options().mixed_precision; }
+  /// Accelerate's spelling of the mixed precision: "no", "fp16", "bf16" (options() holds the
+  /// MixedPrecision).
+  std::string mixed_precision() const { return to_string(options().mixed_precision); }
   /// The fp16 loss scaler; null unless mixed_precision is "fp16".
   GradScaler* scaler() const;
 
@@ -310,9 +312,15 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// Reduces `tensor` across processes into a new tensor.
   torch::Tensor reduce(const torch::Tensor& tensor, Reduction reduction = Reduction::Sum);
   using CollectiveMethods::reduce;
-  /// Pads `tensor` along `dim` to the largest size any process has.
-  torch::Tensor pad_across_processes(const torch::Tensor& tensor, int64_t dim = 0,
-                                     double pad_index = 0, bool pad_first = false);
+  /// Pads `tensor` along `options.dim()` to the largest size any process has.
+  torch::Tensor pad_across_processes(const torch::Tensor& tensor, const PadOptions& options = {});
+  [[deprecated(
+      "use pad_across_processes(tensor, PadOptions().dim(...).pad_index(...))")]] torch::Tensor
+  pad_across_processes(const torch::Tensor& tensor, int64_t dim, double pad_index = 0,
+                       bool pad_first = false) {
+    return pad_across_processes(tensor,
+                                PadOptions().dim(dim).pad_index(pad_index).pad_first(pad_first));
+  }
   /// Overwrites `tensor` with process `from`'s and returns it.
   torch::Tensor broadcast(const torch::Tensor& tensor, int64_t from = 0);
   /// This process's contiguous share of `values`' first dimension (see ProcessControl for
@@ -371,6 +379,12 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   JoinScope join_uneven_inputs(std::optional<bool> even_batches, const Models&... models) {
     return JoinScope(this, {&module_of(models)...}, even_batches);
   }
+  /// join_uneven_inputs with the loaders' own even_batches: `join_uneven_inputs(model)`.
+  template <typename First, typename... Models,
+            typename = std::enable_if_t<!std::is_convertible_v<const First&, std::optional<bool>>>>
+  JoinScope join_uneven_inputs(const First& model, const Models&... models) {
+    return JoinScope(this, {&module_of(model), &module_of(models)...}, std::nullopt);
+  }
 
   /// Marks that this process wants the others to know something (e.g. to stop early).
   void set_trigger();
@@ -404,10 +418,20 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// `model.safetensors.index.json` (metadata.total_size, weight_map). Weight files an earlier
   /// save left in `dir` that this one does not rewrite are removed. With `safe_serialization`
   /// false, writes one LibTorch archive, `model.pt`, instead. Every file is written atomically.
+  ///
+  /// Example: `accelerator.save_model(model, "out",
+  /// accel::SaveModelOptions().max_shard_size("2GB"));`
   template <typename M>
-  void save_model(const M& model, const std::string& dir,
-                  const std::string& max_shard_size = "10GB", bool safe_serialization = true) {
-    save_module(module_of(model), dir, max_shard_size, safe_serialization);
+  void save_model(const M& model, const std::string& dir, const SaveModelOptions& options = {}) {
+    save_module(module_of(model), dir, options);
+  }
+  template <typename M>
+  [[deprecated("use save_model(model, dir, SaveModelOptions().max_shard_size(...))")]] void
+  save_model(const M& model, const std::string& dir, const std::string& max_shard_size,
+             bool safe_serialization = true) {
+    save_module(
+        module_of(model), dir,
+        SaveModelOptions().max_shard_size(max_shard_size).safe_serialization(safe_serialization));
   }
 
   /// Saves everything a resumed run needs into `dir` (or, with automatic checkpoint naming and no
@@ -542,7 +566,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   void write_saved(const std::string& path, const std::string& bytes);
   NamedTensors state_dict_of(const torch::nn::Module& module);
   void save_module(const torch::nn::Module& module, const std::string& dir,
-                   const std::string& max_shard_size, bool safe_serialization);
+                   const SaveModelOptions& options);
   void register_checkpoint_hooks(detail::CheckpointHooks hooks);
 
   /// gather() of several tensors in one collective (same device; shapes equal across processes).

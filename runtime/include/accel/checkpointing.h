@@ -45,6 +45,16 @@ struct ProjectConfiguration {
   TORCH_ARG(bool, save_on_each_node) = false;
 };
 
+/// How `Accelerator::save_model` writes a model's weights (Accelerate's max_shard_size and
+/// safe_serialization).
+struct SaveModelOptions {
+  /// The largest safetensors file ("10GB", "2GiB", see parse_size); a larger model is written as
+  /// shards of at most this size with an index.
+  TORCH_ARG(std::string, max_shard_size) = "10GB";
+  /// safetensors; false writes one LibTorch archive, `model.pt`, instead.
+  TORCH_ARG(bool, safe_serialization) = true;
+};
+
 /// How `Accelerator::load_state` treats a checkpoint.
 struct LoadStateOptions {
   /// Resume a checkpoint saved by a different number of processes instead of refusing it.

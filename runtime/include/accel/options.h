@@ -2,7 +2,10 @@
 
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
+#include <accel/ddp_options.h>
 #include <accel/grad_scaler.h>
+#include <accel/mixed_precision.h>
+#include <accel/sharding_strategy.h>
 #include <accel/tracking.h>
 
 #include <torch/arg.h>
@@ -15,41 +18,6 @@
 #include <vector>
 
 namespace accel {
-
-/// How data-parallel training synchronises gradients (Accelerate's DistributedDataParallelKwargs).
-///
-/// Gradients are averaged by c10d's Reducer, the engine of DistributedDataParallel: they are
-/// gathered into buckets in the order backward produces them, and each bucket's all-reduce starts
-/// as soon as it is full, while the rest of backward runs.
-struct DistributedDataParallelOptions {
-  /// Size of each bucket after the first (1 MiB) one, in MiB. Smaller buckets start
-  /// communicating earlier in backward; larger ones make fewer, more efficient collectives.
-  TORCH_ARG(int64_t, bucket_cap_mb) = 25;
-  /// Gradients are views into the buckets instead of copies of them, which saves one copy of every
-  /// gradient each step and the memory of the copies. Unlike under PyTorch's DDP, where this
-  /// defaults to false because `Optimizer::zero_grad` cannot detach a view in place, accel turns
-  /// each gradient back into a plain tensor over the bucket's memory at the end of `backward()`,
-  /// so every `zero_grad` works; hence the default true.
-  TORCH_ARG(bool, gradient_as_bucket_view) = true;
-  /// The model may leave some trainable parameters out of a step: a branch taken on some steps
-  /// or some processes, a head per task, experts (`ACCEL_DDP_FIND_UNUSED_PARAMETERS`, default
-  /// false). A parameter that no process used in an accumulation window keeps an undefined
-  /// gradient, so the optimizer leaves it (and its state) alone, as on one process; one that some
-  /// process used gets the average over all, counting zeros for the others. Without it, a step
-  /// in which some process's loss does not reach a parameter raises an error naming it.
-  TORCH_ARG(std::optional<bool>, find_unused_parameters) = std::nullopt;
-  /// As find_unused_parameters, for a model whose set of used parameters is the same on every
-  /// step (`ACCEL_DDP_STATIC_GRAPH`, default false): the set is learnt at the first
-  /// synchronising step, and a step that uses a different set raises an error naming the
-  /// parameters. Not together with find_unused_parameters.
-  TORCH_ARG(std::optional<bool>, static_graph) = std::nullopt;
-  /// Compress the gradients for their all-reduce (Accelerate's DDPCommunicationHookType): "no",
-  /// "fp16" or "bf16" (`ACCEL_DDP_COMM_HOOK`, default "no"). Each bucket is cast, divided by the
-  /// process count, summed in that dtype and cast back: half the bytes on the wire, and the
-  /// dtype's rounding in the averaged gradients. NO_SHARD and SHARD_OPTIMIZER_STATE, which
-  /// all-reduce; the others reduce-scatter in fsdp_reduce_dtype.
-  TORCH_ARG(std::optional<std::string>, comm_hook) = std::nullopt;
-};
 
 /// Options for `accel::Accelerator`.
 ///
@@ -245,7 +213,7 @@ struct ResolvedOptions {
   bool synchronize_cuda_generator = false;
   AutocastOptions autocast;
   bool cpu = false;
-  std::string mixed_precision = "no";
+  MixedPrecision mixed_precision = MixedPrecision::No;
   GradScalerOptions grad_scaler;
   DistributedDataParallelOptions ddp;
   ProjectConfiguration project_config;
@@ -255,10 +223,10 @@ struct ResolvedOptions {
   bool step_scheduler_with_optimizer = true;
   bool fused_optimizer = true;
   std::optional<uint64_t> seed;
-  std::string sharding_strategy = "NO_SHARD";
+  ShardingStrategy sharding_strategy = ShardingStrategy::NoShard;
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
   int64_t fsdp_min_num_params = 0;  // 0: not set
-  std::string fsdp_state_dict_type = "FULL_STATE_DICT";
+  StateDictType fsdp_state_dict_type = StateDictType::FullStateDict;
   bool fsdp_offload_params = false;
   bool fsdp_activation_checkpointing = false;
   std::string fsdp_reduce_dtype = "fp32";  // "fp32", "bf16" or "fp16"

@@ -1,7 +1,6 @@
 // Device maps with Accelerate's semantics (accelerate/utils/modeling.py): the same greedy
 // allocation, reserve for the largest layer, balancing buffer and cleaning, on LibTorch modules.
 
-#include <accel/checkpointing.h>
 #include <accel/device_map.h>
 
 #include "sharding/module_tensors.h"

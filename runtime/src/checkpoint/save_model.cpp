@@ -1,10 +1,9 @@
-// Accelerator::save_model: weights for inference or sharing, sharded safetensors with an index.
+#include "save_model.h"
 
 #include <accel/parse_size.h>
+#include <accel/safetensors.h>
 
-#include "core/accelerator_impl.h"
 #include "sharding/module_tensors.h"
-#include "util/collective_label.h"
 #include "util/durable_file.h"
 
 #include <c10/util/Exception.h>
@@ -15,7 +14,7 @@
 #include <regex>
 #include <set>
 
-namespace accel {
+namespace accel::checkpoints {
 namespace {
 
 namespace fs = std::filesystem;
@@ -59,9 +58,10 @@ void remove_stale_weights(const fs::path& dir, const std::set<std::string>& writ
 
 }  // namespace
 
-void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
-                              const std::string& max_shard_size, bool safe_serialization) {
-  detail::CollectiveLabel collective_label("save_model");
+void save_model(const torch::nn::Module& module, const std::string& dir,
+                const SaveModelOptions& options, bool main_process) {
+  const std::string& max_shard_size = options.max_shard_size();
+  const bool safe_serialization = options.safe_serialization();
   const int64_t max_shard_bytes = parse_size(max_shard_size);
   TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
               max_shard_size, "'");
@@ -71,8 +71,8 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
               "accel: save_model of a FULL_SHARD model writes safetensors only "
               "(safe_serialization=true)");
   NamedTensors gathered;
-  if (sharded) gathered = detail::module_tensors_to_save(module, is_main_process());
-  if (is_main_process()) {
+  if (sharded) gathered = detail::module_tensors_to_save(module, main_process);
+  if (main_process) {
     fs::create_directories(dir);
     const fs::path folder(dir);
     if (!safe_serialization) {
@@ -109,35 +109,6 @@ void Accelerator::save_module(const torch::nn::Module& module, const std::string
       remove_stale_weights(folder, written);
     }
   }
-  wait_for_everyone();
 }
 
-bool Accelerator::writes_files() const {
-  return impl_->project.save_on_each_node() ? is_local_main_process() : is_main_process();
-}
-
-void Accelerator::write_saved(const std::string& path, const std::string& bytes) {
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-  detail::write_file_durably(path, bytes);
-}
-
-void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
-                       const std::string& path) {
-  if (!writes_files()) return;
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-  save_safetensors(path, NamedTensors(tensors.begin(), tensors.end()));
-}
-
-NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
-  detail::CollectiveLabel collective_label("get_state_dict");
-  if (detail::has_sharded_parameters(module)) {
-    return detail::module_tensors_to_save(module, is_main_process());
-  }
-  NamedTensors tensors = detail::module_tensors(module);
-  for (auto& entry : tensors) entry.second = entry.second.detach();
-  return tensors;
-}
-
-}  // namespace accel
+}  // namespace accel::checkpoints

@@ -102,25 +102,24 @@ JoinScope::~JoinScope() noexcept(false) {
 
 namespace {
 
-std::optional<c10::ScalarType> mixed_precision_dtype(const std::string& mixed_precision) {
-  if (mixed_precision == "bf16") return c10::ScalarType::BFloat16;
-  if (mixed_precision == "fp16") return c10::ScalarType::Half;
+std::optional<c10::ScalarType> mixed_precision_dtype(MixedPrecision mixed_precision) {
+  if (mixed_precision == MixedPrecision::Bf16) return c10::ScalarType::BFloat16;
+  if (mixed_precision == MixedPrecision::Fp16) return c10::ScalarType::Half;
   return std::nullopt;
 }
 
 /// Refuses at construction what would fail (or silently run in fp32) at the first step.
-void check_mixed_precision_available(const std::string& mixed_precision,
-                                     const torch::Device& device) {
-  TORCH_CHECK(mixed_precision != "fp8",
+void check_mixed_precision_available(MixedPrecision mixed_precision, const torch::Device& device) {
+  TORCH_CHECK(mixed_precision != MixedPrecision::Fp8,
               "accel: mixed_precision 'fp8' needs an FP8 backend (Transformer Engine or MS-AMP), "
               "which libaccel does not include; available: no, bf16, fp16 (CUDA)");
-  if (mixed_precision == "fp16") {
+  if (mixed_precision == MixedPrecision::Fp16) {
     TORCH_CHECK(device.is_cuda(),
                 "accel: mixed_precision 'fp16' needs a CUDA device, and this "
                 "process runs on ",
                 device.str(), "; available here: no, bf16");
   }
-  if (mixed_precision == "bf16") {
+  if (mixed_precision == MixedPrecision::Bf16) {
     TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
                 "accel: mixed_precision 'bf16' is not available on ", device.str(),
                 " in this LibTorch; available: no");
@@ -141,9 +140,10 @@ void check_mixed_precision_available(const std::string& mixed_precision,
 
 Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = resolve_options(options);
-  impl_->dist = detail::DistributedState::get(impl_->options);
+  impl_->dist = detail::DistributedState::get(impl_->group_settings());
   impl_->project = impl_->options.project_config;
   impl_->device = impl_->dist->device(impl_->options.cpu);
+  impl_->trackers = tracking::Trackers(is_main_process());
   TORCH_CHECK(!(impl_->dist->backend() == "nccl" && impl_->device.is_cpu()),
               "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
               "Accelerator with cpu=true cannot share it");
@@ -152,9 +152,9 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
 #endif
   check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
   // Every process constructs its Accelerator at the same point: the groups' rendezvous.
-  if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->options);
+  if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->group_settings());
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
-  if (impl_->options.mixed_precision == "fp16") {
+  if (impl_->options.mixed_precision == MixedPrecision::Fp16) {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
     if (impl_->sharded() && impl_->distributed()) {
       // Each process checks only its own gradient shard; all must skip or step together.
@@ -241,8 +241,9 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   if (impl_->distributed()) {
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
     // backward; the other strategies all-reduce them during it.
-    const auto& strategy = impl_->options.sharding_strategy;
-    const bool all_reduce = strategy == "NO_SHARD" || strategy == "SHARD_OPTIMIZER_STATE";
+    const auto strategy = impl_->options.sharding_strategy;
+    const bool all_reduce =
+        strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
     prepared.sync = std::make_unique<detail::GradientSynchronizer>(
         model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
   }
@@ -268,21 +269,21 @@ void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
                c10::demangle(mangled_type).c_str(), path);
 }
 
-std::string Accelerator::Impl::effective_sharding_strategy() const {
-  return sharded() ? options.sharding_strategy : "NO_SHARD";
+ShardingStrategy Accelerator::Impl::effective_sharding_strategy() const {
+  return sharded() ? options.sharding_strategy : ShardingStrategy::NoShard;
 }
 
 std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
     torch::optim::Optimizer& optimizer) {
   if (!impl_->sharded()) return nullptr;
   using Reduction = detail::OptimizerShards::Reduction;
-  const auto& strategy = impl_->options.sharding_strategy;
+  const auto strategy = impl_->options.sharding_strategy;
   const bool full_shard = impl_->shards_parameters();
   const auto unit_of = impl_->shard_units(optimizer);
   auto shards = std::make_shared<detail::OptimizerShards>(
       optimizer, impl_->shard_group(),
-      strategy == "SHARD_OPTIMIZER_STATE" ? Reduction::slice_all_reduced
-                                          : Reduction::reduce_scatter,
+      strategy == ShardingStrategy::ShardOptimizerState ? Reduction::slice_all_reduced
+                                                        : Reduction::reduce_scatter,
       // Gradients are sent in units as large as DDP's buckets.
       impl_->options.ddp.bucket_cap_mb() << 20,
       impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce

@@ -1,12 +1,14 @@
 #pragma once
 
-// The Accelerator's state, shared by the source files that implement it (accelerator.cpp,
-// checkpointing.cpp, operations.cpp, save_model.cpp).
+// The Accelerator's state, shared by core's source files that implement it. Private to core:
+// the other subsystems are handed what they need (checkpoints::CheckpointInputs, the trackers).
 
 #include <accel/accelerator.h>
 
+#include "checkpoint/training_state.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
+#include "tracking/trackers.h"
 
 #include <map>
 #include <memory>
@@ -49,11 +51,7 @@ struct Accelerator::Impl {
   std::optional<int64_t> pending_items;
   /// The accumulation window under way, as backward() sees it: whether its losses are sums over
   /// counted items, and how many this process has counted so far.
-  struct ItemWindow {
-    bool open = false;
-    bool counts_items = false;
-    int64_t items = 0;
-  } item_window;
+  checkpoints::ItemWindow item_window;
   /// The project configuration, whose iteration advances with each save_state().
   ProjectConfiguration project;
   /// The shards of the prepared optimizers, with a sharding strategy on several processes.
@@ -68,9 +66,8 @@ struct Accelerator::Impl {
   std::shared_ptr<std::map<int64_t, LoadStatePreHook>> load_state_pre_hooks =
       std::make_shared<std::map<int64_t, LoadStatePreHook>>();
   int64_t next_hook_id = 0;
-  /// The started trackers (main process), and whether init_trackers ran.
-  std::vector<std::shared_ptr<GeneralTracker>> trackers;
-  bool trackers_initialized = false;
+  /// The run's trackers; the constructor says whether this is the main process.
+  tracking::Trackers trackers{false};
 
   /// The prepared models, in preparation order.
   std::vector<torch::nn::Module*> prepared_modules() const {
@@ -89,27 +86,34 @@ struct Accelerator::Impl {
   /// The runtime's own CPU-side collectives: always Gloo.
   c10d::ProcessGroup& host_group() const { return *dist->host_group(); }
   bool distributed() const { return dist->world_size() > 1; }
+  /// What the job's process groups are made with.
+  detail::GroupSettings group_settings() const {
+    return {options.cpu, options.timeout, options.debug};
+  }
   /// A sharding strategy in effect: one, on several processes, or on one with CPU offload (which
   /// then moves the optimizer's side to the host).
   bool sharded() const {
     return (distributed() || options.fsdp_offload_params) &&
-           options.sharding_strategy != "NO_SHARD";
+           options.sharding_strategy != ShardingStrategy::NoShard;
   }
   /// FULL_SHARD or HYBRID_SHARD in effect: the parameters are sharded too.
   bool shards_parameters() const {
-    return sharded() && (options.sharding_strategy == "FULL_SHARD" || hybrid());
+    return sharded() && (options.sharding_strategy == ShardingStrategy::FullShard || hybrid());
   }
   /// HYBRID_SHARD in effect.
-  bool hybrid() const { return sharded() && options.sharding_strategy == "HYBRID_SHARD"; }
+  bool hybrid() const {
+    return sharded() && options.sharding_strategy == ShardingStrategy::HybridShard;
+  }
   /// The processes among which the shards are cut: this machine's under HYBRID_SHARD, else all.
   const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group() const {
-    if (hybrid()) return dist->hybrid_groups(options).shard;
+    if (hybrid()) return dist->hybrid_groups(group_settings()).shard;
     // One process has a group only to shard (CPU offload); null otherwise, as the job's groups.
-    return distributed() || !sharded() ? dist->device_group() : dist->single_process_group(options);
+    return distributed() || !sharded() ? dist->device_group()
+                                       : dist->single_process_group(group_settings());
   }
   /// HYBRID_SHARD's replicas of this process's shards, one per machine; null otherwise.
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {
-    return hybrid() ? dist->hybrid_groups(options).replicate : nullptr;
+    return hybrid() ? dist->hybrid_groups(group_settings()).replicate : nullptr;
   }
   // ---- The scopes' work (AccumulateScope, NoSyncGuard, JoinScope) ---------------------------
 
@@ -133,14 +137,17 @@ struct Accelerator::Impl {
   /// wrap policy a unit per module (units_by_module), so that parameters used together are
   /// stepped together.
   detail::OptimizerShards::UnitOf shard_units(const torch::optim::Optimizer& optimizer) const;
-  /// The sharding strategy in effect: the option's, or "NO_SHARD" on one process without CPU
+  /// The sharding strategy in effect: the option's, or NO_SHARD on one process without CPU
   /// offload.
-  std::string effective_sharding_strategy() const;
+  ShardingStrategy effective_sharding_strategy() const;
   /// The norm of this process's gradients of `parameters` as they are, unscaled (no collective).
   double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm_type) const;
   /// clip_grad_norm_ over gradients sharded across the processes.
   double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                                 double norm_type);
+
+  /// What save_state and load_state read and restore of the run.
+  checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);
 
   /// The live shards, in the order their optimizers were prepared.
   std::vector<std::shared_ptr<detail::OptimizerShards>> live_shards() const {

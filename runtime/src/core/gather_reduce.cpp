@@ -16,22 +16,6 @@
 
 namespace accel {
 
-namespace detail {
-
-SplitRange split_range(size_t size, int64_t count, int64_t index, bool apply_padding) {
-  const size_t n = static_cast<size_t>(count);
-  const size_t i = static_cast<size_t>(index);
-  const size_t per_process = size / n;
-  const size_t extras = size % n;
-  SplitRange range;
-  range.begin = i * per_process + std::min(i, extras);
-  range.end = range.begin + per_process + (i < extras ? 1 : 0);
-  range.padded_size = apply_padding ? per_process + (extras > 0 ? 1 : 0) : range.end - range.begin;
-  return range;
-}
-
-}  // namespace detail
-
 torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   detail::CollectiveLabel collective_label("gather");
   if (!impl_->distributed()) return tensor;
@@ -121,9 +105,10 @@ torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reducti
   return out;
 }
 
-torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int64_t dim,
-                                                double pad_index, bool pad_first) {
+torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor,
+                                                const PadOptions& options) {
   detail::CollectiveLabel collective_label("pad_across_processes");
+  int64_t dim = options.dim();
   if (!impl_->distributed() || tensor.dim() == 0) return tensor;
   TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(),
               "Invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
@@ -139,8 +124,8 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor, int
   if (longest == tensor.size(dim)) return tensor;
   auto shape = tensor.sizes().vec();
   shape[dim] = longest;
-  auto padded = torch::full(shape, pad_index, tensor.options());
-  const int64_t offset = pad_first ? longest - tensor.size(dim) : 0;
+  auto padded = torch::full(shape, options.pad_index(), tensor.options());
+  const int64_t offset = options.pad_first() ? longest - tensor.size(dim) : 0;
   padded.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
   return padded;
 }

@@ -31,6 +31,17 @@ std::vector<std::string> names_in(const std::optional<std::string>& value) {
   return names;
 }
 
+/// The choice `text` names, parsed by `parse`; an error naming the option and the choices when
+/// it names none.
+template <typename Parse>
+auto parsed(Parse parse, const char* option, const std::string& text,
+            const std::vector<std::string>& choices) {
+  const auto value = parse(text);
+  TORCH_CHECK(value.has_value(), "Invalid ", option, ": '", text, "' (expected one of ",
+              contract::join(choices), ")");
+  return *value;
+}
+
 /// The training loop's options: placement, batching, accumulation, precision, seed, timeout.
 void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvLookup& env,
                            ResolvedOptions& out) {
@@ -53,8 +64,11 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
   }
   out.autocast = options.autocast();
   out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
-  out.mixed_precision = pick(options.mixed_precision(),
-                             detail::env_string(env, contract::kMixedPrecision), std::string("no"));
+  out.mixed_precision =
+      parsed(parse_mixed_precision, "mixed_precision",
+             pick(options.mixed_precision(), detail::env_string(env, contract::kMixedPrecision),
+                  std::string("no")),
+             contract::mixed_precision_choices());
   out.step_scheduler_with_optimizer =
       pick(options.step_scheduler_with_optimizer(),
            detail::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
@@ -97,17 +111,18 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
 void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup& env,
                       ResolvedOptions& out) {
   out.sharding_strategy =
-      pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
-           std::string("NO_SHARD"));
-  out.fsdp_state_dict_type =
+      parsed(parse_sharding_strategy, "sharding_strategy",
+             pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
+                  std::string("NO_SHARD")),
+             contract::sharding_strategy_choices());
+  out.fsdp_state_dict_type = parsed(
+      parse_state_dict_type, "fsdp_state_dict_type",
       pick(options.fsdp_state_dict_type(), detail::env_string(env, contract::kFsdpStateDictType),
-           std::string("FULL_STATE_DICT"));
-  TORCH_CHECK(contract::is_one_of(out.fsdp_state_dict_type, contract::state_dict_type_choices()),
-              "Invalid fsdp_state_dict_type: '", out.fsdp_state_dict_type, "' (expected one of ",
-              contract::join(contract::state_dict_type_choices()), ")");
+           std::string("FULL_STATE_DICT")),
+      contract::state_dict_type_choices());
   out.fsdp_offload_params = pick(options.fsdp_offload_params(),
                                  detail::env_bool(env, contract::kFsdpOffloadParams), false);
-  TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != "NO_SHARD",
+  TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != ShardingStrategy::NoShard,
               "accel: fsdp_offload_params keeps the shards of a sharded run in host memory, and "
               "sharding_strategy is NO_SHARD; choose SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, "
               "FULL_SHARD or HYBRID_SHARD with it");
@@ -173,19 +188,11 @@ void check_ranges(const ResolvedOptions& out) {
               " (expected an integer >= 1)");
   TORCH_CHECK(out.timeout.count() > 0, "Invalid timeout: ", out.timeout.count(),
               " ms (expected > 0)");
-  const auto& mp = out.mixed_precision;
-  TORCH_CHECK(contract::is_one_of(mp, contract::mixed_precision_choices()),
-              "Invalid mixed_precision: '", mp, "' (expected one of ",
-              contract::join(contract::mixed_precision_choices()), ")");
   TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
               " (expected an integer >= 1)");
   const auto& limit = out.project_config.total_limit();
   TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),
               " (expected an integer >= 1)");
-  const auto& shard = out.sharding_strategy;
-  TORCH_CHECK(contract::is_one_of(shard, contract::sharding_strategy_choices()),
-              "Invalid sharding_strategy: '", shard, "' (expected one of ",
-              contract::join(contract::sharding_strategy_choices()), ")");
 }
 
 /// FSDP's features over the sharding: activation checkpointing, the reduce dtype, prefetch
@@ -201,10 +208,11 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
               "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
               "your forward");
   // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
-  const auto& mp = out.mixed_precision;
-  const std::string precision_dtype = mp == "fp16"                    ? "fp16"
-                                      : (mp == "bf16" || mp == "fp8") ? "bf16"
-                                                                      : "fp32";
+  const auto mp = out.mixed_precision;
+  const std::string precision_dtype = mp == MixedPrecision::Fp16 ? "fp16"
+                                      : (mp == MixedPrecision::Bf16 || mp == MixedPrecision::Fp8)
+                                          ? "bf16"
+                                          : "fp32";
   out.fsdp_reduce_dtype =
       pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
            precision_dtype);

@@ -118,11 +118,11 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
 #endif
 }
 
-std::shared_ptr<DistributedState> DistributedState::get(const ResolvedOptions& options) {
+std::shared_ptr<DistributedState> DistributedState::get(const GroupSettings& settings) {
   std::lock_guard<std::mutex> lock(process_state_mutex);
   if (!process_state) {
     process_state.reset(
-        new DistributedState(detect_process_identity(process_environment()), options));
+        new DistributedState(detect_process_identity(process_environment()), settings));
   }
   return process_state;
 }
@@ -132,18 +132,18 @@ std::shared_ptr<DistributedState> DistributedState::existing() {
   return process_state;
 }
 
-DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptions& options)
+DistributedState::DistributedState(ProcessIdentity identity, const GroupSettings& settings)
     : identity_(std::move(identity)) {
   if (identity_.world_size == 1) return;
   configure_flight_recorder(flight_settings_from(process_environment(), identity_.rank));
-  store_ = connect_store(identity_, options.timeout);
+  store_ = connect_store(identity_, settings.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/default", store_);
   const int rank = static_cast<int>(identity_.rank);
   const int size = static_cast<int>(identity_.world_size);
   try {
-    groups_ = make_job_groups(prefixed, rank, size, device(options.cpu).is_cuda(),
+    groups_ = make_job_groups(prefixed, rank, size, device(settings.cpu).is_cuda(),
                               gloo_device(process_environment(), identity_.master_addr),
-                              options.timeout, "", options.debug);
+                              settings.timeout, "", settings.debug);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "accel: rank ", rank, " could not connect to the other ", size - 1,
                 " processes (rendezvous at ", identity_.master_addr, ":", identity_.master_port,
@@ -152,7 +152,7 @@ DistributedState::DistributedState(ProcessIdentity identity, const ResolvedOptio
 }
 
 const DistributedState::HybridGroups& DistributedState::hybrid_groups(
-    const ResolvedOptions& options) {
+    const GroupSettings& settings) {
   std::lock_guard<std::mutex> lock(hybrid_mutex_);
   if (hybrid_) return *hybrid_;
   const int64_t per_machine = identity_.local_world_size, size = identity_.world_size;
@@ -169,13 +169,13 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
               "machine; use FULL_SHARD there (or launch with --num_machines 2 or more)");
   // Ranks are numbered machine by machine (torchrun's and accel launch's order).
   const int64_t machine = identity_.rank / per_machine, local = identity_.rank % per_machine;
-  const bool nccl = device(options.cpu).is_cuda();
+  const bool nccl = device(settings.cpu).is_cuda();
   auto group = [&](const std::string& name, int64_t rank, int64_t count) {
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("accel/hybrid/" + name, store_);
     try {
       return make_job_groups(prefixed, static_cast<int>(rank), static_cast<int>(count), nccl,
                              gloo_device(process_environment(), identity_.master_addr),
-                             options.timeout, name + "/", options.debug)
+                             settings.timeout, name + "/", settings.debug)
           .device;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "accel: rank ", identity_.rank, " could not form HYBRID_SHARD's ", name,
@@ -191,15 +191,15 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
 }
 
 const c10::intrusive_ptr<c10d::ProcessGroup>& DistributedState::single_process_group(
-    const ResolvedOptions& options) {
+    const GroupSettings& settings) {
   std::lock_guard<std::mutex> lock(hybrid_mutex_);
   TORCH_CHECK(identity_.world_size == 1,
               "accel: single_process_group() is for a one-process job; this one has ",
               identity_.world_size, " processes");
   if (!single_) {
     single_ = make_job_groups(
-                  c10::make_intrusive<c10d::HashStore>(), 0, 1, device(options.cpu).is_cuda(),
-                  c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), options.timeout)
+                  c10::make_intrusive<c10d::HashStore>(), 0, 1, device(settings.cpu).is_cuda(),
+                  c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"), settings.timeout)
                   .device;
   }
   return single_;

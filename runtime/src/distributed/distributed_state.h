@@ -6,8 +6,6 @@
 
 #include "environment.h"
 
-#include <accel/options.h>
-
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -42,10 +40,20 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
                           std::chrono::milliseconds timeout, const std::string& name = "",
                           bool check_collectives = false);
 
+/// What the job's groups are made with (the Accelerator's resolved options say).
+struct GroupSettings {
+  /// The job runs on the CPU even where CUDA is available: no NCCL.
+  bool cpu = false;
+  /// How long a collective or the rendezvous waits for the other processes.
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  /// ACCEL_DEBUG: collectives are compared across processes before they run.
+  bool debug = false;
+};
+
 class DistributedState {
  public:
-  /// The process's state, created on first use from the environment and `options`.
-  static std::shared_ptr<DistributedState> get(const ResolvedOptions& options);
+  /// The process's state, created on first use from the environment and `settings`.
+  static std::shared_ptr<DistributedState> get(const GroupSettings& settings);
   /// The process's state if an Accelerator created it, else null (for the logger's rank order).
   static std::shared_ptr<DistributedState> existing();
 
@@ -70,20 +78,19 @@ class DistributedState {
   /// The hybrid groups, created on first use. Collective: every process of the job calls it at
   /// the same point (Accelerator's constructor, under HYBRID_SHARD). Refused when the job runs on
   /// one machine, where HYBRID_SHARD would be FULL_SHARD with an extra collective.
-  const HybridGroups& hybrid_groups(const ResolvedOptions& options);
+  const HybridGroups& hybrid_groups(const GroupSettings& settings);
 
   /// In a one-process job: a device group of this process alone, created on first use, for a
   /// sharded run's collectives (a one-process job shards only with CPU offload, to move the
   /// optimizer's side to the host). Its collectives copy nothing between processes.
-  const c10::intrusive_ptr<c10d::ProcessGroup>& single_process_group(
-      const ResolvedOptions& options);
+  const c10::intrusive_ptr<c10d::ProcessGroup>& single_process_group(const GroupSettings& settings);
 
   /// The device for an Accelerator of this process: `cuda:LOCAL_RANK` when CUDA is available and
   /// `cpu` is false, else the CPU.
   torch::Device device(bool cpu) const;
 
  private:
-  DistributedState(ProcessIdentity identity, const ResolvedOptions& options);
+  DistributedState(ProcessIdentity identity, const GroupSettings& settings);
 
   ProcessIdentity identity_;
   JobGroups groups_;

@@ -5,7 +5,7 @@
 // views of them, and each bucket's all-reduce starts from an autograd hook as soon as it is full,
 // overlapping the rest of backward.
 
-#include <accel/options.h>
+#include <accel/ddp_options.h>
 
 #include <torch/nn/module.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

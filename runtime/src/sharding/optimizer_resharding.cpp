@@ -278,5 +278,17 @@ void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& liv
   }
 }
 
+std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
+                                        const std::vector<std::shared_ptr<OptimizerShards>>& shards,
+                                        const nlohmann::json& saved_layout, bool same_processes,
+                                        const std::string& state_path, const std::string& where) {
+  ResplitPlan plan;
+  plan.live = layout_of(optimizer, shards, &plan.rank);
+  plan.saved = OptimizerLayout::from_json(saved_layout, state_path);
+  if (plan.saved == plan.live && same_processes) return std::nullopt;
+  plan.slices = slices_to_read(plan.saved, plan.live, plan.rank, where);
+  return plan;
+}
+
 }  // namespace detail
 }  // namespace accel

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,25 @@ std::vector<int64_t> slices_to_read(const OptimizerLayout& saved, const Optimize
 void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& live, int64_t rank,
                   const OptimizerLayout& saved, const std::function<void(int64_t)>& read_slice,
                   const std::string& where);
+
+/// An optimizer whose saved layout is not this run's: both layouts, this process's slice of the
+/// live one, and the saved slices it reads, ascending.
+struct ResplitPlan {
+  OptimizerLayout live, saved;
+  int64_t rank = 0;
+  std::vector<int64_t> slices;
+};
+
+/// How to load `optimizer` (its parameter groups in place) from state saved under
+/// `saved_layout` (the optimizer's entry of accel_state.json's optimizer_layout; errors name
+/// `state_path`): none when laid out as saved on as many processes (each process reads its own
+/// file). With another process count even an equal layout is re-split, which reads each slice
+/// from its first holder's file (under HYBRID_SHARD the other machines' processes hold the same
+/// slices under other numbers). `where` names the optimizer's saved state in errors.
+std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
+                                        const std::vector<std::shared_ptr<OptimizerShards>>& shards,
+                                        const nlohmann::json& saved_layout, bool same_processes,
+                                        const std::string& state_path, const std::string& where);
 
 }  // namespace detail
 }  // namespace accel

@@ -1,11 +1,9 @@
-// Experiment tracking on the Accelerator: init_trackers, log, get_tracker, end_training. Trackers
-// run on the main process; one that fails is stopped and reported, and training goes on.
+// TrackerValue, and the run's trackers (trackers.h): they run on the main process; one that fails
+// is stopped and reported, and training goes on.
 
-#include <accel/accelerator.h>
-#include <accel/tracking.h>
+#include "trackers.h"
 
 #include "builtin_trackers.h"
-#include "core/accelerator_impl.h"
 
 #include <c10/util/Exception.h>
 
@@ -82,44 +80,43 @@ bool guarded(GeneralTracker& tracker, const char* what, Call call) {
 
 }  // namespace
 
-// ---- The Accelerator's side ---------------------------------------------------------------------
+// ---- The run's trackers -------------------------------------------------------------------------
 
-void Accelerator::init_trackers(const std::string& project_name, const TrackerValues& config,
-                                const std::map<std::string, TrackerValues>& init_kwargs) {
-  TORCH_CHECK(!impl_->trackers_initialized, "accel: init_trackers was called already (project '",
-              project_name,
+namespace tracking {
+
+void Trackers::init(const TrackerStart& start) {
+  TORCH_CHECK(!initialized_, "accel: init_trackers was called already (project '",
+              start.project_name,
               "'); a run is tracked once: call end_training() before tracking another");
-  TORCH_CHECK(!project_name.empty() && project_name.find('/') == std::string::npos &&
-                  project_name != "." && project_name != "..",
-              "accel: init_trackers needs a project name that is a single folder name, got '",
-              project_name, "'");
-  impl_->trackers_initialized = true;
-  if (!is_main_process()) return;
-  const auto& project = impl_->project;
-  const std::string logging_dir =
-      project.logging_dir().empty() ? project.project_dir() : project.logging_dir();
+  const std::string& name = start.project_name;
+  TORCH_CHECK(!name.empty() && name.find('/') == std::string::npos && name != "." && name != "..",
+              "accel: init_trackers needs a project name that is a single folder name, got '", name,
+              "'");
+  initialized_ = true;
+  if (!main_process_) return;
 
   std::vector<std::shared_ptr<GeneralTracker>> candidates;
-  for (const auto& name : impl_->options.log_with) {
-    candidates.push_back(detail::make_builtin_tracker(name));
+  for (const auto& builtin : start.builtin) {
+    candidates.push_back(detail::make_builtin_tracker(builtin));
   }
-  for (const auto& tracker : impl_->options.trackers) {
+  for (const auto& tracker : start.custom) {
     TORCH_CHECK(tracker != nullptr, "accel: AcceleratorOptions::trackers holds a null tracker");
     candidates.push_back(tracker);
   }
   for (auto& tracker : candidates) {
-    auto found = init_kwargs.find(tracker->name());
-    const TrackerValues options = found == init_kwargs.end() ? TrackerValues{} : found->second;
+    auto found = start.init_kwargs.find(tracker->name());
+    const TrackerValues options =
+        found == start.init_kwargs.end() ? TrackerValues{} : found->second;
     bool started = guarded(*tracker, "init_trackers", [&] {
-      tracker->start(project_name, logging_dir, options);
-      tracker->store_init_configuration(config);
+      tracker->start(name, start.logging_dir, options);
+      tracker->store_init_configuration(start.config);
     });
-    if (started) impl_->trackers.push_back(tracker);
+    if (started) started_.push_back(tracker);
   }
 }
 
-void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) {
-  if (!is_main_process() || impl_->trackers.empty()) return;
+void Trackers::log(const TrackerValues& values, std::optional<int64_t> step) {
+  if (!main_process_ || started_.empty()) return;
   // Trackers record finite numbers: a NaN or an infinity is named and left out, not written.
   TrackerValues finite;
   for (const auto& entry : values) {
@@ -131,37 +128,37 @@ void Accelerator::log(const TrackerValues& values, std::optional<int64_t> step) 
     }
     finite.push_back(entry);
   }
-  auto& trackers = impl_->trackers;
-  for (size_t i = 0; i < trackers.size();) {
-    auto& tracker = *trackers[i];
+  for (size_t i = 0; i < started_.size();) {
+    auto& tracker = *started_[i];
     if (guarded(tracker, "log", [&] { tracker.log(finite, step); })) {
       ++i;
     } else {
-      trackers.erase(trackers.begin() + static_cast<std::ptrdiff_t>(i));
+      started_.erase(started_.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
 }
 
-GeneralTracker& Accelerator::get_tracker(const std::string& name) {
-  if (!is_main_process()) {
+GeneralTracker& Trackers::get(const std::string& name) {
+  if (!main_process_) {
     static BlankTracker blank;
     return blank;
   }
-  std::string started;
-  for (auto& tracker : impl_->trackers) {
+  std::string names;
+  for (auto& tracker : started_) {
     if (tracker->name() == name) return *tracker;
-    started += (started.empty() ? "" : ", ") + tracker->name();
+    names += (names.empty() ? "" : ", ") + tracker->name();
   }
   TORCH_CHECK(false, "accel: no started tracker is called '", name,
-              "' (started: ", started.empty() ? "none; call init_trackers first" : started, ")");
-  return *impl_->trackers.front();  // not reached
+              "' (started: ", names.empty() ? "none; call init_trackers first" : names, ")");
+  return *started_.front();  // not reached
 }
 
-void Accelerator::end_training() {
-  for (auto& tracker : impl_->trackers)
-    guarded(*tracker, "end_training", [&] { tracker->finish(); });
-  impl_->trackers.clear();
-  impl_->trackers_initialized = false;
+void Trackers::end() {
+  for (auto& tracker : started_) guarded(*tracker, "end_training", [&] { tracker->finish(); });
+  started_.clear();
+  initialized_ = false;
 }
+
+}  // namespace tracking
 
 }  // namespace accel

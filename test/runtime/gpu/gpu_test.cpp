@@ -529,7 +529,8 @@ TEST_F(Gpu, DispatchToCuda0WithCpuAndDiskOffloadGivesTheFullLoadsLogits) {
   auto sizes = accel::compute_module_sizes(*reference);
   const int64_t total = sizes[""];
   accel::Accelerator saver(accel::AcceleratorOptions().cpu(true));
-  saver.save_model(reference, dir.path().string(), std::to_string(total / 3) + "B");
+  saver.save_model(reference, dir.path().string(),
+                   accel::SaveModelOptions().max_shard_size(std::to_string(total / 3) + "B"));
   const auto ids = torch::randint(config.vocab, {2, config.context}, torch::kLong);
   torch::NoGradGuard no_grad;
   reference->to(torch::kCUDA);

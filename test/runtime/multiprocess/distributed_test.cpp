@@ -84,10 +84,11 @@ TEST_F(TwoProcesses, ObjectsPaddingAndSplitting) {
             "from zero");
 
   auto ragged = torch::ones({2 + rank(), 2});
-  auto padded = accelerator.pad_across_processes(ragged, 0, -1);
+  auto padded = accelerator.pad_across_processes(ragged, accel::PadOptions().pad_index(-1));
   ASSERT_EQ(padded.size(0), 3);
   EXPECT_EQ(padded[2][0].item<float>(), rank() == 0 ? -1.0f : 1.0f);
-  auto first = accelerator.pad_across_processes(ragged, 0, -1, /*pad_first=*/true);
+  auto first =
+      accelerator.pad_across_processes(ragged, accel::PadOptions().pad_index(-1).pad_first(true));
   EXPECT_EQ(first[0][0].item<float>(), rank() == 0 ? -1.0f : 1.0f);
 
   std::vector<int64_t> items(17);

@@ -554,7 +554,7 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
   // Over Gloo the Accelerator moves slices with all-reduces; NCCL uses c10d's reduce-scatter and
   // all-gather. Both, driven by hand over this job's Gloo group, train alike.
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-  auto group = accel::detail::DistributedState::get(accelerator.options())->device_group();
+  auto group = accel::detail::DistributedState::existing()->device_group();
   using Shards = accel::detail::OptimizerShards;
   std::vector<std::vector<torch::Tensor>> results;
   // Each form also with the shards in host memory (CPU offload), which adds the copies between
@@ -649,7 +649,7 @@ void save_model_writes_the_whole_weights(const std::string& strategy) {
   auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
   train(accelerator, net, optimizer, 0, 4);
   // Every process takes part; the main one writes. Small shards: one file per tensor or two.
-  accelerator.save_model(net, folder, "200B");
+  accelerator.save_model(net, folder, accel::SaveModelOptions().max_shard_size("200B"));
   const auto expected = weights(net);  // gathered (collective)
   if (rank() == 0) {
     std::map<std::string, torch::Tensor> saved;
@@ -668,7 +668,7 @@ void save_model_writes_the_whole_weights(const std::string& strategy) {
   }
   // Not in the pickled form, which would read the parameters' bytes directly.
   try {
-    accelerator.save_model(net, folder, "10GB", /*safe_serialization=*/false);
+    accelerator.save_model(net, folder, accel::SaveModelOptions().safe_serialization(false));
     ADD_FAILURE() << "a FULL_SHARD model was saved in LibTorch's archive format";
   } catch (const c10::Error& error) {
     EXPECT_NE(std::string(error.what()).find("writes safetensors only"), std::string::npos)

@@ -1,0 +1,180 @@
+#include "state_layout.h"
+
+#include <accel/grad_scaler.h>
+
+#include "checkpoint_files.h"
+#include "sharding/module_tensors.h"
+#include "sharding/sharded_state_dict.h"
+
+#include <c10/util/Exception.h>
+
+namespace accel::checkpoints {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A part's save and load through torch::serialize archives, one object per file.
+template <typename SaveOne, typename LoadOne>
+std::pair<Part::FileIo, Part::FileIo> archived(SaveOne save_one, LoadOne load_one) {
+  return {[save_one](const fs::path& path, size_t i) {
+            save_archive(path, [&](torch::serialize::OutputArchive& a) { save_one(a, i); });
+          },
+          [load_one](const fs::path& path, size_t i) {
+            load_archive(path, [&](torch::serialize::InputArchive& a) { load_one(a, i); });
+          }};
+}
+
+std::string model_file(size_t i) { return numbered("model", i, ".safetensors"); }
+
+/// The index of model i's SHARDED_STATE_DICT files, beside `path` (a file of the folder).
+fs::path sharded_index_beside(const fs::path& path, size_t i) {
+  return path.parent_path() / detail::sharded_index_name(model_file(i));
+}
+
+/// How the models are written: each process its shards, or the coordinator the whole tensors.
+void set_model_writing(Part& part, const std::vector<torch::nn::Module*>& models,
+                       const ModelsLayout& layout) {
+  if (!layout.sharded) {
+    part.save = [&layout](const fs::path& path, size_t i) {
+      save_safetensors(path.string(), layout.gathered.at(i));
+    };
+    return;
+  }
+  const auto& sharded = *layout.sharded;
+  part.per_process = true;
+  part.file_rank = sharded.rank;
+  part.writes = sharded.writes;
+  part.save = [&models, &sharded](const fs::path& path, size_t i) {
+    std::vector<std::string> files;
+    for (int64_t r = 0; r < sharded.processes; ++r) {
+      files.push_back(per_process_file(model_file(i), r));
+    }
+    detail::save_sharded_model(*models[i], sharded.shards, path.string(),
+                               sharded_index_beside(path, i).string(), files, sharded.rank,
+                               sharded.processes);
+  };
+}
+
+/// How the models are read: as they were saved, whatever this run writes.
+void set_model_reading(Part& part, const std::vector<torch::nn::Module*>& models,
+                       const ModelsLayout& layout) {
+  if (!layout.saved_sharded) return;  // saving: nothing to read
+  part.per_process = false;
+  if (*layout.saved_sharded) {
+    // Read from the index and the saved slices, whatever this process's own file would be.
+    part.file = [](size_t i) { return sharded_index_beside(fs::path("."), i).filename().string(); };
+    part.load = [&models, &layout](const fs::path& path, size_t i) {
+      const auto index = sharded_index_beside(path, i).string();
+      if (layout.sharded) {
+        detail::load_sharded_model(*models[i], layout.sharded->shards, index);
+      } else {
+        detail::load_whole_from_sharded_model(*models[i], index);
+      }
+    };
+    part.check = [&models](const fs::path& path, size_t i) {
+      detail::check_sharded_model(*models[i], sharded_index_beside(path, i).string());
+    };
+    return;
+  }
+  part.file = model_file;
+  part.load = [&models](const fs::path& path, size_t i) {
+    detail::read_module_tensors(*models[i], path.string());
+  };
+  part.check = [&models](const fs::path& path, size_t i) {
+    TORCH_CHECK(fs::is_regular_file(path), "accel: the checkpoint has no ", path.string());
+    detail::check_module_file(*models[i], path.string());
+  };
+}
+
+}  // namespace
+
+Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout) {
+  Part part{"models", "models", models.size(), model_file, nullptr, nullptr};
+  set_model_writing(part, models, layout);
+  set_model_reading(part, models, layout);
+  return part;
+}
+
+Part optimizer_part(detail::GradientState& state,
+                    std::function<void(torch::optim::Optimizer&)> on_loaded, bool sharded) {
+  // Inside an accumulation window the gates hold the parameter groups aside: opened, the saved
+  // and loaded groups are the real ones.
+  auto io = archived(
+      [&state](auto& a, size_t i) {
+        detail::OpenedGate open(*state.gates[i]);
+        // Each group's options (a scheduler's learning rate) come with it: LibTorch's
+        // Optimizer::load assigns the saved ones.
+        state.gates[i]->optimizer()->save(a);
+      },
+      [&state, on_loaded](auto& a, size_t i) {
+        detail::OpenedGate open(*state.gates[i]);
+        state.gates[i]->optimizer()->load(a);
+        on_loaded(*state.gates[i]->optimizer());
+      });
+  Part part{"optimizers",       "optimizers",
+            state.gates.size(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
+            io.first,           io.second};
+  part.per_process = sharded;
+  part.resplits = true;
+  return part;
+}
+
+Part scheduler_part(detail::GradientState& state) {
+  auto io = archived([&state](auto& a, size_t i) { state.schedulers[i]->save_state(a); },
+                     [&state](auto& a, size_t i) { state.schedulers[i]->load_state(a); });
+  return {"schedulers",
+          "schedulers",
+          state.schedulers.size(),
+          [](size_t i) { return numbered("scheduler", i, ".pt"); },
+          io.first,
+          io.second};
+}
+
+Part data_loader_part(detail::GradientState& state) {
+  auto io = archived([&state](auto& a, size_t i) { state.loaders[i]->save_state(a); },
+                     [&state](auto& a, size_t i) { state.loaders[i]->load_state(a); });
+  return {"data_loaders",
+          "data loaders",
+          state.loaders.size(),
+          [](size_t i) { return numbered("data_loader", i, ".pt"); },
+          io.first,
+          io.second};
+}
+
+Part scaler_part(detail::GradientState& state) {
+  auto io = archived([&state](auto& a, size_t) { state.scaler->save(a); },
+                     [&state](auto& a, size_t) { state.scaler->load(a); });
+  Part part{"scaler",
+            "fp16 loss-scaler state",
+            state.scaler ? 1u : 0u,
+            [](size_t) { return std::string("scaler.pt"); },
+            io.first,
+            io.second};
+  part.flag = true;
+  part.used_with = "fp16";
+  return part;
+}
+
+Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects) {
+  auto io = archived([&objects](auto& a, size_t i) { objects[i].save(a); },
+                     [&objects](auto& a, size_t i) { objects[i].load(a); });
+  return {
+      "custom_objects", "registered objects",
+      objects.size(),   [](size_t i) { return "custom_checkpoint_" + std::to_string(i) + ".pt"; },
+      io.first,         io.second};
+}
+
+std::vector<Part> checkpoint_parts(
+    const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout,
+    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
+    std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded, bool sharded_optimizers) {
+  return {model_part(models, layout),
+          optimizer_part(state, std::move(on_optimizer_loaded), sharded_optimizers),
+          scheduler_part(state),
+          data_loader_part(state),
+          scaler_part(state),
+          custom_objects_part(custom_objects)};
+}
+
+}  // namespace accel::checkpoints

@@ -1,0 +1,446 @@
+#include "training_state.h"
+
+#include "checkpoint_checks.h"
+#include "checkpoint_files.h"
+#include "checkpoint_folders.h"
+#include "random_states.h"
+#include "sharding/module_tensors.h"
+#include "sharding/optimizer_resharding.h"
+#include "state_layout.h"
+#include "util/collective_label.h"
+#include "util/durable_file.h"
+#include "window_gradients.h"
+
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+namespace accel::checkpoints {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The entry of a window's gradient file that holds backward(loss_sum, num_items)'s count.
+constexpr const char* kWindowItems = "accel.window_items";
+constexpr int kFormatVersion = 1;
+
+/// The optimizers of the live gates, as window_gradients takes them (the gates must be open).
+std::vector<torch::optim::Optimizer*> gated_optimizers(const detail::GradientState& state) {
+  std::vector<torch::optim::Optimizer*> optimizers;
+  for (auto* gate : state.gates) optimizers.push_back(gate->optimizer());
+  return optimizers;
+}
+
+/// Opens every gate for its lifetime.
+struct AllGatesOpen {
+  std::vector<std::unique_ptr<detail::OpenedGate>> opened;
+  explicit AllGatesOpen(const detail::GradientState& state) {
+    for (auto* gate : state.gates) opened.push_back(std::make_unique<detail::OpenedGate>(*gate));
+  }
+};
+
+/// The SHARDED_STATE_DICT layout of the models, when the run writes them so.
+std::optional<ShardedModels> sharded_models_of(const CheckpointInputs& run) {
+  if (!run.sharded_state_dict) return std::nullopt;
+  const auto& cut = *run.sharded_state_dict;
+  return ShardedModels{run.shards, cut.rank, cut.processes, cut.writes};
+}
+
+/// The models' whole tensors for the coordinator to write: FULL_SHARD models' are gathered by
+/// every process (a collective), the others' read by the coordinator only.
+std::vector<NamedTensors> whole_models(const std::vector<torch::nn::Module*>& models,
+                                       bool coordinator) {
+  std::vector<NamedTensors> gathered(models.size());
+  for (size_t i = 0; i < models.size(); ++i) {
+    const auto& module = *models[i];
+    if (detail::has_sharded_parameters(module)) {
+      gathered[i] = detail::module_tensors_to_save(module, coordinator);
+    } else if (coordinator) {
+      gathered[i] = detail::module_tensors(module);
+    }
+  }
+  return gathered;
+}
+
+// ---- save_state ---------------------------------------------------------------------------
+
+/// Writes every part: the coordinator the shared files, every process its own.
+void write_parts(const CheckpointInputs& run, const std::vector<Part>& parts,
+                 const fs::path& staging, bool coordinator) {
+  if (coordinator) {
+    for (const auto& part : parts) {
+      if (part.per_process) continue;
+      for (size_t i = 0; i < part.count; ++i) part.save(staging / part.file(i), i);
+    }
+  }
+  TORCH_CHECK(fs::is_directory(staging), "accel: save_state: ", staging.string(),
+              " does not exist where process ", run.process_index,
+              " runs; machines that do not share a filesystem need "
+              "project_configuration().save_on_each_node(true)");
+  for (const auto& part : parts) {
+    if (!part.per_process || !part.writes) continue;
+    for (size_t i = 0; i < part.count; ++i) {
+      part.save(staging / per_process_file(part.file(i), part.file_rank_of(run.process_index)), i);
+    }
+  }
+  save_generators(staging / random_states_file(run.process_index));
+}
+
+/// Inside an accumulation window, what it has accumulated so far: each process its own.
+void write_window(const CheckpointInputs& run, const fs::path& staging) {
+  const auto& state = *run.gradient_state;
+  AllGatesOpen open(state);
+  auto accumulated = detail::window_gradients(run.models, gated_optimizers(state));
+  // backward(loss_sum, num_items): the items this process counted in the window so far.
+  const auto& items = *run.item_window;
+  if (items.open && items.counts_items) {
+    accumulated.emplace_back(kWindowItems, torch::tensor({items.items}, torch::kInt64));
+  }
+  save_safetensors((staging / detail::window_gradients_file(run.process_index)).string(),
+                   accumulated);
+}
+
+/// accel_state.json: how the checkpoint was cut, and how many of each part it holds.
+nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& parts,
+                          bool in_window) {
+  nlohmann::json summary = {
+      {"format", kFormatVersion},
+      {"num_processes", run.num_processes},
+      {"step", *run.step},
+      {"iteration", run.project->iteration()},
+      {"sharding_strategy", to_string(run.sharding_strategy)},
+      {"state_dict_type", to_string(run.sharded_state_dict ? StateDictType::ShardedStateDict
+                                                           : StateDictType::FullStateDict)},
+      {"gradient_accumulation_steps", run.gradient_accumulation_steps},
+      {"micro_step", run.gradient_state->step},
+      {"window_gradients", in_window},
+      {"optimizer_layout", detail::describe_optimizers(*run.gradient_state, run.shards)}};
+  for (const auto& part : parts) {
+    if (part.flag) {
+      summary[part.key] = part.count > 0;
+    } else {
+      summary[part.key] = part.count;
+    }
+  }
+  return summary;
+}
+
+// ---- load_state ---------------------------------------------------------------------------
+
+/// A checkpoint's accel_state.json.
+struct Summary {
+  fs::path path;
+  nlohmann::json json;
+
+  int64_t integer(const char* key) const {
+    TORCH_CHECK(json.contains(key) && json[key].is_number_integer(), "accel: ", path.string(),
+                " has no integer '", key, "'");
+    return json[key].get<int64_t>();
+  }
+};
+
+Summary read_summary(const fs::path& dir) {
+  Summary summary{dir / kStateFile, {}};
+  TORCH_CHECK(fs::is_regular_file(summary.path), "accel: ", dir.string(),
+              " is not a complete checkpoint (it has no ", kStateFile, ")");
+  try {
+    summary.json = nlohmann::json::parse(detail::read_file(summary.path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    TORCH_CHECK(false, "accel: ", summary.path.string(), " is not valid JSON: ", e.what());
+  }
+  TORCH_CHECK(summary.integer("format") == kFormatVersion, "accel: ", summary.path.string(),
+              " has format ", summary.integer("format"), "; this libaccel reads format ",
+              kFormatVersion);
+  return summary;
+}
+
+/// How the checkpoint holds its models (FULL_STATE_DICT when it does not say: older ones).
+StateDictType saved_state_dict_type(const Summary& summary) {
+  const std::string type = summary.json.value("state_dict_type", "FULL_STATE_DICT");
+  const auto parsed = parse_state_dict_type(type);
+  TORCH_CHECK(parsed.has_value(), "accel: ", summary.path.string(), " names state_dict_type '",
+              type, "', which this libaccel does not know");
+  return *parsed;
+}
+
+/// How a checkpoint was cut, from its summary: by how many processes, under which strategy, and
+/// its optimizers' layouts.
+struct SavedLayout {
+  int64_t processes = 1;
+  ShardingStrategy strategy = ShardingStrategy::NoShard;
+  nlohmann::json optimizers;
+  /// The layouts are recorded: optimizer state saved in shards is re-split on load (a checkpoint
+  /// from before they were recorded is not).
+  bool layouts_saved = false;
+  bool window = false;
+};
+
+SavedLayout read_saved_layout(const Summary& summary) {
+  SavedLayout saved;
+  saved.processes = summary.integer("num_processes");
+  const std::string strategy = summary.json.value("sharding_strategy", "NO_SHARD");
+  const auto parsed = parse_sharding_strategy(strategy);
+  TORCH_CHECK(parsed.has_value(), "accel: ", summary.path.string(), " names sharding_strategy '",
+              strategy, "', which this libaccel does not know");
+  saved.strategy = *parsed;
+  saved.optimizers = summary.json.value("optimizer_layout", nlohmann::json());
+  saved.layouts_saved = saved.optimizers.is_array() && !saved.optimizers.empty() &&
+                        saved.optimizers[0].contains("layout");
+  saved.window = summary.json.value("window_gradients", false);
+  return saved;
+}
+
+/// A checkpoint from another process count loads only when `options` allow it; optimizer state
+/// laid out by another strategy, or sharded over another process count, only when its layouts
+/// were recorded (to re-split it).
+void check_layout_fits(const fs::path& dir, const SavedLayout& saved,
+                       const LoadStateOptions& options, const CheckpointInputs& run) {
+  TORCH_CHECK(saved.processes == run.num_processes || options.allow_process_count_change(),
+              "accel: ", dir.string(), " was saved by ", saved.processes,
+              " processes and this job has ", run.num_processes,
+              "; random generators and data-loader positions are per process, so resume with the "
+              "same number of processes, or pass "
+              "accel::LoadStateOptions().allow_process_count_change(true)");
+  const bool has_optimizers = !run.gradient_state->gates.empty();
+  TORCH_CHECK(saved.layouts_saved || !has_optimizers || saved.strategy == run.sharding_strategy,
+              "accel: ", dir.string(), " was saved with sharding_strategy ", saved.strategy,
+              " and this run uses ", run.sharding_strategy,
+              "; the optimizer state is laid out by the strategy, so resume with the same one");
+  TORCH_CHECK(
+      saved.layouts_saved || !run.sharded_optimizers || saved.processes == run.num_processes,
+      "accel: ", dir.string(), " holds optimizer state sharded over ", saved.processes,
+      " processes and this job has ", run.num_processes,
+      "; sharded optimizer state resumes on the same number of processes");
+}
+
+/// The checkpoint holds as many of each part as this program prepared (a flag part: one if used).
+void check_part_counts(const std::vector<Part>& parts, const Summary& summary,
+                       const fs::path& dir) {
+  for (const auto& part : parts) {
+    if (part.flag) {
+      const bool saved = summary.json.value(part.key, false);
+      TORCH_CHECK(saved == (part.count > 0), "accel: ", dir.string(), saved ? " has " : " has no ",
+                  part.what, " and this run ", saved ? "does not use " : "uses ", part.used_with);
+    } else {
+      TORCH_CHECK(summary.integer(part.key) == static_cast<int64_t>(part.count),
+                  "accel: ", dir.string(), " holds ", summary.integer(part.key), " ", part.what,
+                  " and this program prepared ", part.count,
+                  "; prepare the same objects in the same order as the saved run");
+    }
+  }
+}
+
+/// An optimizer to re-split on load, and the saved files its state comes from.
+struct Resplit {
+  detail::ResplitPlan plan;
+  bool saved_sharded = false;
+  std::string where;  // for errors
+  std::vector<std::string> files;
+};
+
+/// The re-split of each optimizer (none: it reads its own file as saved).
+std::vector<std::optional<Resplit>> plan_resplits(const CheckpointInputs& run,
+                                                  const SavedLayout& saved, const fs::path& dir,
+                                                  const std::string& state_path) {
+  const auto& state = *run.gradient_state;
+  std::vector<std::optional<Resplit>> plans(state.gates.size());
+  if (!saved.layouts_saved) return plans;
+  const bool saved_sharded = saved.strategy != ShardingStrategy::NoShard;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    detail::OpenedGate open(*state.gates[i]);
+    const std::string where = (dir / numbered("optimizer", i, ".pt")).string();
+    auto plan = detail::plan_resplit(*state.gates[i]->optimizer(), run.shards,
+                                     saved.optimizers.at(i).at("layout"),
+                                     saved.processes == run.num_processes, state_path, where);
+    if (!plan) continue;
+    Resplit resplit{std::move(*plan), saved_sharded, where, {}};
+    for (const int64_t slice : resplit.plan.slices) {
+      resplit.files.push_back(optimizer_slice_file(i, slice, saved_sharded));
+    }
+    plans[i] = std::move(resplit);
+  }
+  return plans;
+}
+
+/// The re-split of a part's i-th object, if it has one.
+const Resplit* resplit_of(const Part& part, size_t i,
+                          const std::vector<std::optional<Resplit>>& resplits) {
+  return part.resplits && resplits[i] ? &*resplits[i] : nullptr;
+}
+
+/// Every file process `rank` will read is there, or the error names all that are not.
+void check_files_present(const fs::path& dir, const std::vector<Part>& parts,
+                         const std::vector<std::optional<Resplit>>& resplits, int64_t rank,
+                         const SavedLayout& saved) {
+  std::vector<std::string> missing;
+  auto expect = [&](const std::string& file) {
+    if (!fs::is_regular_file(dir / file)) missing.push_back(file);
+  };
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count; ++i) {
+      if (const auto* resplit = resplit_of(part, i, resplits)) {
+        for (const auto& file : resplit->files) expect(file);
+      } else if (part.per_process) {
+        expect(per_process_file(part.file(i), part.file_rank_of(rank)));
+      }
+    }
+  }
+  if (rank < saved.processes) expect(random_states_file(rank));
+  if (saved.window) expect(detail::window_gradients_file(rank));
+  TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", rank,
+              "'s files: ", c10::Join(", ", missing));
+}
+
+/// Everything load_state checks before anything is loaded: a checkpoint that does not fit leaves
+/// the run as it was. Returns the optimizers' re-split plans.
+std::vector<std::optional<Resplit>> check_before_loading(
+    const CheckpointInputs& run, const fs::path& dir, const Summary& summary,
+    const SavedLayout& saved, const std::vector<Part>& parts, const LoadStateOptions& options) {
+  check_part_counts(parts, summary, dir);
+  const bool same_processes = saved.processes == run.num_processes;
+  detail::check_accumulation(summary.json, summary.path.string(), saved.processes, saved.window,
+                             options, run.num_processes, run.gradient_accumulation_steps);
+  detail::check_optimizers(
+      saved.optimizers, detail::describe_optimizers(*run.gradient_state, run.shards),
+      summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
+      same_processes && saved.strategy == run.sharding_strategy);
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count && part.check && !part.per_process; ++i) {
+      part.check(dir / part.file(i), i);
+    }
+  }
+  auto resplits = plan_resplits(run, saved, dir, summary.path.string());
+  check_files_present(dir, parts, resplits, run.process_index, saved);
+  return resplits;
+}
+
+/// Loads every part; an optimizer with a re-split plan is assembled from the saved slices.
+void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vector<Part>& parts,
+                const std::vector<std::optional<Resplit>>& resplits) {
+  auto& state = *run.gradient_state;
+  for (const auto& part : parts) {
+    for (size_t i = 0; i < part.count; ++i) {
+      if (const auto* resplit = resplit_of(part, i, resplits)) {
+        detail::OpenedGate open(*state.gates[i]);
+        auto& optimizer = *state.gates[i]->optimizer();
+        const auto& plan = resplit->plan;
+        detail::load_resplit(
+            optimizer, plan.live, plan.rank, plan.saved,
+            [&](int64_t slice) {
+              load_archive(dir / optimizer_slice_file(i, slice, resplit->saved_sharded),
+                           [&](auto& archive) { optimizer.load(archive); });
+            },
+            resplit->where);
+        run.move_optimizer_state(optimizer);
+        continue;
+      }
+      const auto file = part.per_process
+                            ? per_process_file(part.file(i), part.file_rank_of(run.process_index))
+                            : part.file(i);
+      part.load(dir / file, i);
+    }
+  }
+}
+
+/// The gradients accumulated by the window the checkpoint was taken in, or none between windows.
+void restore_window(const CheckpointInputs& run, const fs::path& dir, bool window) {
+  auto& state = *run.gradient_state;
+  AllGatesOpen open(state);
+  const auto file = dir / detail::window_gradients_file(run.process_index);
+  auto accumulated =
+      window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{};
+  // A window of backward(loss_sum, num_items) goes on counting from what it had counted.
+  *run.item_window = {};
+  const auto items = accumulated.find(kWindowItems);
+  if (items != accumulated.end()) {
+    *run.item_window = {true, true, items->second.item<int64_t>()};
+    accumulated.erase(items);
+  }
+  detail::restore_window_gradients(run.models, gated_optimizers(state), accumulated, file.string());
+}
+
+}  // namespace
+
+std::string save_state(const CheckpointInputs& run, const std::string& requested_dir) {
+  auto& project = *run.project;
+  const fs::path dir = folder_to_save(project, requested_dir);
+  // The process that assembles and swaps the folder: the main one, or each machine's first with
+  // save_on_each_node (no shared filesystem).
+  const bool coordinator = project.save_on_each_node() ? run.local_main_process : run.main_process;
+  const fs::path staging = detail::staging_folder_of(dir.string());
+  if (coordinator) {
+    fs::remove_all(staging);
+    fs::create_directories(staging);
+  }
+  run.wait_for_everyone();
+
+  // FULL_SHARD models' weights are gathered by every process, for the coordinator to write
+  // (FULL_STATE_DICT), or each process writes its shards (SHARDED_STATE_DICT).
+  ModelsLayout layout{{}, sharded_models_of(run), std::nullopt};
+  // The pre-hooks may save models their own way and take them off the list.
+  std::vector<torch::nn::Module*> models = run.models;
+  for (const auto& hook : *run.save_pre_hooks) hook.second(models, staging.string());
+  if (!layout.sharded) layout.gathered = whole_models(models, coordinator);
+  const auto parts = checkpoint_parts(
+      models, layout, *run.gradient_state, *run.custom_objects, [](torch::optim::Optimizer&) {},
+      run.sharded_optimizers);
+  write_parts(run, parts, staging, coordinator);
+  const bool in_window = !run.gradient_state->sync_gradients;
+  if (in_window) write_window(run, staging);
+  run.wait_for_everyone();
+
+  if (coordinator) {
+    // Written last: a folder without it was never completed.
+    detail::write_file_durably((staging / kStateFile).string(),
+                               summary_of(run, parts, in_window).dump(2) + "\n");
+    if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
+    detail::commit_folder(staging.string(), dir.string());
+    // Old checkpoints go only after the new one is in place, so a crash never leaves none.
+    if (requested_dir.empty()) remove_oldest_checkpoints(project);
+  }
+  run.wait_for_everyone();
+  project.iteration(project.iteration() + 1);
+  return dir.string();
+}
+
+void load_state(const CheckpointInputs& run, const std::string& requested_dir,
+                const LoadStateOptions& options) {
+  const fs::path dir = folder_to_load(*run.project, requested_dir);
+  const Summary summary = read_summary(dir);
+  const SavedLayout saved = read_saved_layout(summary);
+  check_layout_fits(dir, saved, options, run);
+  if (saved.processes != run.num_processes && run.main_process) {
+    std::cerr << "accel: loading " << dir.string() << ", saved by " << saved.processes
+              << " processes, into " << run.num_processes
+              << ": data loaders resume at the round holding the first batch no saved process had "
+                 "started, and processes without a saved generator keep their own\n";
+  }
+  // The models are read as they were saved (whole or sharded), whatever this run writes.
+  const ModelsLayout layout{{},
+                            sharded_models_of(run),
+                            saved_state_dict_type(summary) == StateDictType::ShardedStateDict};
+  std::vector<torch::nn::Module*> models = run.models;
+  for (const auto& hook : *run.load_pre_hooks) hook.second(models, dir.string());
+  const auto parts = checkpoint_parts(models, layout, *run.gradient_state, *run.custom_objects,
+                                      run.move_optimizer_state, run.sharded_optimizers);
+  const auto resplits = check_before_loading(run, dir, summary, saved, parts, options);
+
+  load_parts(run, dir, parts, resplits);
+  restore_window(run, dir, saved.window);
+  auto& state = *run.gradient_state;
+  state.step = summary.json.value("micro_step", int64_t{0});
+  state.sync_gradients = !saved.window;
+  // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
+  for (auto& shards : run.shards) shards->refresh_from_parameters();
+  if (run.process_index < saved.processes) {
+    load_generators(dir / random_states_file(run.process_index));
+  }
+  *run.step = summary.integer("step");
+  run.wait_for_everyone();
+}
+
+}  // namespace accel::checkpoints

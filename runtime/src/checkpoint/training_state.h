@@ -1,0 +1,82 @@
+#pragma once
+
+// save_state / load_state: everything a resumed run needs, written as one folder that replaces
+// the previous one only when complete, and checked against the run before anything loads. The
+// Accelerator hands over what it holds (CheckpointInputs); nothing here sees the Accelerator.
+
+#include <accel/checkpointing.h>
+#include <accel/detail/gradient_state.h>
+#include <accel/detail/optimizer_shards.h>
+#include <accel/sharding_strategy.h>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel::checkpoints {
+
+/// backward(loss_sum, num_items)'s accumulation window, as a checkpoint keeps it: whether the
+/// window under way sums its losses over counted items, and how many this process has counted.
+struct ItemWindow {
+  bool open = false;
+  bool counts_items = false;
+  int64_t items = 0;
+};
+
+/// What save_state and load_state read of the run and, on load, restore.
+struct CheckpointInputs {
+  // Where this process stands in the job.
+  int64_t process_index = 0;
+  int64_t num_processes = 1;
+  bool main_process = true;
+  bool local_main_process = true;
+  /// Every process reaches it before any goes on (the Accelerator's wait_for_everyone).
+  std::function<void()> wait_for_everyone;
+
+  // What the run trains: the prepared models in preparation order, the training step's state
+  // (optimizers, schedulers, data loaders, the fp16 scaler, the accumulation counter), the
+  // optimizers' shards, and the registered objects and pre-hooks.
+  std::vector<torch::nn::Module*> models;
+  detail::GradientState* gradient_state = nullptr;
+  std::vector<std::shared_ptr<detail::OptimizerShards>> shards;
+  std::vector<detail::CheckpointHooks>* custom_objects = nullptr;
+  const std::map<int64_t, SaveStatePreHook>* save_pre_hooks = nullptr;
+  const std::map<int64_t, LoadStatePreHook>* load_pre_hooks = nullptr;
+  /// Moves a loaded optimizer's state to the parameters' devices.
+  std::function<void(torch::optim::Optimizer&)> move_optimizer_state;
+  int64_t gradient_accumulation_steps = 1;
+
+  // How the run is cut: the strategy in effect (NO_SHARD on one process without offload),
+  // whether the optimizers are sharded, and with SHARDED_STATE_DICT the processes its models'
+  // shards are cut among (under HYBRID_SHARD, this machine's) and whether this process writes
+  // them (HYBRID_SHARD's first machine).
+  ShardingStrategy sharding_strategy = ShardingStrategy::NoShard;
+  bool sharded_optimizers = false;
+  struct ShardedStateDict {
+    int64_t rank = 0, processes = 1;
+    bool writes = true;
+  };
+  std::optional<ShardedStateDict> sharded_state_dict;
+
+  // What the checkpoint saves and restores of the run's counters.
+  ProjectConfiguration* project = nullptr;
+  int64_t* step = nullptr;
+  ItemWindow* item_window = nullptr;
+};
+
+/// Writes the run's state into `requested_dir` (or the next numbered folder) and returns it.
+/// A collective: every process calls it.
+std::string save_state(const CheckpointInputs& run, const std::string& requested_dir);
+
+/// Restores the run's state from `requested_dir` (or the newest numbered folder). A collective.
+void load_state(const CheckpointInputs& run, const std::string& requested_dir,
+                const LoadStateOptions& options);
+
+}  // namespace accel::checkpoints

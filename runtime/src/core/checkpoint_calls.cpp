@@ -1,0 +1,141 @@
+// The Accelerator's checkpoint calls: what core hands the checkpoint subsystem (the run's state
+// as CheckpointInputs, a model to save), and the small file helpers the public API keeps here.
+
+#include "accelerator_impl.h"
+
+#include "checkpoint/checkpoint_folders.h"
+#include "checkpoint/save_model.h"
+#include "checkpoint/training_state.h"
+#include "sharding/module_tensors.h"
+#include "util/collective_label.h"
+#include "util/durable_file.h"
+
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+
+namespace accel {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename Hook>
+RemovableHandle add_hook(const std::shared_ptr<std::map<int64_t, Hook>>& hooks, int64_t& next_id,
+                         Hook hook) {
+  TORCH_CHECK(hook, "accel: a state pre-hook must be callable");
+  const int64_t id = next_id++;
+  hooks->emplace(id, std::move(hook));
+  std::weak_ptr<std::map<int64_t, Hook>> registry = hooks;
+  return RemovableHandle([registry, id] {
+    if (auto live = registry.lock()) live->erase(id);
+  });
+}
+
+}  // namespace
+
+checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& accelerator) {
+  checkpoints::CheckpointInputs run;
+  run.process_index = dist->rank();
+  run.num_processes = dist->world_size();
+  run.main_process = accelerator.is_main_process();
+  run.local_main_process = accelerator.is_local_main_process();
+  run.wait_for_everyone = [&accelerator] { accelerator.wait_for_everyone(); };
+  run.models = prepared_modules();
+  run.gradient_state = gradient_state.get();
+  run.shards = live_shards();
+  run.custom_objects = &custom_objects;
+  run.save_pre_hooks = save_state_pre_hooks.get();
+  run.load_pre_hooks = load_state_pre_hooks.get();
+  run.move_optimizer_state = [&accelerator](torch::optim::Optimizer& optimizer) {
+    accelerator.move_optimizer_state(optimizer);
+  };
+  run.gradient_accumulation_steps = accelerator.gradient_accumulation_steps();
+  run.sharding_strategy = effective_sharding_strategy();
+  run.sharded_optimizers = sharded();
+  if (shards_parameters() && options.fsdp_state_dict_type == StateDictType::ShardedStateDict) {
+    // The processes the shards are cut among; HYBRID_SHARD's other machines hold the same ones.
+    const auto& group = shard_group();
+    const auto replicas = replicate_group();
+    run.sharded_state_dict = checkpoints::CheckpointInputs::ShardedStateDict{
+        group->getRank(), group->getSize(), replicas == nullptr || replicas->getRank() == 0};
+  }
+  run.project = &project;
+  run.step = &step;
+  run.item_window = &item_window;
+  return run;
+}
+
+ProjectConfiguration& Accelerator::project_configuration() { return impl_->project; }
+int64_t Accelerator::step() const { return impl_->step; }
+bool Accelerator::resumed() const { return impl_->resumed; }
+
+void Accelerator::register_checkpoint_hooks(detail::CheckpointHooks hooks) {
+  impl_->custom_objects.push_back(std::move(hooks));
+}
+
+RemovableHandle Accelerator::register_save_state_pre_hook(SaveStatePreHook hook) {
+  return add_hook(impl_->save_state_pre_hooks, impl_->next_hook_id, std::move(hook));
+}
+
+RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
+  return add_hook(impl_->load_state_pre_hooks, impl_->next_hook_id, std::move(hook));
+}
+
+std::string Accelerator::save_state(const std::string& requested_dir) {
+  detail::CollectiveLabel collective_label("save_state");
+  return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
+}
+
+void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
+  detail::CollectiveLabel collective_label("load_state");
+  checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
+}
+
+bool Accelerator::resume_if_possible() {
+  detail::CollectiveLabel collective_label("resume_if_possible");
+  if (!impl_->options.resume) return false;
+  // Every process decides from the main process's view of the folder, so all load or none do.
+  const bool found = broadcast_object(checkpoints::has_numbered_checkpoint(impl_->project));
+  if (!found) return false;
+  load_state();
+  impl_->resumed = true;
+  return true;
+}
+
+void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
+                              const SaveModelOptions& options) {
+  detail::CollectiveLabel collective_label("save_model");
+  checkpoints::save_model(module, dir, options, is_main_process());
+  wait_for_everyone();
+}
+
+bool Accelerator::writes_files() const {
+  return impl_->project.save_on_each_node() ? is_local_main_process() : is_main_process();
+}
+
+void Accelerator::write_saved(const std::string& path, const std::string& bytes) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  detail::write_file_durably(path, bytes);
+}
+
+void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
+                       const std::string& path) {
+  if (!writes_files()) return;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  save_safetensors(path, NamedTensors(tensors.begin(), tensors.end()));
+}
+
+NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
+  detail::CollectiveLabel collective_label("get_state_dict");
+  if (detail::has_sharded_parameters(module)) {
+    return detail::module_tensors_to_save(module, is_main_process());
+  }
+  NamedTensors tensors = detail::module_tensors(module);
+  for (auto& entry : tensors) entry.second = entry.second.detach();
+  return tensors;
+}
+
+}  // namespace accel
