@@ -171,6 +171,7 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
     const FlightEntry* wait = first_open(record);
     if (wait == nullptr) continue;
     (wait->state == "failed" ? verdict.failed : verdict.waiting) = true;
+    if (wait->state == "failed") verdict.failed_ranks.insert(rank);
     const std::string waiter = "  rank " + std::to_string(rank) +
                                (wait->state == "failed" ? " failed in " : " waits in ") +
                                describe(*wait) + "; rank ";

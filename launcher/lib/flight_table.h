@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,12 @@ struct FlightRecord {
 std::optional<FlightRecord> read_flight_record(const std::string& path, std::string* error);
 
 struct HangVerdict {
-  bool waiting = false;     // some process waits in a collective
-  bool failed = false;      // some process's collective failed (a peer went away)
-  bool proven = false;      // and the records prove it will never finish
-  bool mismatched = false;  // two processes entered one collective number in different calls
-  std::string table;        // one line per process, then why
+  bool waiting = false;        // some process waits in a collective
+  bool failed = false;         // some process's collective failed (a peer went away)
+  bool proven = false;         // and the records prove it will never finish
+  bool mismatched = false;     // two processes entered one collective number in different calls
+  std::set<int> failed_ranks;  // the processes whose collective failed
+  std::string table;           // one line per process, then why
 };
 
 /// Judges the records of this machine's processes. `exited`: ranks that have ended, with how

@@ -78,6 +78,9 @@ struct GroupResult {
   bool interrupted = false;  // the launcher was asked to stop: no restart
   std::string cause;         // "rank 1 (pid 123) exited with code 3"
   bool stopped = false;      // stopped because another machine's group failed (not a failure)
+  /// The process that failed died of a collective's error (a peer went away): the consequence
+  /// of another failure, which a machine's report may yet name.
+  bool consequence = false;
 };
 
 /// What else a group's watch listens to: the other machines' launchers (see MachineLink).
@@ -311,6 +314,7 @@ GroupResult run_group(const LaunchOptions& o, int port, int restart, int signal_
             flight.judge_when_written(exited, still_running, std::chrono::milliseconds(1200));
         verdict && (verdict->waiting || verdict->failed)) {
       say("the last collectives of each process:\n", verdict->table);
+      group.consequence = verdict->failed_ranks.count(c.rank) != 0;
       if (verdict->mismatched) {
         result = contract::kHangExitCode;
         group.cause += " (the processes had entered different collectives)";
@@ -422,7 +426,8 @@ constexpr std::chrono::seconds kReportTimeout{60};
 struct MachineFailure {
   int code = 1;
   bool restartable = true;
-  std::string cause;  // "machine 1: rank 3 (pid 42) was killed by signal 9 (SIGKILL)"
+  std::string cause;         // "machine 1: rank 3 (pid 42) was killed by signal 9 (SIGKILL)"
+  bool consequence = false;  // see GroupResult::consequence
 };
 
 /// Machine 0's side: records the other machines' reports during a round.
@@ -438,7 +443,7 @@ class CoordinatorWatch final : public GroupWatch {
     return std::nullopt;
   }
   void failed(const GroupResult& group) override {
-    note({group.code, !group.interrupted, "machine 0: " + group.cause});
+    note({group.code, !group.interrupted, "machine 0: " + group.cause, group.consequence});
   }
   /// Waits until every other machine's group has ended.
   void wait_for_the_others() {
@@ -464,15 +469,21 @@ class CoordinatorWatch final : public GroupWatch {
       return;
     }
     if (message.words.empty() || std::atoi(message.words[0].c_str()) != round_) return;
-    if (message.verb == "failed" && message.words.size() >= 3) {
+    if (message.verb == "failed" && message.words.size() >= 4) {
       note({std::atoi(message.words[1].c_str()), message.words[2] == "1",
-            machine + ": " + message.rest(3)});
+            machine + ": " + message.rest(4), message.words[3] == "1"});
     } else if (message.verb == "ended") {
       ended_.insert(message.machine);
     }
   }
+  /// The round's failure is the first one reported, unless it was the consequence of another
+  /// (a process that died of a peer's reset connection) and the other is reported after it: a
+  /// killed process on machine 1 resets machine 0's connections at once, and machine 0's own
+  /// process may die of that before machine 1's report arrives.
   void note(MachineFailure failure) {
-    if (!failure_) failure_ = std::move(failure);
+    if (!failure_ || (failure_->consequence && !failure.consequence)) {
+      failure_ = std::move(failure);
+    }
     if (!stop_sent_) {
       link_.send("stop " + std::to_string(round_));
       stop_sent_ = true;
@@ -507,7 +518,7 @@ class FollowerWatch final : public GroupWatch {
   }
   void failed(const GroupResult& group) override {
     link_.send("failed " + std::to_string(round_) + " " + std::to_string(group.code) + " " +
-               (group.interrupted ? "0 " : "1 ") + group.cause);
+               (group.interrupted ? "0 " : "1 ") + (group.consequence ? "1 " : "0 ") + group.cause);
   }
   /// A give-up or lost connection that arrived while the group ran.
   const std::optional<LinkMessage>& verdict() const { return verdict_; }

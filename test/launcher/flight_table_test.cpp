@@ -82,6 +82,23 @@ TEST(FlightTable, APeerThatExitedOrIsPastTheNumberProvesIt) {
   EXPECT_NE(past.table.find("rank 0 is past it"), std::string::npos) << past.table;
 }
 
+TEST(FlightTable, AProcessWhoseConnectionToAPeerFailedIsNamedAsFailed) {
+  // What the runtime records when Gloo loses a peer between collectives (flight_recorder.cpp):
+  // the launcher then names another machine's failure, if one is reported, as the cause.
+  FlightEntry lost = entry(8, "between collectives", false);
+  lost.op = "connection";
+  lost.state = "failed";
+  lost.error = "Read error [127.0.0.1]:4242: Connection reset by peer";
+  const auto verdict =
+      judge_flight_records({{0, record(0, {entry(7, "backward, gradient bucket 0", false), lost})},
+                            {1, record(1, {entry(7, "backward, gradient bucket 0", false)})}},
+                           {{0, "was killed by signal 6 (SIGABRT)"}}, {0, 1}, 2000);
+  EXPECT_TRUE(verdict.failed);
+  EXPECT_EQ(verdict.failed_ranks, (std::set<int>{0})) << verdict.table;
+  EXPECT_NE(verdict.table.find("#8 between collectives (failed: Read error"), std::string::npos)
+      << verdict.table;
+}
+
 TEST(FlightTable, NobodyWaitingIsNoHang) {
   const auto verdict =
       judge_flight_records({{0, record(0, {entry(1, "gather", false)})}}, {}, {0, 1}, 2000);

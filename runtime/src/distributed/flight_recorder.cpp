@@ -11,12 +11,15 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <typeinfo>
 #include <vector>
 
 namespace accel {
@@ -86,6 +89,11 @@ class Recorder {
     if (!settings_.record_dir.empty())
       record_base_ = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
     if (settings_.capacity > 0) std::thread([this] { watch(); }).detach();
+    // Gloo throws a peer's reset connection on its own threads, where the exception ends the
+    // process before any collective's callback can record it, often between collectives: it is
+    // recorded as a failure on the way out, so the launcher can tell a process that died of a
+    // peer's end from the one that failed first.
+    if (!record_base_.empty()) previous_terminate_ = std::set_terminate(&Recorder::on_terminate);
   }
   bool enabled() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -142,6 +150,23 @@ class Recorder {
   std::string text() {
     std::lock_guard<std::mutex> lock(mutex_);
     return text_locked({});
+  }
+
+  /// std::terminate's handler: a connection to a peer lost on Gloo's threads is recorded as a
+  /// failed collective (any other uncaught exception is the process's own failure: left as is).
+  [[noreturn]] static void on_terminate() {
+    if (auto error = std::current_exception()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        if (std::strstr(typeid(e).name(), "gloo11IoException") != nullptr)
+          instance().record_lost_peer(e.what());
+      } catch (...) {
+      }
+    }
+    auto previous = instance().previous_terminate_;
+    if (previous != nullptr) previous();
+    std::abort();
   }
 
  private:
@@ -204,6 +229,35 @@ class Recorder {
     }
   }
 
+  /// The connection to a peer was lost (`error`): the collectives under way failed with it, or,
+  /// between collectives, an entry says so. Then the record is written. Skipped when the
+  /// recorder's lock is held (the exception came from inside it): never a deadlock on exit.
+  void record_lost_peer(const std::string& error) {
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || groups_.empty()) return;
+    bool any = false;
+    const int64_t now = now_ms();
+    for (auto& record : groups_) {
+      for (auto& entry : record.entries) {
+        if (entry.end_ms >= 0) continue;
+        entry.end_ms = now;
+        entry.error = error;
+        any = true;
+      }
+    }
+    if (!any) {
+      auto& record = groups_.front();
+      Entry lost;
+      lost.seq = ++record.next_seq;
+      lost.op = "connection";
+      lost.call = "between collectives";
+      lost.start_ms = lost.end_ms = now;
+      lost.error = error;
+      record.entries.push_back(std::move(lost));
+    }
+    write_atomically(record_base_ + ".record", text_locked({}));
+  }
+
   std::string text_locked(const std::vector<std::string>& stuck) const {
     std::ostringstream out;
     out << "accel-flight-record 1\n"
@@ -230,6 +284,7 @@ class Recorder {
   std::string record_base_;  // RECORD_DIR/rank-R, or empty without the launcher
   std::vector<GroupRecord> groups_;
   uint64_t version_ = 0;
+  std::terminate_handler previous_terminate_ = nullptr;
 };
 
 using c10d::Work;

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""layout.function_size: no function in runtime/src or launcher/lib is longer than 80 lines,
+as clang-tidy's readability-function-size counts them (LineThreshold 80).
+
+The runtime's sources are read through one precompiled <torch/torch.h> built by clang for the
+runtime library's flags (CMake's own precompiled header is GCC's, which clang cannot read), so
+each file costs its own code and not LibTorch's headers again.
+
+    function_size.py BUILD_DIR SOURCE_DIR
+"""
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+LINE_THRESHOLD = 80
+FOLDERS = ("runtime/src/", "launcher/lib/")
+CONFIG = ("{Checks: '-*,readability-function-size', WarningsAsErrors: '', CheckOptions: "
+          f"[{{key: readability-function-size.LineThreshold, value: {LINE_THRESHOLD}}}]}}")
+
+
+def tool(name):
+    for candidate in (name, f"{name}-14"):
+        if subprocess.run(["which", candidate], capture_output=True).returncode == 0:
+            return candidate
+    sys.exit(f"function_size: {name} is not installed (scripts/install-deps.sh installs it)")
+
+
+def entries(build, source):
+    """The compile commands of our files, as argument lists without CMake's GCC PCH."""
+    selected = []
+    for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
+        path = os.path.relpath(entry["file"], source)
+        if not path.startswith(FOLDERS) or not path.endswith(".cpp"):
+            continue
+        args = shlex.split(entry["command"])
+        cleaned, skip = [], False
+        for i, arg in enumerate(args):
+            if skip:
+                skip = False
+                continue
+            if arg == "-include" and "cmake_pch" in args[i + 1]:
+                skip = True
+                continue
+            if arg in ("-Winvalid-pch",):
+                continue
+            cleaned.append(arg)
+        selected.append((path, entry["directory"], cleaned))
+    return selected
+
+
+def flags_of(args, file):
+    """The flags that decide how headers parse: -D, -I, -isystem, -std, -f, -O."""
+    out, i = [], 1
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-o", "-MF", "-MT", "-c"):
+            i += 2 if arg != "-c" else 1
+            continue
+        if arg == "-MD" or arg == file or arg.startswith("-W"):
+            i += 1
+            continue
+        if arg in ("-isystem", "-I", "-include"):
+            out += [arg, args[i + 1]]
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def main():
+    build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    clang, tidy = tool("clang++"), tool("clang-tidy")
+    work = tempfile.mkdtemp(prefix="accel-function-size-")
+    selected = entries(build, source)
+    # One PCH for the runtime library's own flags; files built with other flags parse whole.
+    runtime = [e for e in selected if "/runtime/CMakeFiles/accel.dir/" in " ".join(e[2])]
+    pch_flags = flags_of(runtime[0][2], runtime[0][2][-1]) if runtime else None
+    header = os.path.join(work, "torch_pch.h")
+    pch = header + ".pch"
+    with open(header, "w") as out:
+        out.write("#include <torch/torch.h>\n")
+    if pch_flags is not None:
+        built = subprocess.run([clang] + pch_flags + ["-x", "c++-header", header, "-o", pch],
+                               capture_output=True, text=True, cwd=runtime[0][1])
+        if built.returncode != 0:
+            print(built.stderr[-2000:])
+            pch_flags = None
+    database = []
+    for path, directory, args in selected:
+        extra = []
+        if pch_flags is not None and flags_of(args, args[-1]) == pch_flags:
+            extra = ["-include-pch", pch]
+        database.append({"directory": directory, "file": os.path.join(source, path),
+                         "arguments": args[:1] + extra + args[1:]})
+    with open(os.path.join(work, "compile_commands.json"), "w") as out:
+        json.dump(database, out)
+
+    def check(item):
+        result = subprocess.run([tidy, "-p", work, f"--config={CONFIG}", "--quiet",
+                                 item["file"]], capture_output=True, text=True)
+        found = [line for line in result.stdout.splitlines()
+                 if "readability-function-size" in line and "warning:" in line]
+        errors = [line for line in result.stdout.splitlines() if " error: " in line]
+        return item["file"], found, errors
+
+    jobs = max(1, len(os.sched_getaffinity(0)))
+    problems = 0
+    with ThreadPoolExecutor(jobs) as pool:
+        for file, found, errors in pool.map(check, database):
+            for line in found + errors:
+                print(os.path.relpath(line, source) if line.startswith(source) else line)
+            problems += len(found) + len(errors)
+    print(f"function_size: {len(database)} files of {', '.join(FOLDERS)}; {problems} functions "
+          f"over {LINE_THRESHOLD} lines or files clang-tidy could not read")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
