@@ -24,6 +24,7 @@ packages=(
   libclang-rt-14-dev                # libFuzzer, for the safetensors header fuzz test
   util-linux                        # setpriv: the read-only lit test runs unprivileged under root
   clang-format-14                   # scripts/check-format.sh
+  clang-tidy-14                     # layout.function_size (readability-function-size)
 )
 
 missing=()

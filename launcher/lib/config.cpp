@@ -91,155 +91,145 @@ void resolve_fsdp_strategy(const std::string& path, const std::optional<std::str
   c.sharding_strategy = resharded;
 }
 
-}  // namespace
-
-Config load_config(const std::string& path, std::vector<std::string>* warnings) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config file " + path + ": cannot be read");
-  YAML::Node root;
-  try {
-    root = YAML::Load(in);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError("config file " + path + " is not valid YAML: " + e.msg + " (line " +
-                      std::to_string(e.mark.line + 1) + ", column " +
-                      std::to_string(e.mark.column + 1) + ")");
-  }
-  Config c;
-  if (root.IsNull()) return c;
-  if (!root.IsMap()) throw ConfigError("config file " + path + ": expected a mapping of keys");
-  // fsdp_config's strategy keys are read once the whole file is: fsdp_reshard_after_forward
-  // depends on fsdp_version, which Accelerate writes after it.
+/// fsdp_config's strategy keys, read once the whole file is: fsdp_reshard_after_forward depends
+/// on fsdp_version, which Accelerate writes after it.
+struct FsdpStrategyKeys {
   std::optional<std::string> sharding_strategy, reshard_after_forward;
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    const YAML::Node& value = entry.second;
-    if (key == "distributed_type") {
-      // Accelerate's FSDP and DEEPSPEED types are multi-GPU data parallel to accel; the sharding
-      // itself comes from fsdp_config or deepspeed_config.
-      auto readable = contract::distributed_type_choices();
-      readable.insert(readable.end(), {"FSDP", "DEEPSPEED"});
-      c.distributed_type = read_choice(path, key, value, readable);
-    } else if (key == "num_processes") {
-      c.num_processes = read_int(path, key, value, 1, 1 << 20);
-    } else if (key == "num_machines") {
-      c.num_machines = read_int(path, key, value, 1, 1 << 20);
-    } else if (key == "machine_rank") {
-      c.machine_rank = read_int(path, key, value, 0, 1 << 20);
-    } else if (key == "main_process_ip") {
-      if (!value.IsNull()) c.main_process_ip = scalar(path, key, value);
-    } else if (key == "main_process_port") {
-      if (!value.IsNull()) c.main_process_port = read_int(path, key, value, 1, 65535);
-    } else if (key == "mixed_precision") {
-      c.mixed_precision = read_choice(path, key, value, contract::mixed_precision_choices());
-    } else if (key == "gpu_ids") {
-      c.gpu_ids = scalar(path, key, value);
-    } else if (key == "use_cpu") {
-      c.use_cpu = read_bool(path, key, value);
-    } else if (key == "gradient_accumulation_steps") {
-      c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
-    } else if (key == "max_restarts") {
-      c.max_restarts = read_int(path, key, value, 0, 1 << 20);
-    } else if (key == "ddp_find_unused_parameters") {
-      c.find_unused_parameters = read_bool(path, key, value);
-    } else if (key == "ddp_static_graph") {
-      c.static_graph = read_bool(path, key, value);
-    } else if (key == "ddp_comm_hook") {
-      c.comm_hook = read_choice(path, key, value, {"no", "fp16", "bf16"});
-    } else if (key == "log_with") {
-      // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
-      // the names (a program may be built against a libaccel with other trackers).
+};
+
+/// The file's top-level keys that hold one value; false for another key.
+bool read_top_level_key(const std::string& path, const std::string& key, const YAML::Node& value,
+                        Config& c) {
+  if (key == "distributed_type") {
+    // Accelerate's FSDP and DEEPSPEED types are multi-GPU data parallel to accel; the sharding
+    // itself comes from fsdp_config or deepspeed_config.
+    auto readable = contract::distributed_type_choices();
+    readable.insert(readable.end(), {"FSDP", "DEEPSPEED"});
+    c.distributed_type = read_choice(path, key, value, readable);
+  } else if (key == "num_processes") {
+    c.num_processes = read_int(path, key, value, 1, 1 << 20);
+  } else if (key == "num_machines") {
+    c.num_machines = read_int(path, key, value, 1, 1 << 20);
+  } else if (key == "machine_rank") {
+    c.machine_rank = read_int(path, key, value, 0, 1 << 20);
+  } else if (key == "main_process_ip") {
+    if (!value.IsNull()) c.main_process_ip = scalar(path, key, value);
+  } else if (key == "main_process_port") {
+    if (!value.IsNull()) c.main_process_port = read_int(path, key, value, 1, 65535);
+  } else if (key == "mixed_precision") {
+    c.mixed_precision = read_choice(path, key, value, contract::mixed_precision_choices());
+  } else if (key == "gpu_ids") {
+    c.gpu_ids = scalar(path, key, value);
+  } else if (key == "use_cpu") {
+    c.use_cpu = read_bool(path, key, value);
+  } else if (key == "gradient_accumulation_steps") {
+    c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
+  } else if (key == "max_restarts") {
+    c.max_restarts = read_int(path, key, value, 0, 1 << 20);
+  } else if (key == "ddp_find_unused_parameters") {
+    c.find_unused_parameters = read_bool(path, key, value);
+  } else if (key == "ddp_static_graph") {
+    c.static_graph = read_bool(path, key, value);
+  } else if (key == "ddp_comm_hook") {
+    c.comm_hook = read_choice(path, key, value, {"no", "fp16", "bf16"});
+  } else if (key == "log_with") {
+    // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
+    // the names (a program may be built against a libaccel with other trackers).
+    std::string names;
+    if (value.IsSequence()) {
+      for (const auto& name : value) names += (names.empty() ? "" : ",") + scalar(path, key, name);
+    } else if (!value.IsNull()) {
+      names = scalar(path, key, value);
+    }
+    if (!names.empty()) c.log_with = names;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// fsdp_config's keys; one accel does not use is a warning.
+void read_fsdp_config(const std::string& path, const YAML::Node& value, Config& c,
+                      FsdpStrategyKeys& strategy, std::vector<std::string>* warnings) {
+  for (const auto& fsdp : value) {
+    const std::string sub = fsdp.first.as<std::string>();
+    const std::string name = "fsdp_config." + sub;
+    if (sub == "fsdp_sharding_strategy") {
+      strategy.sharding_strategy =
+          read_choice(path, name, fsdp.second, contract::sharding_strategy_choices());
+    } else if (sub == "fsdp_reshard_after_forward") {
+      strategy.reshard_after_forward = scalar(path, name, fsdp.second);
+    } else if (sub == "fsdp_version") {
+      c.fsdp_version = read_int(path, name, fsdp.second, 1, 2);
+    } else if (sub == "fsdp_activation_checkpointing") {
+      c.activation_checkpointing = read_bool(path, name, fsdp.second);
+    } else if (sub == "fsdp_cpu_ram_efficient_loading") {
+      c.cpu_ram_efficient_loading = read_bool(path, name, fsdp.second);
+    } else if (sub == "fsdp_sync_module_states") {
+      c.sync_module_states = read_bool(path, name, fsdp.second);
+    } else if (sub == "fsdp_forward_prefetch") {
+      c.forward_prefetch = read_bool(path, name, fsdp.second);
+    } else if (sub == "fsdp_use_orig_params") {
+      c.use_orig_params = read_bool(path, name, fsdp.second);
+    } else if (sub == "fsdp_backward_prefetch") {
+      c.backward_prefetch =
+          read_choice(path, name, fsdp.second, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"});
+    } else if (sub == "fsdp_transformer_layer_cls_to_wrap") {
+      // Accelerate writes one comma-separated string; a YAML list is taken too.
       std::string names;
-      if (value.IsSequence()) {
-        for (const auto& name : value)
-          names += (names.empty() ? "" : ",") + scalar(path, key, name);
-      } else if (!value.IsNull()) {
-        names = scalar(path, key, value);
-      }
-      if (!names.empty()) c.log_with = names;
-    } else if (key == "fsdp_config") {
-      if (value.IsNull()) continue;
-      if (!value.IsMap()) fail(path, key, "expected a mapping");
-      for (const auto& fsdp : value) {
-        const std::string sub = fsdp.first.as<std::string>();
-        const std::string name = "fsdp_config." + sub;
-        if (sub == "fsdp_sharding_strategy") {
-          sharding_strategy =
-              read_choice(path, name, fsdp.second, contract::sharding_strategy_choices());
-        } else if (sub == "fsdp_reshard_after_forward") {
-          reshard_after_forward = scalar(path, name, fsdp.second);
-        } else if (sub == "fsdp_version") {
-          c.fsdp_version = read_int(path, name, fsdp.second, 1, 2);
-        } else if (sub == "fsdp_activation_checkpointing") {
-          c.activation_checkpointing = read_bool(path, name, fsdp.second);
-        } else if (sub == "fsdp_cpu_ram_efficient_loading") {
-          c.cpu_ram_efficient_loading = read_bool(path, name, fsdp.second);
-        } else if (sub == "fsdp_sync_module_states") {
-          c.sync_module_states = read_bool(path, name, fsdp.second);
-        } else if (sub == "fsdp_forward_prefetch") {
-          c.forward_prefetch = read_bool(path, name, fsdp.second);
-        } else if (sub == "fsdp_use_orig_params") {
-          c.use_orig_params = read_bool(path, name, fsdp.second);
-        } else if (sub == "fsdp_backward_prefetch") {
-          c.backward_prefetch = read_choice(path, name, fsdp.second,
-                                            {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"});
-        } else if (sub == "fsdp_transformer_layer_cls_to_wrap") {
-          // Accelerate writes one comma-separated string; a YAML list is taken too.
-          std::string names;
-          if (fsdp.second.IsSequence()) {
-            for (const auto& name : fsdp.second) {
-              names += (names.empty() ? "" : ",") +
-                       scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", name);
-            }
-          } else {
-            names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
-          }
-          c.classes_to_wrap = names;
-        } else if (sub == "fsdp_auto_wrap_policy") {
-          c.auto_wrap_policy =
-              read_choice(path, "fsdp_config.fsdp_auto_wrap_policy", fsdp.second,
-                          {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"});
-        } else if (sub == "fsdp_min_num_params") {
-          c.min_num_params = read_int(path, "fsdp_config.fsdp_min_num_params", fsdp.second, 1,
-                                      std::numeric_limits<int>::max());
-        } else if (sub == "fsdp_state_dict_type") {
-          c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
-                                          contract::state_dict_type_choices());
-        } else if (sub == "fsdp_offload_params") {
-          c.offload_params = read_bool(path, "fsdp_config.fsdp_offload_params", fsdp.second);
-        } else if (warnings != nullptr) {
-          warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
-                              "' is not used by accel and is ignored");
+      if (fsdp.second.IsSequence()) {
+        for (const auto& name : fsdp.second) {
+          names += (names.empty() ? "" : ",") +
+                   scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", name);
         }
+      } else {
+        names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
       }
-    } else if (key == "deepspeed_config") {
-      if (value.IsNull()) continue;
-      if (!value.IsMap()) fail(path, key, "expected a mapping");
-      for (const auto& deepspeed : value) {
-        const std::string sub = deepspeed.first.as<std::string>();
-        if (sub == "zero_stage") {
-          // ZeRO stage n shards what FSDP's strategies shard (stage 1 has no FSDP name).
-          static const char* const kStageStrategies[] = {"NO_SHARD", "SHARD_OPTIMIZER_STATE",
-                                                         "SHARD_GRAD_OP", "FULL_SHARD"};
-          c.sharding_strategy = kStageStrategies[read_int(path, "deepspeed_config.zero_stage",
-                                                          deepspeed.second, 0, 3)];
-        } else if (sub == "offload_optimizer_device" || sub == "offload_param_device") {
-          // ZeRO-Offload: accel offloads the shards, their gradients and the optimizer state
-          // together, so either key set to cpu turns it on. NVMe is not offered.
-          const bool to_cpu = read_choice(path, "deepspeed_config." + sub, deepspeed.second,
-                                          {"none", "cpu"}) == "cpu";
-          c.offload_params = c.offload_params.value_or(false) || to_cpu;
-        } else if (warnings != nullptr) {
-          warnings->push_back("config file " + path + ": key 'deepspeed_config." + sub +
-                              "' is not used by accel and is ignored");
-        }
-      }
-    } else if (kAccelerateOnlyKeys.count(key) == 0 && warnings != nullptr) {
-      warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
+      c.classes_to_wrap = names;
+    } else if (sub == "fsdp_auto_wrap_policy") {
+      c.auto_wrap_policy = read_choice(path, "fsdp_config.fsdp_auto_wrap_policy", fsdp.second,
+                                       {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"});
+    } else if (sub == "fsdp_min_num_params") {
+      c.min_num_params = read_int(path, "fsdp_config.fsdp_min_num_params", fsdp.second, 1,
+                                  std::numeric_limits<int>::max());
+    } else if (sub == "fsdp_state_dict_type") {
+      c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
+                                      contract::state_dict_type_choices());
+    } else if (sub == "fsdp_offload_params") {
+      c.offload_params = read_bool(path, "fsdp_config.fsdp_offload_params", fsdp.second);
+    } else if (warnings != nullptr) {
+      warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
+                          "' is not used by accel and is ignored");
     }
   }
-  resolve_fsdp_strategy(path, sharding_strategy, reshard_after_forward, c);
-  if (c.distributed_type == std::string("FSDP")) c.default_strategy = "FULL_SHARD";
-  if (c.distributed_type == std::string("DEEPSPEED")) c.default_strategy = "SHARD_GRAD_OP";
+}
+
+/// deepspeed_config's keys (ZeRO stage and offload); one accel does not use is a warning.
+void read_deepspeed_config(const std::string& path, const YAML::Node& value, Config& c,
+                           std::vector<std::string>* warnings) {
+  for (const auto& deepspeed : value) {
+    const std::string sub = deepspeed.first.as<std::string>();
+    if (sub == "zero_stage") {
+      // ZeRO stage n shards what FSDP's strategies shard (stage 1 has no FSDP name).
+      static const char* const kStageStrategies[] = {"NO_SHARD", "SHARD_OPTIMIZER_STATE",
+                                                     "SHARD_GRAD_OP", "FULL_SHARD"};
+      c.sharding_strategy =
+          kStageStrategies[read_int(path, "deepspeed_config.zero_stage", deepspeed.second, 0, 3)];
+    } else if (sub == "offload_optimizer_device" || sub == "offload_param_device") {
+      // ZeRO-Offload: accel offloads the shards, their gradients and the optimizer state
+      // together, so either key set to cpu turns it on. NVMe is not offered.
+      const bool to_cpu =
+          read_choice(path, "deepspeed_config." + sub, deepspeed.second, {"none", "cpu"}) == "cpu";
+      c.offload_params = c.offload_params.value_or(false) || to_cpu;
+    } else if (warnings != nullptr) {
+      warnings->push_back("config file " + path + ": key 'deepspeed_config." + sub +
+                          "' is not used by accel and is ignored");
+    }
+  }
+}
+
+/// The file's keys that contradict each other.
+void check_consistency(const std::string& path, const Config& c) {
   const int machines = c.num_machines.value_or(1);
   if (c.machine_rank && *c.machine_rank >= machines) {
     fail(path, "machine_rank",
@@ -252,6 +242,49 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
              " contradicts distributed_type NO (expected 1, or distributed_type MULTI_CPU or "
              "MULTI_GPU)");
   }
+}
+
+/// The file's YAML; a ConfigError naming the file when it cannot be read or parsed.
+YAML::Node read_yaml(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("config file " + path + ": cannot be read");
+  try {
+    return YAML::Load(in);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("config file " + path + " is not valid YAML: " + e.msg + " (line " +
+                      std::to_string(e.mark.line + 1) + ", column " +
+                      std::to_string(e.mark.column + 1) + ")");
+  }
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, std::vector<std::string>* warnings) {
+  const YAML::Node root = read_yaml(path);
+  Config c;
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) throw ConfigError("config file " + path + ": expected a mapping of keys");
+  FsdpStrategyKeys strategy;
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const YAML::Node& value = entry.second;
+    if (read_top_level_key(path, key, value, c)) continue;
+    if (key == "fsdp_config" || key == "deepspeed_config") {
+      if (value.IsNull()) continue;
+      if (!value.IsMap()) fail(path, key, "expected a mapping");
+      if (key == "fsdp_config") {
+        read_fsdp_config(path, value, c, strategy, warnings);
+      } else {
+        read_deepspeed_config(path, value, c, warnings);
+      }
+    } else if (kAccelerateOnlyKeys.count(key) == 0 && warnings != nullptr) {
+      warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
+    }
+  }
+  resolve_fsdp_strategy(path, strategy.sharding_strategy, strategy.reshard_after_forward, c);
+  if (c.distributed_type == std::string("FSDP")) c.default_strategy = "FULL_SHARD";
+  if (c.distributed_type == std::string("DEEPSPEED")) c.default_strategy = "SHARD_GRAD_OP";
+  check_consistency(path, c);
   return c;
 }
 

@@ -84,14 +84,11 @@ std::optional<std::string> strategy_of_reshard_after_forward(const std::string& 
   return std::nullopt;
 }
 
-Config config_of_flags(const ShardingFlags& f, std::optional<int> file_version) {
-  Config c;
-  if (f.use_fsdp && f.use_deepspeed) {
-    throw std::invalid_argument("--use_fsdp contradicts --use_deepspeed (choose one)");
-  }
-  if (f.fsdp_version) {
-    c.fsdp_version = std::stoi(flag_choice(*f.fsdp_version, "--fsdp_version", {"1", "2"}));
-  }
+namespace {
+
+/// The sharding strategy the flags name: --fsdp_sharding_strategy, --fsdp_reshard_after_forward
+/// (read by the FSDP version in effect) and --zero_stage, which must agree.
+void strategy_of_flags(const ShardingFlags& f, std::optional<int> file_version, Config& c) {
   if (f.sharding_strategy) {
     c.sharding_strategy = flag_choice(*f.sharding_strategy, "--fsdp_sharding_strategy",
                                       contract::sharding_strategy_choices());
@@ -126,6 +123,19 @@ Config config_of_flags(const ShardingFlags& f, std::optional<int> file_version) 
     }
     c.sharding_strategy = strategy;
   }
+}
+
+}  // namespace
+
+Config config_of_flags(const ShardingFlags& f, std::optional<int> file_version) {
+  Config c;
+  if (f.use_fsdp && f.use_deepspeed) {
+    throw std::invalid_argument("--use_fsdp contradicts --use_deepspeed (choose one)");
+  }
+  if (f.fsdp_version) {
+    c.fsdp_version = std::stoi(flag_choice(*f.fsdp_version, "--fsdp_version", {"1", "2"}));
+  }
+  strategy_of_flags(f, file_version, c);
   flag_bool(f.offload_params, "--fsdp_offload_params", c.offload_params);
   for (const auto* device : {&f.offload_optimizer_device, &f.offload_param_device}) {
     if (!*device) continue;

@@ -93,14 +93,10 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
-std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
+/// The index's shard files, opened, in process order.
+std::vector<std::unique_ptr<ShardFile>> open_shard_files(const nlohmann::json& index,
+                                                         const fs::path& index_path) {
   const std::string where = index_path.string();
-  const auto index = read_json(where);
-  if (!index.is_object() || index.value(index_key::kFormat, "") != kFormat) {
-    fail(where,
-         std::string("is not a sharded state dict index (no \"format\": \"") + kFormat + "\")");
-  }
-  // The shard files, in process order.
   std::vector<std::unique_ptr<ShardFile>> files;
   try {
     for (const auto& name : index.at(index_key::kFiles)) {
@@ -121,11 +117,25 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
     fail(where, "names " + std::to_string(files.size()) + " shard files for num_processes " +
                     std::to_string(index.value(index_key::kNumProcesses, 0)));
   }
-  // Where each tensor's bytes are.
+  return files;
+}
+
+/// Where each tensor's bytes are, from the index: the units the processes' shards are cut from,
+/// the parameters in them, the tensors kept whole, and the model's order.
+struct MergePlan {
   std::vector<Unit> units;
   std::map<std::string, Parameter> sharded;
   std::map<std::string, detail::SafetensorsEntry> whole;
   std::vector<std::string> order;
+};
+
+MergePlan read_plan(const nlohmann::json& index,
+                    const std::vector<std::unique_ptr<ShardFile>>& files,
+                    const std::string& where) {
+  MergePlan plan;
+  auto& units = plan.units;
+  auto& sharded = plan.sharded;
+  auto& whole = plan.whole;
   try {
     for (const auto& u : index.at(index_key::kUnits)) {
       Unit unit{u.at(index_key::kUnitKey).get<std::string>(),
@@ -157,11 +167,21 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
     for (const auto& name : index.at(index_key::kWhole)) {
       whole[name.get<std::string>()] = files.front()->entry(name.get<std::string>());
     }
-    order = index.at(index_key::kOrder).get<std::vector<std::string>>();
+    plan.order = index.at(index_key::kOrder).get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     fail(where, std::string("is malformed: ") + e.what());
   }
-  // The header: every tensor in the model's order, data end to end.
+  return plan;
+}
+
+/// The merged file's header: every tensor in the model's order, data end to end (8-byte aligned
+/// after the header); `data_bytes` is set to the data's size.
+std::string merged_header(const MergePlan& plan, const std::string& where,
+                          uint64_t* data_bytes_out) {
+  const auto& units = plan.units;
+  const auto& sharded = plan.sharded;
+  const auto& whole = plan.whole;
+  const auto& order = plan.order;
   nlohmann::ordered_json header;
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t data_bytes = 0;
@@ -187,6 +207,52 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
+  *data_bytes_out = data_bytes;
+  return json;
+}
+
+/// Tensor `name`'s bytes, read from the shard files into `buffer`.
+void read_merged_tensor(const std::string& name, const MergePlan& plan,
+                        const std::vector<std::unique_ptr<ShardFile>>& files,
+                        std::vector<char>& buffer) {
+  const auto& units = plan.units;
+  const auto& sharded = plan.sharded;
+  const auto& whole = plan.whole;
+  if (auto p = sharded.find(name); p != sharded.end()) {
+    // Process r holds elements [r S, (r + 1) S) of the unit: the parameter's range is read
+    // from each process that holds part of it.
+    const auto& unit = units[p->second.unit];
+    const int64_t size = detail::safetensors_dtype_size(unit.dtype);
+    const int64_t begin = p->second.offset, end = begin + elements(p->second.shape);
+    buffer.resize(static_cast<size_t>((end - begin) * size));
+    for (size_t r = 0; r < files.size(); ++r) {
+      const int64_t held_begin = static_cast<int64_t>(r) * unit.shard_elements;
+      const int64_t first = std::max(begin, held_begin);
+      const int64_t last = std::min(end, held_begin + unit.shard_elements);
+      if (last <= first) continue;
+      files[r]->read(unit.key, static_cast<uint64_t>((first - held_begin) * size),
+                     static_cast<uint64_t>((last - first) * size),
+                     buffer.data() + (first - begin) * size);
+    }
+  } else {
+    const auto& e = whole.at(name);
+    buffer.resize(e.end - e.begin);
+    files.front()->read(name, 0, buffer.size(), buffer.data());
+  }
+}
+
+std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
+  const std::string where = index_path.string();
+  const auto index = read_json(where);
+  if (!index.is_object() || index.value(index_key::kFormat, "") != kFormat) {
+    fail(where,
+         std::string("is not a sharded state dict index (no \"format\": \"") + kFormat + "\")");
+  }
+  const auto files = open_shard_files(index, index_path);
+  const MergePlan plan = read_plan(index, files, where);
+  uint64_t data_bytes = 0;
+  const std::string json = merged_header(plan, where, &data_bytes);
+
   const auto stem = index_path.filename().string();
   const auto output =
       output_dir / (stem.substr(0, stem.size() - std::strlen(kIndexSuffix)) + ".safetensors");
@@ -203,33 +269,13 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
     // A bar on a terminal, or in a log for merges big enough to take a while.
     progress_bar::Renderer::Settings bar;
     bar.description = "merging " + output.filename().string();
-    bar.total = static_cast<int64_t>(order.size());
+    bar.total = static_cast<int64_t>(plan.order.size());
     bar.unit = "tensor";
     bar.enabled = ::isatty(STDERR_FILENO) == 1 || data_bytes >= kProgressLogBytes;
     progress_bar::Renderer written(bar);
-    for (const auto& name : order) {
+    for (const auto& name : plan.order) {
       written.update();
-      if (auto p = sharded.find(name); p != sharded.end()) {
-        // Process r holds elements [r S, (r + 1) S) of the unit: the parameter's range is read
-        // from each process that holds part of it.
-        const auto& unit = units[p->second.unit];
-        const int64_t size = detail::safetensors_dtype_size(unit.dtype);
-        const int64_t begin = p->second.offset, end = begin + elements(p->second.shape);
-        buffer.resize(static_cast<size_t>((end - begin) * size));
-        for (size_t r = 0; r < files.size(); ++r) {
-          const int64_t held_begin = static_cast<int64_t>(r) * unit.shard_elements;
-          const int64_t first = std::max(begin, held_begin);
-          const int64_t last = std::min(end, held_begin + unit.shard_elements);
-          if (last <= first) continue;
-          files[r]->read(unit.key, static_cast<uint64_t>((first - held_begin) * size),
-                         static_cast<uint64_t>((last - first) * size),
-                         buffer.data() + (first - begin) * size);
-        }
-      } else {
-        const auto& e = whole.at(name);
-        buffer.resize(e.end - e.begin);
-        files.front()->read(name, 0, buffer.size(), buffer.data());
-      }
+      read_merged_tensor(name, plan, files, buffer);
       out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     }
     out.flush();

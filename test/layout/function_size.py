@@ -3,11 +3,16 @@
 as clang-tidy's readability-function-size counts them (LineThreshold 80).
 
 The runtime's sources are read through one precompiled <torch/torch.h> built by clang for the
-runtime library's flags (CMake's own precompiled header is GCC's, which clang cannot read), so
-each file costs its own code and not LibTorch's headers again.
+runtime library's flags (CMake's own precompiled header is GCC's, which clang cannot read). Still,
+clang-tidy walks LibTorch's whole AST for each file (about 7 s of CPU a file). A function's size
+depends on its own file's text only, so a file whose text (and this check's settings) clang-tidy
+has passed before is not read again: the verdicts are kept by content hash in
+~/.cache/accel/function-size, as ccache keeps objects, and like ccache the cache is off with
+CCACHE_DISABLE set (a cold run reads every file).
 
     function_size.py BUILD_DIR SOURCE_DIR
 """
+import hashlib
 import json
 import os
 import re
@@ -31,25 +36,27 @@ def tool(name):
 
 
 def entries(build, source):
-    """The compile commands of our files, as argument lists without CMake's GCC PCH."""
+    """The compile commands of our files, as argument lists without CMake's GCC PCH, each with
+    the PCH's header it leaves out (its sources rely on it for <torch/torch.h>) or None."""
     selected = []
     for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
         path = os.path.relpath(entry["file"], source)
         if not path.startswith(FOLDERS) or not path.endswith(".cpp"):
             continue
         args = shlex.split(entry["command"])
-        cleaned, skip = [], False
+        cleaned, skip, pch = [], False, None
         for i, arg in enumerate(args):
             if skip:
                 skip = False
                 continue
             if arg == "-include" and "cmake_pch" in args[i + 1]:
                 skip = True
+                pch = args[i + 1]
                 continue
             if arg in ("-Winvalid-pch",):
                 continue
             cleaned.append(arg)
-        selected.append((path, entry["directory"], cleaned))
+        selected.append((path, entry["directory"], cleaned, pch))
     return selected
 
 
@@ -73,13 +80,38 @@ def flags_of(args, file):
     return out
 
 
+def cache_dir():
+    if os.environ.get("CCACHE_DISABLE"):
+        return None
+    root = os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
+    path = os.path.join(root, "accel", "function-size")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def verdict_key(file):
+    digest = hashlib.sha256(CONFIG.encode())
+    with open(file, "rb") as text:
+        digest.update(text.read())
+    return digest.hexdigest()
+
+
 def main():
     build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     clang, tidy = tool("clang++"), tool("clang-tidy")
     work = tempfile.mkdtemp(prefix="accel-function-size-")
     selected = entries(build, source)
-    # One PCH for the runtime library's own flags; files built with other flags parse whole.
-    runtime = [e for e in selected if "/runtime/CMakeFiles/accel.dir/" in " ".join(e[2])]
+    # Files passed before, by content: not read again.
+    cache = cache_dir()
+    passed = 0
+    if cache is not None:
+        unread = [e for e in selected
+                  if not os.path.exists(os.path.join(cache, verdict_key(os.path.join(source, e[0]))))]
+        passed = len(selected) - len(unread)
+        selected = unread
+    # One clang PCH for the runtime library's own flags; the files CMake's PCH served with other
+    # flags include <torch/torch.h> as that PCH did, and parse it.
+    runtime = [e for e in selected if e[3] and "/accel.dir/" in e[3]]
     pch_flags = flags_of(runtime[0][2], runtime[0][2][-1]) if runtime else None
     header = os.path.join(work, "torch_pch.h")
     pch = header + ".pch"
@@ -92,10 +124,12 @@ def main():
             print(built.stderr[-2000:])
             pch_flags = None
     database = []
-    for path, directory, args in selected:
+    for path, directory, args, cmake_pch in selected:
         extra = []
-        if pch_flags is not None and flags_of(args, args[-1]) == pch_flags:
+        if cmake_pch and pch_flags is not None and flags_of(args, args[-1]) == pch_flags:
             extra = ["-include-pch", pch]
+        elif cmake_pch:
+            extra = ["-include", "torch/torch.h"]
         database.append({"directory": directory, "file": os.path.join(source, path),
                          "arguments": args[:1] + extra + args[1:]})
     with open(os.path.join(work, "compile_commands.json"), "w") as out:
@@ -113,11 +147,14 @@ def main():
     problems = 0
     with ThreadPoolExecutor(jobs) as pool:
         for file, found, errors in pool.map(check, database):
+            if cache is not None and not found and not errors:
+                open(os.path.join(cache, verdict_key(file)), "w").close()
             for line in found + errors:
                 print(os.path.relpath(line, source) if line.startswith(source) else line)
             problems += len(found) + len(errors)
-    print(f"function_size: {len(database)} files of {', '.join(FOLDERS)}; {problems} functions "
-          f"over {LINE_THRESHOLD} lines or files clang-tidy could not read")
+    print(f"function_size: {len(database)} files of {', '.join(FOLDERS)} read by clang-tidy, "
+          f"{passed} unchanged since they passed; {problems} functions over {LINE_THRESHOLD} "
+          "lines or files clang-tidy could not read")
     return 1 if problems else 0
 
 

@@ -19,6 +19,8 @@
 namespace accel {
 namespace detail {
 
+class ReachedParameters;  // backward.cpp
+
 struct PreparedModel {
   torch::nn::Module* module = nullptr;
   /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
@@ -129,6 +131,27 @@ struct Accelerator::Impl {
                   std::optional<bool> even_batches);
   /// Shadows the other processes' gradient all-reduces until every process has finished.
   void end_join(const std::vector<const torch::nn::Module*>& models);
+
+  // ---- backward's steps (backward.cpp) -------------------------------------------------------
+
+  /// Counts backward(loss_sum, num_items)'s items (none: a mean loss) into the window, refusing
+  /// a window that mixes the two; true when this backward ends the window.
+  bool count_items(std::optional<int64_t> items);
+  /// The prepared models this backward synchronises: those outside no_sync and, with several,
+  /// only those the loss reaches.
+  std::vector<detail::PreparedModel*> models_to_sync(detail::ReachedParameters& reached);
+  /// Under join_uneven_inputs: counts this process as still training, for the others to shadow.
+  void count_join_backward(const std::vector<detail::PreparedModel*>& syncing);
+  /// The sharded optimizers that take this backward's gradients (those the loss reaches).
+  std::vector<std::shared_ptr<detail::OptimizerShards>> shards_to_arm(
+      const std::vector<detail::PreparedModel*>& syncing, detail::ReachedParameters& reached);
+  /// After autograd: the shards' reductions, the unused-parameter verdict (returned as the error
+  /// to raise, or empty), and the buffers' broadcast when the graph is freed.
+  std::string finish_sync(const std::vector<detail::PreparedModel*>& syncing,
+                          const std::vector<std::shared_ptr<detail::OptimizerShards>>& sharded,
+                          bool graph_freed);
+  /// Multiplies every prepared model's and shard's gradients by `factor`.
+  void scale_gradients(double factor);
 
   // ---- Sharding -----------------------------------------------------------------------------
 

@@ -183,70 +183,88 @@ std::vector<int64_t> slices_to_read(const OptimizerLayout& saved, const Optimize
   return slices;
 }
 
-void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& live, int64_t rank,
-                  const OptimizerLayout& saved, const std::function<void(int64_t)>& read_slice,
-                  const std::string& where) {
-  const auto copies = plan(saved, live, rank, where);
-  auto& groups = optimizer.param_groups();
-  // Per live parameter: a saved state to take the counters (Adam's step) from, and the
-  // per-element tensors assembled so far (undefined: none saved).
-  std::vector<std::vector<std::unique_ptr<torch::optim::OptimizerParamState>>> counters(
-      groups.size());
-  std::vector<std::vector<std::vector<torch::Tensor>>> assembled(groups.size());
-  for (size_t g = 0; g < groups.size(); ++g) {
-    counters[g].resize(groups[g].params().size());
-    assembled[g].resize(groups[g].params().size());
-  }
-  torch::NoGradGuard no_grad;
-  for (const auto& [slice, slice_copies] : copies) {
-    // Stand-ins for the saved slice's parameters, for LibTorch's load to key the state by; the
-    // live parameters wait in `live_params` meanwhile.
-    std::vector<std::vector<torch::Tensor>> live_params(groups.size());
+namespace {
+
+/// What load_resplit has gathered so far, per live parameter of each group: a saved state to take
+/// the counters (Adam's step) from, and the per-element tensors assembled (undefined: none saved).
+struct Assembly {
+  std::vector<std::vector<std::unique_ptr<torch::optim::OptimizerParamState>>> counters;
+  std::vector<std::vector<std::vector<torch::Tensor>>> assembled;
+
+  explicit Assembly(const torch::optim::Optimizer& optimizer) {
+    const auto& groups = optimizer.param_groups();
+    counters.resize(groups.size());
+    assembled.resize(groups.size());
     for (size_t g = 0; g < groups.size(); ++g) {
-      for (size_t u = 0; u < saved.groups[g].size(); ++u) {
-        live_params[g].push_back(torch::empty({0}));
-      }
-      std::swap(groups[g].params(), live_params[g]);
-    }
-    struct PutBack {
-      torch::optim::Optimizer& optimizer;
-      std::vector<std::vector<torch::Tensor>>& live_params;
-      ~PutBack() {
-        auto& groups = optimizer.param_groups();
-        for (size_t g = 0; g < groups.size(); ++g) {
-          for (const auto& stand_in : groups[g].params()) {
-            optimizer.state().erase(stand_in.unsafeGetTensorImpl());
-          }
-          std::swap(groups[g].params(), live_params[g]);
-        }
-      }
-    } put_back{optimizer, live_params};
-    read_slice(slice);
-    auto& state = optimizer.state();
-    for (const auto& copy : slice_copies) {
-      const auto& stand_in = groups[copy.group].params()[copy.saved_unit];
-      auto found = state.find(stand_in.unsafeGetTensorImpl());
-      if (found == state.end()) continue;  // never stepped
-      const auto& live_param = live_params[copy.group][copy.live_unit];
-      auto& counter = counters[copy.group][copy.live_unit];
-      if (!counter) counter = found->second->clone();
-      auto& into = assembled[copy.group][copy.live_unit];
-      const auto tensors = state_tensors(*found->second, where);
-      into.resize(tensors.size());
-      for (size_t j = 0; j < tensors.size(); ++j) {
-        if (!tensors[j]->defined()) continue;
-        if (!into[j].defined()) {
-          into[j] =
-              torch::zeros({live_param.numel()}, tensors[j]->options().device(live_param.device()));
-        }
-        into[j]
-            .narrow(0, copy.target, copy.length)
-            .copy_(tensors[j]->reshape(-1).narrow(0, copy.source, copy.length));
-      }
+      counters[g].resize(groups[g].params().size());
+      assembled[g].resize(groups[g].params().size());
     }
   }
-  // Each live parameter's state: the saved counters with the assembled tensors. A slice that
-  // holds only padding gets the counters of its group and zeros, as the uninterrupted run has.
+};
+
+/// Reads saved slice `slice` (through `read_slice`) and copies its elements `slice_copies` name
+/// into `assembly`.
+void assemble_slice(torch::optim::Optimizer& optimizer, const OptimizerLayout& saved, int64_t slice,
+                    const std::vector<Copy>& slice_copies,
+                    const std::function<void(int64_t)>& read_slice, const std::string& where,
+                    Assembly& assembly) {
+  auto& groups = optimizer.param_groups();
+  auto& counters = assembly.counters;
+  auto& assembled = assembly.assembled;
+  // Stand-ins for the saved slice's parameters, for LibTorch's load to key the state by; the
+  // live parameters wait in `live_params` meanwhile.
+  std::vector<std::vector<torch::Tensor>> live_params(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t u = 0; u < saved.groups[g].size(); ++u) {
+      live_params[g].push_back(torch::empty({0}));
+    }
+    std::swap(groups[g].params(), live_params[g]);
+  }
+  struct PutBack {
+    torch::optim::Optimizer& optimizer;
+    std::vector<std::vector<torch::Tensor>>& live_params;
+    ~PutBack() {
+      auto& groups = optimizer.param_groups();
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (const auto& stand_in : groups[g].params()) {
+          optimizer.state().erase(stand_in.unsafeGetTensorImpl());
+        }
+        std::swap(groups[g].params(), live_params[g]);
+      }
+    }
+  } put_back{optimizer, live_params};
+  read_slice(slice);
+  auto& state = optimizer.state();
+  for (const auto& copy : slice_copies) {
+    const auto& stand_in = groups[copy.group].params()[copy.saved_unit];
+    auto found = state.find(stand_in.unsafeGetTensorImpl());
+    if (found == state.end()) continue;  // never stepped
+    const auto& live_param = live_params[copy.group][copy.live_unit];
+    auto& counter = counters[copy.group][copy.live_unit];
+    if (!counter) counter = found->second->clone();
+    auto& into = assembled[copy.group][copy.live_unit];
+    const auto tensors = state_tensors(*found->second, where);
+    into.resize(tensors.size());
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (!tensors[j]->defined()) continue;
+      if (!into[j].defined()) {
+        into[j] =
+            torch::zeros({live_param.numel()}, tensors[j]->options().device(live_param.device()));
+      }
+      into[j]
+          .narrow(0, copy.target, copy.length)
+          .copy_(tensors[j]->reshape(-1).narrow(0, copy.source, copy.length));
+    }
+  }
+}
+
+/// Each live parameter's state: the saved counters with the assembled tensors. A slice that holds
+/// only padding gets the counters of its group and zeros, as the uninterrupted run has.
+void install_assembly(torch::optim::Optimizer& optimizer, Assembly& assembly,
+                      const std::string& where) {
+  auto& groups = optimizer.param_groups();
+  auto& counters = assembly.counters;
+  auto& assembled = assembly.assembled;
   auto& state = optimizer.state();
   for (size_t g = 0; g < groups.size(); ++g) {
     torch::optim::OptimizerParamState* group_counter = nullptr;
@@ -276,6 +294,20 @@ void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& liv
       state[key] = std::move(restored);
     }
   }
+}
+
+}  // namespace
+
+void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& live, int64_t rank,
+                  const OptimizerLayout& saved, const std::function<void(int64_t)>& read_slice,
+                  const std::string& where) {
+  const auto copies = plan(saved, live, rank, where);
+  Assembly assembly(optimizer);
+  torch::NoGradGuard no_grad;
+  for (const auto& [slice, slice_copies] : copies) {
+    assemble_slice(optimizer, saved, slice, slice_copies, read_slice, where, assembly);
+  }
+  install_assembly(optimizer, assembly, where);
 }
 
 std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
