@@ -4,16 +4,16 @@
 #include <torch/torch.h>
 
 int main() {
-  torch::Device device(torch::kCUDA, 0);
-  torch::nn::Linear model(4, 1);
-  model->to(device);
-  torch::optim::SGD optimizer(model->parameters(), 0.1);
-  for (int step = 0; step < 3; ++step) {
-    auto x = torch::randn({8, 4}).to(device);
-    optimizer.zero_grad();
-    auto loss = model->forward(x).pow(2).mean();
+  torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  torch::nn::Sequential net(torch::nn::Linear(3, 8), torch::nn::Tanh(), torch::nn::Linear(8, 1));
+  net->to(device);
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(1e-2));
+  const auto x = torch::linspace(-M_PI, M_PI, 24).reshape({8, 3}).to(device);
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    adam.zero_grad();
+    torch::Tensor loss = torch::mse_loss(net->forward(x), torch::sin(x).sum(1, true));
     loss.backward();
-    optimizer.step();
-    std::printf("loss %f\n", loss.item<float>());
+    adam.step();
   }
+  std::printf("done\n");
 }
