@@ -3,7 +3,6 @@
 #include <accel/activation_checkpoint.h>
 
 #include "accelerator_impl.h"
-#include "checkpoint_graph.h"
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
@@ -30,7 +29,6 @@
 #include <exception>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 namespace accel {
