@@ -24,6 +24,7 @@
 #include <torch/torch.h>
 
 #include "bench_util.h"
+#include "sharding/optimizer_shards.h"
 #include "util/counting_allocator.h"
 
 #include <cstdio>
@@ -106,7 +107,7 @@ struct Run {
       c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
     };
     if (on_gpu) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
-    auto* shards = optimizer->shards().get();
+    auto* shards = accel::detail::shards_of(*optimizer).get();
     if (shards != nullptr) shards->reset_gather_peak();
     host_counter->reset_peak();
     const int64_t host_before = host_counter->live_bytes();

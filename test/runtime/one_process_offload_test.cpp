@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "sharding/optimizer_shards.h"
 #include "sharding/sharded_parameter.h"
 #include "support/sharded_training.h"
 #include "support/temp_dir.h"
@@ -79,8 +80,8 @@ TEST_P(OneProcessOffload, ShardsOnTheHostAndTrainsAsPlainLibTorch) {
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {2e-2}));
-  ASSERT_NE(optimizer.shards(), nullptr);
-  EXPECT_TRUE(optimizer.shards()->offloads_to_host());
+  ASSERT_NE(accel::detail::shards_of(optimizer), nullptr);
+  EXPECT_TRUE(accel::detail::shards_of(optimizer)->offloads_to_host());
   // The optimizer steps host tensors of their own, not the model's parameters.
   const auto& shard = optimizer.param_groups()[0].params()[0];
   for (const auto& p : net->parameters()) {
@@ -129,7 +130,7 @@ TEST(OneProcessSharding, WithoutOffloadOneProcessDoesNotShard) {
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
-  EXPECT_EQ(optimizer.shards(), nullptr);
+  EXPECT_EQ(accel::detail::shards_of(optimizer), nullptr);
 }
 
 TEST(OneProcessSharding, HybridShardWithOffloadOnOneProcessIsRefused) {

@@ -106,7 +106,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                   "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
     move_optimizer_state(optimizer);
     AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
-    prepared.set_shards(shard_optimizer(prepared));
+    prepared.set_sharded_step(detail::ShardedStepKey(), shard_optimizer(prepared));
     report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
                           detail::step_kernel(prepared));
     return prepared;
@@ -554,7 +554,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
   /// With a sharding strategy on several processes (or on one with CPU offload): this process's
   /// shards of `optimizer`'s parameters, which then replace them in it; null otherwise.
-  std::shared_ptr<detail::OptimizerShards> shard_optimizer(torch::optim::Optimizer& optimizer);
+  std::shared_ptr<detail::ShardedStep> shard_optimizer(torch::optim::Optimizer& optimizer);
   /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes (`kernel`
   /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
   void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel) const;

@@ -2,7 +2,7 @@
 
 #include <accel/detail/gradient_state.h>
 #include <accel/detail/multi_tensor_step.h>
-#include <accel/detail/optimizer_shards.h>
+#include <accel/detail/sharded_step.h>
 #include <accel/grad_scaler.h>
 
 #include <torch/optim/optimizer.h>
@@ -35,7 +35,7 @@ class AcceleratedOptimizer : public O {
   AcceleratedOptimizer(AcceleratedOptimizer&& other)
       : O(std::move(other)),
         state_(other.state_),
-        shards_(std::move(other.shards_)),
+        sharded_(std::move(other.sharded_)),
         gate_(std::move(other.gate_), this) {}
 
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
@@ -46,16 +46,16 @@ class AcceleratedOptimizer : public O {
   /// fp16 on CUDA, the fused kernel also divides out the loss scale.
   ///
   /// With a sharding strategy, this process's optimizer steps only its shard of the parameters
-  /// (see `detail::OptimizerShards`): the gradients are averaged onto the shards first, and the
+  /// (see `detail::ShardedStep`): the gradients are averaged onto the shards first, and the
   /// updated shards gathered into the model's parameters after.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
-    TORCH_CHECK(!(shards_ && closure),
+    TORCH_CHECK(!(sharded_ && closure),
                 "accel: a sharded optimizer's step takes no closure: the closure's backward "
                 "would need the gradients averaged again");
-    if (shards_) {
-      shards_->reduce_gradients();
-      shards_->before_step(*this);
+    if (sharded_) {
+      sharded_->reduce_gradients();
+      sharded_->before_step(*this);
     }
     torch::Tensor loss;
     bool stepped = true;
@@ -66,8 +66,8 @@ class AcceleratedOptimizer : public O {
       state_->scaler->update();
     }
     state_->optimizer_step_was_skipped = !stepped;
-    if (shards_) shards_->after_step(*this);
-    if (shards_ && stepped) shards_->gather_parameters();
+    if (sharded_) sharded_->after_step(*this);
+    if (sharded_ && stepped) sharded_->gather_parameters();
     return loss;
   }
 
@@ -76,15 +76,20 @@ class AcceleratedOptimizer : public O {
   void zero_grad(bool set_to_none = true) {
     if (!state_->sync_gradients) return;
     O::zero_grad(set_to_none);
-    if (shards_) shards_->zero_full_gradients(set_to_none);
+    if (sharded_) sharded_->zero_full_gradients(set_to_none);
   }
 
   /// The optimizer as the program built it.
   O& optimizer() { return *this; }
 
-  /// The sharding of this optimizer's parameters, or null (set by `Accelerator::prepare`).
-  const std::shared_ptr<detail::OptimizerShards>& shards() const { return shards_; }
-  void set_shards(std::shared_ptr<detail::OptimizerShards> shards) { shards_ = std::move(shards); }
+  /// The sharding of this optimizer's parameters, or null: set by `Accelerator::prepare`, read by
+  /// the runtime (the key is theirs alone; see `detail::ShardedStepKey`).
+  const std::shared_ptr<detail::ShardedStep>& sharded_step(detail::ShardedStepKey) const {
+    return sharded_;
+  }
+  void set_sharded_step(detail::ShardedStepKey, std::shared_ptr<detail::ShardedStep> sharded) {
+    sharded_ = std::move(sharded);
+  }
 
   /// True when step() goes through ATen's multi-tensor kernels: the optimizer is exactly AdamW,
   /// Adam or SGD, and fusing is on. Each step then takes the fused kernel, or the foreach ops where
@@ -123,7 +128,7 @@ class AcceleratedOptimizer : public O {
   }
 
   std::shared_ptr<detail::GradientState> state_;
-  std::shared_ptr<detail::OptimizerShards> shards_;
+  std::shared_ptr<detail::ShardedStep> sharded_;
   detail::OptimizerGate gate_;
 };
 

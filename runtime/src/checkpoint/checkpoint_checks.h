@@ -6,7 +6,7 @@
 
 #include <accel/checkpointing.h>
 #include <accel/detail/gradient_state.h>
-#include <accel/detail/optimizer_shards.h>
+#include "sharding/optimizer_shards.h"
 
 #include <torch/optim/optimizer.h>
 #include <nlohmann/json.hpp>

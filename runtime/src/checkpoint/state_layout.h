@@ -7,8 +7,8 @@
 
 #include <accel/checkpointing.h>
 #include <accel/detail/gradient_state.h>
-#include <accel/detail/optimizer_shards.h>
 #include <accel/safetensors.h>
+#include "sharding/optimizer_shards.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

@@ -6,8 +6,8 @@
 
 #include <accel/checkpointing.h>
 #include <accel/detail/gradient_state.h>
-#include <accel/detail/optimizer_shards.h>
 #include <accel/sharding_strategy.h>
+#include "sharding/optimizer_shards.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

@@ -271,23 +271,26 @@ ShardingStrategy Accelerator::Impl::effective_sharding_strategy() const {
   return sharded() ? options.sharding_strategy : ShardingStrategy::NoShard;
 }
 
-std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
+std::shared_ptr<detail::ShardedStep> Accelerator::shard_optimizer(
     torch::optim::Optimizer& optimizer) {
   if (!impl_->sharded()) return nullptr;
-  using Reduction = detail::OptimizerShards::Reduction;
-  const auto strategy = impl_->options.sharding_strategy;
   const bool full_shard = impl_->shards_parameters();
-  const auto unit_of = impl_->shard_units(optimizer);
-  auto shards = std::make_shared<detail::OptimizerShards>(
-      optimizer, impl_->shard_group(),
-      strategy == ShardingStrategy::ShardOptimizerState ? Reduction::slice_all_reduced
-                                                        : Reduction::reduce_scatter,
-      // Gradients are sent in units as large as DDP's buckets.
-      impl_->options.ddp.bucket_cap_mb() << 20,
-      impl_->dist->backend() == "gloo" ? detail::OptimizerShards::Collectives::all_reduce
-                                       : detail::OptimizerShards::Collectives::native,
-      full_shard, unit_of, impl_->replicate_group(), impl_->options.fsdp_offload_params,
-      full_shard ? std::optional<torch::Device>(impl_->device) : std::nullopt);
+  const auto plan =
+      detail::ShardingPlan(impl_->shard_group())
+          .reduction(impl_->options.sharding_strategy == ShardingStrategy::ShardOptimizerState
+                         ? detail::GradientReduction::slice_all_reduced
+                         : detail::GradientReduction::reduce_scatter)
+          // Gradients are sent in units as large as DDP's buckets.
+          .unit_bytes(impl_->options.ddp.bucket_cap_mb() << 20)
+          .collectives(impl_->dist->backend() == "gloo" ? detail::ShardCollectives::all_reduce
+                                                        : detail::ShardCollectives::native)
+          .shard_parameters(full_shard)
+          .unit_of(impl_->shard_units(optimizer))
+          .replicate_group(impl_->replicate_group())
+          .offload_to_host(impl_->options.fsdp_offload_params)
+          .device_of_empty_weights(full_shard ? std::optional<torch::Device>(impl_->device)
+                                              : std::nullopt);
+  auto shards = std::make_shared<detail::OptimizerShards>(optimizer, plan);
   const auto& reduce = impl_->options.fsdp_reduce_dtype;
   if (reduce != "fp32") shards->set_reduce_dtype(reduce == "bf16" ? at::kBFloat16 : at::kHalf);
   shards->set_prefetch(impl_->options.fsdp_forward_prefetch, impl_->options.fsdp_backward_prefetch);
@@ -299,8 +302,7 @@ std::shared_ptr<detail::OptimizerShards> Accelerator::shard_optimizer(
   return shards;
 }
 
-detail::OptimizerShards::UnitOf Accelerator::Impl::shard_units(
-    const torch::optim::Optimizer& optimizer) const {
+detail::ShardUnitOf Accelerator::Impl::shard_units(const torch::optim::Optimizer& optimizer) const {
   // Each parameter's model: sharded parameters are served to every process's operators alike,
   // so they must be the same everywhere first, as prepare(model) makes them.
   std::unordered_map<const c10::TensorImpl*, int64_t> units;

@@ -8,6 +8,7 @@
 #include "checkpoint/training_state.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
+#include "sharding/optimizer_shards.h"
 #include "tracking/trackers.h"
 
 #include <map>
@@ -159,7 +160,7 @@ struct Accelerator::Impl {
   /// size). Under find_unused_parameters or static_graph, every sharded strategy's, and with no
   /// wrap policy a unit per module (units_by_module), so that parameters used together are
   /// stepped together.
-  detail::OptimizerShards::UnitOf shard_units(const torch::optim::Optimizer& optimizer) const;
+  detail::ShardUnitOf shard_units(const torch::optim::Optimizer& optimizer) const;
   /// The sharding strategy in effect: the option's, or NO_SHARD on one process without CPU
   /// offload.
   ShardingStrategy effective_sharding_strategy() const;

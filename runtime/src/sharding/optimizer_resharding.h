@@ -16,7 +16,7 @@
 #include <torch/optim/optimizer.h>
 #include <nlohmann/json.hpp>
 
-#include <accel/detail/optimizer_shards.h>
+#include "optimizer_shards.h"
 
 #include <cstdint>
 #include <functional>

@@ -17,7 +17,7 @@
 // into a run that holds the model whole, cuts its own slices from the saved ones (DCP's
 // resharding on load).
 
-#include <accel/detail/optimizer_shards.h>
+#include "optimizer_shards.h"
 
 #include <torch/nn/module.h>
 

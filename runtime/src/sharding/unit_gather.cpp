@@ -1,7 +1,10 @@
-// FULL_SHARD's window of gathered units and its prefetch: see unit_gather.h.
+// FULL_SHARD: a unit's parameters made sharded parameters served from it, the window of units
+// gathered at once and its prefetch (see unit_gather.h), and what the gathers have done.
 
 #include "unit_gather.h"
 
+#include "shard_unit.h"
+#include "sharded_parameter.h"
 #include "util/torch_compat.h"
 
 #include <thread>
@@ -89,6 +92,71 @@ void OptimizerShards::GatherWindow::drop_all() {
   position = 0;
   diverged = false;
   last_used = nullptr;
+}
+
+void OptimizerShards::shard_unit_parameters(Unit& unit, bool empty) {
+  // The shard takes its slice away; the whole buffer goes, and each parameter becomes a sharded
+  // parameter served from the unit.
+  if (!offload_ && !empty) unit.shard = unit.shard.clone();
+  unit.flat = torch::Tensor();
+  unit.gathered = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                             unit.compute, window_);
+  // fp32 parameters under autocast are gathered in its dtype (FSDP's MixedPrecision
+  // param_dtype); the shards, their gradients and the optimizer stay fp32.
+  std::shared_ptr<Gathered> as_bf16, as_fp16;
+  if (unit.compute.dtype() == torch::kFloat) {
+    as_bf16 = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                         unit.compute.dtype(torch::kBFloat16), window_);
+    as_fp16 = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,
+                                         unit.compute.dtype(torch::kHalf), window_);
+  }
+  for (size_t i = 0; i < unit.params.size(); ++i) {
+    shard_in_place(unit.params[i],
+                   std::make_shared<UnitParameter>(unit.gathered, as_bf16, as_fp16, unit.offsets[i],
+                                                   unit.params[i].sizes().vec()),
+                   unit.compute.device());
+  }
+}
+
+void OptimizerShards::set_prefetch(bool forward, bool backward) {
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->prefetch_forward = forward;
+  window_->prefetch_backward = backward;
+}
+
+OptimizerShards::GatherStatistics OptimizerShards::gather_statistics() const {
+  GatherStatistics statistics;
+  if (!window_) return statistics;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  statistics.gathers = window_->gathers;
+  statistics.alive_bytes = window_->alive_bytes();
+  statistics.peak_bytes = window_->peak_bytes;
+  statistics.gathered_bytes = window_->gathered_bytes;
+  statistics.prefetches = window_->prefetches;
+  statistics.gather_wait_seconds = window_->wait_seconds;
+  for (const auto& unit : units_) {
+    const int64_t element = static_cast<int64_t>(unit.compute.dtype().itemsize());
+    statistics.largest_unit_bytes = std::max(statistics.largest_unit_bytes,
+                                             unit.shard_size * process_group_->getSize() * element);
+    statistics.largest_shard_bytes =
+        std::max(statistics.largest_shard_bytes, unit.shard_size * element);
+  }
+  return statistics;
+}
+
+void OptimizerShards::reset_gather_peak() {
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->peak_bytes = window_->alive_bytes();
+}
+
+void OptimizerShards::set_units_whole(size_t units) {
+  TORCH_CHECK(units >= 1, "accel: at least one unit must be whole to run its operators");
+  if (!window_) return;
+  std::lock_guard<std::mutex> lock(window_->mutex);
+  window_->units_whole = units;
+  window_->make_room(0);
 }
 
 }  // namespace detail

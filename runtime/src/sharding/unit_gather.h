@@ -4,7 +4,7 @@
 // files): the window of units whole at once and its prefetch, a unit gathered in one dtype, and
 // a sharded parameter's place in its unit.
 
-#include "accel/detail/optimizer_shards.h"
+#include "optimizer_shards.h"
 
 #include "sharded_parameter.h"
 #include "util/collective_label.h"

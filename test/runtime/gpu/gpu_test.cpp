@@ -4,7 +4,6 @@
 
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
-#include <accel/detail/optimizer_shards.h>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +11,7 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/flight_recorder.h"
+#include "sharding/optimizer_shards.h"
 #include "sharding/sharded_parameter.h"
 #include "support/datasets.h"
 #include "support/temp_dir.h"
@@ -159,9 +159,10 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
     SCOPED_TRACE(shard_parameters ? "FULL_SHARD" : "SHARD_GRAD_OP");
     auto model = make_model();
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
-    Shards shards(optimizer, groups.device, Shards::Reduction::reduce_scatter, 1 << 20,
-                  Shards::Collectives::native, shard_parameters, nullptr, {},
-                  /*offload_to_host=*/true);
+    Shards shards(optimizer, accel::detail::ShardingPlan(groups.device)
+                                 .unit_bytes(1 << 20)
+                                 .shard_parameters(shard_parameters)
+                                 .offload_to_host(true));
     for (const auto& shard : optimizer.param_groups()[0].params()) {
       EXPECT_TRUE(shard.device().is_cpu());
       EXPECT_TRUE(shard.is_pinned());
@@ -231,7 +232,7 @@ TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
   auto model = make_model();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {1e-3}));
-  ASSERT_NE(optimizer.shards(), nullptr);
+  ASSERT_NE(accel::detail::shards_of(optimizer), nullptr);
   int64_t peak = 0;
   for (int64_t step = 0; step < 3; ++step) {
     c10::cuda::CUDACachingAllocator::resetPeakStats(0);

@@ -7,9 +7,10 @@
 
 #include <accel/accel.h>
 
-#include <accel/detail/optimizer_shards.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include "sharding/optimizer_shards.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,7 +63,8 @@ Trained train(const std::string& strategy, bool checkpointing) {
   }
   Trained out;
   for (const auto& p : model->parameters()) out.weights.push_back(p.detach().clone());
-  if (const auto& shards = optimizer.shards(); shards && shards->shards_parameters()) {
+  if (const auto& shards = accel::detail::shards_of(optimizer);
+      shards && shards->shards_parameters()) {
     const auto statistics = shards->gather_statistics();
     out.gathers = statistics.gathers;
     out.peak_gathered = statistics.peak_bytes;

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "sharding/optimizer_resharding.h"
+#include "sharding/optimizer_shards.h"
 #include "sharding/optimizer_state_tensors.h"
 
 #include <cstdlib>
@@ -70,7 +71,7 @@ std::vector<torch::optim::OptimizerParamGroup> groups(Net& net) {
 template <typename Optimizer>
 accel::NamedTensors whole_optimizer_state(accel::Accelerator& accelerator, Optimizer& optimizer) {
   std::vector<std::shared_ptr<accel::detail::OptimizerShards>> shards;
-  if (optimizer.shards()) shards.push_back(optimizer.shards());
+  if (accel::detail::shards_of(optimizer)) shards.push_back(accel::detail::shards_of(optimizer));
   const auto layout = accel::detail::layout_of(optimizer, shards);
   accel::NamedTensors out;
   for (size_t g = 0; g < layout.groups.size(); ++g) {

@@ -7,10 +7,10 @@
 
 #include <accel/accel.h>
 
-#include <accel/detail/optimizer_shards.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "sharding/optimizer_shards.h"
 #include "util/counting_allocator.h"
 
 #include <algorithm>
@@ -151,7 +151,7 @@ Measured measure(const Case& c, size_t units_whole) {
   for (const auto& p : model->parameters()) m.parameters += p.numel();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {}));
-  auto& shards = *optimizer.shards();
+  auto& shards = *accel::detail::shards_of(optimizer);
   shards.set_units_whole(units_whole);
   const auto x = c.input();
   auto step = [&] {
@@ -255,7 +255,7 @@ std::pair<int64_t, std::vector<torch::Tensor>> gathered_in_one_step(
     optimizer.step();
     optimizer.zero_grad();
   }
-  const auto& shards = optimizer.shards();
+  const auto& shards = accel::detail::shards_of(optimizer);
   const int64_t gathered = shards ? shards->gather_statistics().gathered_bytes : 0;
   std::vector<torch::Tensor> weights;  // read after counting: reading gathers too
   for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
@@ -312,7 +312,7 @@ ReducedRun reduced_in(const std::string& strategy, const std::string& reduce_dty
     run.losses.push_back(
         accelerator.reduce(loss.detach().to(torch::kFloat), accel::Reduction::Mean).item<double>());
     if (step == 0) {
-      run.sent_bytes = optimizer.shards()->reduce_scattered_bytes();
+      run.sent_bytes = accel::detail::shards_of(optimizer)->reduce_scattered_bytes();
       for (const auto& shard : optimizer.param_groups()[0].params())
         run.first_gradients.push_back(shard.grad().clone());
     }
@@ -373,7 +373,8 @@ TrainedMlp train_mlp(accel::AcceleratorOptions options, int steps) {
     optimizer.zero_grad();
   }
   TrainedMlp out;
-  if (const auto& shards = optimizer.shards(); shards && shards->shards_parameters())
+  if (const auto& shards = accel::detail::shards_of(optimizer);
+      shards && shards->shards_parameters())
     out.gathers = shards->gather_statistics();
   for (const auto& p : model->parameters()) out.weights.push_back(p.detach().clone());
   return out;

@@ -6,11 +6,11 @@
 
 #include <accel/accel.h>
 
-#include <accel/detail/optimizer_shards.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "distributed/distributed_state.h"
+#include "sharding/optimizer_shards.h"
 #include "sharding/sharded_parameter.h"
 #include "support/sharded_training.h"
 
@@ -138,7 +138,7 @@ std::vector<torch::Tensor> trained_weights(
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
   // Sharded, the optimizer holds one flat slice per group, not the model's parameters.
-  EXPECT_EQ(optimizer.shards() != nullptr, strategy != "NO_SHARD") << strategy;
+  EXPECT_EQ(accel::detail::shards_of(optimizer) != nullptr, strategy != "NO_SHARD") << strategy;
   if (units.empty() && !min_num_params) {
     EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
   }
@@ -153,7 +153,7 @@ std::vector<torch::Tensor> trained_weights(
     EXPECT_EQ(accel::detail::is_sharded(p), shards_parameters(strategy)) << strategy;
   }
   if (offload) {
-    EXPECT_TRUE(optimizer.shards()->offloads_to_host()) << strategy;
+    EXPECT_TRUE(accel::detail::shards_of(optimizer)->offloads_to_host()) << strategy;
     // The shards are copies in host memory, not slices of the buffer the parameters live in (the
     // parameters stay on the device; here both are the CPU).
     for (const auto& group : optimizer.param_groups()) {
@@ -315,7 +315,7 @@ TEST_F(Sharding, FullShardGathersEachUnitForItsOperatorsAndFreesIt) {
   // Forward gives what the unsharded model gives (training equivalence is tested above).
   auto [x, y] = batch(0);
   auto expected_loss = torch::mse_loss(reference->forward(x), y);
-  auto& gathers = *optimizer.shards();
+  auto& gathers = *accel::detail::shards_of(optimizer);
   auto loss = torch::mse_loss(net->forward(x), y);
   EXPECT_NEAR(loss.item<double>(), expected_loss.item<double>(), 1e-6);
   // Forward gathered each unit once, and what autograd saved for backward holds none of them:
@@ -555,20 +555,22 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
   // all-gather. Both, driven by hand over this job's Gloo group, train alike.
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
   auto group = accel::detail::DistributedState::existing()->device_group();
-  using Shards = accel::detail::OptimizerShards;
+  using accel::detail::ShardCollectives;
   std::vector<std::vector<torch::Tensor>> results;
   // Each form also with the shards in host memory (CPU offload), which adds the copies between
   // the two.
   for (const auto& [collectives, offload] :
-       std::vector<std::pair<Shards::Collectives, bool>>{{Shards::Collectives::native, false},
-                                                         {Shards::Collectives::all_reduce, false},
-                                                         {Shards::Collectives::native, true},
-                                                         {Shards::Collectives::all_reduce, true}}) {
+       std::vector<std::pair<ShardCollectives, bool>>{{ShardCollectives::native, false},
+                                                      {ShardCollectives::all_reduce, false},
+                                                      {ShardCollectives::native, true},
+                                                      {ShardCollectives::all_reduce, true}}) {
     torch::manual_seed(21);
     Net net;
     torch::optim::AdamW optimizer(groups(net), {});
-    Shards shards(optimizer, group, Shards::Reduction::reduce_scatter, /*unit_bytes=*/128,
-                  collectives, /*shard_parameters=*/false, nullptr, {}, offload);
+    accel::detail::OptimizerShards shards(optimizer, accel::detail::ShardingPlan(group)
+                                                         .unit_bytes(128)
+                                                         .collectives(collectives)
+                                                         .offload_to_host(offload));
     for (int64_t step = 0; step < 5; ++step) {
       auto [x, y] = batch(step);
       shards.arm();

@@ -1,7 +1,9 @@
 #pragma once
 
-// ZeRO stages 1 and 2 for one prepared optimizer (sharding strategies SHARD_OPTIMIZER_STATE and
-// SHARD_GRAD_OP), used by AcceleratedOptimizer and the Accelerator.
+// Sharding strategies for one prepared optimizer: ZeRO-1 (SHARD_OPTIMIZER_STATE), ZeRO-2
+// (SHARD_GRAD_OP), ZeRO-3 (FULL_SHARD) and HYBRID_SHARD, each with CPU offload. The Accelerator
+// makes one per sharded optimizer (Accelerator::shard_optimizer), which the optimizer holds as its
+// detail::ShardedStep.
 //
 // The parameters of each parameter group are laid end to end in one flat buffer, padded to a
 // multiple of the process count, and become views of it (FSDP's flat parameter); process r owns
@@ -9,8 +11,8 @@
 // flat tensor per group, the "shard", whose gradient is this process's slice of the averaged
 // gradients and whose optimizer state (Adam's moments, SGD's momentum) exists only here, 1/N of
 // it. A step updates the shard, and so this process's part of the parameters, in place; an
-// all-gather then fills in the rest. Every process keeps the parameters whole (ZeRO-1 and -2 shard
-// gradients and optimizer state, not parameters).
+// all-gather then fills in the rest. Under ZeRO-1 and -2 every process keeps the parameters whole
+// (they shard gradients and optimizer state, not parameters).
 //
 // Elementwise optimizers (SGD, Adam, AdamW, Adagrad, RMSprop) give the same update on a flat slice
 // as on the parameters; LBFGS, which takes whole-model dot products, is refused.
@@ -18,8 +20,8 @@
 // With `shard_parameters` (FULL_SHARD, ZeRO-3) no process keeps the parameters whole either: the
 // shard owns this process's slice, and the model's parameters become sharded parameters
 // (sharded_parameter.h) whose values are gathered unit by unit by the operators that use them,
-// and freed after. Units are then the caller's (FSDP's wrapped modules), not runs of consecutive
-// parameters.
+// and freed after (unit_gather.h; unit_gather.cpp). Units are then the caller's (FSDP's wrapped
+// modules), not runs of consecutive parameters.
 //
 // With `offload_to_host` (CPU offload) the shards, their gradients and so the optimizer's state
 // are host tensors (pinned when the parameters are on a GPU), and the optimizer steps on the
@@ -32,11 +34,18 @@
 // With a `replicate_group` (HYBRID_SHARD) the slices are cut among `group` (one machine's
 // processes) and each group of the job holds the same slices: a reduce-scattered slice is summed
 // with its replicas over `replicate_group` before it is averaged over every process.
+//
+// Gradients reach the shards in gradient_reduction.cpp (ZeRO-2's reduce-scatter during backward,
+// or a slice of ZeRO-1's all-reduced gradients).
+
+#include <accel/detail/sharded_step.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/intrusive_ptr.h>
+#include <torch/arg.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -50,9 +59,6 @@
 namespace c10 {
 struct TensorImpl;
 }
-namespace c10d {
-class ProcessGroup;
-}
 namespace torch {
 namespace autograd {
 struct Node;
@@ -65,48 +71,61 @@ class Optimizer;
 namespace accel {
 namespace detail {
 
-class OptimizerShards {
+/// How the full gradients become this process's averaged slice.
+enum class GradientReduction {
+  /// Backward all-reduced them already (ZeRO-1): the slice is cut out after it.
+  slice_all_reduced,
+  /// Each process keeps its own through backward (ZeRO-2): a unit's gradients are
+  /// reduce-scattered as soon as backward has finished them all, then freed, so the full
+  /// gradients of only a few units are alive at a time.
+  reduce_scatter,
+};
+
+/// Which collectives move the slices.
+enum class ShardCollectives {
+  /// c10d's reduce-scatter and all-gather (`_reduce_scatter_base`, `_allgather_base`).
+  native,
+  /// All-reduces of the whole buffer with the same results: the reduce-scatter's slice is cut
+  /// from the sum, and the all-gather sums buffers zeroed but for each process's own slice
+  /// (x + 0 is x exactly). Gloo's reduce-scatter and all-gather take longer than its
+  /// all-reduce (400 MB on 2 processes here: 0.54 s and 0.44 s against 0.28 s).
+  all_reduce,
+};
+
+/// Which unit a parameter belongs to (FULL_SHARD's wrap policy): parameters of one group with
+/// the same number make one unit.
+using ShardUnitOf = std::function<int64_t(const at::Tensor&)>;
+
+/// How OptimizerShards cuts an optimizer and moves its slices; Accelerator::shard_optimizer
+/// builds it from the resolved options.
+struct ShardingPlan {
+  explicit ShardingPlan(c10::intrusive_ptr<c10d::ProcessGroup> group) : group_(std::move(group)) {}
+  /// The processes that split each unit into slices.
+  TORCH_ARG(c10::intrusive_ptr<c10d::ProcessGroup>, group);
+  TORCH_ARG(GradientReduction, reduction) = GradientReduction::reduce_scatter;
+  /// Units are runs of consecutive parameters of about this many bytes (one parameter at
+  /// least), unless `unit_of` says otherwise.
+  TORCH_ARG(int64_t, unit_bytes) = int64_t{25} << 20;
+  TORCH_ARG(ShardCollectives, collectives) = ShardCollectives::native;
+  /// FULL_SHARD: the parameters are sharded too (they must be the same on every process, as
+  /// prepare(model) makes them).
+  TORCH_ARG(bool, shard_parameters) = false;
+  TORCH_ARG(ShardUnitOf, unit_of) = nullptr;
+  /// HYBRID_SHARD: `group` is one of several holding the same shards; this one links them.
+  TORCH_ARG(c10::intrusive_ptr<c10d::ProcessGroup>, replicate_group) = {};
+  /// CPU offload: the shards are host tensors.
+  TORCH_ARG(bool, offload_to_host) = false;
+  /// FULL_SHARD of a model built by init_empty_weights: meta parameters become sharded
+  /// parameters on this device whose shards hold zeros until a load fills them
+  /// (load_checkpoint_in_model writes each process's part only).
+  TORCH_ARG(std::optional<c10::Device>, device_of_empty_weights) = std::nullopt;
+};
+
+class OptimizerShards : public ShardedStep {
  public:
-  /// How the full gradients become this process's averaged slice.
-  enum class Reduction {
-    /// Backward all-reduced them already (ZeRO-1): the slice is cut out after it.
-    slice_all_reduced,
-    /// Each process keeps its own through backward (ZeRO-2): a unit's gradients are
-    /// reduce-scattered as soon as backward has finished them all, then freed, so the full
-    /// gradients of only a few units are alive at a time.
-    reduce_scatter,
-  };
-
-  /// Which collectives move the slices.
-  enum class Collectives {
-    /// c10d's reduce-scatter and all-gather (`_reduce_scatter_base`, `_allgather_base`).
-    native,
-    /// All-reduces of the whole buffer with the same results: the reduce-scatter's slice is cut
-    /// from the sum, and the all-gather sums buffers zeroed but for each process's own slice
-    /// (x + 0 is x exactly). Gloo's reduce-scatter and all-gather take longer than its
-    /// all-reduce (400 MB on 2 processes here: 0.54 s and 0.44 s against 0.28 s).
-    all_reduce,
-  };
-
-  /// Which unit a parameter belongs to (FULL_SHARD's wrap policy): parameters of one group with
-  /// the same number make one unit.
-  using UnitOf = std::function<int64_t(const at::Tensor&)>;
-
-  /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them:
-  /// one per unit of consecutive parameters of about `unit_bytes` (one parameter at least), or
-  /// as `unit_of` says when given. With `shard_parameters`, the parameters are sharded too (they
-  /// must be the same on every process, as prepare(model) makes them). With `replicate_group`,
-  /// `group` is one of several holding the same shards (HYBRID_SHARD; see above). With
-  /// `offload_to_host`, the shards are host tensors (CPU offload; see above). With
-  /// `device_of_empty_weights` (FULL_SHARD of a model built by init_empty_weights), meta
-  /// parameters become sharded parameters on that device whose shards hold zeros until a load
-  /// fills them: load_checkpoint_in_model writes each process's part only.
-  OptimizerShards(torch::optim::Optimizer& optimizer, c10::intrusive_ptr<c10d::ProcessGroup> group,
-                  Reduction reduction, int64_t unit_bytes, Collectives collectives,
-                  bool shard_parameters = false, const UnitOf& unit_of = nullptr,
-                  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group = {},
-                  bool offload_to_host = false,
-                  std::optional<c10::Device> device_of_empty_weights = std::nullopt);
+  /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them,
+  /// cut as `plan` says.
+  OptimizerShards(torch::optim::Optimizer& optimizer, const ShardingPlan& plan);
   ~OptimizerShards();
   OptimizerShards(const OptimizerShards&) = delete;
   OptimizerShards& operator=(const OptimizerShards&) = delete;
@@ -120,7 +139,7 @@ class OptimizerShards {
   /// them, averaged over the processes, to the shards' and frees them. Nothing to do (and no
   /// collective) when no full parameter has a gradient; every process runs the same program, so
   /// all agree. Also rebinds parameters whose data was replaced (see refresh_from_parameters).
-  void reduce_gradients();
+  void reduce_gradients() override;
   /// Multiplies the shards' gradients by `factor` (backward(loss_sum, num_items)'s division).
   void scale_gradients(double factor);
   /// `unused`: parameters no process used in this accumulation window (find_unused_parameters),
@@ -131,11 +150,11 @@ class OptimizerShards {
   /// counter (Adam's bias correction) is the unit's. Called after each synchronising backward.
   void leave_unstepped(const std::vector<at::Tensor>& unused);
   /// Around the optimizer's step: keeps what leave_unstepped named, then puts it back.
-  void before_step(torch::optim::Optimizer& optimizer);
-  void after_step(torch::optim::Optimizer& optimizer);
+  void before_step(torch::optim::Optimizer& optimizer) override;
+  void after_step(torch::optim::Optimizer& optimizer) override;
   /// After a step: the updated shards, all-gathered into the full parameters (with sharded
   /// parameters: the units left whole are dropped, the next use gathers them anew).
-  void gather_parameters();
+  void gather_parameters() override;
   /// Reduce-scatters (ZeRO-2 and -3) move the gradients in `dtype` (FSDP's MixedPrecision
   /// reduce_dtype): the full gradients are cast to it in the send buffer and summed in it, and
   /// each process's slice is cast back to the shard's dtype before it is averaged.
@@ -189,7 +208,7 @@ class OptimizerShards {
   /// weights were loaded).
   void refresh_from_parameters();
   /// Frees (or zeroes) the full parameters' gradients; the shards' are the optimizer's to clear.
-  void zero_full_gradients(bool set_to_none);
+  void zero_full_gradients(bool set_to_none) override;
   /// True when any of the parameters it shards is among `leaves`.
   bool holds_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
 
@@ -207,6 +226,9 @@ class OptimizerShards {
   /// cut from them (and, sharding parameters, they become views served from the unit).
   Unit make_unit(int64_t group_index, const std::vector<at::Tensor>& params,
                  const std::vector<size_t>& members);
+  /// FULL_SHARD: the unit keeps its shard alone, and each of its parameters becomes a sharded
+  /// parameter gathered from it (`empty`: the parameters were meta; the shard holds zeros).
+  void shard_unit_parameters(Unit& unit, bool empty);
   void install_hooks();
   void gradient_ready(size_t unit, size_t param);
   /// Sends the next unit in launch order (waiting for the oldest when too many are under way).
@@ -220,7 +242,7 @@ class OptimizerShards {
 
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;  // HYBRID_SHARD: the other machines
-  Reduction reduction_;
+  GradientReduction reduction_;
   bool through_all_reduce_;  // Collectives::all_reduce
   bool shard_parameters_;
   bool offload_;                          // the shards are host tensors
@@ -249,6 +271,20 @@ class OptimizerShards {
   size_t next_deliver_ = 0;  // ... and of the next whose result to collect
   bool bound_ = true;
 };
+
+/// The runtime's own way to a prepared optimizer's sharding (see ShardedStepKey): the shards of
+/// `optimizer` (an AcceleratedOptimizer), or null when it is not sharded.
+struct ShardedStepAccess {
+  template <typename PreparedOptimizer>
+  static std::shared_ptr<OptimizerShards> shards_of(const PreparedOptimizer& optimizer) {
+    return std::dynamic_pointer_cast<OptimizerShards>(optimizer.sharded_step(ShardedStepKey()));
+  }
+};
+
+template <typename PreparedOptimizer>
+std::shared_ptr<OptimizerShards> shards_of(const PreparedOptimizer& optimizer) {
+  return ShardedStepAccess::shards_of(optimizer);
+}
 
 }  // namespace detail
 }  // namespace accel
