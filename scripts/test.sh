@@ -2,9 +2,9 @@
 # Runs every test: installs what is missing (Debian packages; the pinned torch wheel and Python
 # Accelerate in the reused virtual environment), builds with Ninja against the wheel's LibTorch
 # (CUDA 13 build: every CUDA and NCCL path is compiled and linked), runs the suite through ctest
-# (unit, multi-process, fault, install, accel-migrate lit and end to end), then builds what the
-# sanitizers protect (the runtime and its multi-process tests, accel-migrate) with
-# AddressSanitizer and UndefinedBehaviorSanitizer and runs those tests again.
+# (unit, multi-process, fault, install, accel-migrate lit and end to end), while it builds what
+# the sanitizers protect (the runtime and its multi-process tests, accel-migrate) with
+# AddressSanitizer and UndefinedBehaviorSanitizer, and then runs those tests again.
 # Tests labelled `gpu` need a CUDA GPU: they are built here and run by scripts/gpu-check.sh.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,26 +27,44 @@ if command -v ccache > /dev/null; then
   ccache -z > /dev/null
 fi
 
+# Both trees compile their sources in batches (ACCEL_UNITY_BUILD; cmake/AccelCompileOptions.cmake
+# says why and what still compiles each source alone).
 # Release: -O2 as RelWithDebInfo, without its debug information, which costs a third of the
 # compile time of a LibTorch source here (checkpointing.cpp: 30 s with -g, 21 s without).
 phase "build (Release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DACCEL_UNITY_BUILD=ON "${launcher[@]}"
 cmake --build build -j "$jobs"
-phase "tests"
+
+# The sanitized tree (AddressSanitizer + UndefinedBehaviorSanitizer) builds beside the Release
+# tests, at the lowest priority: it takes the cycles the tests leave idle (processes of a job
+# waiting on each other, launches waiting out a timeout) and yields the rest, so the tests run as
+# they would alone. Debug keeps LLVM's and our assertions on; -g1 keeps the line tables the
+# sanitizers' reports need and leaves out the rest of the debug information.
+mkdir -p build-sanitize
+cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 -DACCEL_UNITY_BUILD=ON \
+  -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_REWRITER=ON "${launcher[@]}" > build-sanitize/ci-build.log
+# Its own process group (setsid), so that a failed test run stops the whole build.
+setsid nice -n 19 cmake --build build-sanitize -j "$jobs" >> build-sanitize/ci-build.log 2>&1 &
+sanitized_build=$!
+trap 'kill -- "-$sanitized_build" 2> /dev/null || true' EXIT
+
+phase "tests (Release; the sanitized tree builds beside them)"
 ctest --test-dir build --output-on-failure -j "$jobs" -LE gpu
 echo "built, not run here (they need a CUDA GPU; scripts/gpu-check.sh runs them):"
 ctest --test-dir build -N -L gpu | grep "Test *#" || true
 
-phase "build (AddressSanitizer + UndefinedBehaviorSanitizer)"
-# Debug keeps LLVM's and our assertions on; -g1 keeps the line tables the sanitizers' reports
-# need and leaves out the rest of the debug information. ASan's shadow memory must leave the CUDA
-# driver's mappings alone (protect_shadow_gap=0); LibTorch's CUDA libraries are loaded even on a
-# CPU run.
-cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
-  -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 \
-  -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_REWRITER=ON "${launcher[@]}"
-cmake --build build-sanitize -j "$jobs"
+phase "build (AddressSanitizer + UndefinedBehaviorSanitizer), what is left of it"
+if ! wait "$sanitized_build"; then
+  tail -c 20000 build-sanitize/ci-build.log
+  echo "the sanitized build failed (above; whole in build-sanitize/ci-build.log)"
+  exit 1
+fi
+trap - EXIT
+tail -n 1 build-sanitize/ci-build.log
 phase "tests under sanitizers"
+# ASan's shadow memory must leave the CUDA driver's mappings alone (protect_shadow_gap=0);
+# LibTorch's CUDA libraries are loaded even on a CPU run.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/test/sanitizers/lsan.supp}
 ctest --test-dir build-sanitize --output-on-failure -j "$jobs" -LE "no-sanitize|gpu"

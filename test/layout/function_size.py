@@ -35,29 +35,46 @@ def tool(name):
     sys.exit(f"function_size: {name} is not installed (scripts/install-deps.sh installs it)")
 
 
+UNITY_INCLUDE = re.compile(r'^#include\s+"([^"]+)"', re.M)
+
+
+def sources_of(entry):
+    """The files a compile command compiles: its own; or in a unity build (ACCEL_UNITY_BUILD), whose
+    commands compile batches, the sources its batch includes, each then read alone here."""
+    file = entry["file"]
+    if os.path.basename(os.path.dirname(file)) == "Unity":
+        return UNITY_INCLUDE.findall(open(file).read())
+    return [file]
+
+
 def entries(build, source):
     """The compile commands of our files, as argument lists without CMake's GCC PCH, each with
     the PCH's header it leaves out (its sources rely on it for <torch/torch.h>) or None."""
     selected = []
     for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
-        path = os.path.relpath(entry["file"], source)
-        if not path.startswith(FOLDERS) or not path.endswith(".cpp"):
-            continue
-        args = shlex.split(entry["command"])
-        cleaned, skip, pch = [], False, None
-        for i, arg in enumerate(args):
-            if skip:
-                skip = False
-                continue
-            if arg == "-include" and "cmake_pch" in args[i + 1]:
-                skip = True
-                pch = args[i + 1]
-                continue
-            if arg in ("-Winvalid-pch",):
-                continue
-            cleaned.append(arg)
-        selected.append((path, entry["directory"], cleaned, pch))
+        for file in sources_of(entry):
+            path = os.path.relpath(file, source)
+            if path.startswith(FOLDERS) and path.endswith(".cpp"):
+                selected.append(entry_for(entry, path, file))
     return selected
+
+
+def entry_for(entry, path, file):
+    """`entry`'s command for `file` alone (the same as its batch's, under a unity build)."""
+    args = [file if arg == entry["file"] else arg for arg in shlex.split(entry["command"])]
+    cleaned, skip, pch = [], False, None
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == "-include" and "cmake_pch" in args[i + 1]:
+            skip = True
+            pch = args[i + 1]
+            continue
+        if arg in ("-Winvalid-pch",):
+            continue
+        cleaned.append(arg)
+    return path, entry["directory"], cleaned, pch
 
 
 def flags_of(args, file):
@@ -101,6 +118,9 @@ def main():
     clang, tidy = tool("clang++"), tool("clang-tidy")
     work = tempfile.mkdtemp(prefix="accel-function-size-")
     selected = entries(build, source)
+    if not selected:
+        sys.exit(f"function_size: {build}/compile_commands.json compiles no source of "
+                 f"{', '.join(FOLDERS)}")
     # Files passed before, by content: not read again.
     cache = cache_dir()
     passed = 0

@@ -303,8 +303,8 @@ TEST(SaveState, RestoresRegisteredObjectsAndRefusesMismatches) {
 }
 
 /// A two-layer model, its AdamW optimizer after one step, and a checkpoint of them in `folder`.
-struct TwoLayers {
-  explicit TwoLayers(accel::Accelerator& accelerator, int64_t width = 3)
+struct CheckpointedTwoLayers {
+  explicit CheckpointedTwoLayers(accel::Accelerator& accelerator, int64_t width = 3)
       : model(torch::nn::Linear(2, width), torch::nn::Linear(width, 1)),
         optimizer(accelerator.prepare(torch::optim::AdamW(model->parameters(), 0.1))) {
     accelerator.prepare(model);
@@ -326,7 +326,7 @@ TEST(SaveState, CheckpointsOfAnotherRunAreRefusedBeforeAnythingLoads) {
   const auto folder = (dir / "ckpt").string();
   {
     accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-    TwoLayers run(accelerator);
+    CheckpointedTwoLayers run(accelerator);
     run.step(accelerator);
     accelerator.save_state(folder);
   }
@@ -345,7 +345,7 @@ TEST(SaveState, CheckpointsOfAnotherRunAreRefusedBeforeAnythingLoads) {
   {
     // Another model: the first layer would fit, the second does not.
     accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-    TwoLayers run(accelerator, 4);
+    CheckpointedTwoLayers run(accelerator, 4);
     refused(accelerator, *run.model, "model.safetensors: tensor '0.weight' has shape [3, 2]");
   }
   {
@@ -374,7 +374,7 @@ TEST(SaveState, CheckpointsOfAnotherRunAreRefusedBeforeAnythingLoads) {
     // Another accumulation setting.
     accel::Accelerator accelerator(
         accel::AcceleratorOptions().cpu(true).gradient_accumulation_steps(4));
-    TwoLayers run(accelerator);
+    CheckpointedTwoLayers run(accelerator);
     refused(accelerator, *run.model,
             "was saved with gradient_accumulation_steps 1 and this run has 4");
   }
@@ -382,7 +382,7 @@ TEST(SaveState, CheckpointsOfAnotherRunAreRefusedBeforeAnythingLoads) {
     // A process's files missing.
     fs::remove(fs::path(folder) / "random_states_0.pt");
     accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-    TwoLayers run(accelerator);
+    CheckpointedTwoLayers run(accelerator);
     refused(accelerator, *run.model, "is missing process 0's files: random_states_0.pt");
   }
 }
@@ -400,7 +400,7 @@ TEST(SaveState, SavesInsideAnAccumulationWindowHoldTheWindow) {
     {
       accel::Accelerator accelerator(options);
       torch::manual_seed(3);
-      TwoLayers run(accelerator);
+      CheckpointedTwoLayers run(accelerator);
       for (int k = 1; k <= 7; ++k) {
         auto scope = accelerator.accumulate(run.model);
         accelerator.backward(run.model->forward(torch::full({4, 2}, 0.1 * k)).pow(2).sum());
@@ -419,7 +419,7 @@ TEST(SaveState, SavesInsideAnAccumulationWindowHoldTheWindow) {
     }
     accel::Accelerator accelerator(options);
     torch::manual_seed(4);  // other weights: everything comes from the checkpoint
-    TwoLayers run(accelerator);
+    CheckpointedTwoLayers run(accelerator);
     accelerator.load_state(folder);
     for (int k = saved_at + 1; k <= 7; ++k) {
       auto scope = accelerator.accumulate(run.model);

@@ -24,16 +24,19 @@
 namespace fs = std::filesystem;
 using accel_test::read_text;
 
-namespace {
-
-int64_t rank() { return std::atoll(std::getenv("RANK")); }
-
+// Outside the anonymous namespace: gtest derives each test from it (GCC's -Wsubobject-linkage
+// objects to a base with internal linkage in a file that is not the main one, as in a unity
+// build's batch).
 class TwoProcesses : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_STREQ(std::getenv("WORLD_SIZE"), "2") << "run me with accel launch --num_processes 2";
   }
 };
+
+namespace {
+
+int64_t rank() { return std::atoll(std::getenv("RANK")); }
 
 // A folder both processes use: rank 0's temporary folder, removed by rank 0 at the end.
 class SharedDir {
@@ -204,6 +207,8 @@ TEST_F(TwoProcesses, ProfileWritesOneTracePerProcess) {
   EXPECT_TRUE(fs::exists(dir / "traces" / ("profile_" + std::to_string(1 - rank()) + ".json")));
 }
 
+namespace {
+
 /// The uneven-inputs tests' job: a Linear(3, 1) from zeros, prepared with SGD(0.5) and a
 /// sequential loader of batches of 2 over (x, y), beside an unprepared reference from zeros that
 /// a test steps by hand.
@@ -261,6 +266,8 @@ struct JoinedLinear {
   using Batches = torch::data::datasets::MapDataset<Pairs, torch::data::transforms::Stack<>>;
   std::unique_ptr<accel::DataLoader<Batches, torch::data::samplers::SequentialSampler>> loader;
 };
+
+}  // namespace
 
 // 5 batches of 2 with even_batches off: rank 0 trains on batches 0, 2, 4 and rank 1 on 1 and 3.
 // Rank 1 runs out first and shadows rank 0's third all-reduce with zeros; both end with rank 0's
