@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""layout.function_size: no function in runtime/src or launcher/lib is longer than 80 lines,
-as clang-tidy's readability-function-size counts them (LineThreshold 80).
+"""layout.function_size: no function in runtime/src or launcher/lib (their sources and headers)
+is longer than 80 lines, as clang-tidy's readability-function-size counts them (LineThreshold 80).
 
 The runtime's sources are read through one precompiled <torch/torch.h> built by clang for the
 runtime library's flags (CMake's own precompiled header is GCC's, which clang cannot read). Still,
 clang-tidy walks LibTorch's whole AST for each file (about 7 s of CPU a file). A function's size
-depends on its own file's text only, so a file whose text (and this check's settings) clang-tidy
-has passed before is not read again: the verdicts are kept by content hash in
-~/.cache/accel/function-size, as ccache keeps objects, and like ccache the cache is off with
-CCACHE_DISABLE set (a cold run reads every file).
+depends on its own file's text, so a source whose text, the text of our headers it includes and
+this check's settings clang-tidy has passed before is not read again: the verdicts are kept by
+content hash in ~/.cache/accel/function-size, as ccache keeps objects, and like ccache the cache
+is off with CCACHE_DISABLE set (a cold run reads every file).
 
     function_size.py BUILD_DIR SOURCE_DIR
 """
@@ -106,10 +106,35 @@ def cache_dir():
     return path
 
 
-def verdict_key(file):
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def our_headers(file, source):
+    """The headers of runtime/src and launcher/lib that `file` includes, directly or through
+    each other (found beside the includer or from either folder's root, as the builds find them)."""
+    roots = [os.path.join(source, folder) for folder in FOLDERS]
+    found, pending = set(), [file]
+    while pending:
+        current = pending.pop()
+        for name in INCLUDE.findall(open(current, errors="replace").read()):
+            for base in [os.path.dirname(current)] + roots:
+                candidate = os.path.normpath(os.path.join(base, name))
+                if os.path.isfile(candidate):
+                    if candidate not in found and candidate.startswith(tuple(roots)):
+                        found.add(candidate)
+                        pending.append(candidate)
+                    break
+    return sorted(found)
+
+
+def verdict_key(file, source):
+    """A verdict holds while the file, our headers it includes (their functions are counted
+    too) and the check's settings are unchanged."""
     digest = hashlib.sha256(CONFIG.encode())
-    with open(file, "rb") as text:
-        digest.update(text.read())
+    for path in [file] + our_headers(file, source):
+        digest.update(path.encode())
+        with open(path, "rb") as text:
+            digest.update(text.read())
     return digest.hexdigest()
 
 
@@ -126,7 +151,8 @@ def main():
     passed = 0
     if cache is not None:
         unread = [e for e in selected
-                  if not os.path.exists(os.path.join(cache, verdict_key(os.path.join(source, e[0]))))]
+                  if not os.path.exists(os.path.join(cache, verdict_key(os.path.join(source, e[0]),
+                                                                        source)))]
         passed = len(selected) - len(unread)
         selected = unread
     # One clang PCH for the runtime library's own flags; the files CMake's PCH served with other
@@ -155,23 +181,30 @@ def main():
     with open(os.path.join(work, "compile_commands.json"), "w") as out:
         json.dump(database, out)
 
+    # Functions defined in our headers count as well (each reported once, by its first includer).
+    header_filter = f"^{re.escape(source)}/({'|'.join(f.rstrip('/') for f in FOLDERS)})/"
+
     def check(item):
         result = subprocess.run([tidy, "-p", work, f"--config={CONFIG}", "--quiet",
-                                 item["file"]], capture_output=True, text=True)
+                                 f"--header-filter={header_filter}", item["file"]],
+                                capture_output=True, text=True)
         found = [line for line in result.stdout.splitlines()
                  if "readability-function-size" in line and "warning:" in line]
         errors = [line for line in result.stdout.splitlines() if " error: " in line]
         return item["file"], found, errors
 
     jobs = max(1, len(os.sched_getaffinity(0)))
-    problems = 0
+    problems, reported = 0, set()
     with ThreadPoolExecutor(jobs) as pool:
         for file, found, errors in pool.map(check, database):
             if cache is not None and not found and not errors:
-                open(os.path.join(cache, verdict_key(file)), "w").close()
+                open(os.path.join(cache, verdict_key(file, source)), "w").close()
             for line in found + errors:
+                if line in reported:
+                    continue
+                reported.add(line)
                 print(os.path.relpath(line, source) if line.startswith(source) else line)
-            problems += len(found) + len(errors)
+                problems += 1
     print(f"function_size: {len(database)} files of {', '.join(FOLDERS)} read by clang-tidy, "
           f"{passed} unchanged since they passed; {problems} functions over {LINE_THRESHOLD} "
           "lines or files clang-tidy could not read")
