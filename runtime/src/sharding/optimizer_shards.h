@@ -243,7 +243,7 @@ class OptimizerShards : public ShardedStep {
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;  // HYBRID_SHARD: the other machines
   GradientReduction reduction_;
-  bool through_all_reduce_;  // Collectives::all_reduce
+  bool through_all_reduce_;  // ShardCollectives::all_reduce
   bool shard_parameters_;
   bool offload_;                          // the shards are host tensors
   std::shared_ptr<GatherWindow> window_;  // FULL_SHARD: the units whole at the moment
