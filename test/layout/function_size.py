@@ -148,11 +148,13 @@ def main():
                  f"{', '.join(FOLDERS)}")
     # Files passed before, by content: not read again.
     cache = cache_dir()
-    passed = 0
+    passed, keys = 0, {}
     if cache is not None:
+        # Each key once, from the text clang-tidy is about to read.
+        keys = {os.path.join(source, e[0]): verdict_key(os.path.join(source, e[0]), source)
+                for e in selected}
         unread = [e for e in selected
-                  if not os.path.exists(os.path.join(cache, verdict_key(os.path.join(source, e[0]),
-                                                                        source)))]
+                  if not os.path.exists(os.path.join(cache, keys[os.path.join(source, e[0])]))]
         passed = len(selected) - len(unread)
         selected = unread
     # One clang PCH for the runtime library's own flags; the files CMake's PCH served with other
@@ -198,7 +200,7 @@ def main():
     with ThreadPoolExecutor(jobs) as pool:
         for file, found, errors in pool.map(check, database):
             if cache is not None and not found and not errors:
-                open(os.path.join(cache, verdict_key(file, source)), "w").close()
+                open(os.path.join(cache, keys[file]), "w").close()
             for line in found + errors:
                 if line in reported:
                     continue
