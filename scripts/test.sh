@@ -14,6 +14,23 @@ start=$SECONDS
 phase() { echo "== $1 (at $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s)"; }
 
 scripts/install-deps.sh
+# A run writes about 13 GB (two build trees and what the tests make); short of it, the build
+# stops at a link with "No space left on device" half an hour in. Said now instead.
+free_gb=$(($(df -Pk . | awk 'NR == 2 { print $4 }') / 1048576))
+if [ "$free_gb" -lt 16 ]; then
+  echo "warning: $free_gb GB free under $root; a full run needs about 16 (build/, build-sanitize/," \
+    "the tests' temporary files)"
+fi
+# What the tests leave in a temporary folder (a killed process cannot clean up after itself)
+# goes with the run.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/accel-tests.XXXXXX")
+export TMPDIR
+sanitized_build=
+cleanup() {
+  [ -n "$sanitized_build" ] && kill -- "-$sanitized_build" 2> /dev/null || true
+  rm -rf "$TMPDIR"
+}
+trap cleanup EXIT
 phase "format"
 scripts/check-format.sh
 
@@ -54,7 +71,6 @@ set -m
 ) > build-sanitize/ci-build.log 2>&1 &
 sanitized_build=$!
 set +m
-trap 'kill -- "-$sanitized_build" 2> /dev/null || true' EXIT
 
 phase "tests (Release; the sanitized tree builds beside them)"
 ctest --test-dir build --output-on-failure -j "$jobs" -LE gpu
@@ -67,7 +83,7 @@ if ! wait "$sanitized_build"; then
   echo "the sanitized build failed (above; whole in build-sanitize/ci-build.log)"
   exit 1
 fi
-trap - EXIT
+sanitized_build=
 tail -n 1 build-sanitize/ci-build.log
 phase "tests under sanitizers"
 # ASan's shadow memory must leave the CUDA driver's mappings alone (protect_shadow_gap=0);

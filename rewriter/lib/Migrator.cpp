@@ -158,7 +158,7 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
   std::optional<PreambleCache> Cache;
   if (!Options.NoCache)
     Cache.emplace(Options.CacheDir.empty() ? PreambleCache::defaultDirectory() : Options.CacheDir,
-                  Err, Options.Quiet);
+                  Options.CacheMaxBytes, Err, Options.Quiet);
   auto Migrate = [&](size_t I, const MigrateOptions &FileChecks) {
     Results[I] = TranslationUnitResult();
     if (Cache) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "MigrateOptions.h"
+#include "PreambleCache.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/Twine.h"
@@ -34,6 +35,7 @@ struct MigratorOptions {
   bool Quiet = false;                 ///< no summary
   bool NoCache = false;               ///< parse every header again, as without a cache
   std::string CacheDir;               ///< the preamble cache; empty: PreambleCache's default
+  uint64_t CacheMaxBytes = PreambleCache::DefaultMaxBytes; ///< 0: no bound
   /// The compile database (-p) lists the program's files: when the given files do not define
   /// main, the database's files that call what they change are migrated with them.
   bool ProgramFromDatabase = false;

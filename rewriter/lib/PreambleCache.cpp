@@ -20,6 +20,7 @@
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -207,8 +208,9 @@ struct PreambleCache::Entry {
   bool Discarded = false; // clang refused it in this run: the rest of the run goes without
 };
 
-PreambleCache::PreambleCache(std::string Directory, llvm::raw_ostream &Notes, bool Quiet)
-    : Directory(std::move(Directory)), Notes(Notes), Quiet(Quiet) {}
+PreambleCache::PreambleCache(std::string Directory, uint64_t MaxBytes, llvm::raw_ostream &Notes,
+                             bool Quiet)
+    : Directory(std::move(Directory)), MaxBytes(MaxBytes), Notes(Notes), Quiet(Quiet) {}
 
 PreambleCache::~PreambleCache() = default;
 
@@ -250,33 +252,80 @@ std::string PreambleCache::preambleFor(const PreambleRequest &Request) {
   return E.Discarded ? "" : E.Pch;
 }
 
-// Entries not used for this long are removed when another is built: a cache for every flag set
-// a machine ever saw would grow without end (about 125 MB an entry).
+// Entries not used for this long are removed when another is built, whatever the size bound.
 constexpr std::chrono::hours UnusedEntryLifetime(24 * 30);
+// A build's temporary file older than this was left by a run that died: builds that are alive
+// hold the lock, and a waiting run gives up on it sooner (LockWaitSeconds).
+constexpr std::chrono::hours AbandonedBuildAge(2);
 
-void PreambleCache::pruneUnused() {
+static std::string sizeText(uint64_t Bytes) {
+  if (Bytes >= (uint64_t(1) << 30) && Bytes % (uint64_t(1) << 30) == 0)
+    return std::to_string(Bytes >> 30) + " GiB";
+  if (Bytes >= (uint64_t(1) << 20))
+    return std::to_string(Bytes >> 20) + " MiB";
+  return std::to_string(Bytes) + " bytes";
+}
+
+void PreambleCache::prune(const std::string &Keep) {
+  struct Stored {
+    std::string Stem;
+    std::chrono::system_clock::time_point LastUsed; // the manifest's time: see build()
+    uint64_t Bytes = 0;
+  };
+  std::vector<Stored> Entries;
   std::error_code EC;
   const auto Now = std::chrono::system_clock::now();
   for (llvm::sys::fs::directory_iterator It(Directory, EC), End; It != End && !EC;
        It.increment(EC)) {
     llvm::StringRef Path = It->path();
+    llvm::sys::fs::file_status Status;
+    if (llvm::sys::fs::status(Path, Status))
+      continue;
+    if (Path.endswith(".tmp") && Now - Status.getLastModificationTime() > AbandonedBuildAge) {
+      llvm::sys::fs::remove(Path);
+      continue;
+    }
     if (!Path.endswith(".manifest"))
       continue;
-    llvm::sys::fs::file_status Status;
-    if (llvm::sys::fs::status(Path, Status) ||
-        Now - Status.getLastModificationTime() < UnusedEntryLifetime)
-      continue;
     const llvm::StringRef Stem = Path.drop_back(llvm::StringRef(".manifest").size());
+    if (llvm::sys::path::filename(Stem) == Keep)
+      continue;
+    Stored Entry{Stem.str(), Status.getLastModificationTime(), 0};
     for (const char *Suffix : {".pch", ".h", ".manifest"})
-      llvm::sys::fs::remove(Stem + Suffix);
+      if (std::optional<FileStamp> Stamp = stampOf(Entry.Stem + Suffix))
+        Entry.Bytes += Stamp->Size;
+    Entries.push_back(std::move(Entry));
   }
+  uint64_t Total = 0;
+  for (const char *Suffix : {".pch", ".h", ".manifest"})
+    if (std::optional<FileStamp> Stamp = stampOf(pathIn(Directory, Keep + Suffix)))
+      Total += Stamp->Size;
+  // Most recently used first: the ones kept while they fit.
+  std::sort(Entries.begin(), Entries.end(),
+            [](const Stored &A, const Stored &B) { return A.LastUsed > B.LastUsed; });
+  size_t Evicted = 0;
+  for (const Stored &Entry : Entries) {
+    const bool Unused = Now - Entry.LastUsed >= UnusedEntryLifetime;
+    const bool OverBound = MaxBytes != 0 && Total + Entry.Bytes > MaxBytes;
+    if (!Unused && !OverBound) {
+      Total += Entry.Bytes;
+      continue;
+    }
+    for (const char *Suffix : {".pch", ".h", ".manifest"})
+      llvm::sys::fs::remove(Entry.Stem + Suffix);
+    Evicted += !Unused;
+  }
+  if (Evicted > 0)
+    note("removed " + std::to_string(Evicted) + " least recently used cached preamble" +
+         (Evicted == 1 ? "" : "s") + " from " + Directory + " to keep it within " +
+         sizeText(MaxBytes) + " (--cache-max-size)");
 }
 
 std::string PreambleCache::build(const std::string &Key, const PreambleRequest &Request) {
   const std::string Pch = pathIn(Directory, Key + ".pch");
   const std::string Manifest = pathIn(Directory, Key + ".manifest");
   if (problemWith(Pch, Manifest).empty()) {
-    ::utime(Manifest.c_str(), nullptr); // used now: see pruneUnused
+    ::utime(Manifest.c_str(), nullptr); // used now: see prune
     return Pch;
   }
   if (std::error_code EC = llvm::sys::fs::create_directories(Directory)) {
@@ -344,7 +393,7 @@ std::string PreambleCache::build(const std::string &Key, const PreambleRequest &
       note("no cached preamble: " + llvm::toString(std::move(Err)));
       return "";
     }
-    pruneUnused();
+    prune(Key);
     return Pch;
   }
 }

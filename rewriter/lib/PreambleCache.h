@@ -7,14 +7,16 @@
 // PCH's checksum and every header it read, with size and modification time). An entry whose
 // PCH fails its checksum or whose headers changed is rebuilt, with a note saying why. Builds
 // take a lock file, so concurrent runs build an entry once and share it; every file is written
-// under a temporary name and renamed, so a reader never sees half of one. Entries unused for a
-// month are removed when another is built.
+// under a temporary name and renamed, so a reader never sees half of one. When an entry is built,
+// entries unused for a month go, and then the least recently used ones until the cache is within
+// its size (each run that reads an entry marks it used).
 //
 //===----------------------------------------------------------------------------------------===//
 #pragma once
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,8 +38,14 @@ struct PreambleRequest {
 
 class PreambleCache {
 public:
-  /// Notes (entry built, stale, damaged) go to Notes; Quiet leaves out the first-build one.
-  PreambleCache(std::string Directory, llvm::raw_ostream &Notes, bool Quiet);
+  /// About sixteen LibTorch entries (125 MB each): the flag sets of a few projects and build
+  /// types.
+  static constexpr uint64_t DefaultMaxBytes = uint64_t(2) << 30;
+
+  /// Notes (entry built, stale, damaged, evicted) go to Notes; Quiet leaves out the first-build
+  /// one. MaxBytes bounds the directory's entries (0: no bound); the entry a run is using is
+  /// kept even when it alone is larger.
+  PreambleCache(std::string Directory, uint64_t MaxBytes, llvm::raw_ostream &Notes, bool Quiet);
   ~PreambleCache();
 
   /// `${XDG_CACHE_HOME:-$HOME/.cache}/accel/migrate`.
@@ -56,11 +64,13 @@ private:
   struct Entry;
   Entry &entry(const std::string &Key);
   std::string build(const std::string &Key, const PreambleRequest &Request);
-  /// Removes entries no run has used for a month.
-  void pruneUnused();
+  /// Removes entries no run has used for a month, then the least recently used ones beyond
+  /// MaxBytes (never Keep, the entry just built), and builds abandoned by a crashed run.
+  void prune(const std::string &Keep);
   void note(const std::string &Text);
 
   std::string Directory;
+  uint64_t MaxBytes;
   llvm::raw_ostream &Notes;
   bool Quiet;
   std::mutex Mutex; // guards Entries and Notes

@@ -10,9 +10,13 @@
 #include "accel_common/contract.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <optional>
 
 using namespace accel::migrate;
 namespace cl = llvm::cl;
@@ -93,6 +97,11 @@ static cl::opt<std::string>
              cl::desc("Keep the precompiled LibTorch preamble here (default: "
                       "${XDG_CACHE_HOME:-~/.cache}/accel/migrate)"),
              cl::value_desc("dir"), cl::cat(Category));
+static cl::opt<std::string>
+    CacheMaxSize("cache-max-size",
+                 cl::desc("Bound on the cache directory: least recently used entries go when a "
+                          "new one passes it (K, M or G suffix; 0: no bound; default 2G)"),
+                 cl::value_desc("size"), cl::init("2G"), cl::cat(Category));
 static cl::opt<bool> NoCache("no-cache",
                              cl::desc("Parse every header of every file, with no cached preamble"),
                              cl::cat(Category));
@@ -102,7 +111,9 @@ static cl::extrahelp MoreHelp(R"(
 
 The first file parsed with a set of compile flags builds a precompiled preamble of the LibTorch
 and accel headers it opens with; later files (and later runs) read it instead of the headers.
-Remove the cache directory to clear it; a changed header, flag or LibTorch version rebuilds it.
+An entry is about 125 MB with LibTorch's headers; the cache keeps the most recently used ones
+within --cache-max-size. Remove the cache directory to clear it; a changed header, flag or
+LibTorch version rebuilds its entry.
 
 With neither -p nor '--', the compiler arguments are worked out: C++17 and LibTorch's include
 directories (from $Torch_DIR, $CMAKE_PREFIX_PATH, $LIBTORCH or the standard locations).
@@ -115,6 +126,32 @@ Exit codes:
   3  an input is missing or unreadable, or a result cannot be written; nothing was written
   4  bad command line
 )");
+
+/// "2G", "512M", "100K", "4096": bytes, by powers of 1024; nullopt when not a size.
+static std::optional<uint64_t> parseSize(llvm::StringRef Text) {
+  uint64_t Unit = 1;
+  if (!Text.empty()) {
+    switch (llvm::toUpper(Text.back())) {
+    case 'K':
+      Unit = uint64_t(1) << 10;
+      break;
+    case 'M':
+      Unit = uint64_t(1) << 20;
+      break;
+    case 'G':
+      Unit = uint64_t(1) << 30;
+      break;
+    default:
+      break;
+    }
+  }
+  if (Unit != 1)
+    Text = Text.drop_back();
+  uint64_t Count = 0;
+  if (Text.empty() || Text.getAsInteger(10, Count) || Count > UINT64_MAX / Unit)
+    return std::nullopt;
+  return Count * Unit;
+}
 
 int main(int argc, const char **argv) {
   llvm::InitLLVM Init(argc, argv);
@@ -175,6 +212,13 @@ int main(int argc, const char **argv) {
   Options.Quiet = Quiet;
   Options.NoCache = NoCache;
   Options.CacheDir = CacheDir;
+  if (std::optional<uint64_t> Bytes = parseSize(CacheMaxSize)) {
+    Options.CacheMaxBytes = *Bytes;
+  } else {
+    return reportError(llvm::errs(), ExitUsageError,
+                       "--cache-max-size takes a size such as 2G, 500M or 0, not '" + CacheMaxSize +
+                           "'");
+  }
 
   if (!BuildPath.empty()) {
     Database = clang::tooling::CompilationDatabase::loadFromDirectory(BuildPath, Error);

@@ -9,7 +9,9 @@ warning; and accelerate launch's flags must win over the file.
 
     accelerate_fsdp_configs.py ACCEL_CLI    (run with the project's Python: scripts/python-env.sh)
 """
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,7 @@ from accelerate.utils.constants import FSDP_SHARDING_STRATEGY
 
 accel = sys.argv[1]
 work = tempfile.mkdtemp(prefix="accel-fsdp-configs.")
+atexit.register(shutil.rmtree, work, ignore_errors=True)
 SHOW = ("echo strategy=$ACCEL_SHARDING_STRATEGY offload=$ACCEL_FSDP_OFFLOAD_PARAMS "
         "checkpointing=$ACCEL_FSDP_ACTIVATION_CHECKPOINTING "
         "prefetch=$ACCEL_FSDP_FORWARD_PREFETCH,$ACCEL_FSDP_BACKWARD_PREFETCH")

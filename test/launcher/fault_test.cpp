@@ -3,6 +3,7 @@
 
 #include "support/ports.h"
 #include "support/subprocess.h"
+#include "support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -196,7 +197,8 @@ TEST(LaunchRestarts, AfterTheLastRestartTheFinalFailuresCodeIsTheExitCode) {
 TEST(LaunchRestarts, AStoppedRankCountsAsFailedAndItsGroupIsRestarted) {
   // Rank 1 stops itself (a hang, as under SIGSTOP) on the first start only; rank 0 would wait
   // 30 s for it. The launcher sees the stop at once, kills the group and starts it again.
-  const std::string pids = ::testing::TempDir() + "accel_restart_pids_";
+  const accel_test::TempDir folder("accel_restart");
+  const std::string pids = (folder / "pids_").string();
   auto result = run({kAccel, "launch", "--num_processes", "2", "--max_restarts", "1",
                      "--monitor_interval", "0.05", "--grace_period", "1", "sh", "-c",
                      "echo $$ > " + pids +
@@ -241,7 +243,8 @@ const std::map<std::string, std::string> kHangEnvironment = {{"ACCEL_TIMEOUT", "
                                                              {"ACCEL_HANG_WATCHDOG", "3"}};
 
 TEST(LaunchHangs, SaveStateOnTheMainProcessAloneStopsWithBothCallsNamed) {
-  const std::string dir = ::testing::TempDir() + "hang-save-state";
+  const accel_test::TempDir folder("accel_hang");
+  const std::string dir = (folder / "save-state").string();
   auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2", kWorker,
                      "save-state-on-main", dir},
                     kHangEnvironment, 100);
@@ -257,7 +260,8 @@ TEST(LaunchHangs, SaveStateOnTheMainProcessAloneStopsWithBothCallsNamed) {
 }
 
 TEST(LaunchHangs, AProvenHangIsAFailureThatRestartsAndThenGivesTheHangCode) {
-  const std::string dir = ::testing::TempDir() + "hang-restart";
+  const accel_test::TempDir folder("accel_hang");
+  const std::string dir = (folder / "restart").string();
   auto result = run({kAccel, "launch", "--num_processes", "2", "--grace_period", "2",
                      "--max_restarts", "1", kWorker, "save-state-on-main", dir},
                     kHangEnvironment, 110);

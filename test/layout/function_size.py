@@ -139,9 +139,13 @@ def verdict_key(file, source):
 
 
 def main():
-    build, source = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    # The PCH alone is 120 MB: the folder goes when the check ends, whatever its verdict.
+    with tempfile.TemporaryDirectory(prefix="accel-function-size-") as work:
+        return check_files(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), work)
+
+
+def check_files(build, source, work):
     clang, tidy = tool("clang++"), tool("clang-tidy")
-    work = tempfile.mkdtemp(prefix="accel-function-size-")
     selected = entries(build, source)
     if not selected:
         sys.exit(f"function_size: {build}/compile_commands.json compiles no source of "

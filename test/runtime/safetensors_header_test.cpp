@@ -2,6 +2,7 @@
 // tensor.
 
 #include "accel_common/safetensors_header.h"
+#include "support/temp_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +15,8 @@ namespace detail {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "/accel_st_" + std::to_string(::getpid()) + "_" + name;
+  static const accel_test::TempDir folder("accel_st");  // removed when the tests end
+  return (folder / name).string();
 }
 
 // Writes an 8-byte little-endian length, `header`, then `data_bytes` zero bytes.

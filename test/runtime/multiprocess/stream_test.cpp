@@ -4,6 +4,8 @@
 
 #include <accel/accel.h>
 
+#include "support/temp_dir.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -43,21 +45,18 @@ int64_t processes() {
 }
 int64_t rank() { return std::atoll(std::getenv("RANK") ? std::getenv("RANK") : "0"); }
 
-/// This process's copy of the chunk files: chunk c holds the ids of its examples.
+/// This process's copy of the chunk files: chunk c holds the ids of its examples. Written once;
+/// removed when the process ends.
 fs::path chunk_folder() {
-  const char* port = std::getenv("MASTER_PORT");
-  const auto folder =
-      fs::path(::testing::TempDir()) /
-      ("accel_stream_" + std::string(port ? port : "solo") + "_" + std::to_string(rank()));
+  static const accel_test::TempDir folder("accel_stream_chunks");
   if (!fs::exists(folder / "done")) {
-    fs::create_directories(folder);
     for (size_t c = 0; c < kChunks; ++c) {
       auto ids = torch::arange(first_id(c), first_id(c) + static_cast<int64_t>(chunk_length(c)));
       torch::save(ids, (folder / ("chunk_" + std::to_string(c) + ".pt")).string());
     }
     std::ofstream(folder / "done") << "ok";
   }
-  return folder;
+  return folder.path();
 }
 
 /// Reads chunk files; counts its reads; chunk `failing` cannot be read.
@@ -312,6 +311,10 @@ void expect_resumed_pass_is_the_same(MakeDataset make, accel::StreamLoaderOption
   EXPECT_EQ(resumed, rest);
   EXPECT_FALSE(rest.empty());
   EXPECT_EQ(loader->epoch(), 2u);
+  // Gone once every process has read it, and before any writes the next save there.
+  accelerator.wait_for_everyone();
+  if (accelerator.is_main_process()) fs::remove_all(folder);
+  accelerator.wait_for_everyone();
 }
 
 TEST(Streams, APassResumedFromASaveContinuesBitForBit) {
