@@ -266,40 +266,55 @@ static std::string sizeText(uint64_t Bytes) {
   return std::to_string(Bytes) + " bytes";
 }
 
+// The files of an entry, after its key.
+constexpr const char *EntryFiles[] = {".pch", ".h", ".manifest"};
+
+// A key as keyOf makes it. Housekeeping touches only files named after one, so a --cache-dir
+// pointed at a folder of the user's loses nothing else.
+static bool isKey(llvm::StringRef Name) {
+  return Name.size() == 24 && llvm::all_of(Name, [](char C) { return llvm::isHexDigit(C); });
+}
+
+// A file a build writes before renaming it (build's Key.pch-%%%%%%%%.tmp, writeFileAtomically's
+// Key.h.accel-migrate-%%%%%%%%).
+static bool isTemporary(llvm::StringRef Name) {
+  return isKey(Name.take_front(24)) && (Name.endswith(".tmp") || Name.contains(".accel-migrate-"));
+}
+
 void PreambleCache::prune(const std::string &Keep) {
   struct Stored {
     std::string Stem;
     std::chrono::system_clock::time_point LastUsed; // the manifest's time: see build()
     uint64_t Bytes = 0;
   };
+  auto BytesOf = [](const std::string &Stem) {
+    uint64_t Bytes = 0;
+    for (const char *Suffix : EntryFiles)
+      if (std::optional<FileStamp> Stamp = stampOf(Stem + Suffix))
+        Bytes += Stamp->Size;
+    return Bytes;
+  };
   std::vector<Stored> Entries;
   std::error_code EC;
   const auto Now = std::chrono::system_clock::now();
   for (llvm::sys::fs::directory_iterator It(Directory, EC), End; It != End && !EC;
        It.increment(EC)) {
-    llvm::StringRef Path = It->path();
+    const llvm::StringRef Path = It->path();
+    const llvm::StringRef Name = llvm::sys::path::filename(Path);
     llvm::sys::fs::file_status Status;
     if (llvm::sys::fs::status(Path, Status))
       continue;
-    if (Path.endswith(".tmp") && Now - Status.getLastModificationTime() > AbandonedBuildAge) {
+    if (isTemporary(Name) && Now - Status.getLastModificationTime() > AbandonedBuildAge) {
       llvm::sys::fs::remove(Path);
       continue;
     }
-    if (!Path.endswith(".manifest"))
+    llvm::StringRef Key = Name;
+    if (!Key.consume_back(".manifest") || !isKey(Key) || Key == Keep)
       continue;
-    const llvm::StringRef Stem = Path.drop_back(llvm::StringRef(".manifest").size());
-    if (llvm::sys::path::filename(Stem) == Keep)
-      continue;
-    Stored Entry{Stem.str(), Status.getLastModificationTime(), 0};
-    for (const char *Suffix : {".pch", ".h", ".manifest"})
-      if (std::optional<FileStamp> Stamp = stampOf(Entry.Stem + Suffix))
-        Entry.Bytes += Stamp->Size;
-    Entries.push_back(std::move(Entry));
+    const std::string Stem = Path.drop_back(llvm::StringRef(".manifest").size()).str();
+    Entries.push_back({Stem, Status.getLastModificationTime(), BytesOf(Stem)});
   }
-  uint64_t Total = 0;
-  for (const char *Suffix : {".pch", ".h", ".manifest"})
-    if (std::optional<FileStamp> Stamp = stampOf(pathIn(Directory, Keep + Suffix)))
-      Total += Stamp->Size;
+  uint64_t Total = BytesOf(pathIn(Directory, Keep));
   // Most recently used first: the ones kept while they fit.
   std::sort(Entries.begin(), Entries.end(),
             [](const Stored &A, const Stored &B) { return A.LastUsed > B.LastUsed; });
@@ -311,7 +326,7 @@ void PreambleCache::prune(const std::string &Keep) {
       Total += Entry.Bytes;
       continue;
     }
-    for (const char *Suffix : {".pch", ".h", ".manifest"})
+    for (const char *Suffix : EntryFiles)
       llvm::sys::fs::remove(Entry.Stem + Suffix);
     Evicted += !Unused;
   }

@@ -101,7 +101,7 @@ static cl::opt<std::string>
     CacheMaxSize("cache-max-size",
                  cl::desc("Bound on the cache directory: least recently used entries go when a "
                           "new one passes it (K, M or G suffix; 0: no bound; default 2G)"),
-                 cl::value_desc("size"), cl::init("2G"), cl::cat(Category));
+                 cl::value_desc("size"), cl::cat(Category));
 static cl::opt<bool> NoCache("no-cache",
                              cl::desc("Parse every header of every file, with no cached preamble"),
                              cl::cat(Category));
@@ -212,12 +212,13 @@ int main(int argc, const char **argv) {
   Options.Quiet = Quiet;
   Options.NoCache = NoCache;
   Options.CacheDir = CacheDir;
-  if (std::optional<uint64_t> Bytes = parseSize(CacheMaxSize)) {
+  if (!CacheMaxSize.empty()) { // else PreambleCache::DefaultMaxBytes
+    const std::optional<uint64_t> Bytes = parseSize(CacheMaxSize);
+    if (!Bytes)
+      return reportError(llvm::errs(), ExitUsageError,
+                         "--cache-max-size takes a size such as 2G, 500M or 0, not '" +
+                             CacheMaxSize + "'");
     Options.CacheMaxBytes = *Bytes;
-  } else {
-    return reportError(llvm::errs(), ExitUsageError,
-                       "--cache-max-size takes a size such as 2G, 500M or 0, not '" + CacheMaxSize +
-                           "'");
   }
 
   if (!BuildPath.empty()) {
