@@ -12,8 +12,13 @@
 namespace accel {
 namespace detail {
 
+void OptimizerShards::GatherWindow::release(torch::Tensor& value) {
+  if (!value.defined()) return;
+  released.emplace_back(value.storage().getWeakStorageImpl());
+  value.reset();
+}
+
 bool OptimizerShards::GatherWindow::make_room(size_t room, const Gathered* keep) {
-  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> freed;
   auto oldest = recent.begin();
   while (recent.size() + room > units_whole) {
     while (oldest != recent.end()) {
@@ -24,21 +29,22 @@ bool OptimizerShards::GatherWindow::make_room(size_t room, const Gathered* keep)
     if (oldest == recent.end()) return false;
     if (auto unit = oldest->lock()) {
       unit->settle();
-      if (unit->value_.defined()) {
-        freed.emplace_back(unit->value_.storage().getWeakStorageImpl());
-        unit->value_.reset();
-      }
+      release(unit->value_);
     }
     oldest = recent.erase(oldest);
   }
-  // A collective's worker thread lets go of its tensors a moment after the collective completes
-  // (Gloo's work queue): wait for that before the next unit is allocated, as FSDP's
-  // limit_all_gathers waits for the freed unit's event. On a loaded machine the worker may not
-  // run again for a scheduler slice or more (a 20 ms wait was seen to fall short with two jobs
-  // on two cores), so the wait sleeps, leaving it the core, for up to 200 ms; it is over in
-  // microseconds otherwise. An operator still using the value keeps it past the wait.
+  // Every value released since the last gather, here or elsewhere (a unit whose shard changed,
+  // the end of a step), must be gone before the next unit is allocated. A collective's worker
+  // thread lets go of its tensors a moment after the collective completes (Gloo's work queue):
+  // wait for that, as FSDP's limit_all_gathers waits for the freed unit's event. On a loaded
+  // machine the worker may not run again for a scheduler slice or more (a 20 ms wait was seen to
+  // fall short with two jobs on two cores; a value released at a step's end and not waited for
+  // was still held two gathers later with four), so the wait sleeps, leaving it the core, for up
+  // to 200 ms; it is over in microseconds otherwise. An operator still using a value keeps it
+  // past the wait.
   const auto still_held = [&] {
-    return std::any_of(freed.begin(), freed.end(), [](const auto& s) { return !s.expired(); });
+    return std::any_of(released.begin(), released.end(),
+                       [](const auto& s) { return !s.expired(); });
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
   for (int spins = 0; still_held() && std::chrono::steady_clock::now() < deadline; ++spins) {
@@ -48,6 +54,7 @@ bool OptimizerShards::GatherWindow::make_room(size_t room, const Gathered* keep)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+  released.clear();
   return true;
 }
 
@@ -82,7 +89,7 @@ void OptimizerShards::GatherWindow::drop_all() {
   for (auto& entry : recent) {
     if (auto unit = entry.lock()) {
       unit->settle();
-      unit->value_.reset();
+      release(unit->value_);
     }
   }
   recent.clear();

@@ -54,9 +54,14 @@ class OptimizerShards::GatherWindow {
   int64_t prefetches = 0;
   double wait_seconds = 0;
 
+  /// whole values freed since the last gather, waited for before the next allocates
+  std::vector<c10::weak_intrusive_ptr<c10::StorageImpl>> released;
+
   void drop_all();
-  /// Frees the oldest whole units, but `keep`, until `room` more fit in the window; false when
-  /// they cannot.
+  /// Frees a unit's whole value (defined or not); make_room waits for its storage to go.
+  void release(torch::Tensor& value);
+  /// Frees the oldest whole units, but `keep`, until `room` more fit in the window, and waits for
+  /// every value released since the last call to be gone; false when they cannot fit.
   bool make_room(size_t room, const Gathered* keep = nullptr);
   /// Notes that `unit` is being used; true when it starts a new place in the order of uses.
   bool note_use(Gathered* unit);
@@ -180,7 +185,7 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   /// Frees the whole value (called with the window's mutex held).
   void forget() {
     settle();
-    value_.reset();
+    window_->release(value_);
     auto& recent = window_->recent;
     const auto self = weak_from_this();
     recent.erase(std::remove_if(recent.begin(), recent.end(),
