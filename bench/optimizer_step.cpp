@@ -1,16 +1,20 @@
-// Optimizer step time: a prepared optimizer (ATen's fused kernel) and the foreach path against
-// LibTorch's own step on the same parameters, for AdamW, Adam and SGD with momentum, on the
-// parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an overhead-bound one
-// (3 layers of 256). Then the whole training step with AdamW (batch 64): accel's prepared model
-// and optimizer against the plain LibTorch loop, in fp32 and (on a GPU) under bf16 autocast, with
-// each of accel's step paths. Steps alternate between the contenders in rounds; figures are
-// ratios of medians. Beside each step time, the ATen ops one step dispatches, and on a GPU the
-// kernels it launches (the Kineto profiler's count).
+// Optimizer step time: a prepared optimizer (accel's exact kernels on the CPU, ATen's fused ones
+// on CUDA), ATen's fused kernels on the CPU (the prepared step before the exact kernels) and the
+// foreach path against LibTorch's own step on the same parameters, for AdamW, Adam and SGD with
+// momentum, on the parameters of a compute-bound MLP (4 layers of 2048, 16.8M parameters) and an
+// overhead-bound one (3 layers of 256). Then the whole training step with AdamW (batch 64): accel's
+// prepared model and optimizer against the plain LibTorch loop, in fp32 and (on a GPU) under bf16
+// autocast, with each of accel's step paths. Steps alternate between the contenders in rounds;
+// figures are ratios of medians. Beside each step time, the ATen ops one step dispatches, and on a
+// GPU the kernels it launches (the Kineto profiler's count).
 //   accel_bench_optimizer_step [ROUNDS] [--device cuda]
 // On a GPU its twin for PyTorch and Accelerate is vs_accelerate/gpu_step.py (scripts/gpu-check.sh
 // runs both on the same card).
 
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_fused_sgd.h>
 #include <ATen/record_function.h>
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
@@ -121,6 +125,51 @@ std::string dispatched(const std::function<void()>& call) {
 
 std::vector<double> handover_share;  // per comparison: step-count handover / fused step
 
+/// The step accel took on the CPU before its exact kernels: ATen's fused kernels (PyTorch's
+/// `fused=True`), one pass each like accel's, but rounding as PyTorch's fused step does, not as
+/// LibTorch's step. On state of its own; for timing only.
+template <typename Options>
+class AtenFusedStep {
+ public:
+  AtenFusedStep(const std::vector<torch::Tensor>& params, const Options& options)
+      : params_(params), options_(options) {
+    for (const auto& p : params_) {
+      grads_.push_back(p.grad());
+      first_.push_back(torch::zeros_like(p));
+      second_.push_back(torch::zeros_like(p));
+    }
+  }
+  void step() {
+    torch::NoGradGuard no_grad;
+    ++count_;
+    if constexpr (std::is_same_v<Options, torch::optim::SGDOptions>) {
+      at::_fused_sgd_(params_, grads_, first_, options_.weight_decay(), options_.momentum(),
+                      options_.lr(), options_.dampening(), options_.nesterov(),
+                      /*maximize=*/false, /*is_first_step=*/count_ == 1, std::nullopt,
+                      std::nullopt);
+    } else {
+      const auto [beta1, beta2] = options_.betas();
+      const auto steps =
+          accel::detail::step_tensors(std::vector<int64_t>(params_.size(), count_), device);
+      auto kernel = [](auto&&... args) {
+        if constexpr (std::is_same_v<Options, torch::optim::AdamWOptions>) {
+          at::_fused_adamw_(args...);
+        } else {
+          at::_fused_adam_(args...);
+        }
+      };
+      kernel(params_, grads_, first_, second_, std::vector<torch::Tensor>{}, steps, options_.lr(),
+             beta1, beta2, options_.weight_decay(), options_.eps(), /*amsgrad=*/false,
+             /*maximize=*/false, std::nullopt, std::nullopt);
+    }
+  }
+
+ private:
+  std::vector<torch::Tensor> params_, grads_, first_, second_;
+  Options options_;
+  int64_t count_ = 0;
+};
+
 template <typename O, typename Options>
 void compare(accel::Accelerator& accelerator, const std::string& model, int64_t width,
              int64_t depth, const std::string& name, const Options& options, int rounds) {
@@ -130,9 +179,10 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
   O plain(params, options);
   auto prepared = accelerator.prepare(O(fused_params, options));
   O listed(foreach_params, options);
+  AtenFusedStep<Options> aten_fused(copies(params), options);
   // Per round, so a round takes milliseconds or more.
   const int steps = width >= 1024 && device.is_cpu() ? 3 : 50;
-  std::vector<double> own, fused, foreach_times;
+  std::vector<double> own, fused, foreach_times, aten_times;
   for (int round = 0; round < rounds + 2; ++round) {  // the first two rounds warm up
     const double a = timed([&] {
       for (int i = 0; i < steps; ++i) plain.step();
@@ -145,35 +195,46 @@ void compare(accel::Accelerator& accelerator, const std::string& model, int64_t 
         accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach);
       }
     });
+    // On a GPU the prepared step is ATen's fused kernel already.
+    const double d = device.is_cpu() ? timed([&] {
+      for (int i = 0; i < steps; ++i) aten_fused.step();
+    })
+                                     : b;
     if (round < 2) continue;
     own.push_back(a / steps);
     fused.push_back(b / steps);
     foreach_times.push_back(c / steps);
+    aten_times.push_back(d / steps);
   }
   const double own_ms = accel_bench::median(own) * 1e3, fused_ms = accel_bench::median(fused) * 1e3;
   const double foreach_ms = accel_bench::median(foreach_times) * 1e3;
-  // Adam's kernels read the step count from a float tensor per parameter, LibTorch keeps an
+  const double aten_ms = accel_bench::median(aten_times) * 1e3;
+  // Adam's CUDA kernels read the step count from a float tensor per parameter, LibTorch keeps an
   // integer: what handing it over costs each step, against the whole fused step.
   if constexpr (!std::is_same_v<O, torch::optim::SGD>) {
-    std::vector<double> handover;
-    for (int round = 0; round < rounds; ++round) {
-      const std::vector<int64_t> counts(fused_params.size(), 100 + round);
-      handover.push_back(timed([&] {
-                           for (int i = 0; i < steps; ++i) {
-                             accel::detail::step_tensors(counts, device);
-                           }
-                         }) /
-                         steps);
+    if (device.is_cuda()) {
+      std::vector<double> handover;
+      for (int round = 0; round < rounds; ++round) {
+        const std::vector<int64_t> counts(fused_params.size(), 100 + round);
+        handover.push_back(timed([&] {
+                             for (int i = 0; i < steps; ++i) {
+                               accel::detail::step_tensors(counts, device);
+                             }
+                           }) /
+                           steps);
+      }
+      handover_share.push_back(accel_bench::median(handover) * 1e3 / fused_ms);
     }
-    handover_share.push_back(accel_bench::median(handover) * 1e3 / fused_ms);
   }
   const auto own_ops = dispatched([&] { plain.step(); });
   const auto fused_ops = dispatched([&] { prepared.step(); });
   const auto foreach_ops = dispatched(
       [&] { accel::detail::multi_tensor_step(listed, accel::detail::StepKernel::foreach); });
-  std::printf("| %s | %s | %.3f ms, %s | %.3f ms, %s | %.2f | %.3f ms, %s | %.2f |\n",
-              model.c_str(), name.c_str(), own_ms, own_ops.c_str(), fused_ms, fused_ops.c_str(),
-              fused_ms / own_ms, foreach_ms, foreach_ops.c_str(), foreach_ms / own_ms);
+  std::printf(
+      "| %s | %s | %.3f ms, %s | %.3f ms, %s | %.2f | %.3f ms | %.2f | %.3f ms, %s | %.2f |\n",
+      model.c_str(), name.c_str(), own_ms, own_ops.c_str(), fused_ms, fused_ops.c_str(),
+      fused_ms / own_ms, aten_ms, aten_ms / own_ms, foreach_ms, foreach_ops.c_str(),
+      foreach_ms / own_ms);
 }
 
 /// Plain LibTorch's autocast for a scope: what a hand-written bf16 loop sets around its forward.
@@ -273,10 +334,13 @@ int main(int argc, char** argv) {
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(device.is_cpu()));
   std::printf("on %s, median of %d rounds; %d thread(s)\n", device.str().c_str(), rounds,
               torch::get_num_threads());
+  // "fused step" is the prepared optimizer's: on the CPU accel's exact kernels (bit for bit
+  // LibTorch's step), on CUDA ATen's fused kernels; "ATen's fused" is ATen's fused kernels on the
+  // CPU, which the prepared step took before the exact kernels (not LibTorch's rounding).
   std::printf(
-      "| model | optimizer | LibTorch's step | fused step | fused / LibTorch | foreach step | "
-      "foreach / LibTorch |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "| model | optimizer | LibTorch's step | fused step | fused / LibTorch | ATen's fused | "
+      "ATen's fused / LibTorch | foreach step | foreach / LibTorch |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (auto [model, width, depth] :
        {std::tuple<const char*, int64_t, int64_t>{"4 x 2048", 2048, 4}, {"3 x 256", 256, 3}}) {
     compare<torch::optim::AdamW>(accelerator, model, width, depth, "AdamW",
@@ -286,8 +350,10 @@ int main(int argc, char** argv) {
     compare<torch::optim::SGD>(accelerator, model, width, depth, "SGD momentum 0.9",
                                torch::optim::SGDOptions(1e-2).momentum(0.9), rounds);
   }
-  std::printf("handing LibTorch's step counts to the kernels: at most %.1f%% of a fused step\n",
-              100 * *std::max_element(handover_share.begin(), handover_share.end()));
+  if (!handover_share.empty()) {
+    std::printf("handing LibTorch's step counts to the kernels: at most %.1f%% of a fused step\n",
+                100 * *std::max_element(handover_share.begin(), handover_share.end()));
+  }
   std::printf(
       "\nwhole training step, AdamW, batch 64: the plain loop steps with LibTorch's AdamW\n");
   std::printf(

@@ -64,7 +64,7 @@ same_job split 2 --split_batches --batch_size 16
 same_job uneven 2 --uneven
 
 # accel's fused AdamW step against Accelerate's per-parameter one agrees as its own per-parameter
-# step does (LibTorch's, ACCEL_FUSED_OPTIMIZER=0).
+# step does (LibTorch's, ACCEL_FUSED_OPTIMIZER=0); on the CPU the two are the same arithmetic.
 echo "peer: the job, two (2 process(es)), LibTorch's own optimizer step"
 ACCEL_FUSED_OPTIMIZER=0 accel_run unfused 2
 "$python" "$here/compare_runs.py" "$work/accelerate_two" "$work/accel_unfused"

@@ -12,6 +12,9 @@
 
 #include "accel/detail/multi_tensor_step.h"
 
+#include "optim/exact_cpu_step.h"
+#include "optim/exact_step_check.h"
+
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
 #include <ATen/ops/_foreach_addcmul.h>
@@ -55,13 +58,29 @@ bool suits_foreach(const torch::Tensor& param) {
           grad.device() == param.device());
 }
 
-/// The fused kernels run on the CPU and CUDA and walk each tensor as one contiguous block.
+/// ATen's fused kernels run on CUDA and walk each tensor as one contiguous block. On the CPU the
+/// step is accel's exact kernels' (exact_cpu_step.h): float or double parameters, contiguous;
+/// their gradients may have any strides (a contiguous copy is read).
 bool suits_fused(const torch::Tensor& param) {
-  if (!(param.device().is_cpu() || param.device().is_cuda()) || !param.is_contiguous()) {
-    return false;
-  }
+  if (!param.is_contiguous()) return false;
+  if (param.device().is_cpu()) return exact_cpu_dtype(param.scalar_type());
+  if (!param.device().is_cuda()) return false;
   const auto& grad = param.grad();
   return !grad.defined() || grad.is_contiguous();
+}
+
+/// A state tensor as the exact kernels write it: contiguous (LibTorch's SGD clones a strided
+/// gradient's layout into its buffer; a loaded state may have any). The values are unchanged.
+torch::Tensor contiguous_state(const torch::Tensor& state) {
+  return state.is_contiguous() ? state : state.contiguous();
+}
+
+AtenRounding cpu_rounding(const torch::Tensor& param) {
+  const auto rounding = aten_rounding(param.scalar_type());
+  TORCH_CHECK(rounding,
+              "accel: internal error: the exact CPU step was taken where ATen's "
+              "rounding is unknown");
+  return *rounding;
 }
 
 /// Which kernel call a parameter goes in: its device (type and index) and dtype.
@@ -141,6 +160,19 @@ void adam_family_step(Optimizer& optimizer, StepKernel kernel, bool decoupled_we
       }
       auto& state = static_cast<State&>(*slot);
       state.step(state.step() + 1);
+      if (kernel == StepKernel::fused && param.device().is_cpu()) {
+        state.exp_avg(contiguous_state(state.exp_avg()));
+        state.exp_avg_sq(contiguous_state(state.exp_avg_sq()));
+        if (options.amsgrad()) state.max_exp_avg_sq(contiguous_state(state.max_exp_avg_sq()));
+        const auto [beta1, beta2] = options.betas();
+        exact_adam_update(
+            param, param.grad(), state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(),
+            state.step(),
+            AdamUpdate{options.lr(), beta1, beta2, options.eps(), options.weight_decay(),
+                       options.amsgrad(), decoupled_weight_decay},
+            cpu_rounding(param));
+        continue;
+      }
       auto& lists = buckets[bucket_of(param)];
       lists.params.push_back(param);
       lists.grads.push_back(param.grad());
@@ -191,6 +223,15 @@ void foreach_sgd(std::vector<torch::Tensor>& params, const std::vector<torch::Te
   at::_foreach_add_(params, d_p, -options.lr());
 }
 
+bool has_cpu_parameter(const torch::optim::Optimizer& optimizer) {
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& param : group.params()) {
+      if (param.device().is_cpu()) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 StepKernel step_kernel(const torch::optim::Optimizer& optimizer) {
@@ -205,6 +246,11 @@ StepKernel step_kernel(const torch::optim::Optimizer& optimizer) {
       foreach
         = foreach && !param.device().is_cpu();
     }
+  }
+  // The CPU's exact kernels, where this process's ATen rounds as they know and the whole step
+  // has been proven against LibTorch's (exact_step_check.h); else LibTorch's own step.
+  if (fused && has_cpu_parameter(optimizer) && !exact_cpu_step_proven(optimizer)) {
+    return StepKernel::none;
   }
   if (fused) return StepKernel::fused;
   return foreach ? StepKernel::foreach : StepKernel::none;
@@ -261,7 +307,18 @@ void multi_tensor_step(torch::optim::SGD& optimizer, StepKernel kernel) {
           slot = std::move(state);
           first = true;
         }
-        buffer = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
+        auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
+        if (kernel == StepKernel::fused && param.device().is_cpu()) {
+          state.momentum_buffer(contiguous_state(state.momentum_buffer()));
+        }
+        buffer = state.momentum_buffer();
+      }
+      if (kernel == StepKernel::fused && param.device().is_cpu()) {
+        exact_sgd_update(param, param.grad(), buffer, first,
+                         SgdUpdate{options.lr(), options.momentum(), options.dampening(),
+                                   options.weight_decay(), options.nesterov()},
+                         cpu_rounding(param));
+        continue;
       }
       auto& lists = buckets[{bucket_of(param), kernel == StepKernel::fused && first}];
       lists.params.push_back(param);
