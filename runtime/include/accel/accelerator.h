@@ -108,7 +108,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
     prepared.set_sharded_step(detail::ShardedStepKey(), shard_optimizer(prepared));
     report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
-                          detail::step_kernel(prepared));
+                          detail::step_kernel(prepared), &prepared);
     return prepared;
   }
 
@@ -557,7 +557,8 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   std::shared_ptr<detail::ShardedStep> shard_optimizer(torch::optim::Optimizer& optimizer);
   /// With ACCEL_DEBUG: says on the main process which step a prepared optimizer takes (`kernel`
   /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
-  void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel) const;
+  void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel,
+                             const torch::optim::Optimizer* optimizer) const;
   std::shared_ptr<detail::GradientState> gradient_state() const;
   detail::LoaderContext loader_context(size_t batch_size);
   void trigger_sync(const torch::nn::Module* model);

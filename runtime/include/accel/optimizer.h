@@ -36,7 +36,8 @@ class AcceleratedOptimizer : public O {
       : O(std::move(other)),
         state_(other.state_),
         sharded_(std::move(other.sharded_)),
-        gate_(std::move(other.gate_), this) {}
+        gate_(std::move(other.gate_), this),
+        checked_(other.checked_) {}
 
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
   /// With fp16 loss scaling the step goes through the scaler: it is skipped (and
@@ -50,6 +51,10 @@ class AcceleratedOptimizer : public O {
   /// updated shards gathered into the model's parameters after.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
     if (!state_->sync_gradients) return {};
+    if (!checked_) {
+      if (!sharded_) detail::check_parameters_averaged(*state_, *this);
+      checked_ = true;
+    }
     TORCH_CHECK(!(sharded_ && closure),
                 "accel: a sharded optimizer's step takes no closure: the closure's backward "
                 "would need the gradients averaged again");
@@ -68,6 +73,8 @@ class AcceleratedOptimizer : public O {
     state_->optimizer_step_was_skipped = !stepped;
     if (sharded_) sharded_->after_step(*this);
     if (sharded_ && stepped) sharded_->gather_parameters();
+    if (stepped && !sharded_ && state_->compare_after_step)
+      state_->compare_after_step(*state_, *this);
     return loss;
   }
 
@@ -91,10 +98,11 @@ class AcceleratedOptimizer : public O {
     sharded_ = std::move(sharded);
   }
 
-  /// True when step() goes through ATen's multi-tensor kernels: the optimizer is exactly AdamW,
-  /// Adam or SGD, and fusing is on. Each step then takes the fused kernel, or the foreach ops where
-  /// a tensor does not suit it (not contiguous, or on a device without the kernel); a sparse
-  /// gradient or an integer parameter still takes LibTorch's own step.
+  /// True when step() goes through the one-pass kernels: the optimizer is exactly AdamW, Adam or
+  /// SGD, and fusing is on. Each step then takes the fused kernels (on the CPU accel's, bit for bit
+  /// LibTorch's step; on CUDA ATen's), or the foreach ops where a CUDA tensor does not suit them;
+  /// a sparse gradient, an integer parameter or a non-contiguous CPU parameter still takes
+  /// LibTorch's own step.
   bool fused() const { return has_multi_tensor_step && state_->fused_optimizer; }
 
  private:
@@ -130,6 +138,7 @@ class AcceleratedOptimizer : public O {
   std::shared_ptr<detail::GradientState> state_;
   std::shared_ptr<detail::ShardedStep> sharded_;
   detail::OptimizerGate gate_;
+  bool checked_ = false;  // check_parameters_averaged passed (it runs before the first step)
 };
 
 /// When a prepared scheduler's `step()` advances it (a second argument of

@@ -108,11 +108,17 @@ struct AcceleratorOptions {
   /// `split_batches` is set (`ACCEL_STEP_SCHEDULER_WITH_OPTIMIZER`, default true).
   TORCH_ARG(std::optional<bool>, step_scheduler_with_optimizer) = std::nullopt;
 
-  /// Prepared `torch::optim::AdamW`, `Adam` and `SGD` step through ATen's fused kernels (the
-  /// kernels of PyTorch's `fused=True`: one pass over each parameter instead of about ten ops),
-  /// keeping LibTorch's optimizer state (`ACCEL_FUSED_OPTIMIZER`, default true). Results equal
-  /// LibTorch's own step to float rounding.
+  /// Prepared `torch::optim::AdamW`, `Adam` and `SGD` step in one pass over each parameter
+  /// instead of about ten ops, keeping LibTorch's optimizer state (`ACCEL_FUSED_OPTIMIZER`,
+  /// default true). On the CPU the result is bit for bit LibTorch's own step; on CUDA the step is
+  /// ATen's fused kernels (PyTorch's `fused=True`), equal to LibTorch's to float rounding.
   TORCH_ARG(std::optional<bool>, fused_optimizer) = std::nullopt;
+
+  /// On several processes, a prepared optimizer's first step refuses parameters that no prepared
+  /// model holds: nothing averages their gradients, so every process would train a different
+  /// model (the usual cause: `accelerator.prepare(model)` missing). A program whose optimizer
+  /// trains parameters meant to be each process's own says so here (default false).
+  TORCH_ARG(bool, allow_unprepared_parameters) = false;
 
   /// Seed of the shuffling of prepared data loaders; epoch e shuffles with seed + e on every
   /// process (`ACCEL_SEED`). Without it, loaders shuffle with the main process's default CPU
@@ -222,6 +228,7 @@ struct ResolvedOptions {
   std::vector<std::shared_ptr<GeneralTracker>> trackers;
   bool step_scheduler_with_optimizer = true;
   bool fused_optimizer = true;
+  bool allow_unprepared_parameters = false;
   std::optional<uint64_t> seed;
   ShardingStrategy sharding_strategy = ShardingStrategy::NoShard;
   std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
@@ -233,7 +240,8 @@ struct ResolvedOptions {
   bool fsdp_forward_prefetch = false;
   bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
-  /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes.
+  /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes, and
+  /// prepared optimizers compare the processes' parameters after each step.
   bool debug = false;
 };
 

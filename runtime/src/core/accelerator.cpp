@@ -6,8 +6,10 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
+#include "optim/exact_step_check.h"
 #include "sharding/optimizer_state_tensors.h"
 #include "sharding/wrap_policy.h"
+#include "step_checks.h"
 #include "util/collective_label.h"
 #include "util/torch_compat.h"
 
@@ -152,6 +154,12 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   // Every process constructs its Accelerator at the same point: the groups' rendezvous.
   if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->group_settings());
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
+  if (impl_->distributed()) {
+    impl_->gradient_state->refuse_unaveraged = !impl_->options.allow_unprepared_parameters;
+    if (impl_->options.debug) {
+      impl_->gradient_state->compare_after_step = detail::parameter_comparison(impl_->dist);
+    }
+  }
   if (impl_->options.mixed_precision == MixedPrecision::Fp16) {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
     if (impl_->sharded() && impl_->distributed()) {
@@ -237,6 +245,7 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
+    detail::record_averaged_parameters(*impl_->gradient_state, model, impl_->models.size());
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
     // backward; the other strategies all-reduce them during it.
     const auto strategy = impl_->options.sharding_strategy;
@@ -249,22 +258,30 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
 }
 
 void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
-                                        detail::StepKernel kernel) const {
+                                        detail::StepKernel kernel,
+                                        const torch::optim::Optimizer* optimizer) const {
   if (!impl_->options.debug || !is_main_process()) return;
   const char* path = "with its own per-parameter step (only AdamW, Adam and SGD have another)";
   if (!impl_->options.fused_optimizer) {
     path = "with its own per-parameter step (fused_optimizer / ACCEL_FUSED_OPTIMIZER is off)";
   } else if (fused && kernel == detail::StepKernel::fused) {
-    path = "through ATen's fused kernel";
+    path =
+        "through fused kernels (on the CPU accel's, bit for bit LibTorch's step; on CUDA "
+        "ATen's)";
   } else if (fused && kernel == detail::StepKernel::foreach) {
     path = "through ATen's foreach ops (a parameter is not contiguous, or not on a CUDA device)";
   } else if (fused) {
     path =
-        "with its own per-parameter step (a parameter suits neither the fused kernel nor, "
+        "with its own per-parameter step (a parameter suits neither the fused kernels nor, "
         "off the CPU, the foreach ops)";
   }
-  std::fprintf(stderr, "accel: prepared optimizer %s steps %s\n",
-               c10::demangle(mangled_type).c_str(), path);
+  std::string why;
+  if (fused && kernel == detail::StepKernel::none && optimizer != nullptr) {
+    why = detail::exact_cpu_step_refusal(*optimizer);
+    if (!why.empty()) why = "; the CPU's exact kernels are not used: " + why;
+  }
+  std::fprintf(stderr, "accel: prepared optimizer %s steps %s%s\n",
+               c10::demangle(mangled_type).c_str(), path, why.c_str());
 }
 
 ShardingStrategy Accelerator::Impl::effective_sharding_strategy() const {

@@ -183,12 +183,17 @@ bool Accelerator::Impl::count_items(std::optional<int64_t> items) {
 
 std::vector<PreparedModel*> Accelerator::Impl::models_to_sync(detail::ReachedParameters& reached) {
   std::vector<PreparedModel*> syncing;
+  size_t synchronised = 0;
   for (auto& m : models) {
+    if (m.sync) ++synchronised;
     if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
   }
-  if (syncing.size() > 1) {
+  if (synchronised > 1) {
     // With several models, arm only those this loss reaches: a reducer armed for a model that
-    // gets no gradient would wait for it forever.
+    // gets no gradient would wait for it forever. Judged whenever the program has several, not
+    // only when several are outside no_sync: two models trained in turn under accumulate_until
+    // hold one in no_sync on its micro-steps, and the other, outside every scope, is not this
+    // loss's.
     syncing.erase(
         std::remove_if(syncing.begin(), syncing.end(),
                        [&](PreparedModel* m) { return !m->sync->uses_any(reached.get()); }),

@@ -55,6 +55,7 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
       pick(options.gradient_accumulation_steps(),
            detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
   out.sync_each_batch = options.sync_each_batch();
+  out.allow_unprepared_parameters = options.allow_unprepared_parameters();
   out.sync_with_dataloader = options.sync_with_dataloader();
   for (const auto& type : options.rng_types()) {
     TORCH_CHECK(type == "generator" || type == "torch" || type == "cuda", "Invalid rng_types: '",

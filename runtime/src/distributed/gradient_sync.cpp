@@ -268,9 +268,14 @@ GradientSynchronizer::UsageVerdict GradientSynchronizer::check_usage() {
     return verdict;
   }
   if (find_unused_ || missed.empty()) return verdict;
+  // Where they were missed: on every process (the loss reaches none of them anywhere), or on
+  // some only (the flags say how many reached each).
+  const bool nowhere =
+      std::all_of(missed.begin(), missed.end(), [&](size_t i) { return flag[i] < half; });
   verdict.error =
-      "accel: " + names_of(names_, missed) +
-      " got no gradient in this step on some process (its loss does not reach them); a model "
+      "accel: " + names_of(names_, missed) + " got no gradient in this step " +
+      (nowhere ? std::string("on any process") : std::string("on some processes")) +
+      " (its loss does not reach them); a model "
       "that does not use every trainable parameter in every step needs "
       "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
       ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "

@@ -2,10 +2,45 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace accel {
 namespace detail {
+
+void check_parameters_averaged(const GradientState& state,
+                               const torch::optim::Optimizer& optimizer) {
+  if (!state.refuse_unaveraged) return;
+  int64_t count = 0;
+  std::vector<std::string> shapes;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) {
+      if (!p.requires_grad() || state.averaged_parameters.count(p.unsafeGetTensorImpl()) > 0) {
+        continue;
+      }
+      ++count;
+      if (shapes.size() < 4) {
+        std::ostringstream shape;
+        shape << p.sizes();
+        shapes.push_back(shape.str());
+      }
+    }
+  }
+  if (count == 0) return;
+  std::string listed;
+  for (const auto& shape : shapes) listed += (listed.empty() ? "" : ", ") + shape;
+  if (count > static_cast<int64_t>(shapes.size())) listed += ", ...";
+  TORCH_CHECK(false, "accel: this prepared optimizer trains ", count,
+              " parameter(s) that no prepared model holds (shapes ", listed,
+              "): nothing averages their gradients across the processes, so every process would "
+              "train a different model. Prepare the model that holds them with "
+              "accelerator.prepare(model) (before the first step); if they are meant to be each "
+              "process's own, say so with AcceleratorOptions().allow_unprepared_parameters(true)");
+}
 
 OptimizerGate::OptimizerGate(GradientState* state, torch::optim::Optimizer* optimizer)
     : state_(state), optimizer_(optimizer) {

@@ -119,6 +119,81 @@ TEST_F(TwoProcesses, DebugModeNamesMismatchedShapesInsteadOfHanging) {
   }
 }
 
+// An optimizer over parameters no prepared model holds (the model was never prepared): nothing
+// averages their gradients, and every process would train its own model. The first step stops on
+// every process, saying what and how to fix it; the program that means it says so.
+TEST_F(TwoProcesses, AnOptimizerOverUnpreparedParametersStopsAtItsFirstStep) {
+  auto message_of_step = [](accel::Accelerator& accelerator) {
+    RegressionModel model;
+    accelerator.prepare(model);
+    torch::nn::Linear forgotten(3, 2);  // never prepared
+    auto params = model->parameters();
+    for (auto& p : forgotten->parameters()) params.push_back(p);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(params, 0.1));
+    for (auto& p : params) p.mutable_grad() = torch::ones_like(p);
+    const auto before = forgotten->weight.detach().clone();
+    std::string message;
+    try {
+      optimizer.step();
+    } catch (const c10::Error& e) {
+      message = e.what_without_backtrace();
+      EXPECT_TRUE(torch::equal(forgotten->weight, before)) << "stepped before refusing";
+    }
+    return message;
+  };
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  const auto message = message_of_step(accelerator);
+  EXPECT_NE(message.find("trains 2 parameter(s) that no prepared model holds (shapes [2, 3], [2])"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("accelerator.prepare(model)"), std::string::npos) << message;
+  EXPECT_NE(message.find("allow_unprepared_parameters(true)"), std::string::npos) << message;
+  accel::Accelerator allowing(
+      accel::AcceleratorOptions().cpu(true).allow_unprepared_parameters(true));
+  EXPECT_EQ(message_of_step(allowing), "");
+}
+
+// ACCEL_DEBUG: after each step, a hash of every parameter is compared across processes, and the
+// first that differs is named (a prepared model's by its name, another by its place).
+TEST_F(TwoProcesses, DebugModeNamesTheFirstParameterTheProcessesDisagreeOn) {
+  ::setenv("ACCEL_DEBUG", "1", 1);
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().cpu(true).allow_unprepared_parameters(true));
+  ::unsetenv("ACCEL_DEBUG");
+  RegressionModel model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+  auto step_message = [&] {
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::ones_like(p);
+    try {
+      optimizer.step();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(step_message(), "");  // the same weights everywhere: nothing to say
+  {
+    torch::NoGradGuard no_grad;
+    if (rank() == 1) model->b.add_(1);  // a process that went its own way
+  }
+  const auto message = step_message();
+  EXPECT_NE(message.find("model 0: b is not the same on every process"), std::string::npos)
+      << message;
+  // A local parameter of different values on each process is named by its place.
+  torch::manual_seed(static_cast<uint64_t>(rank()));
+  torch::nn::Linear local(2, 2);
+  auto local_optimizer = accelerator.prepare(torch::optim::SGD(local->parameters(), 0.1));
+  for (auto& p : local->parameters()) p.mutable_grad() = torch::zeros_like(p);
+  try {
+    local_optimizer.step();
+    ADD_FAILURE() << "expected the processes' weights to differ";
+  } catch (const c10::Error& e) {
+    const std::string text = e.what_without_backtrace();
+    EXPECT_NE(text.find("the optimizer's parameter 0 (shape [2, 2])"), std::string::npos) << text;
+  }
+}
+
 TEST_F(TwoProcesses, ProcessControl) {
   accel::Accelerator accelerator;
   EXPECT_EQ(accelerator.is_main_process(), rank() == 0);

@@ -178,6 +178,111 @@ std::vector<torch::Tensor> trained_weights(
   return weights(net);
 }
 
+/// How a program trains two models in turn: Accelerate's accumulate (accumulation 2),
+/// accumulate_until on the program's own count (`(i + 1) % 3 == 0`, as accel-migrate writes a
+/// hand-written accumulation), or no_sync held by hand on the micro-steps that do not step.
+enum class TurnLoop { accumulate, accumulate_until, no_sync };
+constexpr int64_t kTurnMicroSteps = 6;  // per model and epoch: windows of 2 or 3, none carried
+int64_t turn_window(TurnLoop loop) { return loop == TurnLoop::accumulate ? 2 : 3; }
+
+/// Model `which`'s batch at micro-step `step` on process `process`.
+std::pair<torch::Tensor, torch::Tensor> turn_batch(int which, int64_t step, int64_t process) {
+  auto generator =
+      at::make_generator<at::CPUGeneratorImpl>(100000 * (which + 1) + 1000 * step + process);
+  auto x = torch::randn({8, 5}, generator);
+  auto y = torch::sin(x.sum(1, true)) + 0.1 * torch::randn({8, 1}, generator);
+  return {x, y};
+}
+
+/// Two models (7 and 6 wide), each with its AdamW, trained in turn: an epoch of one, then an
+/// epoch of the other, twice. `train(which, net, optimizer, i, step)` runs one micro-step.
+template <typename Optimizer, typename MicroStep>
+std::vector<torch::Tensor> train_in_turn(Net& first, Net& second, Optimizer& first_optimizer,
+                                         Optimizer& second_optimizer, const MicroStep& micro) {
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    for (int which = 0; which < 2; ++which) {
+      for (int64_t i = 0; i < kTurnMicroSteps; ++i) {
+        micro(which, which == 0 ? first : second, which == 0 ? first_optimizer : second_optimizer,
+              i, epoch * kTurnMicroSteps + i);
+      }
+    }
+  }
+  auto out = weights(first);
+  for (auto& w : weights(second)) out.push_back(w);
+  return out;
+}
+
+/// The job's weights after two models were trained in turn by `loop` under `strategy`.
+std::vector<torch::Tensor> trained_in_turn(const std::string& strategy, TurnLoop loop) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions()
+          .cpu(true)
+          .fsdp_reduce_dtype("fp32")
+          .gradient_accumulation_steps(loop == TurnLoop::accumulate ? 2 : 1)
+          .sharding_strategy(strategy));
+  torch::manual_seed(7);
+  Net first(7), second(6);
+  accelerator.prepare(first);
+  accelerator.prepare(second);
+  using torch::optim::AdamW;
+  auto first_optimizer = accelerator.prepare(AdamW(first->parameters(), 1e-2));
+  auto second_optimizer = accelerator.prepare(AdamW(second->parameters(), 1e-2));
+  const int64_t window = turn_window(loop);
+  return train_in_turn(first, second, first_optimizer, second_optimizer,
+                       [&](int which, Net& net, auto& optimizer, int64_t i, int64_t step) {
+                         auto [x, y] = turn_batch(which, step, rank());
+                         const bool last = (i + 1) % window == 0;
+                         auto loss = [&] { return torch::mse_loss(net->forward(x), y); };
+                         if (loop == TurnLoop::accumulate) {
+                           auto scope = accelerator.accumulate(net);
+                           accelerator.backward(loss());
+                           optimizer.step();
+                           optimizer.zero_grad();
+                           return;
+                         }
+                         if (loop == TurnLoop::accumulate_until) {
+                           auto scope = accelerator.accumulate_until(last, net);
+                           accelerator.backward(loss());
+                         } else if (!last) {
+                           auto scope = accelerator.no_sync(net);
+                           accelerator.backward(loss());
+                         } else {
+                           accelerator.backward(loss());
+                         }
+                         if (last) {
+                           optimizer.step();
+                           optimizer.zero_grad();
+                         }
+                       });
+}
+
+/// The same program on one process with every process's batches at once, plain LibTorch.
+std::vector<torch::Tensor> plain_in_turn(TurnLoop loop) {
+  torch::manual_seed(7);
+  Net first(7), second(6);
+  using torch::optim::AdamW;
+  AdamW first_optimizer(first->parameters(), 1e-2), second_optimizer(second->parameters(), 1e-2);
+  const int64_t window = turn_window(loop);
+  return train_in_turn(first, second, first_optimizer, second_optimizer,
+                       [&](int which, Net& net, auto& optimizer, int64_t i, int64_t step) {
+                         std::vector<torch::Tensor> xs, ys;
+                         for (int64_t process = 0; process < world_size(); ++process) {
+                           auto [x, y] = turn_batch(which, step, process);
+                           xs.push_back(x);
+                           ys.push_back(y);
+                         }
+                         auto loss = torch::mse_loss(net->forward(torch::cat(xs)), torch::cat(ys));
+                         // Accelerate's accumulate divides by its steps; the program's own
+                         // count (accumulate_until, no_sync) sums.
+                         if (loop == TurnLoop::accumulate) loss = loss / window;
+                         loss.backward();
+                         if ((i + 1) % window == 0) {
+                           optimizer.step();
+                           optimizer.zero_grad();
+                         }
+                       });
+}
+
 class Sharding : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -212,6 +317,24 @@ TEST_F(Sharding, EveryStrategyTrainsAsDataParallel) {
     EXPECT_LE(bf16_difference, 1e-6) << strategy;
     if (rank() == 0) {
       std::printf("%s bf16: largest weight difference %.3g\n", strategy.c_str(), bf16_difference);
+    }
+  }
+}
+
+// Two models with their own optimizers, trained in turn (an epoch of one, then of the other):
+// each backward synchronises the models its loss reaches and no scope holds in no_sync, never
+// the other one, so accumulate, accumulate_until and a hand-held no_sync train as one process
+// does on every process's batches, under every strategy.
+TEST_F(Sharding, TwoModelsTrainedInTurnSynchroniseOnlyTheirOwn) {
+  std::vector<std::string> strategies = {"NO_SHARD"};
+  for (const auto& s : sharded_strategies()) strategies.push_back(s);
+  for (const auto loop : {TurnLoop::accumulate, TurnLoop::accumulate_until, TurnLoop::no_sync}) {
+    const auto reference = plain_in_turn(loop);
+    for (const auto& strategy : strategies) {
+      SCOPED_TRACE(strategy + ", loop " + std::to_string(static_cast<int>(loop)));
+      std::vector<torch::Tensor> trained;
+      ASSERT_NO_THROW(trained = trained_in_turn(strategy, loop));
+      EXPECT_LE(worst_difference(trained, reference), 1e-6);
     }
   }
 }

@@ -236,6 +236,10 @@ TEST(UnusedParameters, WithoutTheOptionEveryProcessRaisesNamingTheParameters) {
       message = e.what_without_backtrace();
     }
     EXPECT_NE(message.find("b.weight, b.bias"), std::string::npos) << strategy << ": " << message;
+    // Where: some processes reached b, or (FULL_SHARD) none did; the message says which.
+    const char* where = strategy == "FULL_SHARD" ? "got no gradient in this step on any process"
+                                                 : "got no gradient in this step on some processes";
+    EXPECT_NE(message.find(where), std::string::npos) << strategy << ": " << message;
     EXPECT_NE(message.find("find_unused_parameters(true)"), std::string::npos) << message;
     EXPECT_EQ(message.find("Python"), std::string::npos) << message;
     EXPECT_EQ(message.find("body."), std::string::npos) << message;

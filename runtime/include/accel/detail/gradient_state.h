@@ -3,8 +3,11 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace torch {
@@ -74,7 +77,23 @@ struct GradientState {
   std::vector<StatefulPart*> loaders;
   /// join_uneven_inputs' even_batches, for the epochs its scope starts; unset: the loaders' own.
   std::optional<bool> even_batches_override;
+  /// On several processes: the parameters of prepared models (whose gradients are averaged), by
+  /// identity, each with its name ("model 0: fc1.weight"), and whether a prepared optimizer's
+  /// first step refuses parameters outside them (AcceleratorOptions::allow_unprepared_parameters
+  /// off). See check_parameters_averaged.
+  std::unordered_map<const c10::TensorImpl*, std::string> averaged_parameters;
+  bool refuse_unaveraged = false;
+  /// With ACCEL_DEBUG on several processes: compares what every process must hold alike after a
+  /// prepared optimizer's step, and throws naming the first parameter that differs.
+  std::function<void(const GradientState&, const torch::optim::Optimizer&)> compare_after_step;
 };
+
+/// Before a prepared optimizer's first step on several processes: throws, on every process alike,
+/// when some of its trainable parameters belong to no prepared model, whose gradients nothing
+/// would average (each process would train a different model). Not for sharded optimizers, whose
+/// step averages its own.
+void check_parameters_averaged(const GradientState& state,
+                               const torch::optim::Optimizer& optimizer);
 
 /// Makes `Optimizer::zero_grad()` a no-op during accumulation micro-steps even when it is called
 /// through `torch::optim::Optimizer&`, where it is not virtual (LibTorch 2.x): while closed, the

@@ -1,0 +1,79 @@
+// The Accelerator's checks around a prepared optimizer's step (see step_checks.h).
+
+#include "step_checks.h"
+
+#include "distributed/collectives.h"
+#include "distributed/distributed_state.h"
+#include "util/collective_label.h"
+
+#include <c10/util/Exception.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace accel {
+namespace detail {
+namespace {
+
+/// FNV-1a over a tensor's bytes, on the host: equal values, equal hash.
+int64_t hash_of(const torch::Tensor& tensor) {
+  const auto host = tensor.detach().to(torch::kCPU).contiguous();
+  const auto* bytes = static_cast<const unsigned char*>(host.data_ptr());
+  uint64_t hash = 1469598103934665603ull;
+  for (size_t i = 0; i < host.nbytes(); ++i) {
+    hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  int64_t out;
+  std::memcpy(&out, &hash, sizeof out);
+  return out;
+}
+
+std::string name_of(const GradientState& state, const torch::Tensor& p, size_t position) {
+  const auto found = state.averaged_parameters.find(p.unsafeGetTensorImpl());
+  if (found != state.averaged_parameters.end()) return found->second;
+  std::ostringstream out;
+  out << "the optimizer's parameter " << position << " (shape " << p.sizes() << ")";
+  return out.str();
+}
+
+}  // namespace
+
+void record_averaged_parameters(GradientState& state, const torch::nn::Module& model,
+                                size_t index) {
+  for (const auto& named : model.named_parameters()) {
+    state.averaged_parameters[named.value().unsafeGetTensorImpl()] =
+        "model " + std::to_string(index) + ": " + named.key();
+  }
+}
+
+std::function<void(const GradientState&, const torch::optim::Optimizer&)> parameter_comparison(
+    std::shared_ptr<DistributedState> dist) {
+  return [dist](const GradientState& state, const torch::optim::Optimizer& optimizer) {
+    CollectiveLabel collective_label("optimizer step check (ACCEL_DEBUG)");
+    std::vector<torch::Tensor> params;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& p : group.params()) params.push_back(p);
+    }
+    auto low = torch::empty({static_cast<int64_t>(params.size())}, torch::kInt64);
+    auto* hashes = low.data_ptr<int64_t>();
+    for (size_t i = 0; i < params.size(); ++i) hashes[i] = hash_of(params[i]);
+    auto high = low.clone();
+    all_reduce(*dist->host_group(), low, Reduction::Min);
+    all_reduce(*dist->host_group(), high, Reduction::Max);
+    for (size_t i = 0; i < params.size(); ++i) {
+      TORCH_CHECK(low[static_cast<int64_t>(i)].item<int64_t>() ==
+                      high[static_cast<int64_t>(i)].item<int64_t>(),
+                  "accel (ACCEL_DEBUG): after this optimizer step, ", name_of(state, params[i], i),
+                  " is not the same on every process: the processes are training different "
+                  "models (a parameter no prepared model averages, or a step some processes "
+                  "skipped)");
+    }
+  };
+}
+
+}  // namespace detail
+}  // namespace accel
