@@ -5,6 +5,7 @@
 #include "FileIO.h"
 #include "MigrationAction.h"
 #include "MigrationResult.h"
+#include "MigrationVerifier.h"
 #include "PreambleCache.h"
 #include "PreambleScan.h"
 #include "SourceStyle.h"
@@ -141,10 +142,10 @@ bool parseAndCheck(const tooling::CompilationDatabase &Database, const std::stri
 /// cached preamble when the file can use one. A program in several files is one program: each
 /// file's migration tells the others what they must know of it (ProgramSummary), and a file is
 /// migrated again while what it is told changes (a call chain through N files takes N rounds).
-std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase &Database,
-                                             std::vector<std::string> &Inputs,
-                                             const MigratorOptions &Options,
-                                             llvm::raw_ostream &Err) {
+std::vector<TranslationUnitResult>
+runChecks(const tooling::CompilationDatabase &Database, std::vector<std::string> &Inputs,
+          const MigratorOptions &Options, const std::vector<std::string> &Extra,
+          std::optional<PreambleCache> &Cache, llvm::raw_ostream &Err) {
   std::vector<TranslationUnitResult> Results(Inputs.size());
   MigrateOptions Checks = Options.Checks;
   if (Checks.WorkingDirectory.empty()) {
@@ -153,12 +154,6 @@ std::vector<TranslationUnitResult> runChecks(const tooling::CompilationDatabase 
         Real != "/")
       Checks.WorkingDirectory = Real.str().str();
   }
-  std::vector<std::string> Extra = toolArgs();
-  Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
-  std::optional<PreambleCache> Cache;
-  if (!Options.NoCache)
-    Cache.emplace(Options.CacheDir.empty() ? PreambleCache::defaultDirectory() : Options.CacheDir,
-                  Options.CacheMaxBytes, Err, Options.Quiet);
   auto Migrate = [&](size_t I, const MigrateOptions &FileChecks) {
     Results[I] = TranslationUnitResult();
     if (Cache) {
@@ -301,6 +296,22 @@ MergedFiles mergeResults(const std::vector<std::string> &Inputs,
   return Merged;
 }
 
+/// For tests: a stray token at the start of each edit of Check that writes code, after its
+/// indentation, as a faulty transformation would leave it.
+void garbleEdits(MergedFiles &Merged, const std::string &Check) {
+  for (auto &[Path, File] : Merged) {
+    EditSet Garbled;
+    for (Edit E : File.Result.Edits.edits()) {
+      if (E.Check == Check && llvm::StringRef(E.Text).trim().size() > 0) {
+        const size_t Code = E.Text.find_first_not_of(" \t\n");
+        E.Text.insert(Code, "@ ");
+      }
+      Garbled.add(E);
+    }
+    File.Result.Edits = std::move(Garbled);
+  }
+}
+
 /// Phase 4: each file's migrated text: the edits applied, the inserted lines formatted in the
 /// file's style, lines that changed only in whitespace put back, and no new line ending in
 /// whitespace.
@@ -318,6 +329,52 @@ int renderFiles(MergedFiles &Merged, llvm::raw_ostream &Err) {
                                                          Inserted, Rewritten)));
   }
   return ExitSuccess;
+}
+
+/// Phase 4b: the migrated program must compile. Each input that compiled is parsed again with
+/// every migrated text in place (the same command, the same preamble); each error is shown where
+/// it stands in the migrated text, with the original line and the transformations that wrote it.
+/// Returns whether the migration compiles.
+bool verifyMerged(const tooling::CompilationDatabase &Database,
+                  const std::vector<std::string> &Inputs, const std::vector<std::string> &Failed,
+                  const MergedFiles &Merged, const std::vector<std::string> &Extra,
+                  std::optional<PreambleCache> &Cache, llvm::raw_ostream &Err) {
+  std::map<std::string, MigratedText> Texts;
+  bool Changed = false;
+  for (const auto &[Path, File] : Merged) {
+    Texts[Path] = MigratedText{File.Original, File.Migrated, &File.Result.Edits};
+    Changed = Changed || File.changed();
+  }
+  if (!Changed)
+    return true;
+  std::vector<std::string> Compiled;
+  for (const std::string &Input : Inputs)
+    if (std::find(Failed.begin(), Failed.end(), Input) == Failed.end())
+      Compiled.push_back(Input);
+  const auto Errors = verifyMigration(Database, Compiled, Texts, Extra, [&](const std::string &F) {
+    return Cache ? Cache->preambleFor(preambleRequest(Database, F, Extra)) : std::string();
+  });
+  for (const MigratedError &E : Errors) {
+    if (E.File.empty()) {
+      Err << "accel-migrate: error: " << E.Message << " (in the migrated program)\n";
+      continue;
+    }
+    Err << displayPath(E.File) << ":" << E.Line << ":" << E.Column << ": error: " << E.Message
+        << " (in the migrated text)\n";
+    if (E.OriginalLine == 0)
+      continue;
+    std::string Checks;
+    for (const std::string &Check : E.Checks)
+      Checks += (Checks.empty() ? "accel-migrate-" : ", accel-migrate-") + Check;
+    Err << displayPath(E.File) << ":" << E.OriginalLine << ": note: ";
+    if (E.OnChangedLine)
+      Err << "written by " << (Checks.empty() ? std::string("the migration") : Checks)
+          << " at the original's line " << E.OriginalLine << "\n";
+    else
+      Err << "the original's line " << E.OriginalLine
+          << ", unchanged: a change elsewhere broke it\n";
+  }
+  return Errors.empty();
 }
 
 /// Phase 5: the warnings of every file, in file and line order, as clang prints its own.
@@ -463,7 +520,13 @@ int runMigration(const tooling::CompilationDatabase &Database,
   std::vector<std::string> Inputs;
   if (const int Code = collectInputs(Files, Options, Inputs, Err))
     return Code;
-  auto Results = runChecks(Database, Inputs, Options, Err);
+  std::vector<std::string> Extra = toolArgs();
+  Extra.insert(Extra.end(), Options.ExtraArgs.begin(), Options.ExtraArgs.end());
+  std::optional<PreambleCache> Cache;
+  if (!Options.NoCache)
+    Cache.emplace(Options.CacheDir.empty() ? PreambleCache::defaultDirectory() : Options.CacheDir,
+                  Options.CacheMaxBytes, Err, Options.Quiet);
+  auto Results = runChecks(Database, Inputs, Options, Extra, Cache, Err);
   if (refused(Results, Err))
     return ExitParseError;
   std::vector<std::string> Failed;
@@ -471,9 +534,19 @@ int runMigration(const tooling::CompilationDatabase &Database,
   for (const std::string &Path : Failed)
     fail(Err, ExitParseError,
          displayPath(Path) + " does not compile (errors above); it was left untouched");
+  if (!Options.TestingGarbleCheck.empty())
+    garbleEdits(Merged, Options.TestingGarbleCheck);
   if (const int Code = renderFiles(Merged, Err))
     return Code;
   reportWarnings(Merged, Err);
+  if (!verifyMerged(Database, Inputs, Failed, Merged, Extra, Cache, Err)) {
+    // A diff is still shown for review; nothing is written.
+    if (Options.Mode == OutputMode::Diff)
+      emitResults(Merged, Inputs, Options, ExitParseError, Out, Err);
+    return fail(Err, ExitParseError,
+                "the migrated program would not compile (errors above), which is accel-migrate's "
+                "fault, not the program's; no file was changed");
+  }
   int Exit = Failed.empty() ? ExitSuccess : ExitParseError;
   Exit = emitResults(Merged, Inputs, Options, Exit, Out, Err);
   if (Exit == ExitFileError)

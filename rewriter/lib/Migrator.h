@@ -17,8 +17,9 @@ namespace accel::migrate {
 enum ExitCode : int {
   ExitSuccess = 0,     ///< migrated (or nothing to do)
   ExitWouldChange = 1, ///< --check: some file would be changed
-  ExitParseError = 2,  ///< some input does not compile (it was left untouched), or the program
-                       ///< cannot be migrated safely (no file was changed)
+  ExitParseError = 2,  ///< some input does not compile (it was left untouched), the program
+                       ///< cannot be migrated safely, or its migration would not compile (no
+                       ///< file was changed)
   ExitFileError = 3,   ///< an input is missing or unreadable, or a result cannot be written
   ExitUsageError = 4,  ///< bad command line
 };
@@ -39,6 +40,9 @@ struct MigratorOptions {
   /// The compile database (-p) lists the program's files: when the given files do not define
   /// main, the database's files that call what they change are migrated with them.
   bool ProgramFromDatabase = false;
+  /// For tests (--testing-garble-check): every edit of this transformation gets a stray token,
+  /// as a faulty check would write it; the verification must catch it and write nothing.
+  std::string TestingGarbleCheck;
 };
 
 /// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and

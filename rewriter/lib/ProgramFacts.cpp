@@ -226,9 +226,17 @@ private:
     const auto *Member = dyn_cast<MemberExpr>(Target->IgnoreParenImpCasts());
     const auto *Field = Member ? dyn_cast<FieldDecl>(Member->getMemberDecl()) : nullptr;
     if (!Field || !isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()) ||
-        !isOptimizerPointer(Field->getType()) || !IsEditable(Field->getLocation()) ||
-        !IsEditable(Assignment->getBeginLoc()))
+        !IsEditable(Field->getLocation()) || !IsEditable(Assignment->getBeginLoc()))
       return;
+    if (!isOptimizerPointer(Field->getType())) {
+      // Any other member: a model set after construction is prepared where it is set.
+      auto &Statements = Facts.MemberAssignmentStatements[Field];
+      for (const Stmt *Seen : Statements)
+        if (Seen->getBeginLoc() == Assignment->getBeginLoc())
+          return;
+      Statements.push_back(Assignment);
+      return;
+    }
     auto &Assignments = Facts.MemberAssignments[Field];
     // An assignment in a template is seen in its pattern and in each instantiation.
     for (const Expr *Seen : Assignments)
@@ -379,6 +387,12 @@ const std::vector<const Expr *> &ProgramFacts::assignmentsOf(const FieldDecl *F)
   static const std::vector<const Expr *> None;
   auto It = MemberAssignments.find(F);
   return It == MemberAssignments.end() ? None : It->second;
+}
+
+const std::vector<const Stmt *> &ProgramFacts::assignmentStatementsOf(const FieldDecl *F) const {
+  static const std::vector<const Stmt *> None;
+  auto It = MemberAssignmentStatements.find(F);
+  return It == MemberAssignmentStatements.end() ? None : It->second;
 }
 
 const std::vector<ProgramFacts::MemberInitializer> &

@@ -68,6 +68,9 @@ public:
   /// The values a member optimizer held by pointer is assigned in methods of its class
   /// (`optimizer = new torch::optim::Adam(...)` in a constructor's body).
   const std::vector<const clang::Expr *> &assignmentsOf(const clang::FieldDecl *F) const;
+  /// The assignments (`model = new Net(...)`, `model = std::make_shared<Net>()`) to any other
+  /// member in methods of its class, as written.
+  const std::vector<const clang::Stmt *> &assignmentStatementsOf(const clang::FieldDecl *F) const;
   /// Where objects of a class are created with one of its constructors: construct expressions
   /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>`
   /// calls.
@@ -120,6 +123,8 @@ private:
   std::vector<const clang::FieldDecl *> MemberModels, MemberOptimizers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<MemberInitializer>> MemberInitializers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Expr *>> MemberAssignments;
+  llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Stmt *>>
+      MemberAssignmentStatements;
   llvm::DenseMap<const clang::CXXRecordDecl *, std::vector<const clang::Expr *>> Constructions;
   llvm::DenseMap<const clang::CXXRecordDecl *, std::string> AcceleratorMembers;
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;

@@ -79,14 +79,14 @@ QualType firstTemplateArg(QualType T) {
   return Arg.getKind() == TemplateArgument::Type ? Arg.getAsType() : QualType();
 }
 
+} // namespace
+
 bool isStdSmartPointer(QualType T) {
   const auto *RD = recordOf(T);
   if (!RD || !RD->isInStdNamespace())
     return false;
   return RD->getName() == "shared_ptr" || RD->getName() == "unique_ptr";
 }
-
-} // namespace
 
 bool isClassOrDerived(QualType T, StringRef QualifiedName) {
   return derivesFrom(recordOf(T), QualifiedName);

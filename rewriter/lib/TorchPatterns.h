@@ -28,6 +28,8 @@ bool isModule(clang::QualType T);    ///< Module-derived struct, ModuleHolder, s
 bool isOptimizer(clang::QualType T); ///< derived from torch::optim::Optimizer
 /// A raw, unique or shared pointer to an optimizer (`torch::optim::Adam* optimizer`).
 bool isOptimizerPointer(clang::QualType T);
+/// std::shared_ptr or std::unique_ptr.
+bool isStdSmartPointer(clang::QualType T);
 /// An optimizer held by value or by pointer.
 inline bool isOptimizerOrPointer(clang::QualType T) {
   return isOptimizer(T) || isOptimizerPointer(T);

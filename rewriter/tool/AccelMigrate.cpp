@@ -106,6 +106,13 @@ static cl::opt<bool> NoCache("no-cache",
                              cl::desc("Parse every header of every file, with no cached preamble"),
                              cl::cat(Category));
 
+// Not in --help: the verification's tests plant a faulty transformation's edits with it.
+static cl::opt<std::string> TestingGarbleCheck(
+    "testing-garble-check", cl::Hidden,
+    cl::desc("For accel-migrate's tests: every edit of this transformation gets a stray token; "
+             "the verification must refuse the result"),
+    cl::cat(Category));
+
 static cl::extrahelp MoreHelp(R"(
   --stats-json=<file>  - Write per-file statistics (changes per transformation, warnings) as JSON
 
@@ -122,7 +129,9 @@ Exit codes:
   0  migrated, or nothing to do
   1  --check: some file would be changed
   2  some input does not compile; it was left untouched (clang's errors are printed); or the
-     program cannot be migrated safely; no file was changed (the reason is printed)
+     program cannot be migrated safely; or the migrated program would not compile (every file
+     changed is parsed again before anything is written: its errors are printed, each with the
+     original line and the transformation that wrote it); no file was changed
   3  an input is missing or unreadable, or a result cannot be written; nothing was written
   4  bad command line
 )");
@@ -189,6 +198,7 @@ int main(int argc, const char **argv) {
   Options.Checks.Only.insert(Only.begin(), Only.end());
   Options.Checks.Skip.insert(Skip.begin(), Skip.end());
   Options.Checks.Annotate = Annotate;
+  Options.TestingGarbleCheck = TestingGarbleCheck;
   Options.Checks.HeaderFilter = HeaderFilter;
   if (!MixedPrecision.empty()) {
     if (!accel::contract::is_one_of(MixedPrecision, accel::contract::mixed_precision_choices())) {

@@ -129,37 +129,51 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
     return;
   if (!Context.canEdit(Name, Class->getSourceRange()))
     return;
+  const bool HasConstructor = llvm::any_of(Class->ctors(), isWrittenConstructor);
   // The member comes before every other member, so that their initializers may use it (a member
   // optimizer is prepared where it is initialized).
   const auto Fields = Class->fields();
+  // A class without a constructor gets one that binds the member, where it can be public: before
+  // the first member, when that member is public. Elsewhere the class cannot hold the accelerator
+  // as written: the migration is refused rather than left not compiling.
+  const bool FirstPublic =
+      Fields.begin() == Fields.end() ? Class->isStruct() : Fields.begin()->getAccess() == AS_public;
+  if (!HasConstructor && !FirstPublic) {
+    Context.refuse(Name, Class->getLocation(),
+                   llvm::Twine("class '") + Class->getName() +
+                       "' must now hold an accel::Accelerator& member, and has no constructor to "
+                       "bind it; give it one that takes 'accel::Accelerator &accelerator' and "
+                       "binds the member, then migrate again");
+    return;
+  }
   const std::string Member = Context.source().referenceDeclaration(
                                  Class->getLocation(), "accel::Accelerator", "accelerator") +
                              ";";
+  const std::string Constructor =
+      HasConstructor ? std::string()
+                     : "explicit " + Class->getNameAsString() + "(" +
+                           Context.source().referenceDeclaration(
+                               Class->getLocation(), "accel::Accelerator", "accelerator") +
+                           ") : accelerator(accelerator) {}";
   if (Fields.begin() != Fields.end()) {
+    if (!Constructor.empty())
+      Context.insertLineBefore(Name, Fields.begin()->getBeginLoc(), Constructor);
     Context.insertLineBefore(Name, Fields.begin()->getBeginLoc(), Member);
   } else {
     const SourceLocation Brace = Class->getBraceRange().getBegin();
+    const std::string Indent = "\n" + Context.source().indentation(Class->getBeginLoc()) +
+                               Context.source().indentStep(Class->getBeginLoc());
     Context.insert(Name, Brace.getLocWithOffset(1),
-                   "\n" + Context.source().indentation(Class->getBeginLoc()) +
-                       Context.source().indentStep(Class->getBeginLoc()) + Member);
+                   (Constructor.empty() ? "" : Indent + Constructor) + Indent + Member);
   }
   Context.applied(Name, Class->getLocation());
 
   // Every constructor takes the accelerator first and binds the member to it.
-  bool HasConstructor = false;
   for (const CXXConstructorDecl *Ctor : Class->ctors()) {
     if (!isWrittenConstructor(Ctor))
       continue;
-    HasConstructor = true;
     for (const FunctionDecl *Decl : Ctor->redecls())
       addConstructorParameter(cast<CXXConstructorDecl>(Decl));
-  }
-  if (!HasConstructor) {
-    warn(Class->getLocation(),
-         llvm::Twine("class '") + Class->getName() +
-             "' now holds an accel::Accelerator& member; give it a constructor that takes "
-             "the accelerator and binds the member to it");
-    return;
   }
 
   // Whoever constructs the class passes theirs.
@@ -173,6 +187,10 @@ void CreateAcceleratorCheck::addMember(const CXXRecordDecl *Class) {
 }
 
 void CreateAcceleratorCheck::addConstructorParameter(const CXXConstructorDecl *Ctor) {
+  if (Ctor->isExplicitlyDefaulted()) {
+    bindInDefaultedConstructor(Ctor);
+    return;
+  }
   if (!insertParameter(Ctor))
     return;
   // A delegating constructor passes it on (its target's construction is a site like any other).
@@ -198,6 +216,37 @@ void CreateAcceleratorCheck::addConstructorParameter(const CXXConstructorDecl *C
   else
     Context.insert(Name, Context.source().afterPreviousToken(Ctor->getBody()->getBeginLoc()),
                    " : accelerator(accelerator)");
+}
+
+void CreateAcceleratorCheck::bindInDefaultedConstructor(const CXXConstructorDecl *Ctor) {
+  // `T() = default;` has no initializer list to bind the member in: it becomes
+  // `T(accel::Accelerator &accelerator) : accelerator(accelerator) {}`. Only when its text ends
+  // in `= default` as expected; anything else is left for the user, never spliced.
+  const SourceManager &SM = Context.sourceManager();
+  const SourceLocation Begin = Ctor->getBeginLoc(), End = Ctor->getEndLoc();
+  const std::string Text = Context.source().text(SourceRange(Begin, End));
+  const size_t Equals = Text.rfind('=');
+  const bool Expected = Begin.isFileID() && End.isFileID() && Equals != std::string::npos &&
+                        llvm::StringRef(Text).substr(Equals + 1).trim() == "default";
+  if (!Expected || !Context.canEdit(Name, SourceRange(Begin, End))) {
+    warn(Ctor->getLocation(), "this defaulted constructor cannot bind the accel::Accelerator& "
+                              "member; give it a parameter 'accel::Accelerator &accelerator' "
+                              "and the initializer ': accelerator(accelerator)'");
+    return;
+  }
+  if (!insertParameter(Ctor))
+    return;
+  // Through the `;` that ends the declaration, which a body does not take.
+  SourceLocation Stop = Lexer::getLocForEndOfToken(End, 0, SM, Context.ast().getLangOpts());
+  const char *After = SM.getCharacterData(Stop);
+  size_t Skip = 0;
+  while (After[Skip] == ' ' || After[Skip] == '\t')
+    ++Skip;
+  if (After[Skip] == ';')
+    Stop = Stop.getLocWithOffset(static_cast<int>(Skip) + 1);
+  const SourceLocation EqualsLoc = Begin.getLocWithOffset(static_cast<int>(Equals));
+  Context.replace(Name, CharSourceRange::getCharRange(EqualsLoc, Stop),
+                  ": accelerator(accelerator) {}");
 }
 
 void CreateAcceleratorCheck::passAccelerator(const Expr *Site) {

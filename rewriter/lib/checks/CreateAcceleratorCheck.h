@@ -26,6 +26,7 @@ private:
                    const std::string &Item, clang::SourceLocation Inline);
   void addMember(const clang::CXXRecordDecl *Class);
   void addConstructorParameter(const clang::CXXConstructorDecl *Ctor);
+  void bindInDefaultedConstructor(const clang::CXXConstructorDecl *Ctor);
   void passAccelerator(const clang::Expr *Site);
   void createInHost();
 };

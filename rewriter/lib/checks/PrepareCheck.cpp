@@ -241,15 +241,109 @@ void PrepareCheck::prepareByValue(const VarDecl *Var, const std::string &MoreArg
   Context.applied(Name, Var->getLocation());
 }
 
+namespace {
+
+/// Whether E leaves a pointer or a smart pointer empty: `nullptr`, `NULL`, `0`, `{}`,
+/// `{nullptr}`, `std::shared_ptr<T>()`.
+bool isEmptyValue(ASTContext &Ctx, const Expr *E) {
+  E = E->IgnoreParenImpCasts();
+  if (const auto *List = dyn_cast<InitListExpr>(E))
+    return List->getNumInits() == 0 ||
+           (List->getNumInits() == 1 && isEmptyValue(Ctx, List->getInit(0)));
+  if (isa<ImplicitValueInitExpr>(E) || isa<CXXNullPtrLiteralExpr>(E) || isa<GNUNullExpr>(E))
+    return true;
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E)) {
+    // A smart pointer built without arguments stays empty; a module (or its holder) is built.
+    if (Construct->getNumArgs() == 0)
+      return isStdSmartPointer(E->getType());
+    return Construct->getNumArgs() == 1 && isEmptyValue(Ctx, Construct->getArg(0));
+  }
+  return !E->isValueDependent() &&
+         E->isNullPointerConstant(Ctx, Expr::NPC_ValueDependentIsNotNull) != Expr::NPCK_NotNull;
+}
+
+/// The value an assignment statement (`a = b`, or an operator= call) gives.
+const Expr *assignedValue(const Stmt *Assignment) {
+  if (const auto *Binary = dyn_cast<BinaryOperator>(Assignment))
+    return Binary->getRHS();
+  if (const auto *Call = dyn_cast<CXXOperatorCallExpr>(Assignment); Call && Call->getNumArgs() == 2)
+    return Call->getArg(1);
+  return nullptr;
+}
+
+} // namespace
+
+bool PrepareCheck::setAfterConstruction(const FieldDecl *Model) {
+  const auto &Assigned = Context.facts().assignmentStatementsOf(Model);
+  if (Assigned.empty())
+    return false;
+  // Set in methods only: one set in a constructor's body is prepared at the constructor's end.
+  for (const Stmt *S : Assigned) {
+    const FunctionDecl *Fn = Context.reach().enclosingFunction(S);
+    if (!Fn || isa<CXXConstructorDecl>(Fn))
+      return false;
+  }
+  // Empty when the object is built: by its default member initializer, or (a pointer, a smart
+  // pointer) by having none, and by every constructor's initializer list.
+  ASTContext &Ctx = Context.ast();
+  if (const Expr *InClass = Model->getInClassInitializer()) {
+    if (!isEmptyValue(Ctx, InClass))
+      return false;
+  } else if (!Model->getType()->isPointerType() && !isStdSmartPointer(Model->getType())) {
+    return false; // a module or holder member is built with its object
+  }
+  const auto *Class = cast<CXXRecordDecl>(Model->getParent());
+  for (const CXXConstructorDecl *Ctor : Class->ctors())
+    for (const CXXCtorInitializer *Init : Ctor->inits())
+      if (Init->isWritten() && Init->getMember() == Model && !isEmptyValue(Ctx, Init->getInit()))
+        return false;
+  return true;
+}
+
+void PrepareCheck::prepareAfterAssignments(const FieldDecl *Model) {
+  const std::string ModelName = Model->getNameAsString();
+  bool Prepared = false;
+  for (const Stmt *S : Context.facts().assignmentStatementsOf(Model)) {
+    const Expr *Value = assignedValue(S);
+    if (Value && isEmptyValue(Context.ast(), Value))
+      continue; // `model = nullptr` after its delete
+    const auto *Assignment = dyn_cast<Expr>(S);
+    const Stmt *Full = Assignment ? asFullStatement(Context, Assignment) : nullptr;
+    const FunctionDecl *Method = Context.reach().enclosingFunction(S);
+    if (!Value || !Full || !Method || !Context.canEdit(Name, Full->getSourceRange())) {
+      warn(S->getBeginLoc(), llvm::Twine("model '") + ModelName +
+                                 "' is set here inside a larger expression; prepare it by hand "
+                                 "right after (accelerator.prepare(" +
+                                 ModelName + "))");
+      continue;
+    }
+    const std::string Acc = Context.reach().requireAccelerator(Method);
+    Context.insertLineAfter(Name, Full, Context.source().indentation(Full->getBeginLoc()),
+                            Acc + ".prepare(" + ModelName + ");");
+    Prepared = true;
+  }
+  if (Prepared)
+    Context.applied(Name, Model->getLocation());
+}
+
 void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
+  if (setAfterConstruction(Model)) {
+    prepareAfterAssignments(Model);
+    return;
+  }
   // At the end of each constructor that builds the object (after whatever set-up it gives the
   // model there), the constructor's own accelerator parameter preparing it.
   const auto *Class = cast<CXXRecordDecl>(Model->getParent());
-  bool Prepared = false;
+  bool Prepared = false, Defaulted = false;
   for (const CXXConstructorDecl *Ctor : Class->ctors()) {
     const FunctionDecl *Definition = nullptr;
     if (!isWrittenConstructor(Ctor) || !Ctor->hasBody(Definition))
       continue;
+    // `T() = default;` has no body to write in (create-accelerator gives it an empty one).
+    if (Definition->isExplicitlyDefaulted()) {
+      Defaulted = true;
+      continue;
+    }
     const auto *Body = dyn_cast_or_null<CompoundStmt>(Definition->getBody());
     if (!Body || cast<CXXConstructorDecl>(Definition)->isDelegatingConstructor() ||
         !Context.canEdit(Name, Body->getSourceRange()))
@@ -270,11 +364,11 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
   }
   if (Prepared)
     Context.applied(Name, Model->getLocation());
-  else if (!Class->hasUserDeclaredConstructor())
+  else if (!Class->hasUserDeclaredConstructor() || Defaulted)
     warn(Model->getLocation(), llvm::Twine("model '") + Model->getName() +
-                                   "' is a member of a class without a constructor; prepare it "
-                                   "by hand (accelerator.prepare(" +
-                                   Model->getName() + "))");
+                                   "' is a member of a class without a written constructor; "
+                                   "prepare it by hand (accelerator.prepare(" +
+                                   Model->getName() + ")) once it is built");
 }
 
 void PrepareCheck::prepareExpression(const Expr *Value, const std::string &Acc) {
@@ -293,8 +387,10 @@ void PrepareCheck::prepareMemberOptimizerPointer(const FieldDecl *Optimizer) {
       prepareExpression(Init->getInit(), Context.reach().requireAccelerator(Ctor));
       Prepared = true;
     }
+  // An empty default member initializer (`T *optimizer{};`, `= nullptr`) has nothing to prepare.
   if (const Expr *InClass = Optimizer->getInClassInitializer();
-      InClass && Context.canEdit(Name, InClass->getSourceRange())) {
+      InClass && !isEmptyValue(Context.ast(), InClass) &&
+      Context.canEdit(Name, InClass->getSourceRange())) {
     prepareExpression(InClass, Context.reach().requireMemberAccelerator(Class));
     Prepared = true;
   }

@@ -24,6 +24,10 @@ private:
   void prepareByValue(const clang::VarDecl *Var, const std::string &MoreArgs = "");
   void prepareLoader(const clang::VarDecl *Loader);
   void prepareMemberModel(const clang::FieldDecl *Model);
+  /// A model member empty when its object is built and set in methods afterwards (`model =
+  /// new Net(...)` in a set-up method): prepared right after each time it is set.
+  bool setAfterConstruction(const clang::FieldDecl *Model);
+  void prepareAfterAssignments(const clang::FieldDecl *Model);
   void prepareMemberOptimizer(const clang::FieldDecl *Optimizer);
   void prepareMemberOptimizerPointer(const clang::FieldDecl *Optimizer);
   /// Value becomes `Acc.prepare(Value)`.
