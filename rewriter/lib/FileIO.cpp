@@ -17,6 +17,16 @@ llvm::Error fileError(llvm::StringRef Path, const llvm::Twine &What, std::error_
 }
 } // namespace
 
+std::string absolutePath(llvm::StringRef Path) {
+  llvm::SmallString<256> Abs(Path);
+  llvm::sys::fs::make_absolute(Abs);
+  llvm::sys::path::remove_dots(Abs, true);
+  llvm::SmallString<256> Real;
+  if (!llvm::sys::fs::real_path(Abs, Real))
+    return std::string(Real);
+  return std::string(Abs);
+}
+
 llvm::Expected<std::string> readFile(llvm::StringRef Path) {
   auto Buffer =
       llvm::MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);

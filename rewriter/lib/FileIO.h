@@ -8,6 +8,10 @@
 
 namespace accel::migrate {
 
+/// Path made absolute, without `.` and `..`, and with its links resolved where it exists: the
+/// one name the run knows a file by.
+std::string absolutePath(llvm::StringRef Path);
+
 /// The whole file, or an error naming it and the reason.
 llvm::Expected<std::string> readFile(llvm::StringRef Path);
 

@@ -209,11 +209,37 @@ private:
   TranslationUnitResult &Result;
 };
 
+// The verification's parse (MigrationVerifier): every error of the migrated program's own code,
+// and, with a cached preamble, none of the library's template bodies, as the migration's parse.
+class VerificationConsumer : public SemaConsumer {
+public:
+  void InitializeSema(Sema &Sema) override {
+    if (auto *Preamble =
+            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource())) {
+      Drop = std::make_unique<DropPreambleInstantiations>(Sema, *Preamble);
+      Sema.addExternalSource(Drop.get());
+    }
+  }
+
+private:
+  std::unique_ptr<DropPreambleInstantiations> Drop;
+};
+
+class VerificationAction : public ASTFrontendAction {
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &, StringRef) override {
+    return std::make_unique<VerificationConsumer>();
+  }
+};
+
 } // namespace
 
 std::unique_ptr<tooling::FrontendActionFactory>
 newMigrationActionFactory(const MigrateOptions &Options, TranslationUnitResult &Result) {
   return std::make_unique<Factory>(Options, Result);
+}
+
+std::unique_ptr<tooling::FrontendActionFactory> newVerificationActionFactory() {
+  return tooling::newFrontendActionFactory<VerificationAction>();
 }
 
 } // namespace accel::migrate

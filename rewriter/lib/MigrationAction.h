@@ -15,4 +15,10 @@ namespace accel::migrate {
 std::unique_ptr<clang::tooling::FrontendActionFactory>
 newMigrationActionFactory(const MigrateOptions &Options, TranslationUnitResult &Result);
 
+/// Syntax and semantics only, for the verification of a migrated program (MigrationVerifier):
+/// with a cached preamble, the bodies of the preamble's templates are not instantiated (LibTorch's
+/// and accel's code, which the migration's parse skips too); the program's own code is checked
+/// whole.
+std::unique_ptr<clang::tooling::FrontendActionFactory> newVerificationActionFactory();
+
 } // namespace accel::migrate

@@ -1,15 +1,14 @@
 //===- MigrationVerifier.cpp ----------------------------------------------------------------===//
 #include "MigrationVerifier.h"
 
+#include "FileIO.h"
 #include "LineDiff.h"
+#include "MigrationAction.h"
 
 #include "clang/Basic/Diagnostic.h"
 #include "clang/Basic/SourceManager.h"
-#include "clang/Frontend/FrontendActions.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 
 #include <set>
 #include <tuple>
@@ -19,16 +18,6 @@ using namespace clang;
 namespace accel::migrate {
 
 namespace {
-
-std::string realPath(llvm::StringRef Path) {
-  llvm::SmallString<256> Abs(Path);
-  llvm::sys::fs::make_absolute(Abs);
-  llvm::sys::path::remove_dots(Abs, true);
-  llvm::SmallString<256> Real;
-  if (!llvm::sys::fs::real_path(Abs, Real))
-    return std::string(Real);
-  return std::string(Abs);
-}
 
 /// Keeps the errors of a parse, each with where it stands (its expansion, for a macro).
 class ErrorCollector : public DiagnosticConsumer {
@@ -45,7 +34,7 @@ public:
       const SourceManager &SM = Info.getSourceManager();
       const PresumedLoc Where = SM.getPresumedLoc(SM.getExpansionLoc(Info.getLocation()));
       if (Where.isValid()) {
-        E.File = realPath(Where.getFilename());
+        E.File = absolutePath(Where.getFilename());
         E.Line = Where.getLine();
         E.Column = Where.getColumn();
       }
@@ -71,7 +60,7 @@ std::vector<MigratedError> parseWith(const tooling::CompilationDatabase &Databas
       Tool.mapVirtualFile(Path, Text.Migrated);
   ErrorCollector Collector;
   Tool.setDiagnosticConsumer(&Collector);
-  const int Status = Tool.run(tooling::newFrontendActionFactory<SyntaxOnlyAction>().get());
+  const int Status = Tool.run(newVerificationActionFactory().get());
   if (Status != 0 && Collector.Errors.empty()) {
     MigratedError E;
     E.Message = "the migrated " + Input + " could not be parsed again";

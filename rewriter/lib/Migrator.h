@@ -43,6 +43,10 @@ struct MigratorOptions {
   /// For tests (--testing-garble-check): every edit of this transformation gets a stray token,
   /// as a faulty check would write it; the verification must catch it and write nothing.
   std::string TestingGarbleCheck;
+  /// For tests (--testing-no-verify): the migration is not parsed again. cache_equivalence.sh's
+  /// runs without the cache use it (a whole parse of LibTorch's headers, 12 s a file here); its
+  /// runs with the cache, and every other test's, are verified.
+  bool TestingNoVerify = false;
 };
 
 /// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and

@@ -48,6 +48,8 @@ public:
   /// What this file tells the other files of the program (all but TakeAccelerator, which the
   /// checks decide).
   ProgramSummary summary() const { return Summary; }
+  /// This file saves (see ProgramSummary::Saves).
+  void noteSaves() { Summary.Saves = true; }
 
   const std::vector<const clang::VarDecl *> &models() const { return Models; }
   const std::vector<const clang::VarDecl *> &optimizers() const { return Optimizers; }

@@ -14,12 +14,15 @@ void ProgramSummary::merge(const ProgramSummary &Other) {
                                 Other.TrainedModelParameters.end());
   Called.insert(Other.Called.begin(), Other.Called.end());
   Collectives.insert(Other.Collectives.begin(), Other.Collectives.end());
+  Saves = Saves || Other.Saves;
 }
 
 ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const ProgramSummary &Others) {
   ProgramSummary Relevant;
   // Another file's main decides where the Accelerator is created, unless this file has main.
   Relevant.DefinesMain = Others.DefinesMain && !Own.DefinesMain;
+  // A save elsewhere: this file's loads wait for it.
+  Relevant.Saves = Others.Saves;
   // Functions this file calls: it passes them the accelerator, and prepares the models it
   // passes them to train.
   for (const std::string &Usr : Others.TakeAccelerator)

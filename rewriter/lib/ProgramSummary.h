@@ -38,6 +38,9 @@ struct ProgramSummary {
   /// the call they reach ("gather_for_metrics() at eval.cpp:12:5"): a caller elsewhere that
   /// calls them on some processes only hangs as if it made that call itself.
   std::map<std::string, std::string> Collectives;
+  /// This file saves (torch::save, on the main process once migrated): a load in any file of the
+  /// program waits for every process first, so that none reads a file still being written.
+  bool Saves = false;
 
   bool takesAccelerator(const std::string &Usr) const { return TakeAccelerator.count(Usr) != 0; }
   bool called(const std::string &Usr) const { return Called.count(Usr) != 0; }
@@ -51,7 +54,7 @@ struct ProgramSummary {
   bool operator==(const ProgramSummary &O) const {
     return DefinesMain == O.DefinesMain && TakeAccelerator == O.TakeAccelerator &&
            TrainedModelParameters == O.TrainedModelParameters && Called == O.Called &&
-           Collectives == O.Collectives;
+           Collectives == O.Collectives && Saves == O.Saves;
   }
   bool operator!=(const ProgramSummary &O) const { return !(*this == O); }
 };

@@ -152,4 +152,72 @@ std::string argumentsText(MigrationContext &Context, const std::vector<const Exp
   return Context.source().text(SourceRange(Args[First]->getBeginLoc(), Args.back()->getEndLoc()));
 }
 
+namespace {
+struct PureComputation : RecursiveASTVisitor<PureComputation> {
+  bool Pure = true;
+  bool VisitCallExpr(CallExpr *Call) {
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
+      if (isTensor(Member->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
+        return true;
+    }
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+      if (Op->getOperator() == OO_Call) {
+        const auto *Class = Op->getArg(0)->getType()->getAsCXXRecordDecl();
+        Pure = Pure && Class &&
+               llvm::StringRef(Class->getQualifiedNameAsString()).startswith("torch::nn::") &&
+               Class->getName().endswith("Loss");
+        return Pure;
+      }
+      return true;
+    }
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee || isa<CXXMethodDecl>(Callee)) {
+      Pure = false; // a model's forward, a method of the user's
+      return false;
+    }
+    const std::string Qualified = Callee->getQualifiedNameAsString();
+    Pure = Pure && (llvm::StringRef(Qualified).startswith("torch::") ||
+                    llvm::StringRef(Qualified).startswith("at::"));
+    return Pure;
+  }
+  bool TraverseLambdaExpr(LambdaExpr *) {
+    Pure = false;
+    return false;
+  }
+};
+
+} // namespace
+
+bool isPureTensorComputation(const Expr *E) {
+  PureComputation Check;
+  Check.TraverseStmt(const_cast<Expr *>(E));
+  return Check.Pure;
+}
+
+bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const CXXForRangeStmt *Loop;
+    bool Found = false;
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      if (!Method || plainName(Method) != "item")
+        return true;
+      const auto *Ref = dyn_cast<DeclRefExpr>(stripTemporaries(Call->getImplicitObjectArgument()));
+      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Var || !Var->getInit() || !isTensor(Var->getType()) || Var == Loop->getLoopVariable())
+        return true;
+      // Declared in the loop's body, from more than the samples (a forward, a user's call).
+      const SourceRange Body = Loop->getBody()->getSourceRange();
+      const bool InBody =
+          Body.getBegin() < Var->getLocation() && Var->getLocation() < Body.getEnd();
+      Found = Found || (InBody && !isPureTensorComputation(Var->getInit()));
+      return !Found;
+    }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  } F;
+  F.Loop = Loop;
+  F.TraverseStmt(const_cast<Expr *>(Value));
+  return F.Found;
+}
+
 } // namespace accel::migrate

@@ -40,6 +40,16 @@ bool iteratesPreparedLoader(MigrationContext &Context, const clang::CXXForRangeS
 /// True when S (a statement or a whole function) contains a range-for over a prepared loader.
 bool containsPreparedLoaderLoop(MigrationContext &Context, const clang::Stmt *S);
 
+/// True when E only computes on tensors: Tensor methods, LibTorch's free functions and
+/// operators, and loss modules (not a model's forward, not a method of the user's).
+bool isPureTensorComputation(const clang::Expr *E);
+
+/// True when Value (added to a metric in Loop's body) takes `.item()` of a tensor the body
+/// computes per batch other than from its samples alone (a model's loss: `loss.item<double>()`,
+/// `loss.item<double>() * x.size(0)`): one number per batch, which is summed across processes
+/// after the loop, never gathered (gathered, it would have one element per process).
+bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
+
 /// Source text of the arguments of Call from index First on ("" when there are none).
 std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,
                           size_t First);

@@ -113,6 +113,11 @@ static cl::opt<std::string> TestingGarbleCheck(
              "the verification must refuse the result"),
     cl::cat(Category));
 
+static cl::opt<bool>
+    TestingNoVerify("testing-no-verify", cl::Hidden,
+                    cl::desc("For accel-migrate's tests: do not parse the migrated program again"),
+                    cl::cat(Category));
+
 static cl::extrahelp MoreHelp(R"(
   --stats-json=<file>  - Write per-file statistics (changes per transformation, warnings) as JSON
 
@@ -199,6 +204,7 @@ int main(int argc, const char **argv) {
   Options.Checks.Skip.insert(Skip.begin(), Skip.end());
   Options.Checks.Annotate = Annotate;
   Options.TestingGarbleCheck = TestingGarbleCheck;
+  Options.TestingNoVerify = TestingNoVerify;
   Options.Checks.HeaderFilter = HeaderFilter;
   if (!MixedPrecision.empty()) {
     if (!accel::contract::is_one_of(MixedPrecision, accel::contract::mixed_precision_choices())) {

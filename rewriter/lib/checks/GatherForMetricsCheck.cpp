@@ -37,41 +37,6 @@ const Expr *countedTensor(const Expr *E) {
                                        : nullptr;
 }
 
-// Calls that only compute on tensors: Tensor methods, LibTorch's free functions and operators,
-// and loss modules. A model's forward is not one of them.
-struct PureComputation : RecursiveASTVisitor<PureComputation> {
-  bool Pure = true;
-  bool VisitCallExpr(CallExpr *Call) {
-    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
-      if (isTensor(Member->getImplicitObjectArgument()->IgnoreParenImpCasts()->getType()))
-        return true;
-    }
-    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
-      if (Op->getOperator() == OO_Call) {
-        const auto *Class = Op->getArg(0)->getType()->getAsCXXRecordDecl();
-        Pure = Pure && Class &&
-               llvm::StringRef(Class->getQualifiedNameAsString()).startswith("torch::nn::") &&
-               Class->getName().endswith("Loss");
-        return Pure;
-      }
-      return true;
-    }
-    const FunctionDecl *Callee = Call->getDirectCallee();
-    if (!Callee || isa<CXXMethodDecl>(Callee)) {
-      Pure = false; // a model's forward, a method of the user's
-      return false;
-    }
-    const std::string Qualified = Callee->getQualifiedNameAsString();
-    Pure = Pure && (llvm::StringRef(Qualified).startswith("torch::") ||
-                    llvm::StringRef(Qualified).startswith("at::"));
-    return Pure;
-  }
-  bool TraverseLambdaExpr(LambdaExpr *) {
-    Pure = false;
-    return false;
-  }
-};
-
 // One evaluation loop: what its metric accumulations read, and how they are rewritten.
 class EvaluationLoop {
 public:
@@ -127,9 +92,7 @@ public:
     }
     if (isBatchValue(Stripped))
       return nullptr; // batch.data.to(device), a copy or a view: gathered as it is
-    PureComputation Check;
-    Check.TraverseStmt(const_cast<Expr *>(Init));
-    return Check.Pure ? Init : nullptr;
+    return isPureTensorComputation(Init) ? Init : nullptr;
   }
 
   // Rewrites E's text: batch values become their gathered names, derived variables their
@@ -447,8 +410,10 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
       bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; } // an inner loop: its own
     } F;
     F.TraverseStmt(const_cast<Stmt *>(Top));
+    // A number per batch (a loss's item()) is reduce-metrics' to sum after the loop.
     for (const auto &[S, Value] : F.Found)
-      if (!containsGather(Value) && Context.canEdit(Name, S->getSourceRange()))
+      if (!containsGather(Value) && !takesItemOfBatchResult(Loop, Value) &&
+          Context.canEdit(Name, S->getSourceRange()))
         Accumulations.push_back({S, Value, Top});
   }
   if (Accumulations.empty())

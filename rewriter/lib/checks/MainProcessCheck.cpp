@@ -177,8 +177,10 @@ void MainProcessCheck::finish() {
   for (const Stmt *Save : Saves)
     if (!guardedByMainProcess(Context, Save) && Context.canEdit(Name, Save->getSourceRange()))
       guardSave(Save);
-  // Loads wait for saves only in a program that saves.
+  // Loads wait for saves only in a program that saves, here or in another of its files.
   if (!Saves.empty())
+    Context.facts().noteSaves();
+  if (!Saves.empty() || Context.options().OtherFiles.Saves)
     for (const Stmt *Load : Loads)
       waitBeforeLoad(Load);
 

@@ -38,6 +38,21 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
   return false;
 }
 
+// Whether S names Var anywhere.
+bool mentions(const Stmt *S, const VarDecl *Var) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const VarDecl *Var;
+    bool Found = false;
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Found = Found || Ref->getDecl() == Var;
+      return !Found;
+    }
+  } F;
+  F.Var = Var;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
+}
+
 // The innermost loop around S in its function, or null.
 const Stmt *innermostLoop(MigrationContext &Context, const Stmt *S) {
   for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))
@@ -136,7 +151,10 @@ void PrepareCheck::prepareModel(const VarDecl *Model) {
   if (!Declaration || !Context.canEdit(Name, Declaration->getSourceRange()))
     return;
   // After the model's own set-up statements that directly follow it (placement, weight loading),
-  // so that what gets prepared (and broadcast from rank 0) is the loaded model.
+  // so that what gets prepared (and broadcast from rank 0) is the loaded model; never after a
+  // statement that uses it otherwise (a call that trains it, an optimizer built from it, a
+  // loop): a load after training (the best weights read back) must not move the prepare past
+  // the training.
   const Stmt *After = Declaration;
   if (const auto *Block = dyn_cast_or_null<CompoundStmt>(Context.reach().parentStmt(Declaration))) {
     bool Seen = false;
@@ -152,6 +170,8 @@ void PrepareCheck::prepareModel(const VarDecl *Model) {
         break;
       if (isModelSetUp(Child, Model) && Context.isEditable(Child->getBeginLoc()))
         After = Child;
+      else if (mentions(Child, Model))
+        break;
     }
   }
   const std::string Acc = accelerator(Declaration);

@@ -34,6 +34,16 @@ const VarDecl *addedTo(const Stmt *S) {
   return nullptr;
 }
 
+// What a statement adds: x of `v += x`; null for `++v`, `v++`.
+const Expr *addedValue(const Stmt *S) {
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
+    return BO->getRHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->getOperator() == OO_PlusEqual && Op->getNumArgs() == 2)
+    return Op->getArg(1);
+  return nullptr;
+}
+
 // The variable a statement assigns: `v = x` (a count reset before the loop, or set in it).
 const VarDecl *assignedTo(const Stmt *S) {
   if (const auto *E = dyn_cast<Expr>(S))
@@ -151,9 +161,11 @@ void ReduceMetricsCheck::registerMatchers(MatchFinder &Finder) {
 void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
   const auto *Block = Result.Nodes.getNodeAs<CompoundStmt>("block");
-  if (!iteratesPreparedLoader(Context, Loop) || !containsTrainingStep(Loop->getBody()) ||
-      !Context.canEdit(Name, Loop->getSourceRange()))
+  if (!iteratesPreparedLoader(Context, Loop) || !Context.canEdit(Name, Loop->getSourceRange()))
     return;
+  // An evaluation loop (no backward) sums here only its numbers per batch (a loss's item()) and
+  // the counts that divide them; its per-sample metrics are gather-for-metrics'.
+  const bool Evaluation = !containsTrainingStep(Loop->getBody());
 
   // The block's statements before and after the loop.
   std::vector<const Stmt *> BeforeLoop, AfterLoop;
@@ -184,23 +196,35 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
 
   // Those the loop adds to, and those it sets in any way (a count set from the batch index).
   struct Writes : RecursiveASTVisitor<Writes> {
-    std::set<const VarDecl *> Added, Assigned;
+    const CXXForRangeStmt *Loop;
+    std::set<const VarDecl *> Added, Assigned, Counted, PerBatch, PerSample;
     bool VisitStmt(Stmt *S) {
-      if (const VarDecl *Var = addedTo(S))
+      if (const VarDecl *Var = addedTo(S)) {
         Added.insert(Var);
+        const Expr *Value = addedValue(S);
+        if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
+          Counted.insert(Var);
+        else
+          (takesItemOfBatchResult(Loop, Value) ? PerBatch : PerSample).insert(Var);
+      }
       if (const VarDecl *Var = assignedTo(S))
         Assigned.insert(Var);
       return true;
     }
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }
   } A;
+  A.Loop = Loop;
   A.TraverseStmt(const_cast<Stmt *>(Loop->getBody()));
   // A ratio printed after the loop is reduced whole: a count the loop sets that divides a sum it
   // adds to is summed across processes with it, however the loop updates it.
-  std::set<const VarDecl *> Reduced(A.Added.begin(), A.Added.end());
+  std::set<const VarDecl *> Sums;
+  for (const VarDecl *Var : A.Added)
+    if (!Evaluation || (A.PerBatch.count(Var) && !A.PerSample.count(Var)))
+      Sums.insert(Var);
+  std::set<const VarDecl *> Reduced = Sums;
   for (const Stmt *S : AfterLoop)
-    for (const VarDecl *Divisor : divisorsOf(S, A.Added))
-      if (A.Assigned.count(Divisor))
+    for (const VarDecl *Divisor : divisorsOf(S, Sums))
+      if (A.Assigned.count(Divisor) || (Evaluation && A.Counted.count(Divisor)))
         Reduced.insert(Divisor);
 
   std::string Acc;

@@ -6,7 +6,7 @@
 // Where ATen fuses them, the fused form is written out (__builtin_fma) and the loop is compiled
 // for AVX2 and FMA on x86 (ATen fuses only in its AVX2 and AVX512 kernels, which need FMA).
 
-#include "optim/exact_cpu_step.h"
+#include "exact_cpu_step.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/add.h>

@@ -1,10 +1,10 @@
 // Proves the CPU's exact optimizer step against LibTorch's own, once per kind of update and
 // process (see exact_step_check.h).
 
-#include "optim/exact_step_check.h"
+#include "exact_step_check.h"
 
 #include "accel/detail/multi_tensor_step.h"
-#include "optim/exact_cpu_step.h"
+#include "exact_cpu_step.h"
 
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>

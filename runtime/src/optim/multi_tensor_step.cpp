@@ -12,8 +12,8 @@
 
 #include "accel/detail/multi_tensor_step.h"
 
-#include "optim/exact_cpu_step.h"
-#include "optim/exact_step_check.h"
+#include "exact_cpu_step.h"
+#include "exact_step_check.h"
 
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>

@@ -19,13 +19,18 @@
 # process must print the plain program's line, two processes the same line on both ranks, and
 # two processes with split batches (ACCEL_SPLIT_BATCHES=1: each reads half of every batch, the
 # gradients averaged) the one-process numbers within a relative 1e-5, and print what one process
-# printed, numbers within 1e-3).
+# printed, numbers within 1e-3), rundir (a relative folder of each run's own that the program
+# runs in, for a program that reads its data at a relative path such as ../../data; default .)
+# and setup (a command run in each run's own folder before the program: its synthetic data),
+# warnings ("new": a program of someone else's that warns as written builds with -Wall -Wextra
+# but not -Werror, and the migrated build may not warn more than the plain one).
+# With ACCEL_CORPUS_ROOT set, NAME is a folder under it instead (real_corpus.sh's programs).
 set -euo pipefail
 build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
-program="$source_dir/test/rewriter/e2e/corpus/$name"
-binary= sources= database= once=() values=() weights=
+program="${ACCEL_CORPUS_ROOT:-$source_dir/test/rewriter/e2e/corpus}/$name"
+binary= sources= database= once=() values=() weights= rundir=. setup= warnings=
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -34,13 +39,21 @@ plain_build=
 trap 'if [ -n "$plain_build" ]; then kill "$plain_build" 2> /dev/null || true; wait || true; fi
       rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
-mkdir -p "$work/run-plain" "$work/run-one" "$work/run-two"
+# Each run in a folder of its own, set up as the program expects (its data).
+run_in() {
+  mkdir -p "$work/run-$1/$rundir"
+  if [ -n "$setup" ]; then (cd "$work/run-$1" && eval "$setup"); fi
+  echo "$work/run-$1/$rundir"
+}
+for run in plain one two; do run_in "$run" > /dev/null; done
 cp -r "$program" "$work/src"
 rm -f "$work/src/corpus.conf"
 cp -r "$work/src" "$work/original"
 
 # The plain program builds (one core) while the migration runs (the other).
-build_program "$work/original" "$work/plain" "${strict_flags[@]}" &
+build_flags=("${strict_flags[@]}")
+[ "$warnings" = new ] && build_flags=(-DCMAKE_CXX_FLAGS="-Wall -Wextra")
+build_program "$work/original" "$work/plain" "${build_flags[@]}" &
 plain_build=$!
 
 # A program migrated with -p reads its compile commands from the project's own CMake
@@ -76,18 +89,26 @@ if noise:
 PY
 
 wait "$plain_build"
-(cd "$work/run-plain" && "$work/plain/$binary" > ../plain.txt 2> ../plain.err)
+(cd "$work/run-plain/$rundir" && "$work/plain/$binary" > "$work/plain.txt" 2> "$work/plain.err")
 
-build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${strict_flags[@]}"
+build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${build_flags[@]}"
+if [ "$warnings" = new ]; then
+  plain_warnings=$(grep -c "warning:" "$work/plain.log" || true)
+  migrated_warnings=$(grep -c "warning:" "$work/migrated.log" || true)
+  echo "warnings: the plain build $plain_warnings, the migrated build $migrated_warnings"
+  if [ "$migrated_warnings" -gt "$plain_warnings" ]; then
+    grep "warning:" "$work/migrated.log"; echo "the migration adds warnings (above)"; exit 1
+  fi
+fi
 # The migrated program must print exactly what the plain one printed, with default options: the
 # prepared optimizer's fused step on the CPU rounds as LibTorch's own step does (issue 59).
-(cd "$work/run-one" && "$work/migrated/$binary" > ../one.txt 2> ../one.err)
+(cd "$work/run-one/$rundir" && "$work/migrated/$binary" > "$work/one.txt" 2> "$work/one.err")
 if ! diff -u "$work/plain.txt" "$work/one.txt"; then
   echo "migrated $name on one process differs from the plain program"; exit 1
 fi
 
-(cd "$work/run-two" && "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" \
-  > ../two.txt 2> ../two.err)
+(cd "$work/run-two/$rundir" && "$work/prefix/bin/accel" launch --num_processes 2 \
+  "$work/migrated/$binary" > "$work/two.txt" 2> "$work/two.err")
 cat "$work/two.err" >&2
 cat "$work/two.txt"
 for pattern in "${once[@]}"; do
@@ -104,9 +125,8 @@ for entry in "${values[@]}"; do
     if (a == "" || b == "" || d > t) exit 1 }'
 done
 if [ -n "$weights" ]; then
-  mkdir -p "$work/run-split"
-  (cd "$work/run-split" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch --num_processes 2 \
-    "$work/migrated/$binary" > ../split.txt 2> ../split.err)
+  (cd "$(run_in split)" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch \
+    --num_processes 2 "$work/migrated/$binary" > "$work/split.txt" 2> "$work/split.err")
   python3 - "$work" <<'PY'
 import sys
 work = sys.argv[1]

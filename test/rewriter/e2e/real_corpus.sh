@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# accel-migrate on public LibTorch programs as their authors wrote them: each entry of
+# test/rewriter/e2e/real/*.conf names a repository, a commit and the program's files there. The
+# program is taken from the session's mirror of the repository (/work/.mirror/OWNER+NAME/repo, as
+# the tool library's fetch makes it; their code is not ours to commit, so CI, which has no
+# network, does not run this), given a CMake project and its synthetic data, and then goes
+# through migrate_corpus.sh as the corpus written here does: built plain and migrated (-Wall
+# -Wextra, no new warnings), one migrated process printing exactly what the plain program
+# printed with default options, two processes finishing with the metrics within the entry's
+# tolerance. The only changes to a program are the entry's `shrink` edits (fewer epochs).
+#   real_corpus.sh BUILD_DIR [ENTRY...]      (default: every entry)
+# Prints a table: entry, repository, shape, result.
+set -euo pipefail
+build_dir=$(cd "$1" && pwd)
+shift
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+here="$source_dir/test/rewriter/e2e"
+mirrors=${ACCEL_MIRRORS:-/work/.mirror}
+python="$("$source_dir/scripts/python-env.sh")/bin/python"
+entries=("$@")
+if [ ${#entries[@]} -eq 0 ]; then
+  for conf in "$here"/real/*.conf; do entries+=("$(basename "$conf" .conf)"); done
+fi
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+results=()
+for entry in "${entries[@]}"; do
+  repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
+  once=() values=() shape= expect=pass
+  # shellcheck source=/dev/null
+  source "$here/real/$entry.conf"
+  mirror="$mirrors/${repo/\//+}/repo"
+  if [ ! -d "$mirror" ]; then
+    results+=("| $entry | $repo | $shape | not run: no mirror at $mirror (fetch github:$repo) |")
+    continue
+  fi
+  program="$root/$entry"
+  mkdir -p "$program"
+  for file in "${files[@]}"; do
+    from=${file%%=*} to=${file#*=}
+    mkdir -p "$(dirname "$program/$to")"
+    git --git-dir="$mirror" show "$commit:$from" > "$program/$to"
+  done
+  for edit in "${shrink[@]}"; do
+    file=${edit%%|*} expression=${edit#*|}
+    sed -i -E "$expression" "$program/$file"
+  done
+  cat > "$program/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.18)
+project($binary CXX)
+set(CMAKE_CXX_STANDARD 17)
+add_executable($binary $cmake_sources)
+target_include_directories($binary PRIVATE . $includes)
+find_package(accel QUIET)
+if (accel_FOUND)
+  target_link_libraries($binary PRIVATE accel::accel)
+else ()
+  find_package(Torch REQUIRED)
+  target_link_libraries($binary PRIVATE "\${TORCH_LIBRARIES}")
+endif ()
+CMAKE
+  setup=
+  case "$data" in
+    mnist:*) setup="\"$python\" \"$here/real/make_mnist.py\" \"${data#mnist:}\"" ;;
+    '') ;;
+    *) echo "real_corpus: $entry: unknown data '$data'" >&2; exit 1 ;;
+  esac
+  {
+    echo "binary=$binary"
+    printf 'sources=%q\n' "$sources"
+    printf 'rundir=%q\n' "$rundir"
+    printf 'setup=%q\n' "$setup"
+    echo "warnings=new"
+    printf 'once=('; printf '%q ' "${once[@]}"; echo ')'
+    printf 'values=('; printf '%q ' "${values[@]}"; echo ')'
+  } > "$program/corpus.conf"
+  log="$root/$entry.log"
+  start=$SECONDS
+  if ACCEL_CORPUS_ROOT="$root" "$here/migrate_corpus.sh" "$build_dir" "$source_dir" "$entry" \
+    > "$log" 2>&1; then
+    outcome=passed
+  else
+    outcome="FAILED: $(grep -vE '^\s*$' "$log" | tail -1)"
+    cp "$log" "${TMPDIR:-/tmp}/real-corpus-$entry.log"
+  fi
+  changes=$(grep -oE '[0-9]+ changes? \([^)]*\), [0-9]+ warnings?' "$log" | head -1 || true)
+  results+=("| $entry | $repo@${commit:0:7} | $shape | $changes | $outcome ($((SECONDS - start)) s) |")
+  echo "${results[-1]}"
+done
+echo
+echo "| program | repository | shape | migration | result |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${results[@]}"
+! printf '%s\n' "${results[@]}" | grep -q "FAILED"
