@@ -14,11 +14,15 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/sqrt.h>
 #include <c10/util/Exception.h>
+#include <c10/util/ParallelGuard.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -36,10 +40,10 @@ namespace accel {
 namespace detail {
 namespace {
 
-// ATen splits an op over threads in ranges of at least this many elements; so do we.
-constexpr int64_t kGrain = 32768;
+// A parameter this large is split over the intra-op threads; smaller ones are one range.
+constexpr int64_t kGrain = 1 << 18;
 // Adam's square roots are ATen's, taken a block at a time while the block is in cache.
-constexpr int64_t kRootBlock = 16384;
+constexpr int64_t kRootBlock = 131072;
 
 template <typename T>
 [[gnu::always_inline]] inline T fused_multiply_add(T a, T b, T c) {
@@ -77,6 +81,41 @@ template <typename T, bool kFused>
 template <typename T>
 [[gnu::always_inline]] inline T maximum(T a, T b) {
   return (a != a || a > b) ? a : b;
+}
+
+/// Calls body(begin, end) on ranges of [0, size) across at::get_num_threads() threads. Not
+/// at::parallel_for: its OpenMP form is an inline `#pragma omp parallel`, which this library,
+/// compiled without -fopenmp, would run on one thread. Each worker marks itself inside a parallel
+/// region, so the ATen ops it calls (Adam's square roots) do not spread out again.
+template <typename Body>
+void parallel_ranges(int64_t size, const Body& body) {
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), size / kGrain));
+  if (threads == 1) {
+    body(0, size);
+    return;
+  }
+  const int64_t chunk = (size + threads - 1) / threads;
+  std::vector<std::thread> workers;
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  for (int64_t t = 1; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        c10::ParallelGuard in_parallel_region(true);
+        body(t * chunk, std::min(size, (t + 1) * chunk));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        failure = std::current_exception();
+      }
+    });
+  }
+  {
+    c10::ParallelGuard in_parallel_region(true);
+    body(0, std::min(size, chunk));
+  }
+  for (auto& worker : workers) worker.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 template <typename F>
@@ -141,7 +180,7 @@ void sgd_dispatch(const SgdArgs<T>& args, int64_t size, const SgdUpdate& update,
   with_flag(update.weight_decay != 0, [&](auto decay) {
     with_flag(update.nesterov, [&](auto nesterov) {
       constexpr bool kDecay = decltype(decay)::value, kNesterov = decltype(nesterov)::value;
-      at::parallel_for(0, size, kGrain, [&](int64_t begin, int64_t end) {
+      parallel_ranges(size, [&](int64_t begin, int64_t end) {
         if (fused) {
           sgd_fused<T, kMomentum, kDecay, kNesterov>(args, begin, end);
         } else {
@@ -280,7 +319,7 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
       with_flag(update.amsgrad, [&](auto amsgrad) {
         constexpr bool kDecoupled = decltype(decoupled)::value, kDecay = decltype(decay)::value;
         constexpr bool kAmsgrad = decltype(amsgrad)::value;
-        at::parallel_for(0, size, kGrain, [&](int64_t begin, int64_t end) {
+        parallel_ranges(size, [&](int64_t begin, int64_t end) {
           auto roots = at::empty({std::min(kRootBlock, end - begin)}, rooted.options());
           const T* root = roots.data_ptr<T>();
           for (int64_t block = begin; block < end; block += kRootBlock) {
