@@ -220,4 +220,27 @@ bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
   return F.Found;
 }
 
+bool mentions(const Stmt *S, const VarDecl *Var) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const VarDecl *Var;
+    bool Found = false;
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Found = Found || Ref->getDecl() == Var;
+      return !Found;
+    }
+  } F;
+  F.Var = Var;
+  F.TraverseStmt(const_cast<Stmt *>(S));
+  return F.Found;
+}
+
+const Expr *addedValue(const Stmt *S) {
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
+    return BO->getRHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->getOperator() == OO_PlusEqual && Op->getNumArgs() == 2)
+    return Op->getArg(1);
+  return nullptr;
+}
+
 } // namespace accel::migrate

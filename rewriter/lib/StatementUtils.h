@@ -50,6 +50,12 @@ bool isPureTensorComputation(const clang::Expr *E);
 /// after the loop, never gathered (gathered, it would have one element per process).
 bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
 
+/// Whether S names Var anywhere.
+bool mentions(const clang::Stmt *S, const clang::VarDecl *Var);
+
+/// What `acc += value` adds (an operator+= call too): value; null for any other statement.
+const clang::Expr *addedValue(const clang::Stmt *S);
+
 /// Source text of the arguments of Call from index First on ("" when there are none).
 std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,
                           size_t First);

@@ -282,16 +282,6 @@ private:
   std::vector<const Expr *> CountFallbacks;
 };
 
-// The accumulated value of `acc += value` (or `acc = acc + value`, written as += only).
-const Expr *accumulatedValue(const Stmt *S) {
-  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
-    return BO->getRHS();
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
-      Op && Op->getOperator() == OO_PlusEqual && Op->getNumArgs() == 2)
-    return Op->getArg(1);
-  return nullptr;
-}
-
 bool containsGather(const Stmt *S) {
   struct Finder : RecursiveASTVisitor<Finder> {
     bool Found = false;
@@ -402,7 +392,7 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     struct Finder : RecursiveASTVisitor<Finder> {
       std::vector<std::pair<const Stmt *, const Expr *>> Found;
       bool VisitStmt(Stmt *S) {
-        if (const Expr *Value = accumulatedValue(S))
+        if (const Expr *Value = addedValue(S))
           Found.emplace_back(S, Value);
         return true;
       }

@@ -38,21 +38,6 @@ bool isModelSetUp(const Stmt *S, const VarDecl *Model) {
   return false;
 }
 
-// Whether S names Var anywhere.
-bool mentions(const Stmt *S, const VarDecl *Var) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const VarDecl *Var;
-    bool Found = false;
-    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-      Found = Found || Ref->getDecl() == Var;
-      return !Found;
-    }
-  } F;
-  F.Var = Var;
-  F.TraverseStmt(const_cast<Stmt *>(S));
-  return F.Found;
-}
-
 // The innermost loop around S in its function, or null.
 const Stmt *innermostLoop(MigrationContext &Context, const Stmt *S) {
   for (const Stmt *P = Context.reach().parentStmt(S); P; P = Context.reach().parentStmt(P))

@@ -34,16 +34,6 @@ const VarDecl *addedTo(const Stmt *S) {
   return nullptr;
 }
 
-// What a statement adds: x of `v += x`; null for `++v`, `v++`.
-const Expr *addedValue(const Stmt *S) {
-  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
-    return BO->getRHS();
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
-      Op && Op->getOperator() == OO_PlusEqual && Op->getNumArgs() == 2)
-    return Op->getArg(1);
-  return nullptr;
-}
-
 // The variable a statement assigns: `v = x` (a count reset before the loop, or set in it).
 const VarDecl *assignedTo(const Stmt *S) {
   if (const auto *E = dyn_cast<Expr>(S))
@@ -138,20 +128,6 @@ bool reducesVariable(const Stmt *S, const VarDecl *Var) {
   return Call && isAcceleratorMethodCall(Call, "reduce");
 }
 
-bool referencedIn(const Stmt *S, const VarDecl *Var) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const VarDecl *Var;
-    bool Found = false;
-    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-      Found = Found || Ref->getDecl() == Var;
-      return !Found;
-    }
-  } F;
-  F.Var = Var;
-  F.TraverseStmt(const_cast<Stmt *>(S));
-  return F.Found;
-}
-
 } // namespace
 
 void ReduceMetricsCheck::registerMatchers(MatchFinder &Finder) {
@@ -236,7 +212,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     bool ReadAfter = false, AlreadyReduced = false;
     for (const Stmt *S : AfterLoop) {
       AlreadyReduced = AlreadyReduced || reducesVariable(S, Var);
-      ReadAfter = ReadAfter || referencedIn(S, Var);
+      ReadAfter = ReadAfter || mentions(S, Var);
     }
     if (!ReadAfter || AlreadyReduced)
       continue;
