@@ -17,6 +17,8 @@ source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 here="$source_dir/test/rewriter/e2e"
 mirrors=${ACCEL_MIRRORS:-/work/.mirror}
 python="$("$source_dir/scripts/python-env.sh")/bin/python"
+# The plain programs find LibTorch as a user points at it, as ctest's corpus tests do.
+export CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-$("$source_dir/scripts/python-env.sh" --torch-dir)}
 entries=("$@")
 if [ ${#entries[@]} -eq 0 ]; then
   for conf in "$here"/real/*.conf; do entries+=("$(basename "$conf" .conf)"); done
