@@ -53,6 +53,22 @@ TEST(Accelerator, OneProcessOnTheCpu) {
   EXPECT_TRUE(accelerator.device().is_cpu());
 }
 
+// An unseeded program draws its initial weights from the default generator's fixed seed: an
+// Accelerator constructed first must not draw from it, or one migrated process would start from
+// other weights than the original.
+TEST(Accelerator, ConstructionLeavesTheDefaultGeneratorAlone) {
+  const auto before = accel::detail::default_generator_state();
+  const auto seed = at::detail::getDefaultCPUGenerator().current_seed();
+  {
+    accel::Accelerator accelerator;
+    RegressionModel model;
+    accelerator.prepare(model);
+    EXPECT_TRUE(torch::equal(accel::detail::default_generator_state(), before));
+  }
+  EXPECT_EQ(at::detail::getDefaultCPUGenerator().current_seed(), seed);
+  EXPECT_TRUE(torch::equal(accel::detail::default_generator_state(), before));
+}
+
 TEST(Accelerator, OneProcessTrainsExactlyAsPlainLibTorch) {
   const auto expected = train_plain(16, 3);
   accel::Accelerator accelerator;

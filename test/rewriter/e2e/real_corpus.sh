@@ -48,11 +48,31 @@ for entry in "${entries[@]}"; do
     file=${edit%%|*} expression=${edit#*|}
     sed -i -E "$expression" "$program/$file"
   done
+  # LibTorch seeds its default CPU generator from the system's entropy: an unseeded program (most
+  # of the tutorials) prints other numbers on every run, the plain program too. Both builds get
+  # this one source of the harness's, which fixes the seed before main; the program is unchanged
+  # (accel-migrate does not see the file). Two processes then start from the same stream too.
+  cat > "$program/corpus_seed.cpp" <<'SEED'
+// real_corpus.sh's, not the program's: the default CPU generator seeded before main, so that
+// the plain and the migrated program can be compared number for number.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <mutex>
+
+namespace {
+const bool seeded = [] {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(20201127);
+  return true;
+}();
+}  // namespace
+SEED
   cat > "$program/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.18)
 project($binary CXX)
 set(CMAKE_CXX_STANDARD 17)
-add_executable($binary $cmake_sources)
+add_executable($binary $cmake_sources corpus_seed.cpp)
 target_include_directories($binary PRIVATE . $includes)
 find_package(accel QUIET)
 if (accel_FOUND)
@@ -74,8 +94,9 @@ CMAKE
     printf 'rundir=%q\n' "$rundir"
     printf 'setup=%q\n' "$setup"
     echo "warnings=new"
-    printf 'once=('; printf '%q ' "${once[@]}"; echo ')'
-    printf 'values=('; printf '%q ' "${values[@]}"; echo ')'
+    # (an empty array would print as one empty pattern)
+    printf 'once=('; [ ${#once[@]} -eq 0 ] || printf '%q ' "${once[@]}"; echo ')'
+    printf 'values=('; [ ${#values[@]} -eq 0 ] || printf '%q ' "${values[@]}"; echo ')'
   } > "$program/corpus.conf"
   log="$root/$entry.log"
   start=$SECONDS
