@@ -24,13 +24,21 @@
 # and setup (a command run in each run's own folder before the program: its synthetic data),
 # warnings ("new": a program of someone else's that warns as written builds with -Wall -Wextra
 # but not -Werror, and the migrated build may not warn more than the plain one).
+# args (the program's command-line arguments, every run), ignore (a regex: lines left out of the
+# one-process comparison), mask (a sed -E expression applied to both outputs before it), refused and refused_warning (regexes:
+# two processes must stop with the first on their standard error, the migration must warn the
+# second), checked (non-empty: the two-process runs with ACCEL_DEBUG=1, whose per-step hash of the
+# parameters stops a job whose ranks' weights differ), split (non-empty: each `value` of two
+# processes with split batches within its tolerance of one process; split_values, when given,
+# replaces values there: a training metric that two processes without split batches change).
 # With ACCEL_CORPUS_ROOT set, NAME is a folder under it instead (real_corpus.sh's programs).
 set -euo pipefail
+[ -n "${ACCEL_TRACE:-}" ] && set -x
 build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="${ACCEL_CORPUS_ROOT:-$source_dir/test/rewriter/e2e/corpus}/$name"
-binary= sources= database= once=() values=() weights= rundir=. setup= warnings=
+binary= sources= database= once=() values=() weights= rundir=. setup= warnings= checked= split= args=() refused= refused_warning= ignore= mask= split_values=()
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -66,7 +74,8 @@ fi
 # tests share one preamble cache in the build tree.
 migrate="\"$work/prefix/bin/accel-migrate\" --cache-dir=\"$build_dir/migrate-cache\""
 start=$(date +%s.%N)
-(cd "$work/src" && eval "$migrate --stats-json=\"$work/stats.json\" $sources")
+(cd "$work/src" && eval "$migrate --stats-json=\"$work/stats.json\" $sources") \
+  2> >(tee "$work/migrate.err" >&2)
 end=$(date +%s.%N)
 (cd "$work/src" && eval "$migrate --check $sources")
 diff -ru "$work/original" "$work/src" > "$work/migration.diff" || true
@@ -89,7 +98,10 @@ if noise:
 PY
 
 wait "$plain_build"
-(cd "$work/run-plain/$rundir" && "$work/plain/$binary" > "$work/plain.txt" 2> "$work/plain.err")
+if ! (cd "$work/run-plain/$rundir" && "$work/plain/$binary" "${args[@]}" > "$work/plain.txt" \
+  2> "$work/plain.err"); then
+  tail -c 4000 "$work/plain.err"; echo "the plain $name failed (above)"; exit 1
+fi
 
 build_program "$work/src" "$work/migrated" -DCMAKE_PREFIX_PATH="$work/prefix" "${build_flags[@]}"
 if [ "$warnings" = new ]; then
@@ -102,13 +114,48 @@ if [ "$warnings" = new ]; then
 fi
 # The migrated program must print exactly what the plain one printed, with default options: the
 # prepared optimizer's fused step on the CPU rounds as LibTorch's own step does (issue 59).
-(cd "$work/run-one/$rundir" && "$work/migrated/$binary" > "$work/one.txt" 2> "$work/one.err")
-if ! diff -u "$work/plain.txt" "$work/one.txt"; then
+if ! (cd "$work/run-one/$rundir" && "$work/migrated/$binary" "${args[@]}" > "$work/one.txt" \
+  2> "$work/one.err"); then
+  tail -c 4000 "$work/one.err"; echo "the migrated $name failed on one process (above)"; exit 1
+fi
+# ignore (a regex): lines that differ on every run of the plain program too (a time taken, the
+# addresses in an exception's stack trace) are left out of the comparison.
+# mask (a sed -E expression) rewrites what differs within a line (an epoch's time) alike in both.
+compared() {
+  if [ -n "$ignore" ]; then grep -vE -- "$ignore" "$1" || true; else cat "$1"; fi |
+    if [ -n "$mask" ]; then sed -E "$mask"; else cat; fi
+}
+if ! diff -u <(compared "$work/plain.txt") <(compared "$work/one.txt"); then
   echo "migrated $name on one process differs from the plain program"; exit 1
 fi
 
-(cd "$work/run-two/$rundir" && "$work/prefix/bin/accel" launch --num_processes 2 \
-  "$work/migrated/$binary" > "$work/two.txt" 2> "$work/two.err")
+# ACCEL_DEBUG=1 (checked: a non-empty `checked`): after every optimizer step the processes compare
+# a hash of their parameters and stop naming the first that differs: ranks' weights equal, for a
+# program that does not print them.
+debug_env=()
+[ -n "$checked" ] && debug_env=(ACCEL_DEBUG=1)
+two_status=0
+(cd "$work/run-two/$rundir" && env "${debug_env[@]}" "$work/prefix/bin/accel" launch \
+  --num_processes 2 "$work/migrated/$binary" "${args[@]}" > "$work/two.txt" 2> "$work/two.err") \
+  || two_status=$?
+# refused (a regex): a program accel-migrate cannot make right says why when migrated (the regex
+# in its warnings), and two processes stop at the first step with the runtime's refusal.
+if [ -n "$refused" ]; then
+  if [ "$two_status" -eq 0 ] || ! grep -qE -- "$refused" "$work/two.err"; then
+    grep -v "^frame #" "$work/two.err" | tail -20
+    echo "two processes of $name were to stop with '$refused' (exit $two_status)"; exit 1
+  fi
+  if ! grep -qE -- "$refused_warning" "$work/migrate.err"; then
+    echo "the migration of $name does not warn '$refused_warning'"; exit 1
+  fi
+  echo "two processes stopped as they must: $(grep -m1 -oE -- "$refused" "$work/two.err")"
+  echo "migration end-to-end test of $name passed (refused)"
+  exit 0
+fi
+if [ "$two_status" -ne 0 ]; then
+  grep -v "^frame #" "$work/two.err" | tail -40
+  echo "two processes of the migrated $name failed (exit $two_status; above)"; exit 1
+fi
 cat "$work/two.err" >&2
 cat "$work/two.txt"
 for pattern in "${once[@]}"; do
@@ -124,9 +171,27 @@ for entry in "${values[@]}"; do
     printf "%s: one process %s, two processes %s (tolerance %s)\n", p, a, b, t
     if (a == "" || b == "" || d > t) exit 1 }'
 done
+# split (non-empty): with ACCEL_SPLIT_BATCHES=1 two processes read half of every batch each and
+# train as one process does; each `value` must then be the one-process number within its
+# tolerance (the program's batches must divide by two).
+if [ -n "$split" ]; then
+  (cd "$(run_in split)" && env "${debug_env[@]}" ACCEL_SPLIT_BATCHES=1 \
+    "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" "${args[@]}" \
+    > "$work/split.txt" 2> "$work/split.err")
+  [ ${#split_values[@]} -gt 0 ] || split_values=("${values[@]}")
+  for entry in "${split_values[@]}"; do
+    pattern=${entry%|*} tolerance=${entry##*|}
+    one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    two=$(grep -E -- "$pattern" "$work/split.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" 'BEGIN {
+      d = a - b; if (d < 0) d = -d
+      printf "%s: one process %s, two processes with split batches %s (tolerance %s)\n", p, a, b, t
+      if (a == "" || b == "" || d > t) exit 1 }'
+  done
+fi
 if [ -n "$weights" ]; then
   (cd "$(run_in split)" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch \
-    --num_processes 2 "$work/migrated/$binary" > "$work/split.txt" 2> "$work/split.err")
+    --num_processes 2 "$work/migrated/$binary" "${args[@]}" > "$work/split.txt" 2> "$work/split.err")
   python3 - "$work" <<'PY'
 import sys
 work = sys.argv[1]

@@ -7,7 +7,9 @@
 # through migrate_corpus.sh as the corpus written here does: built plain and migrated (-Wall
 # -Wextra, no new warnings), one migrated process printing exactly what the plain program
 # printed with default options, two processes finishing with the metrics within the entry's
-# tolerance. The only changes to a program are the entry's `shrink` edits (fewer epochs).
+# tolerance and their weights equal after every optimizer step (ACCEL_DEBUG=1's hash check), and,
+# for an entry with split=1, two processes with split batches printing the one-process metrics.
+# The only changes to a program are the entry's `shrink` edits (less data, fewer epochs).
 #   real_corpus.sh BUILD_DIR [ENTRY...]      (default: every entry)
 # Prints a table: entry, repository, shape, result.
 set -euo pipefail
@@ -29,7 +31,7 @@ trap 'rm -rf "$root"' EXIT
 results=()
 for entry in "${entries[@]}"; do
   repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
-  once=() values=() shape= expect=pass
+  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=()
   # shellcheck source=/dev/null
   source "$here/real/$entry.conf"
   mirror="$mirrors/${repo/\//+}/repo"
@@ -37,8 +39,28 @@ for entry in "${entries[@]}"; do
     results+=("| $entry | $repo | $shape | not run: no mirror at $mirror (fetch github:$repo) |")
     continue
   fi
+  # packages: NAME:PATH, a Debian package the program needs (Eigen) and a file it installs.
+  missing=
+  for package in "${packages[@]}"; do
+    [ -e "${package#*:}" ] || missing+=" ${package%%:*}"
+  done
+  if [ -n "$missing" ]; then
+    results+=("| $entry | $repo | $shape | not run: needs apt-get install$missing |")
+    continue
+  fi
   program="$root/$entry"
   mkdir -p "$program"
+  # deps: OWNER/NAME@COMMIT:PATH=DEST, a file of another repository (a git submodule's).
+  for dep in "${deps[@]}"; do
+    dep_repo=${dep%%@*} rest=${dep#*@}
+    dep_commit=${rest%%:*} rest=${rest#*:}
+    dep_mirror="$mirrors/${dep_repo/\//+}/repo"
+    if [ ! -d "$dep_mirror" ]; then
+      echo "real_corpus: $entry needs a mirror of $dep_repo (fetch github:$dep_repo)" >&2; exit 1
+    fi
+    mkdir -p "$(dirname "$program/${rest#*=}")"
+    git --git-dir="$dep_mirror" show "$dep_commit:${rest%%=*}" > "$program/${rest#*=}"
+  done
   for file in "${files[@]}"; do
     from=${file%%=*} to=${file#*=}
     mkdir -p "$(dirname "$program/$to")"
@@ -85,15 +107,26 @@ CMAKE
   setup=
   case "$data" in
     mnist:*) setup="\"$python\" \"$here/real/make_mnist.py\" \"${data#mnist:}\"" ;;
+    py:*) setup="\"$python\" \"$here/real/\"${data#py:}" ;;
     '') ;;
     *) echo "real_corpus: $entry: unknown data '$data'" >&2; exit 1 ;;
   esac
+  if [ -n "$setup_extra" ]; then setup="${setup:+$setup && }$setup_extra"; fi
   {
     echo "binary=$binary"
     printf 'sources=%q\n' "$sources"
     printf 'rundir=%q\n' "$rundir"
     printf 'setup=%q\n' "$setup"
     echo "warnings=new"
+    echo "checked=1"
+    printf 'split=%q\n' "$split"
+    printf 'refused=%q\n' "$refused"
+    printf 'refused_warning=%q\n' "$refused_warning"
+    printf 'ignore=%q\n' "$ignore"
+    printf 'mask=%q\n' "$mask"
+    printf 'split_values=('; [ ${#split_values[@]} -eq 0 ] || printf '%q ' "${split_values[@]}"
+    echo ')'
+    printf 'args=('; [ ${#args[@]} -eq 0 ] || printf '%q ' "${args[@]}"; echo ')'
     # (an empty array would print as one empty pattern)
     printf 'once=('; [ ${#once[@]} -eq 0 ] || printf '%q ' "${once[@]}"; echo ')'
     printf 'values=('; [ ${#values[@]} -eq 0 ] || printf '%q ' "${values[@]}"; echo ')'
