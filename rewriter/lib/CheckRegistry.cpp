@@ -46,7 +46,7 @@ const std::vector<CheckInfo> &checkRegistry() {
        "refuse collectives (save_state, gather, forward, backward, ...) that only some processes "
        "reach",
        make<DivergentCollectiveCheck>},
-      {"batch-view", "report views that fix the batch dimension of a prepared loader's batch",
+      {"batch-view", "make views of a prepared loader's batch follow its size, not a fixed one",
        make<BatchViewCheck>},
       {"made-unused", "variables and parameters the migration leaves unused are removed, or named",
        make<MadeUnusedCheck>},

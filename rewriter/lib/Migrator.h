@@ -47,6 +47,9 @@ struct MigratorOptions {
   /// runs without the cache use it (a whole parse of LibTorch's headers, 12 s a file here); its
   /// runs with the cache, and every other test's, are verified.
   bool TestingNoVerify = false;
+  /// Write the files that parse when others do not (each left out is named); without it a
+  /// program any of whose files does not compile is left wholly untouched.
+  bool KeepGoing = false;
 };
 
 /// Writes "accel-migrate: error: MESSAGE" to Err, as every failure of the tool is reported, and

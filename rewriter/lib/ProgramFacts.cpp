@@ -7,6 +7,9 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include <map>
+#include <set>
+
 using namespace clang;
 
 namespace accel::migrate {
@@ -24,21 +27,92 @@ bool isAcceleratorCall(const Expr *E) {
   return Call && isAcceleratorMethodCall(Call, "");
 }
 
-// The model variables whose parameters() an optimizer's initializer reads.
-void collectParameterOwners(const Expr *Init, std::vector<const ValueDecl *> &Owners) {
+// What feeds each local variable of a function: its initializer, what push_back, emplace_back,
+// insert or append add to it, and for a range-for loop variable the range it walks. An optimizer
+// built from `params` (auto params = model->parameters();), from a vector filled in a loop over
+// model->named_parameters() (weight decay on some parameters only), or from param groups made of
+// those, reads its model's parameters through them.
+class VariableFeeds : public RecursiveASTVisitor<VariableFeeds> {
+public:
+  explicit VariableFeeds(const Stmt *Body) {
+    if (Body)
+      TraverseStmt(const_cast<Stmt *>(Body));
+  }
+  const std::vector<const Expr *> &of(const VarDecl *Var) const {
+    static const std::vector<const Expr *> None;
+    const auto Found = Feeds.find(Var);
+    return Found == Feeds.end() ? None : Found->second;
+  }
+
+  bool VisitVarDecl(VarDecl *VD) {
+    if (VD->isLocalVarDecl() && VD->getInit())
+      Feeds[VD].push_back(VD->getInit());
+    return true;
+  }
+  bool VisitCXXForRangeStmt(CXXForRangeStmt *For) {
+    if (const VarDecl *Var = For->getLoopVariable(); Var && For->getRangeInit())
+      Feeds[Var].push_back(For->getRangeInit());
+    return true;
+  }
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    const auto *Method = Call->getMethodDecl();
+    if (!Method)
+      return true;
+    const llvm::StringRef Name = plainName(Method);
+    if (Name != "push_back" && Name != "emplace_back" && Name != "insert" && Name != "append")
+      return true;
+    // `(cond ? decay : no_decay).push_back(p)` feeds both.
+    std::vector<const Expr *> Targets{Call->getImplicitObjectArgument()};
+    if (const auto *Choice = dyn_cast<ConditionalOperator>(Targets.front()->IgnoreParenImpCasts()))
+      Targets = {Choice->getTrueExpr(), Choice->getFalseExpr()};
+    for (const Expr *Target : Targets)
+      if (const auto *Var = dyn_cast_or_null<VarDecl>(rootDecl(Target)))
+        for (const Expr *Arg : Call->arguments())
+          Feeds[Var].push_back(Arg);
+    return true;
+  }
+
+private:
+  std::map<const VarDecl *, std::vector<const Expr *>> Feeds;
+};
+
+// The model variables whose parameters() an optimizer's initializer reads, directly or through
+// the local variables of its function (Feeds) that it names.
+void collectParameterOwners(const Expr *Init, std::vector<const ValueDecl *> &Owners,
+                            const VariableFeeds *Feeds = nullptr) {
   struct Finder : RecursiveASTVisitor<Finder> {
     std::vector<const ValueDecl *> *Out;
+    std::vector<const VarDecl *> Variables;
     bool VisitCXXMemberCallExpr(CXXMemberCallExpr *MC) {
       const auto *MD = MC->getMethodDecl();
       if (MD && (plainName(MD) == "parameters" || plainName(MD) == "named_parameters"))
         if (const ValueDecl *Root = rootDecl(MC->getImplicitObjectArgument()))
-          if (isModule(Root->getType()))
+          if (isModule(Root->getType()) && std::find(Out->begin(), Out->end(), Root) == Out->end())
             Out->push_back(Root);
+      return true;
+    }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+          Var && !isa<ParmVarDecl>(Var) && (Var->isLocalVarDecl() || Var->isCXXForRangeDecl()))
+        Variables.push_back(Var);
       return true;
     }
   } F;
   F.Out = &Owners;
   F.TraverseStmt(const_cast<Expr *>(Init));
+  if (!Feeds)
+    return;
+  // Through the variables it names, as far as they are fed in the function (a few levels: a
+  // group list of filtered vectors of a loop's parameters).
+  std::set<const VarDecl *> Seen;
+  for (unsigned Level = 0; Level < 4 && !F.Variables.empty(); ++Level) {
+    std::vector<const VarDecl *> Next;
+    std::swap(Next, F.Variables);
+    for (const VarDecl *Var : Next)
+      if (Seen.insert(Var).second)
+        for (const Expr *Feed : Feeds->of(Var))
+          F.TraverseStmt(const_cast<Expr *>(Feed));
+  }
 }
 
 } // namespace
@@ -114,8 +188,10 @@ public:
       if (isAcceleratorCall(Init))
         Facts.Prepared.insert(VD);
       std::vector<const ValueDecl *> Owners;
-      if (Init)
-        collectParameterOwners(Init, Owners);
+      if (Init) {
+        const VariableFeeds Feeds(Fn->getBody());
+        collectParameterOwners(Init, Owners, &Feeds);
+      }
       if (Owners.empty())
         Facts.Unpaired.push_back(VD);
       for (const ValueDecl *Owner : Owners) {

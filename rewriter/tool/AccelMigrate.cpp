@@ -106,6 +106,12 @@ static cl::opt<bool> NoCache("no-cache",
                              cl::desc("Parse every header of every file, with no cached preamble"),
                              cl::cat(Category));
 
+static cl::opt<bool>
+    KeepGoing("keep-going",
+              cl::desc("When some input does not compile, still migrate the others (each one "
+                       "left out is named; exit code 2)"),
+              cl::cat(Category));
+
 // Not in --help: the verification's tests plant a faulty transformation's edits with it.
 static cl::opt<std::string> TestingGarbleCheck(
     "testing-garble-check", cl::Hidden,
@@ -133,7 +139,8 @@ directories (from $Torch_DIR, $CMAKE_PREFIX_PATH, $LIBTORCH or the standard loca
 Exit codes:
   0  migrated, or nothing to do
   1  --check: some file would be changed
-  2  some input does not compile; it was left untouched (clang's errors are printed); or the
+  2  some input does not compile (clang's errors are printed): no file was changed (with
+     --keep-going the others were migrated and written); or the
      program cannot be migrated safely; or the migrated program would not compile (every file
      changed is parsed again before anything is written: its errors are printed, each with the
      original line and the transformation that wrote it); no file was changed
@@ -205,6 +212,7 @@ int main(int argc, const char **argv) {
   Options.Checks.Annotate = Annotate;
   Options.TestingGarbleCheck = TestingGarbleCheck;
   Options.TestingNoVerify = TestingNoVerify;
+  Options.KeepGoing = KeepGoing;
   Options.Checks.HeaderFilter = HeaderFilter;
   if (!MixedPrecision.empty()) {
     if (!accel::contract::is_one_of(MixedPrecision, accel::contract::mixed_precision_choices())) {

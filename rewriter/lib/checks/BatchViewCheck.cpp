@@ -52,10 +52,24 @@ void BatchViewCheck::check(const MatchFinder::MatchResult &Result) {
   const CXXForRangeStmt *Loop = Root ? rangeForOver(Context, View, Root) : nullptr;
   if (!Loop || !iteratesPreparedLoader(Context, Loop))
     return;
-  warn(Size->getBeginLoc(),
-       llvm::Twine("'") + Var->getName() +
-           "' fixes the batch dimension of a prepared loader's batch; a process's share of a "
-           "batch (and its last batch) can be smaller, so write -1 or the batch's size(0)");
+  // The batch's own first dimension is what the fixed size stood for: wherever the original ran,
+  // every batch had that many samples (a prepared loader collates and splits along dimension 0),
+  // so on one process the shape is the same, and on N processes it follows a process's share.
+  // Written out only for an object that can be named twice (a variable or its members, no call).
+  const Expr *Object = View->getImplicitObjectArgument()->IgnoreParenImpCasts();
+  const Expr *Part = Object;
+  while (const auto *Member = dyn_cast<MemberExpr>(Part))
+    Part = Member->getBase()->IgnoreParenImpCasts();
+  if (!isa<DeclRefExpr>(Part) || !Context.canEdit(Name, Size->getSourceRange())) {
+    warn(Size->getBeginLoc(),
+         llvm::Twine("'") + Var->getName() +
+             "' fixes the batch dimension of a prepared loader's batch; a process's share of a "
+             "batch (and its last batch) can be smaller, so write -1 or the batch's size(0)");
+    return;
+  }
+  Context.replace(Name, Size->getSourceRange(),
+                  Context.source().text(Object->getSourceRange()) + ".size(0)");
+  Context.applied(Name, Size->getBeginLoc());
 }
 
 } // namespace accel::migrate

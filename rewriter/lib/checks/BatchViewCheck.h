@@ -5,9 +5,11 @@
 
 namespace accel::migrate {
 
-/// Reports `.view({batch_size, ...})` / `.reshape(...)` of a prepared loader's batch with a
-/// fixed first dimension: each process's share of a batch, and the last batch, can be smaller
-/// than the configured size, and the view then throws. `-1` or `x.size(0)` is what works.
+/// `.view({batch_size, ...})` / `.reshape(...)` of a prepared loader's batch with a fixed first
+/// dimension: each process's share of a batch can be smaller than the configured size, and the
+/// view would then throw or mis-shape it. The size becomes the batch's own, `x.size(0)` (the
+/// same on one process, where every batch had batch_size samples); reported where the batch
+/// cannot be named twice.
 class BatchViewCheck : public MigrationCheck {
 public:
   explicit BatchViewCheck(MigrationContext &Context) : MigrationCheck("batch-view", Context) {}

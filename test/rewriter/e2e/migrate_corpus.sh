@@ -25,7 +25,7 @@
 # warnings ("new": a program of someone else's that warns as written builds with -Wall -Wextra
 # but not -Werror, and the migrated build may not warn more than the plain one).
 # args (the program's command-line arguments, every run), ignore (a regex: lines left out of the
-# one-process comparison), mask (a sed -E expression applied to both outputs before it), refused and refused_warning (regexes:
+# one-process comparison), cxxflags (added to a `warnings=new` program's builds), mask (a sed -E expression applied to both outputs before it), refused and refused_warning (regexes:
 # two processes must stop with the first on their standard error, the migration must warn the
 # second), checked (non-empty: the two-process runs with ACCEL_DEBUG=1, whose per-step hash of the
 # parameters stops a job whose ranks' weights differ), split (non-empty: each `value` of two
@@ -38,7 +38,7 @@ build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="${ACCEL_CORPUS_ROOT:-$source_dir/test/rewriter/e2e/corpus}/$name"
-binary= sources= database= once=() values=() weights= rundir=. setup= warnings= checked= split= args=() refused= refused_warning= ignore= mask= split_values=()
+binary= sources= database= once=() values=() weights= rundir=. setup= warnings= checked= split= args=() refused= refused_warning= ignore= mask= split_values=() cxxflags=
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -60,7 +60,7 @@ cp -r "$work/src" "$work/original"
 
 # The plain program builds (one core) while the migration runs (the other).
 build_flags=("${strict_flags[@]}")
-[ "$warnings" = new ] && build_flags=(-DCMAKE_CXX_FLAGS="-Wall -Wextra")
+[ "$warnings" = new ] && build_flags=(-DCMAKE_CXX_FLAGS="-Wall -Wextra${cxxflags:+ $cxxflags}")
 build_program "$work/original" "$work/plain" "${build_flags[@]}" &
 plain_build=$!
 
@@ -175,9 +175,12 @@ done
 # train as one process does; each `value` must then be the one-process number within its
 # tolerance (the program's batches must divide by two).
 if [ -n "$split" ]; then
-  (cd "$(run_in split)" && env "${debug_env[@]}" ACCEL_SPLIT_BATCHES=1 \
+  if ! (cd "$(run_in split)" && env "${debug_env[@]}" ACCEL_SPLIT_BATCHES=1 \
     "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" "${args[@]}" \
-    > "$work/split.txt" 2> "$work/split.err")
+    > "$work/split.txt" 2> "$work/split.err"); then
+    grep -v "^frame #" "$work/split.err" | tail -40
+    echo "two processes of $name with split batches failed (above)"; exit 1
+  fi
   [ ${#split_values[@]} -gt 0 ] || split_values=("${values[@]}")
   for entry in "${split_values[@]}"; do
     pattern=${entry%|*} tolerance=${entry##*|}

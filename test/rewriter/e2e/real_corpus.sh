@@ -31,7 +31,7 @@ trap 'rm -rf "$root"' EXIT
 results=()
 for entry in "${entries[@]}"; do
   repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
-  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=()
+  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags=
   # shellcheck source=/dev/null
   source "$here/real/$entry.conf"
   mirror="$mirrors/${repo/\//+}/repo"
@@ -96,6 +96,7 @@ project($binary CXX)
 set(CMAKE_CXX_STANDARD 17)
 add_executable($binary $cmake_sources corpus_seed.cpp)
 target_include_directories($binary PRIVATE . $includes)
+target_compile_definitions($binary PRIVATE $definitions)
 find_package(accel QUIET)
 if (accel_FOUND)
   target_link_libraries($binary PRIVATE accel::accel)
@@ -111,6 +112,8 @@ CMAKE
     '') ;;
     *) echo "real_corpus: $entry: unknown data '$data'" >&2; exit 1 ;;
   esac
+  # @PROGRAM@ in setup_extra: the program's folder (a configuration file it reads where it runs).
+  setup_extra=${setup_extra//@PROGRAM@/\"$program\"}
   if [ -n "$setup_extra" ]; then setup="${setup:+$setup && }$setup_extra"; fi
   {
     echo "binary=$binary"
@@ -119,6 +122,9 @@ CMAKE
     printf 'setup=%q\n' "$setup"
     echo "warnings=new"
     echo "checked=1"
+    # cxxflags: what a program written against older standard headers needs to build here
+    # (-include fstream), for both builds and the migration's parse.
+    printf 'cxxflags=%q\n' "$cxxflags"
     printf 'split=%q\n' "$split"
     printf 'refused=%q\n' "$refused"
     printf 'refused_warning=%q\n' "$refused_warning"
@@ -140,7 +146,8 @@ CMAKE
     outcome="FAILED: $(grep -vE '^\s*$' "$log" | tail -1)"
     cp "$log" "${TMPDIR:-/tmp}/real-corpus-$entry.log"
   fi
-  changes=$(grep -oE '[0-9]+ changes? \([^)]*\), [0-9]+ warnings?' "$log" | head -1 || true)
+  changes=$(grep -oE '^migration: [0-9]+ file\(s\), [0-9]+ changes, [0-9]+ warnings' "$log" |
+    sed 's/^migration: //' || true)
   results+=("| $entry | $repo@${commit:0:7} | $shape | $changes | $outcome ($((SECONDS - start)) s) |")
   echo "${results[-1]}"
 done
