@@ -106,6 +106,18 @@ bool isModule(QualType T) {
   return isStdSmartPointer(T) && isClassOrDerived(firstTemplateArg(T), "torch::nn::Module");
 }
 
+bool isLossModule(QualType T) {
+  if (T.isNull())
+    return false;
+  const auto *Record = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!Record)
+    return false;
+  const std::string Name = Record->getQualifiedNameAsString();
+  // torch::nn::CrossEntropyLoss (a ModuleHolder) or its CrossEntropyLossImpl.
+  return llvm::StringRef(Name).startswith("torch::nn::") &&
+         (llvm::StringRef(Name).endswith("Loss") || llvm::StringRef(Name).endswith("LossImpl"));
+}
+
 bool isOptimizer(QualType T) { return isClassOrDerived(T, "torch::optim::Optimizer"); }
 
 bool isOptimizerPointer(QualType T) {

@@ -23,8 +23,11 @@ inline llvm::StringRef plainName(const clang::NamedDecl *D) {
 /// derived from it. Class templates match by their template's name ("torch::nn::ModuleHolder").
 bool isClassOrDerived(clang::QualType T, llvm::StringRef QualifiedName);
 
-bool isTensor(clang::QualType T);    ///< at::Tensor (torch::Tensor)
-bool isModule(clang::QualType T);    ///< Module-derived struct, ModuleHolder, smart or raw pointer
+bool isTensor(clang::QualType T); ///< at::Tensor (torch::Tensor)
+bool isModule(clang::QualType T); ///< Module-derived struct, ModuleHolder, smart or raw pointer
+/// LibTorch's loss modules (torch::nn::CrossEntropyLoss, MSELossImpl, ...): modules without
+/// parameters, which a training step calls but no optimizer trains.
+bool isLossModule(clang::QualType T);
 bool isOptimizer(clang::QualType T); ///< derived from torch::optim::Optimizer
 /// A raw, unique or shared pointer to an optimizer (`torch::optim::Adam* optimizer`).
 bool isOptimizerPointer(clang::QualType T);

@@ -35,7 +35,7 @@ ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
     }
     bool VisitDeclRefExpr(DeclRefExpr *DRE) {
       const auto *Var = dyn_cast<VarDecl>(DRE->getDecl());
-      if (!Var || !isModule(Var->getType()))
+      if (!Var || !isModule(Var->getType()) || isLossModule(Var->getType()))
         return true;
       note(Var->getNameAsString(), isa<ParmVarDecl>(Var) || Context->facts().isPreparedModel(Var));
       return true;
@@ -44,7 +44,7 @@ ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
     bool VisitMemberExpr(MemberExpr *ME) {
       const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl());
       if (!Field || !isa<CXXThisExpr>(ME->getBase()->IgnoreParenImpCasts()) ||
-          !isModule(Field->getType()))
+          !isModule(Field->getType()) || isLossModule(Field->getType()))
         return true;
       note(Field->getNameAsString(), Context->facts().isPreparedModel(Field));
       return true;

@@ -214,9 +214,17 @@ void MadeUnusedCheck::finish() {
                                return Context.canEdit(this->Name, W->getSourceRange());
                              });
       if (!Removable) {
-        warn(Var->getLocation(), "'" + Name +
-                                     "' is no longer used after the migration; remove it if "
-                                     "nothing else needs it");
+        // Still set where it cannot go (a flag set in an argument loop): marked, so that the
+        // migrated program warns no more than the original (-Wunused-but-set-variable).
+        const bool Mark = Declaration && !Param && !touched(Declaration) &&
+                          Context.canEdit(this->Name, SourceRange(Declaration->getBeginLoc()));
+        if (Mark) {
+          Context.insert(this->Name, Declaration->getBeginLoc(), "[[maybe_unused]] ");
+          Context.applied(this->Name, Var->getLocation());
+        }
+        warn(Var->getLocation(), "'" + Name + "' is no longer used after the migration" +
+                                     (Mark ? " (marked [[maybe_unused]])" : "") +
+                                     "; remove it if nothing else needs it");
         continue;
       }
       for (const Stmt *W : Writes)

@@ -18,6 +18,15 @@ int main() {
       optimizer.step();
     }
   }
+  // A loss module is called in the step but trains nothing: not one of accumulate()'s models.
+  torch::nn::MSELoss criterion;
+  for (auto &batch : *loader) {
+    // CHECK: {{^}}  for (auto &batch : *loader) {
+    // CHECK-NEXT: {{^}}    auto step = accelerator.accumulate(model);
+    optimizer.zero_grad();
+    criterion(model->forward(batch[0].data), torch::zeros({4, 1})).backward();
+    optimizer.step();
+  }
   // An evaluation loop (no backward) gets no scope.
   for (auto &batch : *loader) {
     // CHECK: {{^}}  for (auto &batch : *loader) {

@@ -48,13 +48,14 @@ int main() {
   torch::Device device(device_type);
   // CHECK: {{^}}  torch::Device device(accelerator.device());
 
-  // An assignment that is the whole branch of an if cannot go alone: the variable is named.
+  // An assignment that is the whole branch of an if cannot go alone: the variable is named, and
+  // marked so that the compiler does not warn it is set but not used.
   torch::DeviceType other_type = torch::kCPU;
   if (torch::cuda::is_available())
     other_type = torch::kCUDA;
   torch::Device other(other_type);
-  // MSG: {{.*}}.tmp.cpp:[[@LINE-4]]:21: warning: 'other_type' is no longer used after the migration; remove it if nothing else needs it [accel-migrate-made-unused]
-  // CHECK: {{^}}  torch::DeviceType other_type = torch::kCPU;
+  // MSG: {{.*}}.tmp.cpp:[[@LINE-4]]:21: warning: 'other_type' is no longer used after the migration (marked {{\[\[}}maybe_unused{{\]\]}}); remove it if nothing else needs it [accel-migrate-made-unused]
+  // CHECK: {{^}}  {{\[\[}}maybe_unused{{\]\]}} torch::DeviceType other_type = torch::kCPU;
 
   Net model;
   model.to(device);
