@@ -10,8 +10,9 @@
 //   - add with alpha and addcmul round once or twice as ATen's CPU kernels do: its vectorized
 //     code (AVX2, AVX512) fuses the last multiply and add (one rounding), its DEFAULT capability
 //     does not. aten_rounding() asks ATen which, once per dtype, on probe values;
-//   - sqrt is ATen's own (at::sqrt_out on each block): on x86 it is MKL's vector sqrt, which is
-//     not always correctly rounded, but gives each value the same result wherever it stands;
+//   - sqrt is ATen's own: on x86 it is MKL's vector sqrt (not always correctly rounded, but the
+//     same result for a value wherever it stands), called straight on small blocks where it
+//     gives ATen's results (direct_square_roots), else through at::sqrt_out on large ones;
 //   - every other operation has one correctly rounded result.
 // The file is compiled with -ffp-contract=off (runtime/CMakeLists.txt) so the compiler fuses
 // nothing on its own; exact_step_check.cpp proves the whole step against LibTorch's before the
@@ -40,6 +41,10 @@ bool exact_cpu_dtype(c10::ScalarType type);
 /// when it is neither of the two above for both ops (an ATen these kernels do not know:
 /// LibTorch's own step then runs).
 std::optional<AtenRounding> aten_rounding(c10::ScalarType type);
+
+/// Whether Adam's square roots of `type` come straight from MKL's vector sqrt (ATen's own on an
+/// MKL build, checked against ATen's op once per process) rather than through the op.
+bool direct_square_roots(c10::ScalarType type);
 
 /// One SGD update's hyperparameters, as LibTorch's SGD reads them from a group.
 struct SgdUpdate {

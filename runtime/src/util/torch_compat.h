@@ -145,5 +145,19 @@ constexpr c10::DispatchKey kOffloadDispatchKey = c10::DispatchKey::DeferredInit;
 // FakeTensor mode cannot use FULL_SHARD.
 constexpr c10::DispatchKey kShardedDispatchKey = c10::DispatchKey::Fake;
 
+// ---- ATen's vector square root -----------------------------------------------------------------
+
+/// ATen's CPU sqrt on an MKL build (the x86 wheels) is MKL's vector sqrt, vm{s,d}Sqrt in high
+/// accuracy mode (ATen/cpu/vml.h), which libtorch_cpu exports: called here on a few thousand
+/// elements at a time it is ATen's result without the op's dispatch. Null where this LibTorch has
+/// no MKL; exact_cpu_step.cpp also checks the results against at::sqrt before it trusts them. The
+/// count is passed as 64 bits, right for MKL's LP64 (int, the low half) and ILP64 interfaces.
+using VmlSqrtFloat = void (*)(long long n, const float* in, float* out, long long mode);
+using VmlSqrtDouble = void (*)(long long n, const double* in, double* out, long long mode);
+VmlSqrtFloat mkl_vml_sqrt_float();
+VmlSqrtDouble mkl_vml_sqrt_double();
+/// VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE, the mode ATen's vml.h passes.
+constexpr long long kAtenVmlMode = 0x2 | 0x140000 | 0x100;
+
 }  // namespace detail
 }  // namespace accel
