@@ -6,12 +6,14 @@
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
 
+#include "optim/exact_cpu_step.h"
 #include "optim/exact_step_check.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstring>
+#include <dlfcn.h>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -205,6 +207,18 @@ TEST(FusedOptimizer, KernelsAreProvenOncePerKindAndSayWhyNot) {
   accelerator.prepare(
       torch::optim::Adam(fresh, torch::optim::AdamOptions(1).amsgrad(true).weight_decay(0.5)));
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected));
+}
+
+// Where this LibTorch has MKL's vector sqrt (the x86 wheels), Adam's square roots come from it
+// straight, without an ATen op a block: the probe found its bytes equal to at::sqrt's. (The
+// bitwise tests above hold the whole step to LibTorch's either way.)
+TEST(FusedOptimizer, SquareRootsComeStraightFromMklWhereAtenHasIt) {
+  if (dlsym(RTLD_DEFAULT, "vmsSqrt") == nullptr || dlsym(RTLD_DEFAULT, "vmdSqrt") == nullptr) {
+    GTEST_SKIP() << "this LibTorch has no MKL: the kernels call at::sqrt_out";
+  }
+  EXPECT_TRUE(accel::detail::direct_square_roots(torch::kFloat));
+  EXPECT_TRUE(accel::detail::direct_square_roots(torch::kDouble));
+  EXPECT_FALSE(accel::detail::direct_square_roots(torch::kHalf));
 }
 
 TEST(FusedOptimizer, SkipsParametersWithoutGradientsAndHonoursEachGroup) {
