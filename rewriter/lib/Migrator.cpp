@@ -530,9 +530,10 @@ int runMigration(const tooling::CompilationDatabase &Database,
   for (const std::string &Path : Failed)
     fail(Err, ExitParseError,
          displayPath(Path) + " does not compile (errors above); it was left untouched");
-  // The files of one program are migrated together: the others would call into a file that
-  // stayed single-process (an Accelerator threaded through a call it does not take).
-  if (!Failed.empty() && !Options.KeepGoing)
+  // The files of one program are migrated together: written in place, the others would call into
+  // a file that stayed single-process (an Accelerator threaded through a call it does not take).
+  // --diff still shows what the files that parse would become.
+  if (!Failed.empty() && !Options.KeepGoing && Options.Mode == OutputMode::InPlace)
     return fail(Err, ExitParseError,
                 "the program does not compile as given; no file was changed (--keep-going "
                 "writes the files that do)");
