@@ -162,15 +162,22 @@ for pattern in "${once[@]}"; do
   n=$(grep -cE -- "$pattern" "$work/two.txt" || true)
   if [ "$n" -ne 1 ]; then echo "2 processes printed '$pattern' $n times, expected once"; exit 1; fi
 done
-for entry in "${values[@]}"; do
-  pattern=${entry%|*} tolerance=${entry##*|}
-  one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
-  two=$(grep -E -- "$pattern" "$work/two.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
-  awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" 'BEGIN {
-    d = a - b; if (d < 0) d = -d
-    printf "%s: one process %s, two processes %s (tolerance %s)\n", p, a, b, t
-    if (a == "" || b == "" || d > t) exit 1 }'
-done
+# compare_values RUN WHAT ENTRY...: each entry's number (its regex's first group, last match) in
+# RUN's output within its tolerance of one process's.
+compare_values() {
+  local run=$1 what=$2 entry pattern tolerance one two
+  shift 2
+  for entry in "$@"; do
+    pattern=${entry%|*} tolerance=${entry##*|}
+    one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    two=$(grep -E -- "$pattern" "$work/$run.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" -v w="$what" 'BEGIN {
+      d = a - b; if (d < 0) d = -d
+      printf "%s: one process %s, %s %s (tolerance %s)\n", p, a, w, b, t
+      if (a == "" || b == "" || d > t) exit 1 }'
+  done
+}
+compare_values two "two processes" "${values[@]}"
 # split (non-empty): with ACCEL_SPLIT_BATCHES=1 two processes read half of every batch each and
 # train as one process does; each `value` must then be the one-process number within its
 # tolerance (the program's batches must divide by two).
@@ -182,15 +189,7 @@ if [ -n "$split" ]; then
     echo "two processes of $name with split batches failed (above)"; exit 1
   fi
   [ ${#split_values[@]} -gt 0 ] || split_values=("${values[@]}")
-  for entry in "${split_values[@]}"; do
-    pattern=${entry%|*} tolerance=${entry##*|}
-    one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
-    two=$(grep -E -- "$pattern" "$work/split.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
-    awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" 'BEGIN {
-      d = a - b; if (d < 0) d = -d
-      printf "%s: one process %s, two processes with split batches %s (tolerance %s)\n", p, a, b, t
-      if (a == "" || b == "" || d > t) exit 1 }'
-  done
+  compare_values split "two processes with split batches" "${split_values[@]}"
 fi
 if [ -n "$weights" ]; then
   (cd "$(run_in split)" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch \
