@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <cstring>
 #include <dlfcn.h>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>

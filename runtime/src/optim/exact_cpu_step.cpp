@@ -14,6 +14,7 @@
 #include <ATen/ops/add.h>
 #include <ATen/ops/addcmul.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/sqrt.h>
 #include <c10/util/Exception.h>
 #include <c10/util/ParallelGuard.h>
@@ -250,17 +251,20 @@ VmlSqrt<T> direct_sqrt() {
     values[2] = std::numeric_limits<T>::infinity();
     values[3] = std::numeric_limits<T>::quiet_NaN();
     values[4] = std::numeric_limits<T>::max();
-    const at::Tensor in =
-        at::empty({kCount}, at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value));
-    std::memcpy(in.data_ptr(), values.data(), sizeof(T) * kCount);
-    const at::Tensor expected = at::sqrt(in);
+    // ATen's answer written into memory of our own: the probe allocates nothing through ATen's
+    // allocator (a sharded prepare's peak host memory is held to its shards, and the probe runs
+    // when a step is first proven).
+    const auto options = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
+    std::vector<T> expected(kCount);
+    at::Tensor out = at::from_blob(expected.data(), {kCount}, options);
+    at::sqrt_out(out, at::from_blob(values.data(), {kCount}, options));
     std::vector<T> got(kCount);
     for (int64_t offset = 0, length = 1; offset < kCount;
          offset += length, length = length % 67 + 1) {
       const int64_t n = std::min(length, kCount - offset);
       sqrt_of(n, values.data() + offset, got.data() + offset, kAtenVmlMode);
     }
-    if (std::memcmp(got.data(), expected.data_ptr(), sizeof(T) * kCount) != 0) return nullptr;
+    if (std::memcmp(got.data(), expected.data(), sizeof(T) * kCount) != 0) return nullptr;
     return sqrt_of;
   }();
   return checked;

@@ -452,9 +452,10 @@ double hundred_steps_against_libtorch(accel::Accelerator& accelerator, const cha
     }
     worst = std::max(worst, worst_relative(reference, fused_params));
   }
-  std::printf("%s on cuda:0, 100 steps: fused step %s LibTorch's; largest difference %.3g "
-              "(relative to the tensor's largest value: %.3g)\n",
-              name, bitwise ? "equals, bit for bit," : "differs from", largest, worst);
+  std::printf(
+      "%s on cuda:0, 100 steps: fused step %s LibTorch's; largest difference %.3g "
+      "(relative to the tensor's largest value: %.3g)\n",
+      name, bitwise ? "equals, bit for bit," : "differs from", largest, worst);
   return worst;
 }
 
@@ -466,8 +467,8 @@ TEST_F(Gpu, FusedStepsAgainstLibTorchsOverAHundredSteps) {
   EXPECT_LE((hundred_steps_against_libtorch<torch::optim::SGD>(
                 accelerator, "SGD momentum 0.9", torch::optim::SGDOptions(1e-2).momentum(0.9))),
             1e-4);
-  EXPECT_LE((hundred_steps_against_libtorch<torch::optim::Adam>(
-                accelerator, "Adam", torch::optim::AdamOptions(1e-3))),
+  EXPECT_LE((hundred_steps_against_libtorch<torch::optim::Adam>(accelerator, "Adam",
+                                                                torch::optim::AdamOptions(1e-3))),
             1e-4);
   EXPECT_LE((hundred_steps_against_libtorch<torch::optim::AdamW>(
                 accelerator, "AdamW weight decay 0.01",
