@@ -371,6 +371,7 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
                          static_cast<T>(-(update.lr / bias_correction1))};
   // The square roots are of the second moment, or of its maximum under amsgrad.
   const at::Tensor& rooted = update.amsgrad ? max_exp_avg_sq : exp_avg_sq;
+  const T* rooted_data = rooted.data_ptr<T>();
   const int64_t size = param.numel();
   with_flag(update.decoupled_weight_decay, [&](auto decoupled) {
     with_flag(update.weight_decay != 0, [&](auto decay) {
@@ -379,6 +380,8 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
         constexpr bool kAmsgrad = decltype(amsgrad)::value;
         const VmlSqrt<T> sqrt_of = direct_sqrt<T>();
         const int64_t block_size = sqrt_of ? kDirectRootBlock : kRootBlock;
+        // The op's input, flattened once (the direct path reads rooted_data and needs no view).
+        const at::Tensor flat = sqrt_of ? at::Tensor() : rooted.view({-1});
         parallel_ranges(size, [&](int64_t begin, int64_t end) {
           // Through MKL, a buffer of the thread's own and no ATen op at all (a small model's
           // step is mostly per-parameter overhead); through the op, a tensor it writes into.
@@ -392,7 +395,6 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
             roots = at::empty({std::min(block_size, end - begin)}, rooted.options());
             root = roots.data_ptr<T>();
           }
-          const T* rooted_data = rooted.data_ptr<T>();
           for (int64_t block = begin; block < end; block += block_size) {
             const int64_t block_end = std::min(block + block_size, end);
             const int64_t length = block_end - block;
@@ -405,7 +407,7 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
               sqrt_of(length, rooted_data + block, root, kAtenVmlMode);
             } else {
               auto out = roots.narrow(0, 0, length);
-              at::sqrt_out(out, rooted.view({-1}).narrow(0, block, length));
+              at::sqrt_out(out, flat.narrow(0, block, length));
             }
             if (fused) {
               adam_update_vectorized(args, root, block, block_end);

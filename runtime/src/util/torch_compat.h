@@ -148,8 +148,8 @@ constexpr c10::DispatchKey kShardedDispatchKey = c10::DispatchKey::Fake;
 // ---- ATen's vector square root -----------------------------------------------------------------
 
 /// ATen's CPU sqrt on an MKL build (the x86 wheels) is MKL's vector sqrt, vm{s,d}Sqrt in high
-/// accuracy mode (ATen/cpu/vml.h), which libtorch_cpu exports: called here on a few thousand
-/// elements at a time it is ATen's result without the op's dispatch. Null where this LibTorch has
+/// accuracy mode (ATen/cpu/vml.h), which libtorch_cpu exports: called here a small block at a
+/// time it is ATen's result without the op's dispatch. Null where this LibTorch has
 /// no MKL; exact_cpu_step.cpp also checks the results against at::sqrt before it trusts them. The
 /// count is passed as 64 bits, right for MKL's LP64 (int, the low half) and ILP64 interfaces.
 using VmlSqrtFloat = void (*)(long long n, const float* in, float* out, long long mode);

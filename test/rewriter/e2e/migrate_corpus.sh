@@ -181,19 +181,23 @@ compare_values two "two processes" "${values[@]}"
 # split (non-empty): with ACCEL_SPLIT_BATCHES=1 two processes read half of every batch each and
 # train as one process does; each `value` must then be the one-process number within its
 # tolerance (the program's batches must divide by two).
-if [ -n "$split" ]; then
+# The split-batch run, once for `split` and `weights` both.
+run_split() {
+  [ -f "$work/split.txt" ] && return 0
   if ! (cd "$(run_in split)" && env "${debug_env[@]}" ACCEL_SPLIT_BATCHES=1 \
     "$work/prefix/bin/accel" launch --num_processes 2 "$work/migrated/$binary" "${args[@]}" \
     > "$work/split.txt" 2> "$work/split.err"); then
     grep -v "^frame #" "$work/split.err" | tail -40
     echo "two processes of $name with split batches failed (above)"; exit 1
   fi
+}
+if [ -n "$split" ]; then
+  run_split
   [ ${#split_values[@]} -gt 0 ] || split_values=("${values[@]}")
   compare_values split "two processes with split batches" "${split_values[@]}"
 fi
 if [ -n "$weights" ]; then
-  (cd "$(run_in split)" && ACCEL_SPLIT_BATCHES=1 "$work/prefix/bin/accel" launch \
-    --num_processes 2 "$work/migrated/$binary" "${args[@]}" > "$work/split.txt" 2> "$work/split.err")
+  run_split
   python3 - "$work" <<'PY'
 import sys
 work = sys.argv[1]
