@@ -39,13 +39,23 @@ for entry in "${entries[@]}"; do
     results+=("| $entry | $repo | $shape | not run: no mirror at $mirror (fetch github:$repo) |")
     continue
   fi
-  # packages: NAME:PATH, a Debian package the program needs (Eigen) and a file it installs.
-  missing=
-  for package in "${packages[@]}"; do
-    [ -e "${package#*:}" ] || missing+=" ${package%%:*}"
-  done
-  if [ -n "$missing" ]; then
-    results+=("| $entry | $repo | $shape | not run: needs apt-get install$missing |")
+  # packages: NAME:PATH, a Debian package the program needs (Eigen) and a file it installs;
+  # installed here when missing, as scripts/install-deps.sh installs the project's.
+  missing_packages() {
+    missing=()
+    for package in "${packages[@]}"; do
+      [ -e "${package#*:}" ] || missing+=("${package%%:*}")
+    done
+  }
+  missing_packages
+  if [ ${#missing[@]} -gt 0 ]; then
+    sudo=$([ "$(id -u)" -eq 0 ] || echo sudo)
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" > /dev/null 2>&1 || true
+    missing_packages
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    results+=("| $entry | $repo | $shape | not run: apt-get could not install ${missing[*]} |")
     continue
   fi
   program="$root/$entry"
