@@ -11,6 +11,7 @@
 #include "checks/DeviceCheck.h"
 #include "checks/DivergentCollectiveCheck.h"
 #include "checks/GatherForMetricsCheck.h"
+#include "checks/LoaderTypeCheck.h"
 #include "checks/MadeUnusedCheck.h"
 #include "checks/MainProcessCheck.h"
 #include "checks/PrepareCheck.h"
@@ -32,6 +33,8 @@ const std::vector<CheckInfo> &checkRegistry() {
        make<RemovePlacementCheck>},
       {"prepare", "prepare models, optimizers, schedulers and data loaders where they are made",
        make<PrepareCheck>},
+      {"loader-type", "written-out loader types name the prepared loader's type",
+       make<LoaderTypeCheck>},
       {"backward", "loss.backward() becomes accelerator.backward(loss)", make<BackwardCheck>},
       {"accumulate", "training-loop bodies run in an accumulate scope", make<AccumulateCheck>},
       {"gather-for-metrics", "evaluation metrics count every process's samples once",

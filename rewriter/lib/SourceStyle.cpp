@@ -96,6 +96,17 @@ unsigned mostCommon(const std::map<unsigned, unsigned> &Counts) {
       ->first;
 }
 
+// Whether a line indented to Column lines up with what the previous line has there (an
+// argument after its open parenthesis, a `<<` under a `<<`): alignment, which says nothing of
+// the continuation indentation.
+bool alignsWith(llvm::StringRef Previous, unsigned Column) {
+  if (Column == 0 || Column >= Previous.size() || Previous[Column] == ' ' ||
+      Previous[Column] == '\t')
+    return false;
+  const char Before = Previous[Column - 1];
+  return Before == ' ' || Before == '(' || Before == '{' || Before == '[' || Before == '<';
+}
+
 } // namespace
 
 format::FormatStyle derivedStyle(llvm::StringRef Code) {
@@ -107,6 +118,7 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   unsigned PointerLeft = 0, PointerRight = 0, PointerMiddle = 0;
   std::map<unsigned, unsigned> ContinuationCounts; // the same after a line that goes on
   unsigned PreviousIndent = 0;
+  llvm::StringRef PreviousLine;
   char PreviousEnd = ';';
   bool PreviousOpensBody = false;
   for (llvm::StringRef Line : splitLines(Code)) {
@@ -123,10 +135,11 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
     if (Indent > PreviousIndent && Line[0] != '\t') {
       if (PreviousEnd == '{' || PreviousOpensBody)
         ++StepCounts[Indent - PreviousIndent];
-      else if (PreviousEnd != ';' && PreviousEnd != '}')
+      else if (PreviousEnd != ';' && PreviousEnd != '}' && !alignsWith(PreviousLine, Indent))
         ++ContinuationCounts[Indent - PreviousIndent];
     }
     PreviousIndent = Indent;
+    PreviousLine = Line;
     const llvm::StringRef Statement = Body.split("//").first.rtrim();
     PreviousEnd = Statement.empty() ? ';' : Statement.back();
     // `if (...)`, `for (...)`, `else` with an unbraced body on the next line.

@@ -7,6 +7,8 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include <set>
+
 using namespace clang;
 
 namespace accel::migrate {
@@ -202,7 +204,13 @@ bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
       const CXXMethodDecl *Method = Call->getMethodDecl();
       if (!Method || plainName(Method) != "item")
         return true;
-      const auto *Ref = dyn_cast<DeclRefExpr>(stripTemporaries(Call->getImplicitObjectArgument()));
+      const Expr *Object = stripTemporaries(Call->getImplicitObjectArgument());
+      const auto *Ref = dyn_cast<DeclRefExpr>(Object);
+      // `criterion(model->forward(x), y).item<double>()`: the loss computed in place.
+      if (!Ref && isTensor(Object->getType()) && !isa<MemberExpr>(Object->IgnoreParenImpCasts())) {
+        Found = Found || !isPureTensorComputation(Object);
+        return !Found;
+      }
       const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
       if (!Var || !Var->getInit() || !isTensor(Var->getType()) || Var == Loop->getLoopVariable())
         return true;
@@ -211,6 +219,78 @@ bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
       const bool InBody =
           Body.getBegin() < Var->getLocation() && Var->getLocation() < Body.getEnd();
       Found = Found || (InBody && !isPureTensorComputation(Var->getInit()));
+      return !Found;
+    }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  } F;
+  F.Loop = Loop;
+  F.TraverseStmt(const_cast<Expr *>(Value));
+  return F.Found;
+}
+
+namespace {
+
+// `-1`, as a literal or as the first element of a braced list (`{-1, n}`).
+bool isMinusOneFirst(const Expr *E) {
+  E = E->IgnoreParenImpCasts();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E); Construct && Construct->getNumArgs())
+    return isMinusOneFirst(Construct->getArg(0));
+  if (const auto *List = dyn_cast<InitListExpr>(E))
+    return List->getNumInits() && isMinusOneFirst(List->getInit(0));
+  if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(E))
+    return isMinusOneFirst(Std->getSubExpr());
+  if (const auto *Temp = dyn_cast<MaterializeTemporaryExpr>(E))
+    return isMinusOneFirst(Temp->getSubExpr());
+  if (const auto *Array = dyn_cast<ArrayInitLoopExpr>(E))
+    return isMinusOneFirst(Array->getCommonExpr()->getSourceExpr());
+  const auto *Minus = dyn_cast<UnaryOperator>(E);
+  const auto *One =
+      Minus ? dyn_cast<IntegerLiteral>(Minus->getSubExpr()->IgnoreParenImpCasts()) : nullptr;
+  return Minus && Minus->getOpcode() == UO_Minus && One && One->getValue() == 1;
+}
+
+// A call that turns a batch's rows into tokens (or some rows of it).
+bool mergesRows(const CallExpr *Call) {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee)
+    return false;
+  const llvm::StringRef Name = plainName(Callee);
+  if (Name == "pack_padded_sequence" || Name == "pack_sequence" || Name == "masked_select" ||
+      Name == "nonzero")
+    return true;
+  if (!isa<CXXMemberCallExpr>(Call))
+    return false;
+  if (Name == "view" || Name == "reshape")
+    return Call->getNumArgs() >= 1 && isMinusOneFirst(Call->getArg(0));
+  if (Name == "flatten") {
+    const auto *Start = Call->getNumArgs()
+                            ? dyn_cast<IntegerLiteral>(Call->getArg(0)->IgnoreParenImpCasts())
+                            : nullptr;
+    return Call->getNumArgs() == 0 || (Start && Start->getValue() == 0);
+  }
+  return false;
+}
+
+} // namespace
+
+bool readsTokensNotSamples(const CXXForRangeStmt *Loop, const Expr *Value) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const CXXForRangeStmt *Loop;
+    std::set<const VarDecl *> Seen;
+    bool Found = false;
+    bool VisitCallExpr(CallExpr *Call) {
+      Found = Found || mergesRows(Call);
+      return !Found;
+    }
+    // A local of the loop's body: what it was computed from.
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+      const SourceRange Body = Loop->getBody()->getSourceRange();
+      if (!Var || !Var->getInit() || Var == Loop->getLoopVariable() ||
+          !(Body.getBegin() < Var->getLocation() && Var->getLocation() < Body.getEnd()) ||
+          !Seen.insert(Var).second)
+        return true;
+      TraverseStmt(const_cast<Expr *>(Var->getInit()));
       return !Found;
     }
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }

@@ -50,6 +50,13 @@ bool isPureTensorComputation(const clang::Expr *E);
 /// after the loop, never gathered (gathered, it would have one element per process).
 bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
 
+/// True when Value (added to a metric in Loop's body) reads a tensor whose rows are not the
+/// batch's samples: tokens of a packed or flattened sequence batch (`pack_padded_sequence(...)
+/// .data()`, `view({-1, n})`, `flatten()`, `masked_select`). Their counts differ between
+/// processes, so they cannot be gathered (nor cut to the samples of a last batch): a sum of them
+/// is reduced after the loop with its divisor, like a loss.
+bool readsTokensNotSamples(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
+
 /// Whether S names Var anywhere.
 bool mentions(const clang::Stmt *S, const clang::VarDecl *Var);
 

@@ -162,6 +162,29 @@ TEST(SourceStyle, ContinuationLinesDoNotSetTheIndentation) {
   EXPECT_EQ(Style.ContinuationIndentWidth, 4u);
 }
 
+// Arguments aligned under an open parenthesis and `<<` under `<<` are alignment: the
+// continuation width is what the statements that wrap by indentation show (prabhuomkar's
+// pytorch-cpp: a list of cxxopts options, each aligned one column in, made it 1).
+TEST(SourceStyle, AlignedLinesDoNotSetTheContinuationIndentation) {
+  const std::string Code =
+      "int main() {\n"
+      "    options.add_options()\n"
+      "            (\"batch_size\", \"The batch size\",\n"
+      "             value<int>()->default_value(\"32\"))\n"
+      "            (\"epochs\", \"The number of epochs\",\n"
+      "             value<int>()->default_value(\"4\"))\n"
+      "            (\"rate\", \"The learning rate\",\n"
+      "             value<double>()->default_value(\"1e-3\"));\n"
+      "    std::cout << \"Epoch \" << epoch\n"
+      "              << \", loss \" << loss;\n"
+      "    auto loader = make(\n"
+      "            std::move(data), options);\n"
+      "}\n";
+  const auto Style = derivedStyle(Code);
+  EXPECT_EQ(Style.IndentWidth, 4u);
+  EXPECT_EQ(Style.ContinuationIndentWidth, 8u);
+}
+
 // An inserted line is formatted; the author's statement before it, wrapped in a way the
 // formatter would join, is left as written.
 TEST(SourceStyle, FormattingStaysInsideTheInsertedLines) {

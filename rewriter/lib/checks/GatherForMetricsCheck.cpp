@@ -349,7 +349,75 @@ std::vector<const Stmt *> takeLocalsFromGathered(MigrationContext &Context, llvm
   return Declarations;
 }
 
+// Calls in an evaluation loop's body that hand a batch's values to an object that outlives the
+// loop (`bleu.update(predictions, batch.target.references)`, `outputs.push_back(output)`): on
+// several processes that object sees this process's share of the data only.
+std::vector<const CXXMemberCallExpr *> perProcessCollections(const CXXForRangeStmt *Loop) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const CXXForRangeStmt *Loop;
+    std::vector<const CXXMemberCallExpr *> Found;
+    bool inBody(const Decl *D) const {
+      const SourceRange Body = Loop->getSourceRange();
+      return !(D->getLocation() < Body.getBegin()) && !(Body.getEnd() < D->getLocation());
+    }
+    // Reads the loop variable or a variable declared in the loop.
+    bool readsBatch(const Expr *E) const {
+      struct Reads : RecursiveASTVisitor<Reads> {
+        const Finder *Self;
+        bool Found = false;
+        bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+          const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+          if (const auto *Binding = dyn_cast<BindingDecl>(Ref->getDecl()))
+            Var = dyn_cast_or_null<VarDecl>(Binding->getDecomposedDecl());
+          // Values gathered already (`auto all = accelerator.gather_for_metrics(output)`) are
+          // every process's.
+          Found = Found ||
+                  (Var && Self->inBody(Var) && !(Var->getInit() && containsGather(Var->getInit())));
+          return !Found;
+        }
+      } R;
+      R.Self = this;
+      R.TraverseStmt(const_cast<Expr *>(E));
+      return R.Found;
+    }
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const CXXMethodDecl *Method = Call->getMethodDecl();
+      const auto *Ref =
+          dyn_cast<DeclRefExpr>(Call->getImplicitObjectArgument()->IgnoreParenImpCasts());
+      const auto *Object = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Method || Method->isConst() || !Object || inBody(Object) || Call->getNumArgs() == 0)
+        return true;
+      const QualType T = Object->getType().getNonReferenceType();
+      if (isTensor(T) || isModule(T) || isOptimizerOrPointer(T) || isAccelerator(T) ||
+          isDataLoader(T) || isClassOrDerived(T, "std::basic_ostream") || isStdSmartPointer(T) ||
+          T->isPointerType())
+        return true;
+      if (llvm::any_of(Call->arguments(),
+                       [&](const Expr *Arg) { return !containsGather(Arg) && readsBatch(Arg); }))
+        Found.push_back(Call);
+      return true;
+    }
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  } F;
+  F.Loop = Loop;
+  F.TraverseStmt(const_cast<Stmt *>(Loop->getBody()));
+  return F.Found;
+}
+
 } // namespace
+
+void GatherForMetricsCheck::warnPerProcessCollections(const CXXForRangeStmt *Loop) {
+  for (const CXXMemberCallExpr *Call : perProcessCollections(Loop)) {
+    const std::string Callee =
+        Context.source().text(SourceRange(Call->getBeginLoc(), Call->getExprLoc()));
+    warn(Call->getBeginLoc(),
+         "'" + Callee +
+             "' takes each batch's values in an evaluation loop over a prepared "
+             "loader; on several processes it sees this process's share of the data only: gather "
+             "them first (accelerator.gather_for_metrics for tensors, gather_object for other "
+             "values)");
+  }
+}
 
 std::optional<SourceLocation> GatherForMetricsCheck::lineAbove(SourceLocation Loc) {
   // The start of Loc's line when only indentation precedes it, moved up past the comment lines
@@ -379,6 +447,7 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   // Evaluation loops only: over a prepared loader, no backward.
   if (!iteratesPreparedLoader(Context, Loop) || containsTrainingStep(Loop->getBody()))
     return;
+  warnPerProcessCollections(Loop);
   const auto *Body = cast<CompoundStmt>(Loop->getBody());
 
   // The accumulations, each with the statement of the body that holds it.
@@ -400,10 +469,11 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
       bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; } // an inner loop: its own
     } F;
     F.TraverseStmt(const_cast<Stmt *>(Top));
-    // A number per batch (a loss's item()) is reduce-metrics' to sum after the loop.
+    // A number per batch (a loss's item(), a sum over tokens) is reduce-metrics' to sum after
+    // the loop.
     for (const auto &[S, Value] : F.Found)
       if (!containsGather(Value) && !takesItemOfBatchResult(Loop, Value) &&
-          Context.canEdit(Name, S->getSourceRange()))
+          !readsTokensNotSamples(Loop, Value) && Context.canEdit(Name, S->getSourceRange()))
         Accumulations.push_back({S, Value, Top});
   }
   if (Accumulations.empty())

@@ -31,6 +31,9 @@ public:
 
 private:
   std::optional<clang::SourceLocation> lineAbove(clang::SourceLocation Loc);
+  /// Warns where the loop hands a batch's values to an object that outlives it (a metric's
+  /// update, a push_back): on several processes that object sees one process's share.
+  void warnPerProcessCollections(const clang::CXXForRangeStmt *Loop);
 };
 
 } // namespace accel::migrate

@@ -98,6 +98,30 @@ bool steppedPerEpoch(MigrationContext &Context, const VarDecl *Scheduler) {
 
 } // namespace
 
+void PrepareCheck::registerMatchers(ast_matchers::MatchFinder &Finder) {
+  using namespace ast_matchers;
+  Finder.addMatcher(typeLoc(loc(decltypeType())).bind("decltype"), this);
+}
+
+void PrepareCheck::check(const ast_matchers::MatchFinder::MatchResult &Result) {
+  const auto Loc = Result.Nodes.getNodeAs<TypeLoc>("decltype")->getAs<DecltypeTypeLoc>();
+  if (Loc && Context.isEditable(Loc.getBeginLoc()) &&
+      !llvm::any_of(Decltypes, [&](const DecltypeTypeLoc &Seen) {
+        return Seen.getBeginLoc() == Loc.getBeginLoc(); // a template's instantiations repeat it
+      }))
+    Decltypes.push_back(Loc);
+}
+
+void PrepareCheck::keepDeclaredType(const VarDecl *Var, const std::string &Type) {
+  for (const DecltypeTypeLoc &Loc : Decltypes) {
+    const auto *Ref =
+        dyn_cast<DeclRefExpr>(Loc.getTypePtr()->getUnderlyingExpr()->IgnoreParenImpCasts());
+    const SourceRange Written(Loc.getBeginLoc(), Loc.getRParenLoc());
+    if (Ref && Ref->getDecl() == Var && Context.canEdit(Name, Written))
+      Context.replace(Name, Written, Type);
+  }
+}
+
 void PrepareCheck::finish() {
   ProgramFacts &Facts = Context.facts();
   for (const VarDecl *Model : Facts.models())
@@ -215,6 +239,8 @@ void PrepareCheck::prepareByValue(const VarDecl *Var, const std::string &MoreArg
   }
   const SourceRange TypeRange = Var->getTypeSourceInfo()->getTypeLoc().getSourceRange();
   const bool IsAuto = Var->getType()->getContainedAutoType() != nullptr;
+  keepDeclaredType(Var, IsAuto ? Var->getType().getAsString(Context.ast().getPrintingPolicy())
+                               : Context.source().text(TypeRange));
   const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
   if (Var->getInitStyle() != VarDecl::CInit && Construct &&
       Construct->getParenOrBraceRange().isValid()) {
@@ -486,7 +512,9 @@ void PrepareCheck::prepareLoader(const VarDecl *Loader) {
   const CallExpr *Make = findMakeDataLoaderCall(Loader->getInit());
   if (!Make || !Context.canEdit(Name, Make->getSourceRange()))
     return;
-  if (!Loader->getType()->getContainedAutoType()) {
+  // A written-out StatelessDataLoader is loader-type's to rename; any other type is the user's.
+  if (!Loader->getType()->getContainedAutoType() &&
+      !llvm::StringRef(Loader->getType().getAsString()).contains("StatelessDataLoader<")) {
     warn(Loader->getLocation(), llvm::Twine("data loader '") + Loader->getName() +
                                     "' has a written-out type; declare it 'auto' and prepare it "
                                     "with accelerator.prepare_data_loader(...)");

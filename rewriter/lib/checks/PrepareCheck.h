@@ -3,6 +3,8 @@
 
 #include "MigrationCheck.h"
 
+#include <vector>
+
 namespace accel::migrate {
 
 /// Prepares models, optimizers, LR schedulers and data loaders where they are created,
@@ -11,13 +13,18 @@ namespace accel::migrate {
 /// `accelerator.prepare_data_loader`, and `accelerator.prepare(model);` follows the model's
 /// declaration (or its placement / weight loading). A model a function trains but does not
 /// create is prepared where its caller creates it, or in the function when no caller is seen. A
-/// scheduler stepped outside the batch loop is prepared per_epoch.
+/// scheduler stepped outside the batch loop is prepared per_epoch. `decltype(optimizer)` of an
+/// optimizer so prepared names the type it was declared with (the prepared one derives from it).
 class PrepareCheck : public MigrationCheck {
 public:
   explicit PrepareCheck(MigrationContext &Context) : MigrationCheck("prepare", Context) {}
+  void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
+  void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
   void finish() override;
 
 private:
+  /// `decltype(Var)` where Var is prepared by value becomes Type, the type it was declared with.
+  void keepDeclaredType(const clang::VarDecl *Var, const std::string &Type);
   void prepareModel(const clang::VarDecl *Model);
   void prepareParameter(const ProgramFacts::TrainedParameter &Parameter);
   /// MoreArgs follow the object in the prepare call (", accel::SchedulerStepping::per_epoch").
@@ -32,6 +39,9 @@ private:
   void prepareMemberOptimizerPointer(const clang::FieldDecl *Optimizer);
   /// Value becomes `Acc.prepare(Value)`.
   void prepareExpression(const clang::Expr *Value, const std::string &Acc);
+
+  /// The `decltype(name)` written in the files being migrated.
+  std::vector<clang::DecltypeTypeLoc> Decltypes;
 };
 
 } // namespace accel::migrate

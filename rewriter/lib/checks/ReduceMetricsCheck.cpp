@@ -139,8 +139,9 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   const auto *Block = Result.Nodes.getNodeAs<CompoundStmt>("block");
   if (!iteratesPreparedLoader(Context, Loop) || !Context.canEdit(Name, Loop->getSourceRange()))
     return;
-  // An evaluation loop (no backward) sums here only its numbers per batch (a loss's item()) and
-  // the counts that divide them; its per-sample metrics are gather-for-metrics'.
+  // An evaluation loop (no backward) sums here only its numbers per batch (a loss's item(), a
+  // count of tokens) and the counts that divide them; its per-sample metrics are
+  // gather-for-metrics'.
   const bool Evaluation = !containsTrainingStep(Loop->getBody());
 
   // The block's statements before and after the loop.
@@ -181,7 +182,9 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
         if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
           Counted.insert(Var);
         else
-          (takesItemOfBatchResult(Loop, Value) ? PerBatch : PerSample).insert(Var);
+          (takesItemOfBatchResult(Loop, Value) || readsTokensNotSamples(Loop, Value) ? PerBatch
+                                                                                     : PerSample)
+              .insert(Var);
       }
       if (const VarDecl *Var = assignedTo(S))
         Assigned.insert(Var);

@@ -26,12 +26,19 @@ if [ ${#entries[@]} -eq 0 ]; then
   for conf in "$here"/real/*.conf; do entries+=("$(basename "$conf" .conf)"); done
 fi
 
-root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
+# REAL_CORPUS_KEEP=DIR: the programs, their builds and runs are made there and kept (to read a
+# failure's migration and logs); otherwise in a temporary folder removed at the end.
+if [ -n "${REAL_CORPUS_KEEP:-}" ]; then
+  mkdir -p "$REAL_CORPUS_KEEP"
+  root=$(cd "$REAL_CORPUS_KEEP" && pwd)
+else
+  root=$(mktemp -d)
+  trap 'rm -rf "$root"' EXIT
+fi
 results=()
 for entry in "${entries[@]}"; do
   repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
-  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags=
+  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags= harness_files=()
   # shellcheck source=/dev/null
   source "$here/real/$entry.conf"
   mirror="$mirrors/${repo/\//+}/repo"
@@ -75,6 +82,12 @@ for entry in "${entries[@]}"; do
     from=${file%%=*} to=${file#*=}
     mkdir -p "$(dirname "$program/$to")"
     git --git-dir="$mirror" show "$commit:$from" > "$program/$to"
+  done
+  # harness_files: FILE=DEST, a file of real/ standing in for one a program's build downloads
+  # (a newer header than Debian's package has).
+  for file in "${harness_files[@]}"; do
+    mkdir -p "$(dirname "$program/${file#*=}")"
+    cp "$here/real/${file%%=*}" "$program/${file#*=}"
   done
   for edit in "${shrink[@]}"; do
     file=${edit%%|*} expression=${edit#*|}

@@ -76,11 +76,13 @@ int main() {
     // CHECK: {{^}}    std::printf("%f %f\n"
     std::printf("%f %f\n", epoch_loss / batches_seen, epoch_loss / static_cast<double>(seen));
   }
-  // Evaluation loops (no backward) are gather-for-metrics' business.
+  // In an evaluation loop (no backward), a number computed per batch by the model, summed as it
+  // is computed, is summed across processes too (left alone, the main process would print its
+  // share of the data only); per-sample values are gather-for-metrics' business.
   double eval_loss = 0;
   for (auto &batch : *loader)
     eval_loss += model->forward(batch.data).sum().item<double>();
-  // CHECK-NOT: {{^ *}}eval_loss = accelerator
+  // CHECK: {{^}}  eval_loss = accelerator.reduce(eval_loss);
   std::printf("%f\n", eval_loss);
   double helper_loss = 0;
   for (auto &batch : *loader)
@@ -93,6 +95,6 @@ int main() {
   // CHECK: {{^}}  method_loss = accelerator.reduce(method_loss);
   for (auto &batch : *loader)
     predicted += fitter.Predict(batch.data).sum().item<double>();
-  // CHECK-NOT: {{^ *}}predicted = accelerator
+  // CHECK: {{^}}  predicted = accelerator.reduce(predicted);
   std::printf("%f %f %f\n", helper_loss, method_loss, predicted);
 }
