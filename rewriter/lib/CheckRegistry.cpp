@@ -11,6 +11,7 @@
 #include "checks/DeviceCheck.h"
 #include "checks/DivergentCollectiveCheck.h"
 #include "checks/GatherForMetricsCheck.h"
+#include "checks/HandBatchesCheck.h"
 #include "checks/LoaderTypeCheck.h"
 #include "checks/MadeUnusedCheck.h"
 #include "checks/MainProcessCheck.h"
@@ -49,6 +50,9 @@ const std::vector<CheckInfo> &checkRegistry() {
        "refuse collectives (save_state, gather, forward, backward, ...) that only some processes "
        "reach",
        make<DivergentCollectiveCheck>},
+      {"hand-batches",
+       "batches a training loop slices by hand give each process its share of every batch",
+       make<HandBatchesCheck>},
       {"batch-view", "make views of a prepared loader's batch follow its size, not a fixed one",
        make<BatchViewCheck>},
       {"made-unused", "variables and parameters the migration leaves unused are removed, or named",

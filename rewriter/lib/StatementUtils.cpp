@@ -7,7 +7,9 @@
 #include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
+#include <optional>
 #include <set>
+#include <string>
 
 using namespace clang;
 
@@ -298,6 +300,239 @@ bool readsTokensNotSamples(const CXXForRangeStmt *Loop, const Expr *Value) {
   F.Loop = Loop;
   F.TraverseStmt(const_cast<Expr *>(Value));
   return F.Found;
+}
+
+std::vector<const VarDecl *> loopCounters(const Stmt *Loop) {
+  std::vector<const VarDecl *> Counters;
+  const auto *For = dyn_cast<ForStmt>(Loop);
+  if (!For || !For->getInit())
+    return Counters;
+  if (const auto *DS = dyn_cast<DeclStmt>(For->getInit()))
+    for (const Decl *D : DS->decls())
+      if (const auto *Var = dyn_cast<VarDecl>(D))
+        Counters.push_back(Var);
+  if (const auto *Assign = dyn_cast<BinaryOperator>(For->getInit());
+      Assign && Assign->isAssignmentOp())
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Assign->getLHS()->IgnoreParenImpCasts()))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+        Counters.push_back(Var);
+  return Counters;
+}
+
+namespace {
+
+// The variables E reads.
+std::vector<const VarDecl *> variablesIn(const Expr *E) {
+  struct Reads : RecursiveASTVisitor<Reads> {
+    std::vector<const VarDecl *> Found;
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+          Var && !llvm::is_contained(Found, Var))
+        Found.push_back(Var);
+      return true;
+    }
+  } R;
+  R.TraverseStmt(const_cast<Expr *>(E));
+  return R.Found;
+}
+
+bool isZeroLiteral(const Expr *E) {
+  const auto *Literal = dyn_cast<IntegerLiteral>(E->IgnoreParenImpCasts());
+  return Literal && Literal->getValue() == 0;
+}
+
+// The Slice that an index list starts with (`{Slice(i, i + n), ...}`), or null.
+const Expr *firstSlice(const Expr *List) {
+  const Expr *E = List;
+  for (unsigned Guard = 0; E && Guard < 8; ++Guard) {
+    E = E->IgnoreParenImpCasts();
+    if (const auto *Temp = dyn_cast<MaterializeTemporaryExpr>(E))
+      E = Temp->getSubExpr();
+    else if (const auto *Bind = dyn_cast<CXXBindTemporaryExpr>(E))
+      E = Bind->getSubExpr();
+    else if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(E))
+      E = Std->getSubExpr();
+    else if (const auto *Init = dyn_cast<InitListExpr>(E))
+      E = Init->getNumInits() ? Init->getInit(0) : nullptr;
+    else if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(E))
+      return isClassOrDerived(Cast->getType(), "at::indexing::Slice") ? Cast : nullptr;
+    else if (const auto *Construct = dyn_cast<CXXConstructExpr>(E)) {
+      if (isClassOrDerived(Construct->getType(), "at::indexing::Slice"))
+        return Construct;
+      E = Construct->getNumArgs() ? Construct->getArg(0) : nullptr;
+    } else
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// The slicing call under an initializer's placement (`X.slice(0, i, i + n).to(device)`).
+const CXXMemberCallExpr *slicingCall(const Expr *Init) {
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(stripTemporaries(Init));
+  while (Call && Call->getMethodDecl()) {
+    const llvm::StringRef Method = plainName(Call->getMethodDecl());
+    if (Method == "slice" || Method == "narrow" || Method == "index")
+      return Call;
+    if (Method != "to" && Method != "cuda" && Method != "cpu" && Method != "contiguous" &&
+        Method != "float" && Method != "detach" && Method != "clone")
+      return nullptr;
+    Call = dyn_cast<CXXMemberCallExpr>(stripTemporaries(Call->getImplicitObjectArgument()));
+  }
+  return nullptr;
+}
+
+// Every call in Body that slices a tensor declared before Loop by the counters (`narrow`,
+// `slice`, `index`, `select`, `[]`).
+std::vector<const Expr *> countedSlicing(const SourceManager &SM, const Stmt *Loop,
+                                         const std::vector<const VarDecl *> &Counters) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const SourceManager *SM;
+    const Stmt *Loop;
+    const std::vector<const VarDecl *> *Counters;
+    std::vector<const Expr *> Found;
+    void note(const Expr *Call, const Expr *Object, llvm::ArrayRef<const Expr *> Args) {
+      const auto *Ref = dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts());
+      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Var || !isTensor(Var->getType()) ||
+          !SM->isBeforeInTranslationUnit(Var->getLocation(), Loop->getBeginLoc()))
+        return;
+      for (const Expr *Arg : Args)
+        for (const VarDecl *Read : variablesIn(Arg))
+          if (llvm::is_contained(*Counters, Read)) {
+            Found.push_back(Call);
+            return;
+          }
+    }
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const llvm::StringRef Method = plainName(Call->getMethodDecl());
+      if (Method == "narrow" || Method == "slice" || Method == "index" || Method == "select")
+        note(Call, Call->getImplicitObjectArgument(),
+             llvm::makeArrayRef(Call->getArgs(), Call->getNumArgs()));
+      return true;
+    }
+    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
+      if (Call->getOperator() == OO_Subscript && Call->getNumArgs() == 2)
+        note(Call, Call->getArg(0), {Call->getArg(1)});
+      return true;
+    }
+  } F;
+  F.SM = &SM;
+  F.Loop = Loop;
+  F.Counters = &Counters;
+  F.TraverseStmt(const_cast<Stmt *>(loopBody(Loop)));
+  return F.Found;
+}
+
+// A first-dimension range of a slicing call (its arguments), or null when it slices otherwise.
+std::optional<std::vector<const Expr *>> firstDimensionRange(const CXXMemberCallExpr *Call) {
+  const llvm::StringRef Method = plainName(Call->getMethodDecl());
+  if ((Method == "slice" || Method == "narrow") && Call->getNumArgs() >= 3 &&
+      isZeroLiteral(Call->getArg(0)))
+    return std::vector<const Expr *>{Call->getArg(1), Call->getArg(2)};
+  if (Method == "index" && Call->getNumArgs() == 1)
+    if (const Expr *Slice = firstSlice(Call->getArg(0)))
+      return std::vector<const Expr *>{Slice};
+  return std::nullopt;
+}
+
+// Every read of Var in Within, other than inside the statements of Allowed.
+std::vector<const DeclRefExpr *> readsOutside(const Stmt *Within, const VarDecl *Var,
+                                              const std::vector<const Stmt *> &Allowed) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const VarDecl *Var;
+    const std::vector<const Stmt *> *Allowed;
+    std::vector<const DeclRefExpr *> Found;
+    bool TraverseStmt(Stmt *S) {
+      if (!S || llvm::is_contained(*Allowed, S))
+        return true;
+      return RecursiveASTVisitor::TraverseStmt(S);
+    }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (Ref->getDecl() == Var)
+        Found.push_back(Ref);
+      return true;
+    }
+  } F;
+  F.Var = Var;
+  F.Allowed = &Allowed;
+  F.TraverseStmt(const_cast<Stmt *>(Within));
+  return F.Found;
+}
+
+// The variable whose declaration Ref is part of (`auto h = torch::zeros({batch_size, n})`).
+const VarDecl *declaredWith(MigrationContext &Context, const DeclRefExpr *Ref) {
+  for (const Stmt *P = Context.reach().parentStmt(Ref); P; P = Context.reach().parentStmt(P))
+    if (const auto *DS = dyn_cast<DeclStmt>(P))
+      return DS->isSingleDecl() ? dyn_cast<VarDecl>(DS->getSingleDecl()) : nullptr;
+  return nullptr;
+}
+
+} // namespace
+
+std::vector<HandSlicedBatch> handSlicedBatches(MigrationContext &Context, const ForStmt *Loop,
+                                               std::string *Refusal) {
+  const auto *Body = dyn_cast_or_null<CompoundStmt>(Loop->getBody());
+  const std::vector<const VarDecl *> Counters = loopCounters(Loop);
+  if (!Body || Counters.empty())
+    return {};
+  std::vector<HandSlicedBatch> Batches;
+  std::vector<const Expr *> Recognized;
+  for (const Stmt *S : Body->body()) {
+    const auto *DS = dyn_cast<DeclStmt>(S);
+    const auto *Var = DS && DS->isSingleDecl() ? dyn_cast<VarDecl>(DS->getSingleDecl()) : nullptr;
+    const CXXMemberCallExpr *Call =
+        Var && Var->getInit() && isTensor(Var->getType()) ? slicingCall(Var->getInit()) : nullptr;
+    const auto Range = Call ? firstDimensionRange(Call) : std::nullopt;
+    if (!Range)
+      continue;
+    HandSlicedBatch Batch{Var, Var->getInit(), {}};
+    bool ReadsCounter = false;
+    for (const Expr *Arg : *Range)
+      for (const VarDecl *Read : variablesIn(Arg)) {
+        if (llvm::is_contained(Counters, Read))
+          ReadsCounter = true;
+        else if (!llvm::is_contained(Batch.Sizes, Read))
+          Batch.Sizes.push_back(Read);
+      }
+    if (!ReadsCounter)
+      continue;
+    Recognized.push_back(Call);
+    Batches.push_back(std::move(Batch));
+  }
+  // Anything else sliced by the counter (a window along time, one row): not batches of rows.
+  for (const Expr *Slicing : countedSlicing(Context.sourceManager(), Loop, Counters))
+    if (!llvm::is_contained(Recognized, Slicing))
+      return {};
+  if (Batches.empty())
+    return {};
+  // A size that slices the batches and is also read in the loop, or sizes a tensor the loop
+  // reads (a hidden state), would not fit a process's share.
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
+  std::vector<const Stmt *> Allowed = {Loop->getInit(), Loop->getCond(), Loop->getInc()};
+  for (const HandSlicedBatch &Batch : Batches)
+    Allowed.push_back(Batch.Init);
+  for (const HandSlicedBatch &Batch : Batches)
+    for (const VarDecl *Size : Batch.Sizes) {
+      std::vector<const DeclRefExpr *> Reads = readsOutside(Body, Size, Allowed);
+      if (Fn && Fn->getBody()) {
+        std::vector<const Stmt *> Outside = Allowed;
+        Outside.push_back(Loop);
+        for (const DeclRefExpr *Other : readsOutside(Fn->getBody(), Size, Outside))
+          if (const VarDecl *Shaped = declaredWith(Context, Other);
+              Shaped && isTensor(Shaped->getType()) && mentions(Body, Shaped))
+            Reads.push_back(Other);
+      }
+      if (!Reads.empty()) {
+        if (Refusal)
+          *Refusal = "'" + Size->getNameAsString() +
+                     "' sizes the batches this loop slices by hand and is also used at line " +
+                     std::to_string(Context.sourceManager().getSpellingLineNumber(
+                         Reads.front()->getBeginLoc())) +
+                     "; a process's share of a batch would not fit it";
+        return {};
+      }
+    }
+  return Batches;
 }
 
 bool mentions(const Stmt *S, const VarDecl *Var) {

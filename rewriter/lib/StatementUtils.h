@@ -57,6 +57,27 @@ bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Exp
 /// is reduced after the loop with its divisor, like a loss.
 bool readsTokensNotSamples(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
 
+/// One batch a training loop slices by hand from a tensor along its first dimension, by the
+/// loop's counter: the local it initializes, the initializer, and the variables other than the
+/// counter that size the slice (`batch_size` in `X.slice(0, i, i + batch_size)`).
+struct HandSlicedBatch {
+  const clang::VarDecl *Local;
+  const clang::Expr *Init;
+  std::vector<const clang::VarDecl *> Sizes;
+};
+
+/// The batches Loop (a `for` whose body calls backward(), over no prepared loader) slices by hand
+/// along the first dimension, declared at the top level of its body; empty when it slices none
+/// or slices any other way too (along another dimension, or one row with `X[i]`).
+/// Refusal, when given, says why batches the loop slices are not returned even so (the size
+/// that slices them also sizes another tensor, or the batch is used by it).
+std::vector<HandSlicedBatch> handSlicedBatches(MigrationContext &Context,
+                                               const clang::ForStmt *Loop,
+                                               std::string *Refusal = nullptr);
+
+/// The variables a `for` loop's init declares or assigns (`for (i = 0; ...)`): its counters.
+std::vector<const clang::VarDecl *> loopCounters(const clang::Stmt *Loop);
+
 /// Whether S names Var anywhere.
 bool mentions(const clang::Stmt *S, const clang::VarDecl *Var);
 

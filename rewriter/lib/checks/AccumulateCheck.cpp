@@ -225,24 +225,6 @@ HandAccumulation findHandAccumulation(MigrationContext &Context, const CompoundS
   return Found;
 }
 
-// The loop's counters: the variables its init declares or assigns (`for (i = 0; ...)`).
-std::vector<const VarDecl *> countersOf(const Stmt *Loop) {
-  std::vector<const VarDecl *> Counters;
-  const auto *For = dyn_cast<ForStmt>(Loop);
-  if (!For || !For->getInit())
-    return Counters;
-  if (const auto *DS = dyn_cast<DeclStmt>(For->getInit()))
-    for (const Decl *D : DS->decls())
-      if (const auto *Var = dyn_cast<VarDecl>(D))
-        Counters.push_back(Var);
-  if (const auto *Assign = dyn_cast<BinaryOperator>(For->getInit());
-      Assign && Assign->isAssignmentOp())
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(Assign->getLHS()->IgnoreParenImpCasts()))
-      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
-        Counters.push_back(Var);
-  return Counters;
-}
-
 // Tensors a loop slices its batches from by hand, by its counter: `data.narrow(1, i, seq)`,
 // `x.slice(0, i, i + batch)`, `x.index({Slice(i, i + batch)})`, `x[i]`. Declared outside the
 // loop, so that one line before it can give each process its share.
@@ -290,7 +272,7 @@ std::vector<const VarDecl *> handSlicedTensors(const SourceManager &SM, const St
     }
   } F;
   F.SM = &SM;
-  F.Counters = countersOf(Loop);
+  F.Counters = loopCounters(Loop);
   F.Loop = Loop;
   if (!F.Counters.empty())
     F.TraverseStmt(const_cast<Stmt *>(Body));
@@ -336,10 +318,16 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     // N processes to share the work would not expect, and nothing else would tell them.
     // When the loop slices its batches from tensors by its counter, the fix is one line before
     // it: each process keeps its share of the batch dimension (the first).
+    // Batches sliced along the first dimension are hand-batches' to split, in the loop.
+    const auto *For = dyn_cast<ForStmt>(Loop);
+    std::string Refused;
+    const bool SplitInLoop = For && !handSlicedBatches(Context, For, &Refused).empty();
     std::string Share;
     const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
     const std::string Acc = Fn ? Context.facts().acceleratorIn(Fn) : "";
-    for (const VarDecl *Sliced : handSlicedTensors(Context.sourceManager(), Loop, Body)) {
+    for (const VarDecl *Sliced : SplitInLoop
+                                     ? std::vector<const VarDecl *>{}
+                                     : handSlicedTensors(Context.sourceManager(), Loop, Body)) {
       const std::string Name = Sliced->getName().str();
       Share += (Share.empty() ? "" : " ") + Name + " = " + (Acc.empty() ? "accelerator" : Acc) +
                ".split_between_processes(" + Name + ");";
@@ -347,13 +335,21 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     warn(Loop->getBeginLoc(),
          "backward() is called in a loop that does not iterate a prepared data loader, so it "
          "cannot be proven to be the training loop; open 'auto step = "
-         "accelerator.accumulate(model);' at the top of the training step by hand; unless its "
-         "batches come from a prepared data loader, every process trains on all of the data " +
-             (Share.empty()
-                  ? std::string("(take this process's share with "
-                                "accelerator.split_between_processes)")
-                  : "(to give each process its share of the batch dimension, add before the "
-                    "loop: '" +
+         "accelerator.accumulate(model);' at the top of the training step by hand" +
+             (SplitInLoop ? std::string("; each process takes its share of every batch the loop "
+                                        "slices (accel-migrate-hand-batches)")
+              : !Refused.empty()
+                  ? std::string("; every process trains on all of the data (its batches are "
+                                "sliced by hand: see accel-migrate-hand-batches)")
+              : Share.empty()
+                  ? std::string("; unless its batches come from a prepared data loader, every "
+                                "process trains on all of the data (take this process's share "
+                                "with accelerator.split_between_processes; batches drawn from "
+                                "environments or a random generator need each process's own: "
+                                "seed them with seed + accelerator.process_index())")
+                  : "; unless its batches come from a prepared data loader, every process trains "
+                    "on all of the data (to give each process its share of the batch dimension, "
+                    "add before the loop: '" +
                         Share + "')"));
     return;
   }

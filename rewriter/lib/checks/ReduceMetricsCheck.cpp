@@ -132,23 +132,34 @@ bool reducesVariable(const Stmt *S, const VarDecl *Var) {
 
 void ReduceMetricsCheck::registerMatchers(MatchFinder &Finder) {
   Finder.addMatcher(cxxForRangeStmt(hasParent(compoundStmt().bind("block"))).bind("loop"), this);
+  Finder.addMatcher(forStmt(hasParent(compoundStmt().bind("block"))).bind("hand-loop"), this);
 }
 
 void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
+  // A loop over a prepared loader, or a training loop whose batches hand-batches splits.
   const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
+  const Stmt *LoopStmt = Loop;
+  if (const auto *For = Result.Nodes.getNodeAs<ForStmt>("hand-loop")) {
+    if (!Context.isEditable(For->getBeginLoc()) || !For->getBody() ||
+        !containsBackward(For->getBody()) || handSlicedBatches(Context, For).empty())
+      return;
+    LoopStmt = For;
+  } else if (!iteratesPreparedLoader(Context, Loop)) {
+    return;
+  }
   const auto *Block = Result.Nodes.getNodeAs<CompoundStmt>("block");
-  if (!iteratesPreparedLoader(Context, Loop) || !Context.canEdit(Name, Loop->getSourceRange()))
+  if (!Context.canEdit(Name, LoopStmt->getSourceRange()))
     return;
   // An evaluation loop (no backward) sums here only its numbers per batch (a loss's item(), a
   // count of tokens) and the counts that divide them; its per-sample metrics are
   // gather-for-metrics'.
-  const bool Evaluation = !containsTrainingStep(Loop->getBody());
+  const bool Evaluation = Loop && !containsTrainingStep(Loop->getBody());
 
   // The block's statements before and after the loop.
   std::vector<const Stmt *> BeforeLoop, AfterLoop;
   bool Seen = false;
   for (const Stmt *S : Block->body()) {
-    if (S == Loop)
+    if (S == LoopStmt)
       Seen = true;
     else
       (Seen ? AfterLoop : BeforeLoop).push_back(S);
@@ -181,7 +192,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
         const Expr *Value = addedValue(S);
         if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
           Counted.insert(Var);
-        else
+        else if (Loop) // a hand-sliced training loop's sums are all reduced
           (takesItemOfBatchResult(Loop, Value) || readsTokensNotSamples(Loop, Value) ? PerBatch
                                                                                      : PerSample)
               .insert(Var);
@@ -193,7 +204,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }
   } A;
   A.Loop = Loop;
-  A.TraverseStmt(const_cast<Stmt *>(Loop->getBody()));
+  A.TraverseStmt(const_cast<Stmt *>(loopBody(LoopStmt)));
   // A ratio printed after the loop is reduced whole: a count the loop sets that divides a sum it
   // adds to is summed across processes with it, however the loop updates it.
   std::set<const VarDecl *> Sums;
@@ -207,7 +218,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
         Reduced.insert(Divisor);
 
   std::string Acc;
-  const std::string Indent = Context.source().indentation(Loop->getBeginLoc());
+  const std::string Indent = Context.source().indentation(LoopStmt->getBeginLoc());
   std::string Lines;
   for (const VarDecl *Var : Declared) {
     if (!Reduced.count(Var))
@@ -220,7 +231,7 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
     if (!ReadAfter || AlreadyReduced)
       continue;
     if (Acc.empty())
-      Acc = accelerator(Loop);
+      Acc = accelerator(LoopStmt);
     if (Acc.empty())
       return;
     const std::string VarName = Var->getNameAsString();
@@ -229,8 +240,8 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   }
   if (Lines.empty())
     return;
-  Context.insertLineAfter(Name, Loop, Indent, Lines);
-  Context.applied(Name, Loop->getBeginLoc());
+  Context.insertLineAfter(Name, LoopStmt, Indent, Lines);
+  Context.applied(Name, LoopStmt->getBeginLoc());
 }
 
 } // namespace accel::migrate

@@ -160,8 +160,11 @@ torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,
   auto out = values.narrow(0, static_cast<int64_t>(range.begin),
                            static_cast<int64_t>(range.end - range.begin));
   const auto missing = static_cast<int64_t>(range.padded_size) - out.size(0);
-  if (apply_padding && missing > 0 && out.size(0) > 0) {
-    auto last = out.narrow(0, out.size(0) - 1, 1);
+  if (apply_padding && missing > 0 && values.size(0) > 0) {
+    // This process's last item; a process left none (fewer items than processes) repeats the
+    // last item of all, so that no process gets an empty share.
+    auto last = out.size(0) > 0 ? out.narrow(0, out.size(0) - 1, 1)
+                                : values.narrow(0, values.size(0) - 1, 1);
     std::vector<int64_t> repeats(static_cast<size_t>(values.dim()), 1);
     repeats[0] = missing;
     out = torch::cat({out, last.repeat(repeats)}, 0);

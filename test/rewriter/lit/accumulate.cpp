@@ -35,7 +35,7 @@ int main() {
   }
   // A training step in a loop over something else: reported.
   for (int i = 0; i < 3; ++i) {
-    // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:3: warning: backward() is called in a loop that does not iterate a prepared data loader{{.*}}every process trains on all of the data (take this process's share with accelerator.split_between_processes) [accel-migrate-accumulate]
+    // MSG: {{.*}}.tmp.cpp:[[@LINE-1]]:3: warning: backward() is called in a loop that does not iterate a prepared data loader{{.*}}every process trains on all of the data (take this process's share with accelerator.split_between_processes; batches drawn from environments or a random generator need each process's own: seed them with seed + accelerator.process_index()) [accel-migrate-accumulate]
     model->forward(torch::ones({2, 4})).sum().backward();
     optimizer.step();
   }

@@ -102,6 +102,15 @@ TEST_F(TwoProcesses, ObjectsPaddingAndSplitting) {
   auto tensor_part = accelerator.split_between_processes(torch::arange(17), true);
   EXPECT_EQ(tensor_part.size(0), 9);
   EXPECT_EQ(tensor_part[8].item<int64_t>(), rank() == 0 ? 8 : 16);
+  // Fewer rows than processes: the process left none repeats the last row rather than getting an
+  // empty share (a hand-sliced last batch of one row must not become an empty batch).
+  auto one_row = accelerator.split_between_processes(torch::tensor({{7, 8}}), true);
+  ASSERT_EQ(one_row.size(0), 1);
+  EXPECT_EQ(one_row[0][1].item<int64_t>(), 8);
+  EXPECT_EQ(accelerator.split_between_processes(torch::tensor({{7, 8}})).size(0),
+            rank() == 0 ? 1 : 0);
+  EXPECT_EQ(accelerator.split_between_processes(std::vector<int64_t>{5}, true),
+            std::vector<int64_t>{5});
 }
 
 TEST_F(TwoProcesses, DebugModeNamesMismatchedShapesInsteadOfHanging) {

@@ -25,15 +25,16 @@ template <typename Derived>
 class ProcessControl {
  public:
   /// This process's contiguous share of `values` (17 items on 2 processes: 9 and 8); with
-  /// `apply_padding` every share has the largest size, its last element repeated.
+  /// `apply_padding` every share has the largest size, its last element repeated (a process
+  /// left no element, with fewer elements than processes, repeats the last of all).
   template <typename T>
   std::vector<T> split_between_processes(const std::vector<T>& values,
                                          bool apply_padding = false) const {
     auto range =
         split_range(values.size(), self().num_processes(), self().process_index(), apply_padding);
     std::vector<T> out(values.begin() + range.begin, values.begin() + range.end);
-    while (apply_padding && !out.empty() && out.size() < range.padded_size) {
-      out.push_back(out.back());
+    while (apply_padding && !values.empty() && out.size() < range.padded_size) {
+      out.push_back(out.empty() ? values.back() : out.back());
     }
     return out;
   }
