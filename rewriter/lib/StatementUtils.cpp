@@ -198,9 +198,10 @@ bool isPureTensorComputation(const Expr *E) {
   return Check.Pure;
 }
 
-bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
+bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value, bool InPlaceToo) {
   struct Finder : RecursiveASTVisitor<Finder> {
     const CXXForRangeStmt *Loop;
+    bool InPlaceToo;
     bool Found = false;
     bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
       const CXXMethodDecl *Method = Call->getMethodDecl();
@@ -210,7 +211,7 @@ bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
       const auto *Ref = dyn_cast<DeclRefExpr>(Object);
       // `criterion(model->forward(x), y).item<double>()`: the loss computed in place.
       if (!Ref && isTensor(Object->getType()) && !isa<MemberExpr>(Object->IgnoreParenImpCasts())) {
-        Found = Found || !isPureTensorComputation(Object);
+        Found = Found || (InPlaceToo && !isPureTensorComputation(Object));
         return !Found;
       }
       const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
@@ -226,6 +227,7 @@ bool takesItemOfBatchResult(const CXXForRangeStmt *Loop, const Expr *Value) {
     bool TraverseLambdaExpr(LambdaExpr *) { return true; }
   } F;
   F.Loop = Loop;
+  F.InPlaceToo = InPlaceToo;
   F.TraverseStmt(const_cast<Expr *>(Value));
   return F.Found;
 }

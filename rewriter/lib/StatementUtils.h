@@ -47,8 +47,13 @@ bool isPureTensorComputation(const clang::Expr *E);
 /// True when Value (added to a metric in Loop's body) takes `.item()` of a tensor the body
 /// computes per batch other than from its samples alone (a model's loss: `loss.item<double>()`,
 /// `loss.item<double>() * x.size(0)`): one number per batch, which is summed across processes
-/// after the loop, never gathered (gathered, it would have one element per process).
-bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
+/// after the loop, never gathered (gathered, it would have one element per process). With
+/// InPlaceToo, also the item() of such a computation written in place (`criterion(
+/// model->forward(x), y).item()`): for a loop whose body is one statement, which nothing gathers
+/// from; in a braced body gather-for-metrics gathers what it reads, which counts every sample
+/// once where a sum reduced across processes would count the samples an even last batch repeats.
+bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value,
+                            bool InPlaceToo = false);
 
 /// True when Value (added to a metric in Loop's body) reads a tensor whose rows are not the
 /// batch's samples: tokens of a packed or flattened sequence batch (`pack_padded_sequence(...)

@@ -193,8 +193,10 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
         if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
           Counted.insert(Var);
         else if (Loop) // a hand-sliced training loop's sums are all reduced
-          (takesItemOfBatchResult(Loop, Value) || readsTokensNotSamples(Loop, Value) ? PerBatch
-                                                                                     : PerSample)
+          (takesItemOfBatchResult(Loop, Value, !isa<CompoundStmt>(Loop->getBody())) ||
+                   readsTokensNotSamples(Loop, Value)
+               ? PerBatch
+               : PerSample)
               .insert(Var);
       }
       if (const VarDecl *Var = assignedTo(S))
