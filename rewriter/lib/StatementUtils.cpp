@@ -383,48 +383,6 @@ const CXXMemberCallExpr *slicingCall(const Expr *Init) {
   return nullptr;
 }
 
-// Every call in Body that slices a tensor declared before Loop by the counters (`narrow`,
-// `slice`, `index`, `select`, `[]`).
-std::vector<const Expr *> countedSlicing(const SourceManager &SM, const Stmt *Loop,
-                                         const std::vector<const VarDecl *> &Counters) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const SourceManager *SM;
-    const Stmt *Loop;
-    const std::vector<const VarDecl *> *Counters;
-    std::vector<const Expr *> Found;
-    void note(const Expr *Call, const Expr *Object, llvm::ArrayRef<const Expr *> Args) {
-      const auto *Ref = dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts());
-      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
-      if (!Var || !isTensor(Var->getType()) ||
-          !SM->isBeforeInTranslationUnit(Var->getLocation(), Loop->getBeginLoc()))
-        return;
-      for (const Expr *Arg : Args)
-        for (const VarDecl *Read : variablesIn(Arg))
-          if (llvm::is_contained(*Counters, Read)) {
-            Found.push_back(Call);
-            return;
-          }
-    }
-    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
-      const llvm::StringRef Method = plainName(Call->getMethodDecl());
-      if (Method == "narrow" || Method == "slice" || Method == "index" || Method == "select")
-        note(Call, Call->getImplicitObjectArgument(),
-             llvm::makeArrayRef(Call->getArgs(), Call->getNumArgs()));
-      return true;
-    }
-    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
-      if (Call->getOperator() == OO_Subscript && Call->getNumArgs() == 2)
-        note(Call, Call->getArg(0), {Call->getArg(1)});
-      return true;
-    }
-  } F;
-  F.SM = &SM;
-  F.Loop = Loop;
-  F.Counters = &Counters;
-  F.TraverseStmt(const_cast<Stmt *>(loopBody(Loop)));
-  return F.Found;
-}
-
 // A first-dimension range of a slicing call (its arguments), or null when it slices otherwise.
 std::optional<std::vector<const Expr *>> firstDimensionRange(const CXXMemberCallExpr *Call) {
   const llvm::StringRef Method = plainName(Call->getMethodDecl());
@@ -471,6 +429,46 @@ const VarDecl *declaredWith(MigrationContext &Context, const DeclRefExpr *Ref) {
 
 } // namespace
 
+std::vector<CountedSlice> countedSlices(const SourceManager &SM, const Stmt *Loop) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const SourceManager *SM;
+    const Stmt *Loop;
+    std::vector<const VarDecl *> Counters;
+    std::vector<CountedSlice> Found;
+    void note(const Expr *Call, const Expr *Object, llvm::ArrayRef<const Expr *> Args) {
+      const auto *Ref = dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts());
+      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+      if (!Var || !isTensor(Var->getType()) ||
+          !SM->isBeforeInTranslationUnit(Var->getLocation(), Loop->getBeginLoc()))
+        return;
+      for (const Expr *Arg : Args)
+        for (const VarDecl *Read : variablesIn(Arg))
+          if (llvm::is_contained(Counters, Read)) {
+            Found.push_back({Call, Var});
+            return;
+          }
+    }
+    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+      const llvm::StringRef Method = plainName(Call->getMethodDecl());
+      if (Method == "narrow" || Method == "slice" || Method == "index" || Method == "select")
+        note(Call, Call->getImplicitObjectArgument(),
+             llvm::makeArrayRef(Call->getArgs(), Call->getNumArgs()));
+      return true;
+    }
+    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
+      if (Call->getOperator() == OO_Subscript && Call->getNumArgs() == 2)
+        note(Call, Call->getArg(0), {Call->getArg(1)});
+      return true;
+    }
+  } F;
+  F.SM = &SM;
+  F.Loop = Loop;
+  F.Counters = loopCounters(Loop);
+  if (!F.Counters.empty())
+    F.TraverseStmt(const_cast<Stmt *>(loopBody(Loop)));
+  return F.Found;
+}
+
 std::vector<HandSlicedBatch> handSlicedBatches(MigrationContext &Context, const ForStmt *Loop,
                                                std::string *Refusal) {
   const auto *Body = dyn_cast_or_null<CompoundStmt>(Loop->getBody());
@@ -502,8 +500,8 @@ std::vector<HandSlicedBatch> handSlicedBatches(MigrationContext &Context, const 
     Batches.push_back(std::move(Batch));
   }
   // Anything else sliced by the counter (a window along time, one row): not batches of rows.
-  for (const Expr *Slicing : countedSlicing(Context.sourceManager(), Loop, Counters))
-    if (!llvm::is_contained(Recognized, Slicing))
+  for (const CountedSlice &Slicing : countedSlices(Context.sourceManager(), Loop))
+    if (!llvm::is_contained(Recognized, Slicing.Call))
       return {};
   if (Batches.empty())
     return {};

@@ -62,6 +62,14 @@ bool takesItemOfBatchResult(const clang::CXXForRangeStmt *Loop, const clang::Exp
 /// is reduced after the loop with its divisor, like a loss.
 bool readsTokensNotSamples(const clang::CXXForRangeStmt *Loop, const clang::Expr *Value);
 
+/// A call in a loop's body that slices a tensor declared before the loop by the loop's counter
+/// (`narrow`, `slice`, `index`, `select`, `[]`), and that tensor.
+struct CountedSlice {
+  const clang::Expr *Call;
+  const clang::VarDecl *Source;
+};
+std::vector<CountedSlice> countedSlices(const clang::SourceManager &SM, const clang::Stmt *Loop);
+
 /// One batch a training loop slices by hand from a tensor along its first dimension, by the
 /// loop's counter: the local it initializes, the initializer, and the variables other than the
 /// counter that size the slice (`batch_size` in `X.slice(0, i, i + batch_size)`).

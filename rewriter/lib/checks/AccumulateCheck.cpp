@@ -228,55 +228,12 @@ HandAccumulation findHandAccumulation(MigrationContext &Context, const CompoundS
 // Tensors a loop slices its batches from by hand, by its counter: `data.narrow(1, i, seq)`,
 // `x.slice(0, i, i + batch)`, `x.index({Slice(i, i + batch)})`, `x[i]`. Declared outside the
 // loop, so that one line before it can give each process its share.
-std::vector<const VarDecl *> handSlicedTensors(const SourceManager &SM, const Stmt *Loop,
-                                               const Stmt *Body) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const SourceManager *SM;
-    std::vector<const VarDecl *> Counters;
-    const Stmt *Loop;
-    std::vector<const VarDecl *> Sliced;
-    bool readsCounter(const Expr *E) {
-      struct Reads : RecursiveASTVisitor<Reads> {
-        const std::vector<const VarDecl *> *Counters;
-        bool Found = false;
-        bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-          Found = Found || llvm::is_contained(*Counters, Ref->getDecl());
-          return !Found;
-        }
-      } R;
-      R.Counters = &Counters;
-      R.TraverseStmt(const_cast<Expr *>(E));
-      return R.Found;
-    }
-    void note(const Expr *Object, llvm::ArrayRef<const Expr *> Args) {
-      const auto *Ref = dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts());
-      const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
-      if (!Var || !isTensor(Var->getType()) ||
-          !SM->isBeforeInTranslationUnit(Var->getLocation(), Loop->getBeginLoc()) ||
-          llvm::is_contained(Sliced, Var))
-        return;
-      if (llvm::any_of(Args, [&](const Expr *Arg) { return readsCounter(Arg); }))
-        Sliced.push_back(Var);
-    }
-    bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
-      const llvm::StringRef Method = plainName(Call->getMethodDecl());
-      if (Method == "narrow" || Method == "slice" || Method == "index" || Method == "select")
-        note(Call->getImplicitObjectArgument(),
-             llvm::makeArrayRef(Call->getArgs(), Call->getNumArgs()));
-      return true;
-    }
-    bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
-      if (Call->getOperator() == OO_Subscript && Call->getNumArgs() == 2)
-        note(Call->getArg(0), {Call->getArg(1)});
-      return true;
-    }
-  } F;
-  F.SM = &SM;
-  F.Counters = loopCounters(Loop);
-  F.Loop = Loop;
-  if (!F.Counters.empty())
-    F.TraverseStmt(const_cast<Stmt *>(Body));
-  return F.Sliced;
+std::vector<const VarDecl *> handSlicedTensors(const SourceManager &SM, const Stmt *Loop) {
+  std::vector<const VarDecl *> Sliced;
+  for (const CountedSlice &Slice : countedSlices(SM, Loop))
+    if (!llvm::is_contained(Sliced, Slice.Source))
+      Sliced.push_back(Slice.Source);
+  return Sliced;
 }
 
 } // namespace
@@ -325,9 +282,8 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     std::string Share;
     const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
     const std::string Acc = Fn ? Context.facts().acceleratorIn(Fn) : "";
-    for (const VarDecl *Sliced : SplitInLoop
-                                     ? std::vector<const VarDecl *>{}
-                                     : handSlicedTensors(Context.sourceManager(), Loop, Body)) {
+    for (const VarDecl *Sliced : SplitInLoop ? std::vector<const VarDecl *>{}
+                                             : handSlicedTensors(Context.sourceManager(), Loop)) {
       const std::string Name = Sliced->getName().str();
       Share += (Share.empty() ? "" : " ") + Name + " = " + (Acc.empty() ? "accelerator" : Acc) +
                ".split_between_processes(" + Name + ");";

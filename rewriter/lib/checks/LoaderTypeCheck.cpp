@@ -31,11 +31,15 @@ void LoaderTypeCheck::check(const MatchFinder::MatchResult &Result) {
   const auto Loc = Result.Nodes.getNodeAs<TypeLoc>("type")->getAs<TemplateSpecializationTypeLoc>();
   if (!Loc)
     return;
-  const TemplateDecl *Template = Loc.getTypePtr()->getTemplateName().getAsTemplateDecl();
+  // Every template type of every header matches: the cheap tests (the program's own files, the
+  // template's short name) go first.
   const SourceLocation NameLoc = Loc.getTemplateNameLoc();
-  if (!Template || Template->getQualifiedNameAsString() != "torch::data::StatelessDataLoader" ||
-      NameLoc.isMacroID() || !Context.isEditable(NameLoc) || Context.facts().loaders().empty() ||
-      !Seen.insert(NameLoc.getRawEncoding()).second)
+  if (NameLoc.isMacroID() || !Context.isEditable(NameLoc))
+    return;
+  const TemplateDecl *Template = Loc.getTypePtr()->getTemplateName().getAsTemplateDecl();
+  if (!Template || Template->getName() != "StatelessDataLoader" ||
+      Template->getQualifiedNameAsString() != "torch::data::StatelessDataLoader" ||
+      Context.facts().loaders().empty() || !Seen.insert(NameLoc.getRawEncoding()).second)
     return;
   const SourceManager &SM = Context.sourceManager();
   const auto [FID, Offset] = SM.getDecomposedLoc(NameLoc);
