@@ -15,6 +15,13 @@ namespace contract {
 
 // ---- Variables the launcher sets (from its flags or the config file) ----------------------------
 
+/// The device mesh, under Accelerate's names (`accelerate launch --use_parallelism_config` writes
+/// the same): read only when kUseParallelismConfig is "true".
+inline constexpr const char kUseParallelismConfig[] = "ACCELERATE_USE_PARALLELISM_CONFIG";
+inline constexpr const char kDpReplicateSize[] = "PARALLELISM_CONFIG_DP_REPLICATE_SIZE";
+inline constexpr const char kDpShardSize[] = "PARALLELISM_CONFIG_DP_SHARD_SIZE";
+inline constexpr const char kTpSize[] = "PARALLELISM_CONFIG_TP_SIZE";
+inline constexpr const char kCpSize[] = "PARALLELISM_CONFIG_CP_SIZE";
 inline constexpr const char kMixedPrecision[] = "ACCEL_MIXED_PRECISION";
 inline constexpr const char kGradientAccumulationSteps[] = "ACCEL_GRADIENT_ACCUMULATION_STEPS";
 inline constexpr const char kUseCpu[] = "ACCEL_USE_CPU";

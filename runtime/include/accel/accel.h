@@ -24,6 +24,7 @@
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
+#include <accel/parallelism.h>
 #include <accel/parse_size.h>
 #include <accel/profiler.h>
 #include <accel/progress.h>
@@ -31,4 +32,5 @@
 #include <accel/safetensors.h>
 #include <accel/sharding_strategy.h>
 #include <accel/state.h>
+#include <accel/tensor_parallel.h>
 #include <accel/tracking.h>

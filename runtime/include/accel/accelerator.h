@@ -15,6 +15,7 @@
 #include <accel/safetensors.h>
 #include <accel/scopes.h>
 #include <accel/stream_loader.h>
+#include <accel/tensor_parallel.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/nn/module.h>
@@ -72,6 +73,20 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   bool is_main_process() const { return process_index() == 0; }
   bool is_local_main_process() const { return local_process_index() == 0; }
   bool is_last_process() const { return process_index() == num_processes() - 1; }
+  /// With a device mesh (AcceleratorOptions::parallelism_config), this process's coordinates on
+  /// it, as Accelerate 1.15 names them: its rank along dp_replicate (data_parallel_rank) and
+  /// dp_shard (data_parallel_shard_rank), tp and cp; each 0 where its dimension is 1.
+  /// pipeline_parallel_rank is 0 (no pipeline dimension yet). The batches a process reads are
+  /// its data rank's, `data_parallel_rank() * dp_shard_size + data_parallel_shard_rank()`.
+  /// Without a mesh each throws, as Accelerate's do.
+  int64_t data_parallel_rank() const;
+  int64_t data_parallel_shard_rank() const;
+  int64_t tensor_parallel_rank() const;
+  int64_t context_parallel_rank() const;
+  int64_t pipeline_parallel_rank() const;
+  /// The device mesh's sizes (every size set: a config left all 1 on N processes reads
+  /// dp_replicate N); none without a mesh.
+  const std::optional<ParallelismConfig>& parallelism_config() const;
   /// The options after the environment and the defaults were applied.
   const ResolvedOptions& options() const;
   int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
@@ -94,6 +109,23 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                       !std::is_base_of_v<torch::nn::Module, std::remove_reference_t<M>>,
                   "prepare(model) works in place: pass the model itself, not a temporary");
     prepare_model(detail::module_ref(model));
+  }
+
+  /// Prepares a model for tensor parallelism: as prepare(model), then each module `plan` names
+  /// is split across this process's tensor-parallel group (see accel/tensor_parallel.h), in
+  /// place: the model's parameters() are afterwards this process's slices under unchanged names,
+  /// so build the optimizer after this call. get_state_dict and save_model give whole tensors.
+  /// Without a mesh whose tp_size is above 1 the plan is ignored, so one program runs on every
+  /// layout. A bad plan (an unknown style, a pattern that matches no module, a module the style
+  /// cannot split, sizes tp_size does not divide) is refused on every process before anything
+  /// is changed.
+  template <typename M,
+            typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
+  void prepare(M&& model, const TensorParallelPlan& plan) {
+    static_assert(std::is_lvalue_reference_v<M> ||
+                      !std::is_base_of_v<torch::nn::Module, std::remove_reference_t<M>>,
+                  "prepare(model, plan) works in place: pass the model itself, not a temporary");
+    prepare_model(detail::module_ref(model), &plan);
   }
 
   /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
@@ -550,7 +582,14 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return detail::module_ref(model);
   }
 
-  void prepare_model(torch::nn::Module& model);
+  void prepare_model(torch::nn::Module& model, const TensorParallelPlan* plan = nullptr);
+  /// prepare(model, plan)'s split: the plan applied over the mesh's tp group, or checked only.
+  void apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan);
+  /// Forms the device mesh of options().parallelism_config (constructor).
+  void form_mesh();
+  /// This process's coordinate along a mesh dimension (detail::MeshDim); throws, naming
+  /// `method`, without a mesh.
+  int64_t mesh_coordinate(int dim, const char* method) const;
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
   /// With a sharding strategy on several processes (or on one with CPU offload): this process's
   /// shards of `optimizer`'s parameters, which then replace them in it; null otherwise.

@@ -5,6 +5,7 @@
 #include <accel/ddp_options.h>
 #include <accel/grad_scaler.h>
 #include <accel/mixed_precision.h>
+#include <accel/parallelism.h>
 #include <accel/sharding_strategy.h>
 #include <accel/tracking.h>
 
@@ -200,6 +201,15 @@ struct AcceleratorOptions {
   TORCH_ARG(std::optional<bool>, fsdp_forward_prefetch) = std::nullopt;
   TORCH_ARG(std::optional<std::string>, fsdp_backward_prefetch) = std::nullopt;
 
+  /// The device mesh (see accel/parallelism.h). Unset, it is read from the variables
+  /// `accelerate launch --use_parallelism_config` and `accel launch --use_parallelism_config` set
+  /// (`ACCELERATE_USE_PARALLELISM_CONFIG=true`, `PARALLELISM_CONFIG_DP_REPLICATE_SIZE`,
+  /// `..._DP_SHARD_SIZE`, `..._TP_SIZE`, `..._CP_SIZE`); without either, the job is plain data
+  /// parallel as the sharding strategy says. With one, dp_shard_size > 1 shards with the
+  /// sharding strategy (FULL_SHARD when none is set), and dp_replicate_size > 1 beside it is
+  /// HYBRID_SHARD over the two dimensions.
+  TORCH_ARG(std::optional<ParallelismConfig>, parallelism_config) = std::nullopt;
+
   /// How long rendezvous and collectives may wait for the other processes
   /// (`ACCEL_TIMEOUT` in seconds, default 1800 s). Applies when the process group is created,
   /// that is, by the first Accelerator of the process.
@@ -240,6 +250,9 @@ struct ResolvedOptions {
   bool fsdp_forward_prefetch = false;
   bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
+  /// The device mesh, when the program or the launcher gave one (sizes checked, not yet against
+  /// the number of processes: the Accelerator does that).
+  std::optional<ParallelismConfig> parallelism_config;
   /// `ACCEL_DEBUG=1`: collectives first check that every process passes matching shapes, and
   /// prepared optimizers compare the processes' parameters after each step.
   bool debug = false;

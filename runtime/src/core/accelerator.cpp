@@ -7,6 +7,7 @@
 #include "distributed/distributed_state.h"
 #include "distributed/gradient_sync.h"
 #include "optim/exact_step_check.h"
+#include "parallel/tensor_parallel.h"
 #include "sharding/optimizer_state_tensors.h"
 #include "sharding/wrap_policy.h"
 #include "step_checks.h"
@@ -152,7 +153,11 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
 #endif
   check_mixed_precision_available(impl_->options.mixed_precision, impl_->device);
   // Every process constructs its Accelerator at the same point: the groups' rendezvous.
-  if (impl_->hybrid()) impl_->dist->hybrid_groups(impl_->group_settings());
+  if (impl_->options.parallelism_config) {
+    form_mesh();
+  } else if (impl_->hybrid()) {
+    impl_->dist->hybrid_groups(impl_->group_settings());
+  }
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->distributed()) {
     impl_->gradient_state->refuse_unaveraged = !impl_->options.allow_unprepared_parameters;
@@ -171,6 +176,45 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
       });
     }
   }
+}
+
+void Accelerator::form_mesh() {
+  auto& config = *impl_->options.parallelism_config;
+  // Accelerate's rule: a config that leaves every size at 1 is plain data parallelism.
+  if (config.total_size() == 1) config.dp_replicate_size(num_processes());
+  TORCH_CHECK(config.total_size() == num_processes(), "accel: parallelism_config's sizes (",
+              "dp_replicate_size ", config.dp_replicate_size(), " x dp_shard_size ",
+              config.dp_shard_size(), " x tp_size ", config.tp_size(), " x cp_size ",
+              config.cp_size(), " = ", config.total_size(), ") do not multiply to the ",
+              num_processes(), " processes of this job");
+  if (impl_->distributed()) impl_->mesh = &impl_->dist->mesh(config, impl_->group_settings());
+}
+
+int64_t Accelerator::mesh_coordinate(int dim, const char* method) const {
+  TORCH_CHECK(impl_->options.parallelism_config.has_value(), "accel: ", method,
+              "() needs a device mesh; set AcceleratorOptions::parallelism_config, or launch "
+              "with --use_parallelism_config");
+  return impl_->mesh != nullptr ? impl_->mesh->coordinate(static_cast<detail::MeshDim>(dim)) : 0;
+}
+
+int64_t Accelerator::data_parallel_rank() const {
+  return mesh_coordinate(static_cast<int>(detail::MeshDim::dp_replicate), "data_parallel_rank");
+}
+int64_t Accelerator::data_parallel_shard_rank() const {
+  return mesh_coordinate(static_cast<int>(detail::MeshDim::dp_shard), "data_parallel_shard_rank");
+}
+int64_t Accelerator::tensor_parallel_rank() const {
+  return mesh_coordinate(static_cast<int>(detail::MeshDim::tp), "tensor_parallel_rank");
+}
+int64_t Accelerator::context_parallel_rank() const {
+  return mesh_coordinate(static_cast<int>(detail::MeshDim::cp), "context_parallel_rank");
+}
+int64_t Accelerator::pipeline_parallel_rank() const {
+  mesh_coordinate(0, "pipeline_parallel_rank");
+  return 0;
+}
+const std::optional<ParallelismConfig>& Accelerator::parallelism_config() const {
+  return impl_->options.parallelism_config;
 }
 
 Accelerator::~Accelerator() {
@@ -212,7 +256,7 @@ bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_
 
 // ---- prepare ------------------------------------------------------------------------------------
 
-void Accelerator::prepare_model(torch::nn::Module& model) {
+void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPlan* plan) {
   detail::CollectiveLabel collective_label("prepare_model");
   if (impl_->find(&model) != nullptr) return;
   const auto parameters = model.parameters();
@@ -242,6 +286,7 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
     detail::apply_activation_checkpointing(model,
                                            impl_->options.fsdp_transformer_layer_cls_to_wrap);
   }
+  if (plan != nullptr) apply_tensor_parallel(model, *plan);
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
@@ -252,9 +297,32 @@ void Accelerator::prepare_model(torch::nn::Module& model) {
     const bool all_reduce =
         strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
     prepared.sync = std::make_unique<detail::GradientSynchronizer>(
-        model, impl_->dist->device_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
+        model, impl_->gradient_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
   }
   impl_->models.push_back(std::move(prepared));
+}
+
+void Accelerator::apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan) {
+  const auto* mesh = impl_->mesh;
+  if (mesh == nullptr || !mesh->config().tp_enabled()) {
+    // Ignored where nothing is split, so one program runs on every layout; still checked.
+    detail::check_tensor_parallel_plan(model, plan, 1);
+    return;
+  }
+  TORCH_CHECK(impl_->effective_sharding_strategy() == ShardingStrategy::NoShard,
+              "accel: tensor parallelism under sharding_strategy ",
+              impl_->effective_sharding_strategy(),
+              " is not supported yet (the slices are not sharded again over dp_shard); set "
+              "sharding_strategy NO_SHARD, under which the data dimensions replicate the slices");
+  // Every process splits the same whole tensors: rank 0's, as prepare() gives every process.
+  std::vector<torch::Tensor> states;
+  for (const auto& p : model.parameters()) states.push_back(p);
+  for (const auto& b : model.buffers()) states.push_back(b);
+  if (!states.empty()) {
+    torch::NoGradGuard no_grad;
+    c10d::broadcast_coalesced(impl_->dist->device_group(), states, 1 << 24, 0);
+  }
+  detail::apply_tensor_parallel_plan(model, plan, mesh->group(detail::MeshGroup::tp));
 }
 
 void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
@@ -385,8 +453,9 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   context.sharding.batch_size = batch_size;
   context.sharding.split_batches = impl_->options.split_batches;
   context.sharding.even_batches = impl_->options.even_batches;
-  context.sharding.num_processes = num_processes();
-  context.sharding.process_index = process_index();
+  // The processes of one data rank (its tp and cp processes) read the same batches.
+  context.sharding.num_processes = impl_->data_parallel_size();
+  context.sharding.process_index = impl_->data_rank();
   context.seed = impl_->options.seed;
   if (impl_->distributed()) {
     // A program that seeds each process differently must still shuffle the same way everywhere,
@@ -511,6 +580,9 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
   // so that the scaler unscales and this clips what the optimizers will step with.
   for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
   unscale_gradients();
+  if (impl_->mesh != nullptr && impl_->mesh->config().tp_enabled()) {
+    return impl_->clip_tensor_parallel_grad_norm(parameters, max_norm, norm_type);
+  }
   if (!impl_->sharded()) return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
   return impl_->clip_sharded_grad_norm(parameters, max_norm, norm_type);
 }
@@ -531,6 +603,26 @@ double Accelerator::Impl::clip_sharded_grad_norm(const std::vector<torch::Tensor
   for (const auto& p : rest) {
     if (p.grad().defined()) whole.push_back(p.grad());
   }
+  return clip_split_grad_norm(pieces, whole, *shard_group(), max_norm, norm_type);
+}
+
+double Accelerator::Impl::clip_tensor_parallel_grad_norm(
+    const std::vector<torch::Tensor>& parameters, double max_norm, double norm_type) {
+  // A slice's gradient is this process's part of the whole one; a parameter used whole has the
+  // same gradient on every process of the group, and is counted once.
+  std::vector<torch::Tensor> slices, whole;
+  for (const auto& p : parameters) {
+    if (!p.grad().defined()) continue;
+    (detail::is_tensor_parallel_slice(p) ? slices : whole).push_back(p.grad());
+  }
+  return clip_split_grad_norm(slices, whole, *mesh->group(detail::MeshGroup::tp), max_norm,
+                              norm_type);
+}
+
+double Accelerator::Impl::clip_split_grad_norm(std::vector<torch::Tensor>& pieces,
+                                               std::vector<torch::Tensor>& whole,
+                                               c10d::ProcessGroup& group, double max_norm,
+                                               double norm_type) {
   const bool infinity = std::isinf(norm_type);
   auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
   auto add = [&](const torch::Tensor& grad) {
@@ -542,7 +634,6 @@ double Accelerator::Impl::clip_sharded_grad_norm(const std::vector<torch::Tensor
     }
   };
   for (const auto& piece : pieces) add(piece);
-  auto& group = *shard_group();
   if (group.getRank() == 0) {
     for (const auto& grad : whole) add(grad);
   }

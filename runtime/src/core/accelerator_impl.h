@@ -84,6 +84,22 @@ struct Accelerator::Impl {
     }
     return nullptr;
   }
+  /// The device mesh, with a parallelism config on several processes; null otherwise.
+  const detail::DeviceMesh* mesh = nullptr;
+  /// The group of `kind` on the mesh, or `fallback` without one.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& mesh_group(
+      detail::MeshGroup kind, const c10::intrusive_ptr<c10d::ProcessGroup>& fallback) const {
+    return mesh != nullptr ? mesh->group(kind) : fallback;
+  }
+  /// Where data-parallel gradients average: the mesh's dp_replicate × dp_shard × cp, else all.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group() const {
+    return mesh_group(detail::MeshGroup::gradient, dist->device_group());
+  }
+  /// The processes that read different batches: the mesh's data ranks, else all.
+  int64_t data_parallel_size() const {
+    return mesh != nullptr ? mesh->config().data_parallel_size() : dist->world_size();
+  }
+  int64_t data_rank() const { return mesh != nullptr ? mesh->data_rank() : dist->rank(); }
   /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
   c10d::ProcessGroup& device_group() const { return *dist->device_group(); }
   /// The runtime's own CPU-side collectives: always Gloo.
@@ -107,15 +123,19 @@ struct Accelerator::Impl {
   bool hybrid() const {
     return sharded() && options.sharding_strategy == ShardingStrategy::HybridShard;
   }
-  /// The processes among which the shards are cut: this machine's under HYBRID_SHARD, else all.
+  /// The processes among which the shards are cut: the mesh's dp_shard × cp; without a mesh,
+  /// this machine's under HYBRID_SHARD, else all.
   const c10::intrusive_ptr<c10d::ProcessGroup>& shard_group() const {
+    if (mesh != nullptr) return mesh->group(detail::MeshGroup::shard);
     if (hybrid()) return dist->hybrid_groups(group_settings()).shard;
     // One process has a group only to shard (CPU offload); null otherwise, as the job's groups.
     return distributed() || !sharded() ? dist->device_group()
                                        : dist->single_process_group(group_settings());
   }
-  /// HYBRID_SHARD's replicas of this process's shards, one per machine; null otherwise.
+  /// HYBRID_SHARD's replicas of this process's shards: the mesh's dp_replicate, or without a
+  /// mesh one per machine; null otherwise.
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_group() const {
+    if (mesh != nullptr) return hybrid() ? mesh->group(detail::MeshGroup::dp_replicate) : nullptr;
     return hybrid() ? dist->hybrid_groups(group_settings()).replicate : nullptr;
   }
   // ---- The scopes' work (AccumulateScope, NoSyncGuard, JoinScope) ---------------------------
@@ -169,6 +189,13 @@ struct Accelerator::Impl {
   /// clip_grad_norm_ over gradients sharded across the processes.
   double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                                 double norm_type);
+  /// clip_grad_norm_ over tensor-parallel slices (NO_SHARD on the data dimensions).
+  double clip_tensor_parallel_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                        double max_norm, double norm_type);
+  /// Clips gradients of which `pieces` are this process's parts of a whole split over `group`
+  /// and `whole` are alike on all of its processes (counted once); returns the total norm.
+  double clip_split_grad_norm(std::vector<torch::Tensor>& pieces, std::vector<torch::Tensor>& whole,
+                              c10d::ProcessGroup& group, double max_norm, double norm_type);
 
   /// What save_state and load_state read and restore of the run.
   checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);

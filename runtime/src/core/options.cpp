@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <utility>
 
 namespace accel {
 namespace {
@@ -232,6 +233,53 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
   out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
 }
 
+/// The device mesh: the program's, else the launcher's variables (read, as by Accelerate, only
+/// under ACCELERATE_USE_PARALLELISM_CONFIG=true); and the sharding strategy its data dimensions
+/// imply where none was chosen (after resolve_sharding).
+void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                         ResolvedOptions& out) {
+  out.parallelism_config = options.parallelism_config();
+  if (!out.parallelism_config && detail::env_bool(env, contract::kUseParallelismConfig) == true) {
+    auto size = [&](const char* name) {
+      const auto value = detail::env_int(env, name).value_or(1);
+      TORCH_CHECK(value >= 1, "Invalid ", name, ": ", value, " (expected an integer >= 1)");
+      return value;
+    };
+    out.parallelism_config = ParallelismConfig()
+                                 .dp_replicate_size(size(contract::kDpReplicateSize))
+                                 .dp_shard_size(size(contract::kDpShardSize))
+                                 .tp_size(size(contract::kTpSize))
+                                 .cp_size(size(contract::kCpSize));
+  }
+  if (!out.parallelism_config) return;
+  const auto& mesh = *out.parallelism_config;
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"dp_replicate_size", mesh.dp_replicate_size()},
+        {"dp_shard_size", mesh.dp_shard_size()},
+        {"tp_size", mesh.tp_size()},
+        {"cp_size", mesh.cp_size()}}) {
+    TORCH_CHECK(value >= 1, "Invalid parallelism_config.", name, ": ", value,
+                " (expected an integer >= 1)");
+  }
+  TORCH_CHECK(!(mesh.dp_replicate_enabled() && !mesh.dp_shard_enabled() &&
+                (mesh.tp_enabled() || mesh.cp_enabled())),
+              "accel: parallelism_config has dp_replicate_size ", mesh.dp_replicate_size(),
+              " with dp_shard_size 1 beside tp_size ", mesh.tp_size(), " and cp_size ",
+              mesh.cp_size(),
+              "; tensor and context parallelism compose with sharded data parallelism "
+              "(as in Accelerate): use dp_shard_size ",
+              mesh.dp_replicate_size(),
+              " in its place, or keep dp_replicate_size > 1 beside dp_shard_size > 1 for "
+              "HYBRID_SHARD");
+  if (!mesh.dp_shard_enabled()) return;
+  const bool chosen =
+      options.sharding_strategy() || detail::env_string(env, contract::kShardingStrategy);
+  if (!chosen) out.sharding_strategy = ShardingStrategy::FullShard;
+  if (mesh.dp_replicate_enabled() && out.sharding_strategy == ShardingStrategy::FullShard) {
+    out.sharding_strategy = ShardingStrategy::HybridShard;
+  }
+}
+
 }  // namespace
 
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
@@ -239,6 +287,7 @@ ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   ResolvedOptions out;
   resolve_training_loop(options, env, out);
   resolve_sharding(options, env, out);
+  resolve_parallelism(options, env, out);
   resolve_fsdp_features(options, env, out);
   resolve_tracking_and_resume(options, env, out);
   check_ranges(out);

@@ -190,6 +190,36 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
   return *hybrid_;
 }
 
+const DeviceMesh& DistributedState::mesh(const ParallelismConfig& config,
+                                         const GroupSettings& settings) {
+  std::lock_guard<std::mutex> lock(hybrid_mutex_);
+  if (mesh_) {
+    const auto& made = mesh_->config();
+    TORCH_CHECK(made.dp_replicate_size() == config.dp_replicate_size() &&
+                    made.dp_shard_size() == config.dp_shard_size() &&
+                    made.tp_size() == config.tp_size() && made.cp_size() == config.cp_size(),
+                "accel: this process's device mesh was formed by an earlier Accelerator as "
+                "dp_replicate ",
+                made.dp_replicate_size(), " x dp_shard ", made.dp_shard_size(), " x cp ",
+                made.cp_size(), " x tp ", made.tp_size(),
+                "; an Accelerator with another parallelism_config cannot share it");
+    return *mesh_;
+  }
+  TORCH_CHECK(store_, "accel: a device mesh needs several processes");
+  const bool nccl = device(settings.cpu).is_cuda();
+  auto make_group = [&](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                        const std::string& name) {
+    return make_job_groups(store, rank, size, nccl,
+                           gloo_device(process_environment(), identity_.master_addr),
+                           settings.timeout, name, settings.debug)
+        .device;
+  };
+  mesh_ = std::make_unique<DeviceMesh>(config, identity_.rank, store_, make_group);
+  return *mesh_;
+}
+
+const DeviceMesh* DistributedState::existing_mesh() const { return mesh_.get(); }
+
 const c10::intrusive_ptr<c10d::ProcessGroup>& DistributedState::single_process_group(
     const GroupSettings& settings) {
   std::lock_guard<std::mutex> lock(hybrid_mutex_);

@@ -4,6 +4,7 @@
 // the c10d process group it talks through. Created by the first Accelerator and kept for the life
 // of the process, as torch.distributed's default group is.
 
+#include "device_mesh.h"
 #include "environment.h"
 
 #include <torch/types.h>
@@ -80,6 +81,14 @@ class DistributedState {
   /// one machine, where HYBRID_SHARD would be FULL_SHARD with an extra collective.
   const HybridGroups& hybrid_groups(const GroupSettings& settings);
 
+  /// The job's device mesh and its groups (device groups, as hybrid_groups'), formed on first
+  /// use. Collective: every process calls it at the same point with the same `config`, whose
+  /// sizes multiply to the number of processes. A later call with another config is refused:
+  /// the groups are the process's, made once.
+  const DeviceMesh& mesh(const ParallelismConfig& config, const GroupSettings& settings);
+  /// The mesh if one was formed, else null.
+  const DeviceMesh* existing_mesh() const;
+
   /// In a one-process job: a device group of this process alone, created on first use, for a
   /// sharded run's collectives (a one-process job shards only with CPU offload, to move the
   /// optimizer's side to the host). Its collectives copy nothing between processes.
@@ -98,6 +107,7 @@ class DistributedState {
   std::mutex hybrid_mutex_;
   std::optional<HybridGroups> hybrid_;
   c10::intrusive_ptr<c10d::ProcessGroup> single_;  // single_process_group()
+  std::unique_ptr<DeviceMesh> mesh_;
 };
 
 }  // namespace detail

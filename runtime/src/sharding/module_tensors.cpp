@@ -1,6 +1,7 @@
 #include "module_tensors.h"
 
 #include "accel_common/safetensors_header.h"
+#include "parallel/tensor_parallel.h"
 #include "sharded_parameter.h"
 #include "util/positional_file.h"
 
@@ -44,7 +45,7 @@ NamedTensors module_tensors(const torch::nn::Module& module) {
 
 bool has_sharded_parameters(const torch::nn::Module& module) {
   for (const auto& p : module.parameters()) {
-    if (is_sharded(p)) return true;
+    if (is_sharded(p) || is_tensor_parallel_slice(p)) return true;
   }
   return false;
 }
@@ -52,7 +53,11 @@ bool has_sharded_parameters(const torch::nn::Module& module) {
 NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) {
   NamedTensors out;
   for (auto& entry : module_tensors(module)) {
-    if (is_sharded(entry.second)) {
+    if (is_tensor_parallel_slice(entry.second)) {
+      // The slices of a tensor-parallel group, gathered whole (by every process of the group).
+      auto value = whole_tensor(entry.second);
+      if (keep) out.emplace_back(entry.first, value.to(torch::kCPU));
+    } else if (is_sharded(entry.second)) {
       // Every process takes part in the gather; only the keeper copies the value off the unit
       // (freed as the next units are gathered), into CPU memory (FSDP's FULL_STATE_DICT with
       // offload_to_cpu and rank0_only): one whole copy in all, on the host of the main process.

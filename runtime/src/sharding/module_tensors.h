@@ -17,12 +17,14 @@ namespace detail {
 /// weights) appears once, under its first name: safetensors cannot store two views of one buffer.
 NamedTensors module_tensors(const torch::nn::Module& module);
 
-/// True when some parameter of `module` is a sharded parameter (FULL_SHARD).
+/// True when some parameter of `module` is a sharded parameter (FULL_SHARD) or a tensor-parallel
+/// slice: its whole values need the other processes.
 bool has_sharded_parameters(const torch::nn::Module& module);
 
-/// module_tensors() with the values of sharded parameters, for writing (FULL_STATE_DICT). With
-/// sharded parameters every process must call it (each is gathered, unit by unit); only those
-/// with `keep` get the tensors, copied to the CPU, so one whole copy exists, on the writer's host.
+/// module_tensors() with the values of sharded parameters and tensor-parallel slices gathered
+/// whole, for writing (FULL_STATE_DICT). With either, every process must call it (each is gathered,
+/// unit by unit); only those with `keep` get the tensors, copied to the CPU, so one whole copy
+/// exists, on the writer's host.
 NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep);
 
 /// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the

@@ -145,6 +145,16 @@ constexpr c10::DispatchKey kOffloadDispatchKey = c10::DispatchKey::DeferredInit;
 // FakeTensor mode cannot use FULL_SHARD.
 constexpr c10::DispatchKey kShardedDispatchKey = c10::DispatchKey::Fake;
 
+// The dispatch key tensor-parallel slices carry (parallel/tensor_parallel.h). It must sit above
+// autocast and autograd, so that Linear's and Embedding's operators reach accel whole, with the
+// activations, and have no kernel or fallback of LibTorch's C++ library. The functionality keys
+// above autocast are functorch's and vmap's (which register fallbacks), DeferredInit
+// (offload.cpp's), PythonTLSSnapshot (Python's) and TESTING_ONLY_GenericWrapper, which
+// LibTorch registers nothing for outside its own dispatcher tests: that one. A process that
+// also runs those tests cannot use tensor parallelism.
+constexpr c10::DispatchKey kTensorParallelDispatchKey =
+    c10::DispatchKey::TESTING_ONLY_GenericWrapper;
+
 // ---- ATen's vector square root -----------------------------------------------------------------
 
 /// ATen's CPU sqrt on an MKL build (the x86 wheels) is MKL's vector sqrt, vm{s,d}Sqrt in high

@@ -1,0 +1,244 @@
+// A tensor-parallel plan applied in place: see tensor_parallel.h.
+
+#include "tensor_parallel.h"
+
+#include "distributed/collectives.h"
+#include "tp_kernels.h"
+#include "util/torch_compat.h"
+
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace accel {
+namespace detail {
+namespace {
+
+struct Registered {
+  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  std::shared_ptr<const TpSlice> slice;
+};
+
+std::mutex registry_mutex;
+// By storage: a planned parameter's views (its t(), a detach()) share it.
+std::unordered_map<const c10::StorageImpl*, Registered>& registry() {
+  static auto* map = new std::unordered_map<const c10::StorageImpl*, Registered>();
+  return *map;
+}
+
+std::vector<std::string> components(const std::string& name) {
+  std::vector<std::string> parts;
+  std::stringstream text(name);
+  for (std::string part; std::getline(text, part, '.');) parts.push_back(part);
+  return parts;
+}
+
+bool matches(const std::string& pattern, const std::string& name) {
+  const auto want = components(pattern), have = components(name);
+  if (want.size() != have.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] != "*" && want[i] != have[i]) return false;
+  }
+  return true;
+}
+
+std::string style_names() {
+  return "colwise, rowwise, colwise_rep (colwise_gather_output), rowwise_rep "
+         "(rowwise_split_input), embedding_rowwise, replicate";
+}
+
+/// One planned module and how its parameters split.
+struct PlannedModule {
+  std::string name;
+  TpStyle style;
+  torch::nn::Module* module;
+  std::vector<std::pair<std::string, int64_t>> splits;  // parameter name, dim
+};
+
+void check_divides(int64_t size, int64_t tp, const std::string& what, const PlannedModule& m) {
+  TORCH_CHECK(size % tp == 0, "accel: the tensor-parallel plan splits '", m.name, "' ",
+              to_string(m.style), " over tp_size ", tp, ", which does not divide its ", what, " (",
+              size, ")");
+}
+
+/// The parameters `m` splits, checked against its type and sizes.
+void plan_splits(PlannedModule& m, int64_t tp) {
+  const bool linear_style = m.style != TpStyle::embedding_rowwise && m.style != TpStyle::replicate;
+  if (linear_style) {
+    auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.module);
+    TORCH_CHECK(linear != nullptr, "accel: the tensor-parallel plan splits '", m.name, "' ",
+                to_string(m.style), ", which needs a torch::nn::Linear; it is a ",
+                m.module->name());
+    // A bias is split with the output features only where the output stays split (colwise);
+    // elsewhere it is added whole after the collective, as DTensor's styles do.
+    if (m.style == TpStyle::colwise) {
+      check_divides(linear->options.out_features(), tp, "out_features", m);
+      m.splits = {{"weight", 0}, {"bias", 0}};
+    } else if (m.style == TpStyle::colwise_gather_output) {
+      check_divides(linear->options.out_features(), tp, "out_features", m);
+      m.splits = {{"weight", 0}};
+    } else {
+      check_divides(linear->options.in_features(), tp, "in_features", m);
+      m.splits = {{"weight", 1}};
+    }
+  } else if (m.style == TpStyle::embedding_rowwise) {
+    auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(m.module);
+    TORCH_CHECK(embedding != nullptr, "accel: the tensor-parallel plan splits '", m.name,
+                "' embedding_rowwise, which needs a torch::nn::Embedding; it is a ",
+                m.module->name());
+    TORCH_CHECK(!embedding->options.max_norm().has_value(), "accel: '", m.name,
+                "' has max_norm, which renormalises rows in place; embedding_rowwise cannot "
+                "split it");
+    TORCH_CHECK(!embedding->options.scale_grad_by_freq() && !embedding->options.sparse(),
+                "accel: '", m.name,
+                "' has scale_grad_by_freq or sparse, which embedding_rowwise does not split");
+    check_divides(embedding->options.num_embeddings(), tp, "num_embeddings", m);
+    m.splits = {{"weight", 0}};
+  }
+}
+
+/// Replaces `parameter`'s value, in place, by its slice along `dim` carrying the key.
+void slice_in_place(const at::Tensor& parameter, int64_t dim, int64_t rank, int64_t size) {
+  torch::NoGradGuard no_grad;
+  at::Tensor value = parameter.detach();
+  const int64_t width = value.size(dim) / size;
+  value = value.narrow(dim, rank * width, width).clone(at::MemoryFormat::Contiguous);
+  const auto backend = c10::computeDispatchKey(value.scalar_type(), c10::kStrided, value.device());
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::Storage(value.storage()), c10::DispatchKeySet({kTensorParallelDispatchKey, backend}),
+      value.dtype());
+  impl->set_sizes_and_strides(value.sizes(), value.strides(), value.storage_offset());
+  parameter.unsafeGetTensorImpl()->shallow_copy_from(impl);
+  if (parameter.grad().defined()) const_cast<at::Tensor&>(parameter).mutable_grad() = at::Tensor();
+}
+
+void register_slice(const at::Tensor& parameter, TpSlice slice) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto* storage = parameter.storage().unsafeGetStorageImpl();
+  registry().insert_or_assign(
+      storage, Registered{c10::weak_intrusive_ptr<c10::StorageImpl>(
+                              c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+                          std::make_shared<const TpSlice>(std::move(slice))});
+}
+
+std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
+                                           const TensorParallelPlan& plan, int64_t tp) {
+  const auto modules = model.named_modules();
+  std::vector<PlannedModule> planned;
+  for (const auto& [pattern, style_name] : plan.entries()) {
+    const auto style = parse_tp_style(style_name);
+    TORCH_CHECK(style.has_value(), "accel: the tensor-parallel plan gives '", pattern,
+                "' the style '", style_name, "', which does not exist (styles: ", style_names(),
+                ")");
+    bool found = false;
+    for (const auto& item : modules) {
+      if (!matches(pattern, item.key())) continue;
+      found = true;
+      for (const auto& earlier : planned) {
+        TORCH_CHECK(earlier.name != item.key(), "accel: the tensor-parallel plan names '",
+                    item.key(), "' twice (", to_string(earlier.style), " and ", style_name, ")");
+      }
+      PlannedModule m{item.key(), *style, item.value().get(), {}};
+      plan_splits(m, tp);
+      planned.push_back(std::move(m));
+    }
+    TORCH_CHECK(found, "accel: the tensor-parallel plan's pattern '", pattern,
+                "' matches no module of the model (a '*' stands for one name component; the "
+                "model's modules are named as named_modules() names them, e.g. '",
+                modules.size() > 1 ? modules[1].key() : std::string("fc1"), "')");
+  }
+  return planned;
+}
+
+}  // namespace
+
+std::optional<TpStyle> parse_tp_style(const std::string& name) {
+  static const std::map<std::string, TpStyle> styles{
+      {"colwise", TpStyle::colwise},
+      {"colwise_rep", TpStyle::colwise_gather_output},
+      {"colwise_gather_output", TpStyle::colwise_gather_output},
+      {"rowwise", TpStyle::rowwise},
+      {"rowwise_rep", TpStyle::rowwise_split_input},
+      {"rowwise_split_input", TpStyle::rowwise_split_input},
+      {"embedding_rowwise", TpStyle::embedding_rowwise},
+      {"replicate", TpStyle::replicate},
+  };
+  auto it = styles.find(name);
+  if (it == styles.end()) return std::nullopt;
+  return it->second;
+}
+
+const char* to_string(TpStyle style) {
+  switch (style) {
+    case TpStyle::colwise:
+      return "colwise";
+    case TpStyle::colwise_gather_output:
+      return "colwise_gather_output";
+    case TpStyle::rowwise:
+      return "rowwise";
+    case TpStyle::rowwise_split_input:
+      return "rowwise_split_input";
+    case TpStyle::embedding_rowwise:
+      return "embedding_rowwise";
+    case TpStyle::replicate:
+      return "replicate";
+  }
+  return "?";
+}
+
+void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorParallelPlan& plan,
+                                int64_t tp) {
+  planned_modules(model, plan, tp);
+}
+
+void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPlan& plan,
+                                const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  const int64_t tp = group->getSize(), rank = group->getRank();
+  const auto planned = planned_modules(model, plan, tp);
+  register_tp_kernels();
+  for (const auto& m : planned) {
+    const auto parameters = m.module->named_parameters(/*recurse=*/false);
+    for (const auto& [parameter_name, dim] : m.splits) {
+      const auto* parameter = parameters.find(parameter_name);
+      if (parameter == nullptr || !parameter->defined()) continue;  // a Linear without bias
+      TpSlice slice;
+      slice.style = m.style;
+      slice.dim = dim;
+      slice.whole_size = parameter->size(dim);
+      slice.name = m.name.empty() ? parameter_name : m.name + "." + parameter_name;
+      slice.group = group;
+      slice_in_place(*parameter, dim, rank, tp);
+      register_slice(*parameter, std::move(slice));
+    }
+  }
+}
+
+const TpSlice* tp_slice_of(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.key_set().has(kTensorParallelDispatchKey) ||
+      !tensor.has_storage())
+    return nullptr;
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(tensor.storage().unsafeGetStorageImpl());
+  if (it == registry().end() || it->second.storage.expired()) return nullptr;
+  return it->second.slice.get();
+}
+
+at::Tensor whole_tensor(const at::Tensor& tensor) {
+  const TpSlice* slice = tp_slice_of(tensor);
+  if (slice == nullptr) return tensor;
+  c10::impl::ExcludeDispatchKeyGuard plain(kTensorParallelDispatchKey);
+  auto parts = all_gather(*slice->group, tensor.detach().contiguous());
+  return at::cat(parts, slice->dim);
+}
+
+}  // namespace detail
+}  // namespace accel

@@ -1,0 +1,79 @@
+#pragma once
+
+// Tensor parallelism from a plan (accel/tensor_parallel.h), in place.
+//
+// LibTorch modules have no forward hooks, so the collectives of a split layer cannot be put
+// "around its forward". The planned parameters carry them instead: each is replaced, in place
+// (the module's registered entry and its member alike), by this process's slice, whose dispatch
+// key set includes kTensorParallelDispatchKey. That key sits above autocast and autograd, so the
+// operators a Linear or an Embedding forward runs (linear, addmm and matmul on the weight or
+// its t(), embedding) reach tp_kernels.cpp whole, with the activations, where the slice's
+// style adds its collectives (tp_collectives.h) and runs the operator below the key. Every other
+// operator passes the key by (the optimizer's, a view's, a copy's), and backward's operators see
+// plain mm/bmm on the slices, so autograd differentiates through the collectives as written.
+
+#include <accel/tensor_parallel.h>
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace accel {
+namespace detail {
+
+enum class TpStyle {
+  colwise,
+  colwise_gather_output,
+  rowwise,
+  rowwise_split_input,
+  embedding_rowwise,
+  replicate,
+};
+
+/// The style `name` spells (either spelling of the replicated-side styles); none otherwise.
+std::optional<TpStyle> parse_tp_style(const std::string& name);
+const char* to_string(TpStyle style);
+
+/// What a planned parameter holds.
+struct TpSlice {
+  TpStyle style = TpStyle::replicate;
+  /// The dimension the parameter is split along (a parameter used whole is not planned: a
+  /// rowwise layer's bias, added after the all-reduce, stays a plain parameter).
+  int64_t dim = 0;
+  /// Its size along `dim` before the split.
+  int64_t whole_size = 0;
+  /// The module's name and the parameter's, for messages.
+  std::string name;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+};
+
+/// Splits the modules `plan` names across `group`, in place. Everything is checked before
+/// anything changes, alike on every process (the plan and the model are the same everywhere):
+/// an error names the pattern, the module, the style and the sizes.
+void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPlan& plan,
+                                const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+
+/// The same checks without splitting anything, as for a group of `tp` processes (a plan on a
+/// layout without tensor parallelism is checked with tp 1, then ignored).
+void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorParallelPlan& plan,
+                                int64_t tp);
+
+/// The slice a tensor (a planned parameter or a view of one) holds; null for any other.
+const TpSlice* tp_slice_of(const at::Tensor& tensor);
+
+/// True for a parameter split across its group (a slice, not a whole tensor).
+inline bool is_tensor_parallel_slice(const at::Tensor& tensor) {
+  const TpSlice* slice = tp_slice_of(tensor);
+  return slice != nullptr;
+}
+
+/// The whole value of a split parameter, gathered from its group (collective: every process of
+/// the group calls it in the same order); `tensor` itself for any other.
+at::Tensor whole_tensor(const at::Tensor& tensor);
+
+}  // namespace detail
+}  // namespace accel

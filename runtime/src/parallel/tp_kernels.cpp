@@ -1,0 +1,128 @@
+// Linear's and Embedding's operators on tensor-parallel slices: each adds its style's
+// collectives around the operator, which runs below the key. See tensor_parallel.h.
+//
+// LinearImpl::forward runs `addmm(bias, input, weight.t())` on a 2-D input with a bias and
+// `input.matmul(weight.t())`, then `output += bias`, otherwise; a program may also call
+// torch::linear. The weight's t() is a view and keeps the key, so each form arrives here with
+// the slice it was taken from. Backward's formulas run mm on the saved views, which passes.
+
+#include "tp_kernels.h"
+
+#include "tensor_parallel.h"
+#include "tp_collectives.h"
+#include "util/torch_compat.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <optional>
+
+namespace accel {
+namespace detail {
+namespace {
+
+using Plain = c10::impl::ExcludeDispatchKeyGuard;
+
+/// The slice behind a Linear's weight (or its t()), refusing one split for another operator.
+const TpSlice* linear_slice(const at::Tensor& weight, const char* op) {
+  const TpSlice* slice = tp_slice_of(weight);
+  TORCH_CHECK(slice == nullptr || slice->style != TpStyle::embedding_rowwise, "accel: ", op,
+              " uses '", slice == nullptr ? "" : slice->name,
+              "', which the tensor-parallel plan splits embedding_rowwise (by rows of the "
+              "table); a weight tied to a Linear cannot be split that way: plan the embedding "
+              "'replicate', or untie the weights");
+  return slice;
+}
+
+bool colwise(const TpSlice& s) {
+  return s.style == TpStyle::colwise || s.style == TpStyle::colwise_gather_output;
+}
+
+/// The input a slice's product takes: a colwise layer's input is used whole by every process
+/// (its gradient summed over the group); a rowwise_split_input layer keeps its own slice.
+at::Tensor layer_input(const TpSlice& s, const at::Tensor& input) {
+  if (colwise(s)) return copy_to_group(input, s.group);
+  if (s.style == TpStyle::rowwise_split_input) return split_last_dim(input, s.group);
+  return input;
+}
+
+/// The product's output as the style hands it on: partial sums all-reduced (rowwise), slices
+/// gathered (colwise_gather_output), or left sharded (colwise).
+at::Tensor layer_output(const TpSlice& s, const at::Tensor& product) {
+  if (s.style == TpStyle::colwise_gather_output) return gather_last_dim(product, s.group);
+  if (colwise(s)) return product;
+  return reduce_from_group(product, s.group);
+}
+
+at::Tensor tp_linear(const at::Tensor& input, const at::Tensor& weight,
+                     const std::optional<at::Tensor>& bias) {
+  Plain plain(kTensorParallelDispatchKey);
+  const TpSlice* s = linear_slice(weight, "linear");
+  if (s == nullptr) return at::linear(input, weight, bias);
+  // A sliced bias (colwise) goes with the product; a whole one after the collective.
+  const bool bias_sliced =
+      bias && bias->defined() && colwise(*s) && s->style != TpStyle::colwise_gather_output;
+  auto out = layer_output(
+      *s, at::linear(layer_input(*s, input), weight, bias_sliced ? bias : std::nullopt));
+  if (bias && bias->defined() && !bias_sliced) out = out + *bias;
+  return out;
+}
+
+at::Tensor tp_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+  Plain plain(kTensorParallelDispatchKey);
+  const TpSlice* s = linear_slice(mat2, "addmm");
+  if (s == nullptr) return at::addmm(self, mat1, mat2, beta, alpha);
+  if (s->style == TpStyle::colwise)
+    return at::addmm(self, layer_input(*s, mat1), mat2, beta, alpha);
+  auto product = at::mm(layer_input(*s, mat1), mat2);
+  if (!alpha.equal(1)) product = product * alpha;
+  return at::add(layer_output(*s, product), self, beta);
+}
+
+at::Tensor tp_matmul(const at::Tensor& self, const at::Tensor& other) {
+  Plain plain(kTensorParallelDispatchKey);
+  const TpSlice* s = linear_slice(other, "matmul");
+  if (s == nullptr) return at::matmul(self, other);
+  return layer_output(*s, at::matmul(layer_input(*s, self), other));
+}
+
+at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
+                        c10::SymInt padding_idx, bool scale_grad_by_freq, bool sparse) {
+  Plain plain(kTensorParallelDispatchKey);
+  const TpSlice* s = tp_slice_of(weight);
+  if (s == nullptr || s->style != TpStyle::embedding_rowwise) {
+    return at::embedding_symint(weight, indices, padding_idx, scale_grad_by_freq, sparse);
+  }
+  // Vocabulary-parallel lookup: each process looks up the ids in its rows, zeros the others,
+  // and the lookups are summed over the group (one process holds each id's row).
+  const int64_t rows = weight.size(0), first = s->group->getRank() * rows;
+  const auto outside = indices.lt(first).logical_or(indices.ge(first + rows));
+  const auto local = (indices - first).masked_fill(outside, 0);
+  const int64_t padding = padding_idx.expect_int();
+  const int64_t local_padding = padding >= first && padding < first + rows ? padding - first : -1;
+  auto found = at::embedding(weight, local, local_padding, scale_grad_by_freq, sparse);
+  return reduce_from_group(found.masked_fill(outside.unsqueeze(-1), 0), s->group);
+}
+
+}  // namespace
+
+void register_tp_kernels() {
+  static const bool registered = [] {
+    auto* fallthrough = new torch::Library(torch::Library::IMPL, "_", kTensorParallelDispatchKey,
+                                           __FILE__, __LINE__);
+    fallthrough->fallback(torch::CppFunction::makeFallthrough());
+    auto* kernels = new torch::Library(torch::Library::IMPL, "aten", kTensorParallelDispatchKey,
+                                       __FILE__, __LINE__);
+    kernels->impl("linear", TORCH_FN(tp_linear));
+    kernels->impl("addmm", TORCH_FN(tp_addmm));
+    kernels->impl("matmul", TORCH_FN(tp_matmul));
+    kernels->impl("embedding", TORCH_FN(tp_embedding));
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace detail
+}  // namespace accel

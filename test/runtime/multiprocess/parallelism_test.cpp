@@ -1,0 +1,259 @@
+// The device mesh and tensor parallelism, with real processes started by `accel launch` (see
+// test/CMakeLists.txt for the process count of each case): a GPT-style model trained on a mesh
+// against the same program on plain LibTorch in one process, on the same global batches.
+// Collectives go over Gloo.
+
+#include <accel/accel.h>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+int64_t world_size() { return std::atoll(std::getenv("WORLD_SIZE")); }
+
+constexpr int64_t kVocab = 32, kDim = 16, kHeads = 4, kSeq = 8, kBatch = 2;
+
+/// Causal self-attention whose q/k/v reshape with -1 heads, so a colwise split keeps whole heads.
+/// The key projection has no bias: its gradient is zero up to rounding (softmax is invariant to
+/// it), which no norm test can compare.
+struct AttentionImpl : torch::nn::Module {
+  AttentionImpl() {
+    q = register_module("q", torch::nn::Linear(kDim, kDim));
+    k = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(kDim, kDim).bias(false)));
+    v = register_module("v", torch::nn::Linear(kDim, kDim));
+    o = register_module("o", torch::nn::Linear(kDim, kDim));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const int64_t batch = x.size(0), seq = x.size(1), head_dim = kDim / kHeads;
+    auto heads = [&](torch::nn::Linear& projection) {
+      return projection(x).view({batch, seq, -1, head_dim}).transpose(1, 2);
+    };
+    auto y = torch::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0,
+                                                 /*is_causal=*/true);
+    return o(y.transpose(1, 2).reshape({batch, seq, -1}));
+  }
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+};
+TORCH_MODULE(Attention);
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() {
+    up = register_module("up", torch::nn::Linear(kDim, 4 * kDim));
+    down = register_module("down", torch::nn::Linear(4 * kDim, kDim));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return down(torch::gelu(up(x))); }
+  torch::nn::Linear up{nullptr}, down{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() {
+    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    attn = register_module("attn", Attention());
+    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    mlp = register_module("mlp", Mlp());
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x + attn(ln1(x));
+    return x + mlp(ln2(x));
+  }
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GptImpl : torch::nn::Module {
+  GptImpl() {
+    wte = register_module("wte", torch::nn::Embedding(kVocab, kDim));
+    wpe = register_module("wpe", torch::nn::Embedding(kSeq, kDim));
+    blocks = register_module("blocks", torch::nn::ModuleList(Block(), Block()));
+    ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
+    head = register_module("head", torch::nn::Linear(kDim, kVocab));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto x = wte(tokens) + wpe(torch::arange(tokens.size(1)));
+    for (const auto& block : *blocks) x = block->as<Block>()->forward(x);
+    return head(ln_f(x));
+  }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+/// A Megatron plan for Gpt: heads and the MLP's hidden features split, the vocabulary split in
+/// the embedding, the head's output gathered.
+accel::TensorParallelPlan gpt_plan() {
+  return accel::TensorParallelPlan{{"wte", "embedding_rowwise"},   {"wpe", "replicate"},
+                                   {"blocks.*.attn.q", "colwise"}, {"blocks.*.attn.k", "colwise"},
+                                   {"blocks.*.attn.v", "colwise"}, {"blocks.*.attn.o", "rowwise"},
+                                   {"blocks.*.mlp.up", "colwise"}, {"blocks.*.mlp.down", "rowwise"},
+                                   {"head", "colwise_rep"}};
+}
+
+/// Data rank `rank`'s batch at `step` (tokens, next tokens), the same in every run.
+std::pair<torch::Tensor, torch::Tensor> batch(int64_t step, int64_t rank) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(7919 * step + rank);
+  auto tokens = torch::randint(kVocab, {kBatch, kSeq + 1}, generator);
+  return {tokens.narrow(1, 0, kSeq), tokens.narrow(1, 1, kSeq)};
+}
+
+torch::Tensor loss_of(Gpt& model, const torch::Tensor& tokens, const torch::Tensor& targets) {
+  return torch::cross_entropy_loss(model(tokens).reshape({-1, kVocab}), targets.reshape({-1}));
+}
+
+constexpr int64_t kSteps = 6;
+constexpr double kClip = 0.5;
+
+torch::optim::AdamW adamw(Gpt& model) {
+  return torch::optim::AdamW(model->parameters(),
+                             torch::optim::AdamWOptions(1e-2).weight_decay(0.1));
+}
+
+/// The program on plain LibTorch in one process over the global batches of `data_ranks`:
+/// the final weights by name and each step's total gradient norm.
+std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> reference(int64_t data_ranks) {
+  torch::manual_seed(0);
+  Gpt model;
+  auto optimizer = adamw(model);
+  std::vector<double> norms;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    std::vector<torch::Tensor> tokens, targets;
+    for (int64_t r = 0; r < data_ranks; ++r) {
+      auto [t, y] = batch(step, r);
+      tokens.push_back(t);
+      targets.push_back(y);
+    }
+    optimizer.zero_grad();
+    loss_of(model, torch::cat(tokens), torch::cat(targets)).backward();
+    norms.push_back(torch::nn::utils::clip_grad_norm_(model->parameters(), kClip));
+    optimizer.step();
+  }
+  std::map<std::string, torch::Tensor> weights;
+  for (const auto& item : model->named_parameters()) weights[item.key()] = item.value().clone();
+  return {weights, norms};
+}
+
+/// max|a - b| / max|b|.
+double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max()).item<double>();
+}
+
+/// Trains Gpt on the mesh `config` and compares it with reference(): every step's total norm
+/// within 1e-4 (relative), every final tensor within 1e-3.
+void expect_matches_one_process(const accel::ParallelismConfig& config,
+                                const accel::TensorParallelPlan& plan) {
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions().parallelism_config(config).sharding_strategy("NO_SHARD"));
+  const int64_t data_rank = accelerator.data_parallel_rank() * config.dp_shard_size() +
+                            accelerator.data_parallel_shard_rank();
+  torch::manual_seed(0);
+  Gpt model;
+  int64_t whole_numel = 0;
+  for (const auto& p : model->parameters()) whole_numel += p.numel();
+  accelerator.prepare(model, plan);
+  auto optimizer = accelerator.prepare(adamw(model));
+
+  std::vector<double> norms;
+  for (int64_t step = 0; step < kSteps; ++step) {
+    auto [tokens, targets] = batch(step, data_rank);
+    optimizer.zero_grad();
+    accelerator.backward(loss_of(model, tokens, targets));
+    norms.push_back(accelerator.clip_grad_norm_(model->parameters(), kClip));
+    optimizer.step();
+  }
+  const auto [expected, expected_norms] = reference(config.data_parallel_size());
+  for (int64_t step = 0; step < kSteps; ++step) {
+    EXPECT_NEAR(norms[step], expected_norms[step], 1e-4 * expected_norms[step]) << "step " << step;
+  }
+  const auto whole = accelerator.get_state_dict(model);
+  if (accelerator.is_main_process()) {
+    ASSERT_EQ(whole.size(), expected.size());
+    for (const auto& [name, value] : whole) {
+      ASSERT_TRUE(expected.count(name)) << name;
+      ASSERT_EQ(value.sizes(), expected.at(name).sizes()) << name;
+      EXPECT_LT(relative_difference(value, expected.at(name)), 1e-3) << name;
+    }
+  }
+  // The planned parameters are this process's slices: 1/tp of theirs.
+  int64_t held = 0, planned_whole = 0, planned_held = 0;
+  for (const auto& item : model->named_parameters()) {
+    held += item.value().numel();
+    const auto& name = item.key();
+    const bool replicated = name.rfind("wpe", 0) == 0 || name.find("ln") != std::string::npos ||
+                            name.find("attn.o.bias") != std::string::npos ||
+                            name.find("mlp.down.bias") != std::string::npos || name == "head.bias";
+    if (!replicated) {
+      planned_held += item.value().numel();
+      planned_whole += expected.at(name).numel();
+    }
+  }
+  EXPECT_EQ(planned_held * config.tp_size(), planned_whole);
+  EXPECT_LT(held, whole_numel);
+}
+
+TEST(TensorParallel, GptOverTheWholeJobMatchesOneProcess) {
+  expect_matches_one_process(accel::ParallelismConfig().tp_size(world_size()), gpt_plan());
+}
+
+TEST(TensorParallel, GptOnDataShardTimesTensorMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  expect_matches_one_process(accel::ParallelismConfig().dp_shard_size(2).tp_size(2), gpt_plan());
+}
+
+TEST(DeviceMesh, RanksFollowAccelerateOrder) {
+  ASSERT_EQ(world_size(), 4);
+  accel::Accelerator accelerator(
+      accel::AcceleratorOptions()
+          .parallelism_config(accel::ParallelismConfig().dp_shard_size(2).tp_size(2))
+          .sharding_strategy("NO_SHARD"));
+  const int64_t rank = accelerator.process_index();
+  // tp innermost: ranks 0,1 are one tp group, 2,3 the other.
+  EXPECT_EQ(accelerator.tensor_parallel_rank(), rank % 2);
+  EXPECT_EQ(accelerator.data_parallel_shard_rank(), rank / 2);
+  EXPECT_EQ(accelerator.data_parallel_rank(), 0);
+  EXPECT_EQ(accelerator.context_parallel_rank(), 0);
+  EXPECT_EQ(accelerator.pipeline_parallel_rank(), 0);
+  // A prepared loader gives the processes of one data rank the same batches, and the two data
+  // ranks different ones.
+  auto dataset = torch::data::datasets::TensorDataset(torch::arange(16).view({16, 1}))
+                     .map(torch::data::transforms::Stack<torch::data::TensorExample>());
+  auto loader =
+      accelerator.prepare(torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(dataset), 4));
+  std::vector<torch::Tensor> seen;
+  for (auto& b : *loader) seen.push_back(b.data.flatten());
+  const auto all = accelerator.gather(torch::cat(seen)).view({4, -1});
+  EXPECT_TRUE(torch::equal(all[0], all[1]));
+  EXPECT_TRUE(torch::equal(all[2], all[3]));
+  EXPECT_FALSE(torch::equal(all[0], all[2]));
+}
+
+TEST(TensorParallel, SizesTheGroupDoesNotDivideAreRefusedOnEveryProcess) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().parallelism_config(
+      accel::ParallelismConfig().tp_size(world_size())));
+  torch::nn::Sequential model(torch::nn::Linear(4, 7), torch::nn::Linear(7, 3));
+  try {
+    accelerator.prepare(model, accel::TensorParallelPlan{{"0", "colwise"}, {"1", "rowwise"}});
+    FAIL() << "a split tp_size does not divide was accepted";
+  } catch (const c10::Error& e) {
+    const std::string message = e.what_without_backtrace();
+    EXPECT_NE(message.find("'0' colwise over tp_size " + std::to_string(world_size()) +
+                           ", which does not divide its out_features (7)"),
+              std::string::npos)
+        << message;
+  }
+  // Nothing was split: the model is whole on every process.
+  EXPECT_EQ(model[0]->as<torch::nn::Linear>()->weight.size(0), 7);
+}
+
+}  // namespace
