@@ -309,11 +309,12 @@ void Accelerator::apply_tensor_parallel(torch::nn::Module& model, const TensorPa
     detail::check_tensor_parallel_plan(model, plan, 1);
     return;
   }
-  TORCH_CHECK(impl_->effective_sharding_strategy() == ShardingStrategy::NoShard,
-              "accel: tensor parallelism under sharding_strategy ",
+  TORCH_CHECK(!impl_->shards_parameters(), "accel: tensor parallelism under sharding_strategy ",
               impl_->effective_sharding_strategy(),
-              " is not supported yet (the slices are not sharded again over dp_shard); set "
-              "sharding_strategy NO_SHARD, under which the data dimensions replicate the slices");
+              " is not supported yet (its parameter shards would hide the slices from the "
+              "tensor-parallel operators); set sharding_strategy SHARD_GRAD_OP or "
+              "SHARD_OPTIMIZER_STATE, which shard the slices' gradients and optimizer state "
+              "over dp_shard, or NO_SHARD");
   // Every process splits the same whole tensors: rank 0's, as prepare() gives every process.
   std::vector<torch::Tensor> states;
   for (const auto& p : model.parameters()) states.push_back(p);
@@ -580,69 +581,75 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
   // so that the scaler unscales and this clips what the optimizers will step with.
   for (auto& shards : impl_->live_shards()) shards->reduce_gradients();
   unscale_gradients();
-  if (impl_->mesh != nullptr && impl_->mesh->config().tp_enabled()) {
-    return impl_->clip_tensor_parallel_grad_norm(parameters, max_norm, norm_type);
+  const bool tensor_parallel = impl_->mesh != nullptr && impl_->mesh->config().tp_enabled();
+  if (!impl_->sharded() && !tensor_parallel) {
+    return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
   }
-  if (!impl_->sharded()) return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
-  return impl_->clip_sharded_grad_norm(parameters, max_norm, norm_type);
+  return impl_->clip_split_grad_norm(parameters, max_norm, norm_type);
 }
 
-double Accelerator::Impl::clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters,
-                                                 double max_norm, double norm_type) {
-  // Each process holds a slice of the gradients: the norm is the sum of every process's
-  // |g|^p (or the max of |g|, for p = inf), combined over the processes the shards are cut among
-  // (under HYBRID_SHARD the other machines hold the same slices).
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> Accelerator::Impl::gradient_parts(
+    const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> pieces, rest = parameters;
   for (auto& shards : live_shards()) {
     std::vector<torch::Tensor> unheld;
     shards->shard_gradients_of(rest, pieces, unheld);
     rest = std::move(unheld);
   }
-  // Parameters no optimizer shards keep whole gradients, alike on every process: counted once.
   std::vector<torch::Tensor> whole;
   for (const auto& p : rest) {
     if (p.grad().defined()) whole.push_back(p.grad());
   }
-  return clip_split_grad_norm(pieces, whole, *shard_group(), max_norm, norm_type);
+  return {std::move(pieces), std::move(whole)};
 }
 
-double Accelerator::Impl::clip_tensor_parallel_grad_norm(
-    const std::vector<torch::Tensor>& parameters, double max_norm, double norm_type) {
-  // A slice's gradient is this process's part of the whole one; a parameter used whole has the
-  // same gradient on every process of the group, and is counted once.
-  std::vector<torch::Tensor> slices, whole;
-  for (const auto& p : parameters) {
-    if (!p.grad().defined()) continue;
-    (detail::is_tensor_parallel_slice(p) ? slices : whole).push_back(p.grad());
-  }
-  return clip_split_grad_norm(slices, whole, *mesh->group(detail::MeshGroup::tp), max_norm,
-                              norm_type);
-}
-
-double Accelerator::Impl::clip_split_grad_norm(std::vector<torch::Tensor>& pieces,
-                                               std::vector<torch::Tensor>& whole,
-                                               c10d::ProcessGroup& group, double max_norm,
-                                               double norm_type) {
+double Accelerator::Impl::clip_split_grad_norm(const std::vector<torch::Tensor>& parameters,
+                                               double max_norm, double norm_type) {
+  // The norm is the sum of every process's |g|^p (or the max of |g|, for p = inf) over the
+  // parts of the gradients it holds, each part counted once over the mesh:
+  // - a sharded strategy's pieces are combined over the processes the shards are cut among
+  //   (under HYBRID_SHARD the replicas hold the same pieces); gradients no shard holds are alike
+  //   on all of them, and counted by the first;
+  // - a tensor-parallel slice is one process's part of a whole: its term is then summed over
+  //   the tp group, while a parameter used whole is alike on every tp process, counted once.
+  std::vector<torch::Tensor> sliced, plain;
+  for (const auto& p : parameters)
+    (detail::is_tensor_parallel_slice(p) ? sliced : plain).push_back(p);
+  auto [sliced_pieces, sliced_whole] = gradient_parts(sliced);
+  auto [plain_pieces, plain_whole] = gradient_parts(plain);
   const bool infinity = std::isinf(norm_type);
-  auto local = torch::zeros({1}, torch::dtype(torch::kFloat).device(device));
-  auto add = [&](const torch::Tensor& grad) {
-    auto norm = torch::linalg_vector_norm(grad.detach(), norm_type).to(local.device()).reshape({1});
+  const bool shard_combined = sharded() && shard_group() != nullptr;
+  const bool counts_whole = !shard_combined || shard_group()->getRank() == 0;
+  // terms[0]: the tensor-parallel slices' parts; terms[1]: the others'.
+  auto terms = torch::zeros({2}, torch::dtype(torch::kFloat).device(device));
+  auto add = [&](int64_t term, const torch::Tensor& grad) {
+    auto norm = torch::linalg_vector_norm(grad.detach(), norm_type).to(device).to(torch::kFloat);
+    auto slot = terms.narrow(0, term, 1);
     if (infinity) {
-      local = torch::maximum(local, norm.to(torch::kFloat));
+      slot.copy_(torch::maximum(slot, norm.reshape({1})));
     } else {
-      local.add_(norm.to(torch::kFloat).pow(norm_type));
+      slot.add_(norm.pow(norm_type).reshape({1}));
     }
   };
-  for (const auto& piece : pieces) add(piece);
-  if (group.getRank() == 0) {
-    for (const auto& grad : whole) add(grad);
+  for (const auto& g : sliced_pieces) add(0, g);
+  for (const auto& g : plain_pieces) add(1, g);
+  if (counts_whole) {
+    for (const auto& g : sliced_whole) add(0, g);
+    for (const auto& g : plain_whole) add(1, g);
   }
-  detail::all_reduce(group, local, infinity ? Reduction::Max : Reduction::Sum);
-  const auto total = infinity ? local : local.pow(1.0 / norm_type);
+  const auto reduction = infinity ? Reduction::Max : Reduction::Sum;
+  if (shard_combined) detail::all_reduce(*shard_group(), terms, reduction);
+  if (mesh != nullptr && mesh->config().tp_enabled()) {
+    auto slices = terms.narrow(0, 0, 1).clone();
+    detail::all_reduce(*mesh->group(detail::MeshGroup::tp), slices, reduction);
+    terms.narrow(0, 0, 1).copy_(slices);
+  }
+  const auto total = infinity ? terms.max() : terms.sum().pow(1.0 / norm_type);
   const auto coefficient = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
   torch::NoGradGuard no_grad;
-  for (auto& piece : pieces) piece.mul_(coefficient.to(piece.device()));
-  for (auto& grad : whole) grad.mul_(coefficient.to(grad.device()));
+  for (auto* parts : {&sliced_pieces, &sliced_whole, &plain_pieces, &plain_whole}) {
+    for (auto& grad : *parts) grad.mul_(coefficient.to(grad.device()));
+  }
   return total.item<double>();
 }
 

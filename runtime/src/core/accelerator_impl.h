@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel {
@@ -186,16 +187,14 @@ struct Accelerator::Impl {
   ShardingStrategy effective_sharding_strategy() const;
   /// The norm of this process's gradients of `parameters` as they are, unscaled (no collective).
   double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm_type) const;
-  /// clip_grad_norm_ over gradients sharded across the processes.
-  double clip_sharded_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
-                                double norm_type);
-  /// clip_grad_norm_ over tensor-parallel slices (NO_SHARD on the data dimensions).
-  double clip_tensor_parallel_grad_norm(const std::vector<torch::Tensor>& parameters,
-                                        double max_norm, double norm_type);
-  /// Clips gradients of which `pieces` are this process's parts of a whole split over `group`
-  /// and `whole` are alike on all of its processes (counted once); returns the total norm.
-  double clip_split_grad_norm(std::vector<torch::Tensor>& pieces, std::vector<torch::Tensor>& whole,
-                              c10d::ProcessGroup& group, double max_norm, double norm_type);
+  /// The gradients of `parameters` as this process holds them: the pieces of its optimizers'
+  /// shards, and the whole gradients of the parameters no shard holds.
+  std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> gradient_parts(
+      const std::vector<torch::Tensor>& parameters);
+  /// clip_grad_norm_ over gradients split across processes: sharded by a strategy, sliced by
+  /// tensor parallelism, or both.
+  double clip_split_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
+                              double norm_type);
 
   /// What save_state and load_state read and restore of the run.
   checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);

@@ -15,7 +15,6 @@
 #include <memory>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,10 +28,15 @@ struct Registered {
 };
 
 std::mutex registry_mutex;
-// By storage: a planned parameter's views (its t(), a detach()) share it.
-std::unordered_map<const c10::StorageImpl*, Registered>& registry() {
-  static auto* map = new std::unordered_map<const c10::StorageImpl*, Registered>();
+// By storage and offset: a planned parameter's views that start where it does (its t(), a
+// detach()) find it; parameters bound into one flat buffer (ZeRO-1 and -2) start apart.
+using StorageAt = std::pair<const c10::StorageImpl*, int64_t>;
+std::map<StorageAt, Registered>& registry() {
+  static auto* map = new std::map<StorageAt, Registered>();
   return *map;
+}
+StorageAt place_of(const at::Tensor& tensor) {
+  return {tensor.storage().unsafeGetStorageImpl(), tensor.storage_offset()};
 }
 
 std::vector<std::string> components(const std::string& name) {
@@ -106,28 +110,35 @@ void plan_splits(PlannedModule& m, int64_t tp) {
   }
 }
 
-/// Replaces `parameter`'s value, in place, by its slice along `dim` carrying the key.
-void slice_in_place(const at::Tensor& parameter, int64_t dim, int64_t rank, int64_t size) {
-  torch::NoGradGuard no_grad;
-  at::Tensor value = parameter.detach();
-  const int64_t width = value.size(dim) / size;
-  value = value.narrow(dim, rank * width, width).clone(at::MemoryFormat::Contiguous);
+/// Makes `value` the value of `parameter` in place (its registered entry and member alike),
+/// with the key: a tensor sharing `value`'s storage.
+void hold_in_place(const at::Tensor& parameter, const at::Tensor& value) {
   const auto backend = c10::computeDispatchKey(value.scalar_type(), c10::kStrided, value.device());
   auto impl = c10::make_intrusive<c10::TensorImpl>(
       c10::Storage(value.storage()), c10::DispatchKeySet({kTensorParallelDispatchKey, backend}),
       value.dtype());
   impl->set_sizes_and_strides(value.sizes(), value.strides(), value.storage_offset());
   parameter.unsafeGetTensorImpl()->shallow_copy_from(impl);
-  if (parameter.grad().defined()) const_cast<at::Tensor&>(parameter).mutable_grad() = at::Tensor();
 }
 
-void register_slice(const at::Tensor& parameter, TpSlice slice) {
+void register_slice(const at::Tensor& parameter, std::shared_ptr<const TpSlice> slice) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto* storage = parameter.storage().unsafeGetStorageImpl();
   registry().insert_or_assign(
-      storage, Registered{c10::weak_intrusive_ptr<c10::StorageImpl>(
-                              c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
-                          std::make_shared<const TpSlice>(std::move(slice))});
+      place_of(parameter),
+      Registered{c10::weak_intrusive_ptr<c10::StorageImpl>(
+                     c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+                 std::move(slice)});
+}
+
+std::shared_ptr<const TpSlice> registered_slice(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.key_set().has(kTensorParallelDispatchKey) ||
+      !tensor.has_storage())
+    return nullptr;
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().find(place_of(tensor));
+  if (it == registry().end() || it->second.storage.expired()) return nullptr;
+  return it->second.slice;
 }
 
 std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
@@ -216,20 +227,30 @@ void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPl
       slice.whole_size = parameter->size(dim);
       slice.name = m.name.empty() ? parameter_name : m.name + "." + parameter_name;
       slice.group = group;
-      slice_in_place(*parameter, dim, rank, tp);
-      register_slice(*parameter, std::move(slice));
+      torch::NoGradGuard no_grad;
+      const int64_t width = parameter->size(dim) / tp;
+      hold_in_place(
+          *parameter,
+          parameter->detach().narrow(dim, rank * width, width).clone(at::MemoryFormat::Contiguous));
+      if (parameter->grad().defined())
+        const_cast<at::Tensor&>(*parameter).mutable_grad() = at::Tensor();
+      register_slice(*parameter, std::make_shared<const TpSlice>(std::move(slice)));
     }
   }
 }
 
 const TpSlice* tp_slice_of(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.key_set().has(kTensorParallelDispatchKey) ||
-      !tensor.has_storage())
-    return nullptr;
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  auto it = registry().find(tensor.storage().unsafeGetStorageImpl());
-  if (it == registry().end() || it->second.storage.expired()) return nullptr;
-  return it->second.slice.get();
+  // Slices are never dropped from the registry (a rebound one is kept under its new place as
+  // well as its old): the pointer outlives the lookup.
+  return registered_slice(tensor).get();
+}
+
+void set_data_keeping_slice(const at::Tensor& parameter, const at::Tensor& value) {
+  auto slice = registered_slice(parameter);
+  const_cast<at::Tensor&>(parameter).set_data(value);
+  if (slice == nullptr) return;
+  hold_in_place(parameter, value);
+  register_slice(parameter, std::move(slice));
 }
 
 at::Tensor whole_tensor(const at::Tensor& tensor) {

@@ -65,6 +65,10 @@ void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorPara
 /// The slice a tensor (a planned parameter or a view of one) holds; null for any other.
 const TpSlice* tp_slice_of(const at::Tensor& tensor);
 
+/// `parameter.set_data(value)` that keeps a slice a slice: a sharded strategy binding the
+/// parameters into its flat buffers (ZeRO-1 and -2) calls it.
+void set_data_keeping_slice(const at::Tensor& parameter, const at::Tensor& value);
+
 /// True for a parameter split across its group (a slice, not a whole tensor).
 inline bool is_tensor_parallel_slice(const at::Tensor& tensor) {
   const TpSlice* slice = tp_slice_of(tensor);

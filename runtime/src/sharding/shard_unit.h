@@ -6,6 +6,8 @@
 
 #include "optimizer_shards.h"
 
+#include "parallel/tensor_parallel.h"
+
 #include <torch/types.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -51,7 +53,7 @@ struct OptimizerShards::Unit {
     auto place = slot(i);
     if (param.data_ptr() == place.data_ptr() && param.sizes() == place.sizes()) return;
     place.copy_(param.detach());
-    param.set_data(place);
+    set_data_keeping_slice(param, place);
   }
   /// The part of parameter i inside [begin, end) of the flat range: {start in the parameter,
   /// start in the range, length}; length 0 when they do not meet.

@@ -151,9 +151,11 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 /// Trains Gpt on the mesh `config` and compares it with reference(): every step's total norm
 /// within 1e-4 (relative), every final tensor within 1e-3.
 void expect_matches_one_process(const accel::ParallelismConfig& config,
-                                const accel::TensorParallelPlan& plan) {
+                                const accel::TensorParallelPlan& plan,
+                                const std::string& strategy = "NO_SHARD") {
+  SCOPED_TRACE(strategy);
   accel::Accelerator accelerator(
-      accel::AcceleratorOptions().parallelism_config(config).sharding_strategy("NO_SHARD"));
+      accel::AcceleratorOptions().parallelism_config(config).sharding_strategy(strategy));
   const int64_t data_rank = accelerator.data_parallel_rank() * config.dp_shard_size() +
                             accelerator.data_parallel_shard_rank();
   torch::manual_seed(0);
@@ -208,6 +210,18 @@ TEST(TensorParallel, GptOverTheWholeJobMatchesOneProcess) {
 TEST(TensorParallel, GptOnDataShardTimesTensorMatchesOneProcess) {
   ASSERT_EQ(world_size(), 4);
   expect_matches_one_process(accel::ParallelismConfig().dp_shard_size(2).tp_size(2), gpt_plan());
+}
+
+// The slices' gradients (ZeRO-2) and optimizer state (ZeRO-1, ZeRO-2) sharded over dp_shard.
+TEST(TensorParallel, GptWithShardedGradientsMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  expect_matches_one_process(accel::ParallelismConfig().dp_shard_size(2).tp_size(2), gpt_plan(),
+                             "SHARD_GRAD_OP");
+}
+TEST(TensorParallel, GptWithShardedOptimizerStateMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  expect_matches_one_process(accel::ParallelismConfig().dp_shard_size(2).tp_size(2), gpt_plan(),
+                             "SHARD_OPTIMIZER_STATE");
 }
 
 TEST(DeviceMesh, RanksFollowAccelerateOrder) {
