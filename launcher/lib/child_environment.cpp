@@ -61,6 +61,13 @@ void set_env(const std::string& name, const std::string& value) {
   if (o.static_graph) set_env(contract::kDdpStaticGraph, *o.static_graph ? "true" : "false");
   if (o.comm_hook) set_env(contract::kDdpCommHook, *o.comm_hook);
   if (o.log_with) set_env(contract::kLogWith, *o.log_with);
+  if (o.parallelism) {
+    set_env(contract::kUseParallelismConfig, "true");
+    set_env(contract::kDpReplicateSize, std::to_string(o.parallelism->dp_replicate));
+    set_env(contract::kDpShardSize, std::to_string(o.parallelism->dp_shard));
+    set_env(contract::kTpSize, std::to_string(o.parallelism->tp));
+    set_env(contract::kCpSize, std::to_string(o.parallelism->cp));
+  }
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));
   set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));

@@ -204,6 +204,34 @@ void read_fsdp_config(const std::string& path, const YAML::Node& value, Config& 
   }
 }
 
+/// parallelism_config's keys: the four sizes; Accelerate's context-parallel backend and its
+/// sequence-parallel (DeepSpeed Ulysses) keys are warned about, not dropped silently.
+void read_parallelism_config(const std::string& path, const YAML::Node& value, Config& c,
+                             std::vector<std::string>* warnings) {
+  const std::pair<const char*, std::optional<int> Config::*> sizes[] = {
+      {"parallelism_config_dp_replicate_size", &Config::dp_replicate_size},
+      {"parallelism_config_dp_shard_size", &Config::dp_shard_size},
+      {"parallelism_config_tp_size", &Config::tp_size},
+      {"parallelism_config_cp_size", &Config::cp_size}};
+  for (const auto& entry : value) {
+    const std::string sub = entry.first.as<std::string>();
+    const std::string name = "parallelism_config." + sub;
+    bool known = false;
+    for (const auto& [key, field] : sizes) {
+      if (sub != key) continue;
+      c.*field = read_int(path, name, entry.second, 1, 1 << 20);
+      known = true;
+    }
+    if (known) continue;
+    if (sub == "parallelism_config_cp_backend") {
+      read_choice(path, name, entry.second, {"torch"});
+    } else if (warnings != nullptr) {
+      warnings->push_back("config file " + path + ": key '" + name +
+                          "' is not used by accel and is ignored");
+    }
+  }
+}
+
 /// deepspeed_config's keys (ZeRO stage and offload); one accel does not use is a warning.
 void read_deepspeed_config(const std::string& path, const YAML::Node& value, Config& c,
                            std::vector<std::string>* warnings) {
@@ -269,11 +297,13 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     if (read_top_level_key(path, key, value, c)) continue;
-    if (key == "fsdp_config" || key == "deepspeed_config") {
+    if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config") {
       if (value.IsNull()) continue;
       if (!value.IsMap()) fail(path, key, "expected a mapping");
       if (key == "fsdp_config") {
         read_fsdp_config(path, value, c, strategy, warnings);
+      } else if (key == "parallelism_config") {
+        read_parallelism_config(path, value, c, warnings);
       } else {
         read_deepspeed_config(path, value, c, warnings);
       }
@@ -331,6 +361,14 @@ std::string to_yaml(const Config& c) {
     put("fsdp_min_num_params", c.min_num_params);
     put("fsdp_state_dict_type", c.state_dict_type);
     put("fsdp_offload_params", c.offload_params);
+    out << YAML::EndMap;
+  }
+  if (c.dp_replicate_size || c.dp_shard_size || c.tp_size || c.cp_size) {
+    out << YAML::Key << "parallelism_config" << YAML::Value << YAML::BeginMap;
+    put("parallelism_config_dp_replicate_size", c.dp_replicate_size);
+    put("parallelism_config_dp_shard_size", c.dp_shard_size);
+    put("parallelism_config_tp_size", c.tp_size);
+    put("parallelism_config_cp_size", c.cp_size);
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

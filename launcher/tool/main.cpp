@@ -93,6 +93,24 @@ void add_sharding_flags(CLI::App& launch, accel::launcher::ShardingFlags& f) {
       ->group(deepspeed);
 }
 
+/// `accelerate launch`'s device-mesh flags (a size given implies --use_parallelism_config).
+void add_parallelism_flags(CLI::App& launch, LaunchArgs& args) {
+  static const std::string group = "Parallelism config (the device mesh)";
+  launch
+      .add_flag("--use_parallelism_config", args.use_parallelism_config,
+                "Lay the processes out as dp_replicate x dp_shard x cp x tp (sizes below, 1 "
+                "unless given)")
+      ->group(group);
+  const std::pair<const char*, std::optional<int>*> sizes[] = {
+      {"--parallelism_config_dp_replicate_size", &args.dp_replicate_size},
+      {"--parallelism_config_dp_shard_size", &args.dp_shard_size},
+      {"--parallelism_config_tp_size", &args.tp_size},
+      {"--parallelism_config_cp_size", &args.cp_size}};
+  for (const auto& [name, value] : sizes) {
+    launch.add_option(name, *value, "Processes along this dimension of the mesh")->group(group);
+  }
+}
+
 int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
   Config config;
   const std::string path = args.config_file.value_or(accel::launcher::default_config_path());
@@ -191,6 +209,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_sharding_flags(*launch, args.sharding);
+  add_parallelism_flags(*launch, args);
   // Everything from the first non-option argument on is the program and its own arguments.
   launch->prefix_command();
   launch->footer(

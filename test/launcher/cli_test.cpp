@@ -107,6 +107,53 @@ TEST_F(LauncherCli, CommandLineWinsOverConfigFileWhichWinsOverDefaults) {
   EXPECT_NE(defaults.output.find("0/1 steps= cpu="), std::string::npos) << defaults.output;
 }
 
+TEST_F(LauncherCli, ParallelismConfigReachesTheProcessesUnderAcceleratesNames) {
+  const std::string show =
+      "echo use=$ACCELERATE_USE_PARALLELISM_CONFIG r=$PARALLELISM_CONFIG_DP_REPLICATE_SIZE "
+      "s=$PARALLELISM_CONFIG_DP_SHARD_SIZE t=$PARALLELISM_CONFIG_TP_SIZE "
+      "c=$PARALLELISM_CONFIG_CP_SIZE";
+  // accelerate launch's flags.
+  auto flags = accel({"launch", "--num_processes", "4", "--use_parallelism_config",
+                      "--parallelism_config_dp_shard_size", "2", "--parallelism_config_tp_size",
+                      "2", "sh", "-c", show});
+  EXPECT_EQ(flags.exit_code, 0) << flags.output;
+  EXPECT_NE(flags.output.find("use=true r=1 s=2 t=2 c=1"), std::string::npos) << flags.output;
+  // An Accelerate 1.15 config file's section, whose keys keep their prefix; a flag wins.
+  const auto path = write("mesh.yaml",
+                          "num_processes: 4\nparallelism_config:\n"
+                          "  parallelism_config_dp_replicate_size: 1\n"
+                          "  parallelism_config_dp_shard_size: 1\n"
+                          "  parallelism_config_tp_size: 2\n"
+                          "  parallelism_config_cp_size: 2\n"
+                          "  parallelism_config_cp_backend: torch\n");
+  auto file = accel({"launch", "--config_file", path, "sh", "-c", show});
+  EXPECT_EQ(file.exit_code, 0) << file.output;
+  EXPECT_NE(file.output.find("use=true r=1 s=1 t=2 c=2"), std::string::npos) << file.output;
+  auto over = accel({"launch", "--config_file", path, "--parallelism_config_cp_size", "1",
+                     "--parallelism_config_dp_shard_size", "2", "sh", "-c", show});
+  EXPECT_NE(over.output.find("use=true r=1 s=2 t=2 c=1"), std::string::npos) << over.output;
+  // Without either, nothing is set.
+  auto none = accel({"launch", "sh", "-c", show});
+  EXPECT_NE(none.output.find("use= r= s= t= c="), std::string::npos) << none.output;
+}
+
+TEST_F(LauncherCli, ParallelismSizesThatDoNotMultiplyToTheProcessesAreRefused) {
+  auto result = accel({"launch", "--num_processes", "4", "--parallelism_config_tp_size", "3", "sh",
+                       "-c", "echo ran"});
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("the parallelism config's sizes (dp_replicate 1 x dp_shard 1 x tp "
+                               "3 x cp 1 = 3) must multiply to --num_processes (4)"),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("ran"), std::string::npos) << result.output;
+  const auto path =
+      write("bad_mesh.yaml", "parallelism_config:\n  parallelism_config_tp_size: 0\n");
+  auto file = accel({"launch", "--config_file", path, "sh", "-c", "echo ran"});
+  EXPECT_EQ(file.exit_code, 2) << file.output;
+  EXPECT_NE(file.output.find("parallelism_config.parallelism_config_tp_size"), std::string::npos)
+      << file.output;
+}
+
 TEST_F(LauncherCli, AccelerateShardingConfigsSelectTheStrategy) {
   const std::string show =
       "echo off=$ACCEL_FSDP_OFFLOAD_PARAMS shard=$ACCEL_SHARDING_STRATEGY "
