@@ -621,6 +621,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
 
   std::vector<c10::IValue> all_gather_ivalue(const c10::IValue& value);
   c10::IValue broadcast_ivalue(const c10::IValue& value, int64_t from);
+  /// While `over` holds, gathers go over one process of each data rank (gather_for_metrics on a
+  /// device mesh, whose tp and cp processes hold the same samples); returns the former setting.
+  bool gather_over_data_ranks(bool over);
 
   std::unique_ptr<Impl> impl_;
 };

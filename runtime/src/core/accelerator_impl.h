@@ -101,6 +101,20 @@ struct Accelerator::Impl {
     return mesh != nullptr ? mesh->config().data_parallel_size() : dist->world_size();
   }
   int64_t data_rank() const { return mesh != nullptr ? mesh->data_rank() : dist->rank(); }
+  /// Inside gather_for_metrics: gathers go over the data ranks only.
+  bool gather_over_data_ranks = false;
+  /// Where gather() and gather_together() go: the device group, or the mesh's data group inside
+  /// gather_for_metrics.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& tensor_gather_group() const {
+    return gather_over_data_ranks ? mesh_group(detail::MeshGroup::data, dist->device_group())
+                                  : dist->device_group();
+  }
+  /// Where gather_object() goes: the host group, or the mesh's data group (whose Gloo backend
+  /// takes CPU tensors) inside gather_for_metrics.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& object_gather_group() const {
+    return gather_over_data_ranks ? mesh_group(detail::MeshGroup::data, dist->host_group())
+                                  : dist->host_group();
+  }
   /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
   c10d::ProcessGroup& device_group() const { return *dist->device_group(); }
   /// The runtime's own CPU-side collectives: always Gloo.

@@ -13,6 +13,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace accel {
 
@@ -21,7 +22,11 @@ torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   if (!impl_->distributed()) return tensor;
   if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
-  return torch::cat(detail::all_gather(impl_->device_group(), input), 0);
+  return torch::cat(detail::all_gather(*impl_->tensor_gather_group(), input), 0);
+}
+
+bool Accelerator::gather_over_data_ranks(bool over) {
+  return std::exchange(impl_->gather_over_data_ranks, over);
 }
 
 std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
@@ -43,7 +48,7 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
       offsets.back() += pad;
     }
   }
-  const auto per_process = detail::all_gather(impl_->device_group(), torch::cat(parts));
+  const auto per_process = detail::all_gather(*impl_->tensor_gather_group(), torch::cat(parts));
   std::vector<torch::Tensor> out;
   for (size_t i = 0; i < tensors.size(); ++i) {
     auto shape = tensors[i].dim() == 0 ? std::vector<int64_t>{1} : tensors[i].sizes().vec();
@@ -81,6 +86,12 @@ int64_t Accelerator::remainder_to_keep() const {
 
 torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
   detail::CollectiveLabel collective_label("gather_for_metrics");
+  const bool before = gather_over_data_ranks(true);
+  struct Restore {
+    Accelerator* self;
+    bool before;
+    ~Restore() { self->gather_over_data_ranks(before); }
+  } restore{this, before};
   if (!use_gather_object) return truncate_to_remainder(gather(tensor));
   // As objects, through the host group: the first dimensions may differ between processes.
   auto parts = gather_object(tensor.detach().cpu());
@@ -143,7 +154,7 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
 std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
   detail::CollectiveLabel collective_label("gather_object");
   if (!impl_->distributed()) return {value};
-  return detail::all_gather_ivalues(impl_->host_group(), value);
+  return detail::all_gather_ivalues(*impl_->object_gather_group(), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {

@@ -5,9 +5,9 @@
 
 #include <accel/accel.h>
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
-#include <ATen/autocast_mode.h>
 
 #include <cstdlib>
 #include <map>
@@ -136,7 +136,8 @@ struct Training {
 /// The program on plain LibTorch in one process over the global batches of `run` (every data
 /// rank's, every micro-step's of an optimizer step): the final weights by name and each step's
 /// total gradient norm.
-std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> reference(const Training& run) {
+std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> reference(
+    const Training& run) {
   torch::manual_seed(0);
   Gpt model;
   auto optimizer = adamw(model);
@@ -224,8 +225,7 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     const auto& name = item.key();
     const bool replicated = name.rfind("wpe", 0) == 0 || name.find("ln") != std::string::npos ||
                             name.find("attn.o.bias") != std::string::npos ||
-                            name.find("mlp.down.bias") != std::string::npos ||
-                            name == "head.bias";
+                            name.find("mlp.down.bias") != std::string::npos || name == "head.bias";
     if (!replicated) {
       planned_held += item.value().numel();
       planned_whole += expected.at(name).numel();
@@ -302,6 +302,25 @@ TEST(DeviceMesh, RanksFollowAccelerateOrder) {
   EXPECT_TRUE(torch::equal(all[0], all[1]));
   EXPECT_TRUE(torch::equal(all[2], all[3]));
   EXPECT_FALSE(torch::equal(all[0], all[2]));
+  // gather_for_metrics counts each sample once: gathered over the two data ranks, not the four
+  // processes, and the last batch's repeated samples dropped (10 samples in batches of 2 per
+  // data rank: the third round holds 2 of 4).
+  auto eval_set = torch::data::datasets::TensorDataset(torch::arange(10).view({10, 1}))
+                      .map(torch::data::transforms::Stack<torch::data::TensorExample>());
+  auto eval_loader =
+      accelerator.prepare(torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(eval_set), 2));
+  std::vector<torch::Tensor> gathered;
+  std::vector<int64_t> objects;
+  for (auto& b : *eval_loader) {
+    gathered.push_back(accelerator.gather_for_metrics(b.data.flatten()));
+    const auto ids = b.data.flatten();
+    objects = accelerator.gather_for_metrics(
+        std::vector<int64_t>(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()));
+  }
+  const auto samples = std::get<0>(torch::sort(torch::cat(gathered)));
+  EXPECT_TRUE(torch::equal(samples, torch::arange(10))) << samples;
+  EXPECT_EQ(objects.size(), 2u);
 }
 
 TEST(TensorParallel, SizesTheGroupDoesNotDivideAreRefusedOnEveryProcess) {

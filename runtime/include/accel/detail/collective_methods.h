@@ -40,6 +40,7 @@ class CollectiveMethods {
   /// objects. With several arguments, returns a tuple.
   template <typename T>
   T gather_for_metrics(const T& value) {
+    const DataRanksScope data_ranks(self());
     if constexpr (std::is_same_v<T, torch::Tensor>) {
       return self().gather_for_metrics(value, /*use_gather_object=*/false);
     } else {
@@ -54,6 +55,7 @@ class CollectiveMethods {
   template <typename T, typename U, typename... Rest>
   std::tuple<T, U, Rest...> gather_for_metrics(const T& first, const U& second,
                                                const Rest&... rest) {
+    const DataRanksScope data_ranks(self());
     if constexpr (std::is_same_v<T, torch::Tensor> && std::is_same_v<U, torch::Tensor> &&
                   (std::is_same_v<Rest, torch::Tensor> && ...)) {
       auto gathered = self().gather_together({first, second, rest...});
@@ -108,6 +110,21 @@ class CollectiveMethods {
 
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
+
+  /// Metrics are gathered once per data rank: on a device mesh, over the processes of one tp
+  /// and cp coordinate (the others hold the same samples).
+  class DataRanksScope {
+   public:
+    explicit DataRanksScope(Derived& accelerator)
+        : accelerator_(accelerator), before_(accelerator.gather_over_data_ranks(true)) {}
+    ~DataRanksScope() { accelerator_.gather_over_data_ranks(before_); }
+    DataRanksScope(const DataRanksScope&) = delete;
+    DataRanksScope& operator=(const DataRanksScope&) = delete;
+
+   private:
+    Derived& accelerator_;
+    bool before_;
+  };
   template <size_t... I>
   static auto tuple_of(std::vector<torch::Tensor>& tensors, std::index_sequence<I...>) {
     return std::make_tuple(std::move(tensors[I])...);
