@@ -6,6 +6,7 @@
 #include "checkpoint/checkpoint_folders.h"
 #include "checkpoint/save_model.h"
 #include "checkpoint/training_state.h"
+#include "parallel/tensor_parallel.h"
 #include "sharding/module_tensors.h"
 #include "util/collective_label.h"
 #include "util/durable_file.h"
@@ -82,13 +83,27 @@ RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook)
   return add_hook(impl_->load_state_pre_hooks, impl_->next_hook_id, std::move(hook));
 }
 
+void Accelerator::Impl::refuse_tensor_parallel_state(const char* call) const {
+  // Checked alike on every process (each holds slices of the same parameters): none hangs.
+  for (const auto& m : models) {
+    for (const auto& p : m.module->parameters()) {
+      TORCH_CHECK(!detail::is_tensor_parallel_slice(p), "accel: ", call,
+                  " of a tensor-parallel model is not supported yet (its optimizer state is "
+                  "split like its slices, and a checkpoint must load on any layout); save its "
+                  "weights whole with save_model or get_state_dict");
+    }
+  }
+}
+
 std::string Accelerator::save_state(const std::string& requested_dir) {
   detail::CollectiveLabel collective_label("save_state");
+  impl_->refuse_tensor_parallel_state("save_state");
   return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   detail::CollectiveLabel collective_label("load_state");
+  impl_->refuse_tensor_parallel_state("load_state");
   checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
 }
 
