@@ -12,6 +12,7 @@
 #include <accel/activation_checkpoint.h>
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
+#include <accel/context_parallel.h>
 #include <accel/data_loader.h>
 #include <accel/ddp_options.h>
 #include <accel/device_map.h>

@@ -2,6 +2,7 @@
 
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
+#include <accel/context_parallel.h>
 #include <accel/data_loader.h>
 #include <accel/detail/collective_methods.h>
 #include <accel/detail/gradient_state.h>
@@ -207,6 +208,27 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return prepare_data_loader(detail::take_over(*loader), StreamLoaderOptions(batch_size));
   }
   // prepare_data_loader(dataset, ...), which builds the loader too, is DataLoaderPreparation's.
+
+  /// Context parallelism (Accelerate's maybe_context_parallel): while the result lives, each of
+  /// `buffers` is this process's shard of its dimension `buffer_seq_dims[i]` (the load-balanced
+  /// split: chunks cp_rank and 2 * cp_size - 1 - cp_rank of 2 * cp_size), and
+  /// accel::scaled_dot_product_attention is ring attention over the cp group; afterwards the
+  /// buffers are put back, except those in `no_restore_buffers`. A scope that changes nothing
+  /// where cp_size is 1, so one program runs on every layout. Give it the model's inputs, targets
+  /// and positions (a model that builds its positions itself from the shard's length would
+  /// number the shard, not the sequence). A sequence 2 * cp_size does not divide is refused,
+  /// naming the buffer, before any buffer changes.
+  ///
+  /// Example:
+  /// ```
+  /// auto positions = torch::arange(tokens.size(1)).expand_as(tokens);
+  /// auto scope = accelerator.maybe_context_parallel({&tokens, &targets, &positions}, {1, 1, 1});
+  /// auto loss = criterion(model(tokens, positions), targets);  // on this process's shard
+  /// accelerator.backward(loss);
+  /// ```
+  ContextParallelScope maybe_context_parallel(
+      const std::vector<torch::Tensor*>& buffers, const std::vector<int64_t>& buffer_seq_dims,
+      const std::vector<torch::Tensor*>& no_restore_buffers = {});
 
   // ---- Training loop ---------------------------------------------------------------------------
 

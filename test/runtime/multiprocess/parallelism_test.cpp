@@ -38,7 +38,8 @@ struct AttentionImpl : torch::nn::Module {
     auto heads = [&](torch::nn::Linear& projection) {
       return projection(x).view({batch, seq, -1, head_dim}).transpose(1, 2);
     };
-    auto y = torch::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0,
+    // LibTorch's attention outside a context-parallel scope, ring attention inside one.
+    auto y = accel::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0,
                                                  /*is_causal=*/true);
     return o(y.transpose(1, 2).reshape({batch, seq, -1}));
   }
@@ -81,8 +82,8 @@ struct GptImpl : torch::nn::Module {
     ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
     head = register_module("head", torch::nn::Linear(kDim, kVocab));
   }
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    auto x = wte(tokens) + wpe(torch::arange(tokens.size(1)));
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions) {
+    auto x = wte(tokens) + wpe(positions);
     for (const auto& block : *blocks) x = block->as<Block>()->forward(x);
     return head(ln_f(x));
   }
@@ -103,15 +104,21 @@ accel::TensorParallelPlan gpt_plan() {
                                    {"head", "colwise_rep"}};
 }
 
-/// Data rank `rank`'s batch at `step` (tokens, next tokens), the same in every run.
-std::pair<torch::Tensor, torch::Tensor> batch(int64_t step, int64_t rank) {
+/// Data rank `rank`'s batch at `step`: tokens, their positions, next tokens; the same in every
+/// run.
+struct Batch {
+  torch::Tensor tokens, positions, targets;
+};
+Batch batch(int64_t step, int64_t rank) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(7919 * step + rank);
   auto tokens = torch::randint(kVocab, {kBatch, kSeq + 1}, generator);
-  return {tokens.narrow(1, 0, kSeq), tokens.narrow(1, 1, kSeq)};
+  return {tokens.narrow(1, 0, kSeq), torch::arange(kSeq).expand({kBatch, kSeq}),
+          tokens.narrow(1, 1, kSeq)};
 }
 
-torch::Tensor loss_of(Gpt& model, const torch::Tensor& tokens, const torch::Tensor& targets) {
-  return torch::cross_entropy_loss(model(tokens).reshape({-1, kVocab}), targets.reshape({-1}));
+torch::Tensor loss_of(Gpt& model, const Batch& b) {
+  return torch::cross_entropy_loss(model(b.tokens, b.positions).reshape({-1, kVocab}),
+                                   b.targets.reshape({-1}));
 }
 
 constexpr int64_t kSteps = 6;
@@ -144,19 +151,20 @@ std::pair<std::map<std::string, torch::Tensor>, std::vector<double>> reference(
   auto optimizer = adamw(model);
   std::vector<double> norms;
   for (int64_t step = 0; step < kSteps; ++step) {
-    std::vector<torch::Tensor> tokens, targets;
+    std::vector<torch::Tensor> tokens, positions, targets;
     for (int64_t micro = 0; micro < run.accumulation; ++micro) {
       for (int64_t r = 0; r < run.mesh.data_parallel_size(); ++r) {
-        auto [t, y] = batch(step * run.accumulation + micro, r);
-        tokens.push_back(t);
-        targets.push_back(y);
+        auto b = batch(step * run.accumulation + micro, r);
+        tokens.push_back(b.tokens);
+        positions.push_back(b.positions);
+        targets.push_back(b.targets);
       }
     }
     optimizer.zero_grad();
     {
       at::autocast::set_autocast_enabled(at::kCPU, run.mixed_precision == "bf16");
       at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-      auto loss = loss_of(model, torch::cat(tokens), torch::cat(targets));
+      auto loss = loss_of(model, {torch::cat(tokens), torch::cat(positions), torch::cat(targets)});
       at::autocast::set_autocast_enabled(at::kCPU, false);
       at::autocast::clear_cache();
       loss.backward();
@@ -196,9 +204,13 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
 
   std::vector<double> norms;
   for (int64_t micro = 0; micro < kSteps * run.accumulation; ++micro) {
-    auto [tokens, targets] = batch(micro, data_rank);
+    auto b = batch(micro, data_rank);
     auto step = accelerator.accumulate(model);
-    accelerator.backward(loss_of(model, tokens, targets));
+    // Each cp process trains on its shard of the sequence (a no-op where cp_size is 1).
+    auto scope =
+        accelerator.maybe_context_parallel({&b.tokens, &b.positions, &b.targets}, {1, 1, 1});
+    EXPECT_EQ(b.tokens.size(1), kSeq / run.mesh.cp_size());
+    accelerator.backward(loss_of(model, b));
     const double norm = accelerator.clip_grad_norm_(model->parameters(), kClip);
     if (accelerator.sync_gradients()) norms.push_back(norm);
     optimizer.step();
@@ -233,7 +245,11 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     }
   }
   EXPECT_EQ(planned_held * run.mesh.tp_size(), planned_whole);
-  EXPECT_LT(held, whole_numel);
+  if (run.mesh.tp_enabled()) {
+    EXPECT_LT(held, whole_numel);
+  } else {
+    EXPECT_EQ(held, whole_numel);
+  }
 }
 
 TEST(TensorParallel, GptOverTheWholeJobMatchesOneProcess) {
@@ -279,6 +295,23 @@ TEST(TensorParallel, GptWithShardedOptimizerStateMatchesOneProcess) {
 
 // Weights leave a tensor-parallel run whole: save_model writes what get_state_dict gives, which
 // the same model loads on one process. save_state refuses on every process (not yet supported).
+// Context parallelism: ring attention over sequence shards, alone and beside tensor and sharded
+// data parallelism.
+TEST(ContextParallel, GptOverTheWholeJobMatchesOneProcess) {
+  Training run{accel::ParallelismConfig().cp_size(world_size())};
+  run.accumulation = 2;
+  expect_matches_one_process(run, gpt_plan());
+}
+TEST(ContextParallel, GptOnTensorTimesContextMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  expect_matches_one_process({accel::ParallelismConfig().tp_size(2).cp_size(2)}, gpt_plan());
+}
+TEST(ContextParallel, GptOnDataShardTimesContextMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  expect_matches_one_process(
+      {accel::ParallelismConfig().dp_shard_size(2).cp_size(2), "SHARD_GRAD_OP"}, gpt_plan());
+}
+
 TEST(TensorParallel, SaveModelWritesWholeTensors) {
   accel::Accelerator accelerator(accel::AcceleratorOptions().parallelism_config(
       accel::ParallelismConfig().tp_size(world_size())));
