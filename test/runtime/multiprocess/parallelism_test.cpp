@@ -312,6 +312,60 @@ TEST(ContextParallel, GptOnDataShardTimesContextMatchesOneProcess) {
       {accel::ParallelismConfig().dp_shard_size(2).cp_size(2), "SHARD_GRAD_OP"}, gpt_plan());
 }
 
+// HYBRID_SHARD over the mesh's data dimensions, on one machine: units sharded over dp_shard,
+// replicated over dp_replicate (a mesh with no tp leaves the plan unapplied).
+TEST(DeviceMesh, GptOnDataReplicateTimesDataShardMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  Training run{accel::ParallelismConfig().dp_replicate_size(2).dp_shard_size(2), "FULL_SHARD"};
+  run.accumulation = 2;
+  expect_matches_one_process(run, gpt_plan());
+}
+
+// Bad input under context parallelism: refused with a message, alike on every process.
+TEST(ContextParallel, BadInputsAreRefusedNamingThem) {
+  accel::Accelerator accelerator(accel::AcceleratorOptions().parallelism_config(
+      accel::ParallelismConfig().cp_size(world_size())));
+  auto tokens = torch::zeros({2, 6}, torch::kLong);
+  const auto before = tokens.clone();
+  auto odd = [&] {
+    try {
+      auto scope = accelerator.maybe_context_parallel({&tokens}, {1});
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string();
+  };
+  if (6 % (2 * world_size()) != 0) {
+    EXPECT_NE(odd().find("buffer 0 has a sequence of 6 along dimension 1, which 2 * cp_size = " +
+                         std::to_string(2 * world_size()) + " does not divide"),
+              std::string::npos);
+    EXPECT_TRUE(torch::equal(tokens, before));
+  }
+  auto q = torch::randn({1, 2, 8, 4});
+  auto k = q.clone(), v = q.clone();
+  auto message = [&](auto attend) {
+    auto scope = accelerator.maybe_context_parallel({&q, &k, &v}, {2, 2, 2});
+    try {
+      attend();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message([&] {
+              accel::scaled_dot_product_attention(q, k, v, torch::ones({8, 8}, torch::kBool));
+            }).find("under context parallelism takes no attn_mask"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              accel::scaled_dot_product_attention(q, k, v, {}, 0.1);
+            }).find("takes no dropout (dropout_p 0.1)"),
+            std::string::npos);
+  // Outside the scope the buffers are whole again and attention is LibTorch's.
+  EXPECT_EQ(q.size(2), 8);
+  EXPECT_TRUE(torch::allclose(accel::scaled_dot_product_attention(q, k, v, {}, 0.0, true),
+                              torch::scaled_dot_product_attention(q, k, v, {}, 0.0, true)));
+}
+
 TEST(TensorParallel, SaveModelWritesWholeTensors) {
   accel::Accelerator accelerator(accel::AcceleratorOptions().parallelism_config(
       accel::ParallelismConfig().tp_size(world_size())));
