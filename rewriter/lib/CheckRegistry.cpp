@@ -3,6 +3,7 @@
 
 #include "checks/AccumulateCheck.h"
 #include "checks/AddIncludeCheck.h"
+#include "checks/AttentionCheck.h"
 #include "checks/BackwardCheck.h"
 #include "checks/BatchViewCheck.h"
 #include "checks/ClipGradCheck.h"
@@ -46,6 +47,10 @@ const std::vector<CheckInfo> &checkRegistry() {
       {"main-process", "saving and printing happen on the main process only",
        make<MainProcessCheck>},
       {"cuda-api", "report CUDA-specific calls that need a manual step", make<CudaApiCheck>},
+      {"context-parallel-attention",
+       "under a device mesh, attention goes through accel's (ring attention in a context-parallel "
+       "scope)",
+       make<AttentionCheck>},
       {"divergent-collective",
        "refuse collectives (save_state, gather, forward, backward, ...) that only some processes "
        "reach",
