@@ -121,7 +121,7 @@ class RingTransfer {
 
 constexpr int kForwardTag = 0x7a10, kBackwardTag = 0x7a20, kGradientTag = 0x7a30;
 
-c10d::ProcessGroup& group_of(AutogradContext* ctx) {
+c10d::ProcessGroup& ring_group_of(AutogradContext* ctx) {
   return *reinterpret_cast<c10d::ProcessGroup*>(
       static_cast<intptr_t>(ctx->saved_data["group"].toInt()));
 }
@@ -164,7 +164,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
-    auto& group = group_of(ctx);
+    auto& group = ring_group_of(ctx);
     const bool is_causal = ctx->saved_data["causal"].toBool();
     const double scale = ctx->saved_data["scale"].toDouble();
     const int64_t cp = group.getSize(), r = group.getRank(), c = q.size(2) / 2;
