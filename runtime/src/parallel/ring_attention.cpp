@@ -11,6 +11,8 @@
 
 #include "ring_attention.h"
 
+#include "traffic.h"
+
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
@@ -105,6 +107,7 @@ class RingTransfer {
       : outgoing_{std::move(outgoing)}, incoming_{std::move(incoming)} {
     const int cp = group.getSize(), r = group.getRank();
     // Both are asynchronous: the block's compute runs while they are under way.
+    parallel_traffic().cp_bytes += static_cast<int64_t>(outgoing_[0].nbytes());
     send_ = group.send(outgoing_, (r + 1) % cp, tag);
     recv_ = group.recv(incoming_, (r - 1 + cp) % cp, tag);
   }

@@ -3,6 +3,7 @@
 #include "tp_collectives.h"
 
 #include "distributed/collectives.h"
+#include "traffic.h"
 
 #include <torch/autograd.h>
 
@@ -17,11 +18,13 @@ using torch::autograd::variable_list;
 
 torch::Tensor summed(const torch::Tensor& tensor, const GroupPtr& group) {
   auto out = tensor.contiguous().clone();
+  parallel_traffic().tp_bytes += static_cast<int64_t>(out.nbytes());
   all_reduce(*group, out, Reduction::Sum);
   return out;
 }
 
 torch::Tensor gathered(const torch::Tensor& tensor, const GroupPtr& group) {
+  parallel_traffic().tp_bytes += static_cast<int64_t>(tensor.nbytes());
   return torch::cat(all_gather(*group, tensor.contiguous()), -1);
 }
 
@@ -85,6 +88,11 @@ struct SplitLastDim : torch::autograd::Function<SplitLastDim> {
 };
 
 }  // namespace
+
+ParallelTraffic& parallel_traffic() {
+  static ParallelTraffic traffic;
+  return traffic;
+}
 
 torch::Tensor copy_to_group(const torch::Tensor& input, const GroupPtr& group) {
   return CopyToGroup::apply(input, group);

@@ -13,10 +13,13 @@
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <cstdint>
 #include <optional>
+#include <utility>
 
 namespace accel {
 namespace detail {
@@ -39,10 +42,43 @@ bool colwise(const TpSlice& s) {
   return s.style == TpStyle::colwise || s.style == TpStyle::colwise_gather_output;
 }
 
+/// The last input a colwise layer took through copy_to_group, and what that gave: q, k and v
+/// read the same input, and taking it through one copy_to_group sums its three gradients before
+/// the one all-reduce (Megatron's count, as for a fused qkv layer) instead of after three. The
+/// input is held weakly; what copy_to_group gave (a view of it) until the next colwise layer
+/// takes another input.
+struct SharedInput {
+  c10::weak_intrusive_ptr<c10::TensorImpl> input{c10::intrusive_ptr<c10::TensorImpl>()};
+  at::Tensor copied;
+  uint32_t version = 0;
+  bool grad_mode = false;
+  const c10d::ProcessGroup* group = nullptr;
+};
+thread_local SharedInput t_shared_input;
+
+/// copy_to_group(input), shared with the previous colwise layer that took the same input (the
+/// same tensor, unchanged since, in the same grad mode and group).
+at::Tensor copied_input(const at::Tensor& input, const GroupPtr& group) {
+  auto& last = t_shared_input;
+  const bool grad_mode = at::GradMode::is_enabled();
+  if (auto seen = last.input.lock(); seen && seen.get() == input.unsafeGetTensorImpl() &&
+                                     last.copied.defined() && last.version == input._version() &&
+                                     last.grad_mode == grad_mode && last.group == group.get()) {
+    return last.copied;
+  }
+  at::Tensor copied = copy_to_group(input, group);
+  last.input = c10::weak_intrusive_ptr<c10::TensorImpl>(input.getIntrusivePtr());
+  last.copied = copied;
+  last.version = input._version();
+  last.grad_mode = grad_mode;
+  last.group = group.get();
+  return copied;
+}
+
 /// The input a slice's product takes: a colwise layer's input is used whole by every process
 /// (its gradient summed over the group); a rowwise_split_input layer keeps its own slice.
 at::Tensor layer_input(const TpSlice& s, const at::Tensor& input) {
-  if (colwise(s)) return copy_to_group(input, s.group);
+  if (colwise(s)) return copied_input(input, s.group);
   if (s.style == TpStyle::rowwise_split_input) return split_last_dim(input, s.group);
   return input;
 }
