@@ -309,12 +309,6 @@ void Accelerator::apply_tensor_parallel(torch::nn::Module& model, const TensorPa
     detail::check_tensor_parallel_plan(model, plan, 1);
     return;
   }
-  TORCH_CHECK(!impl_->shards_parameters(), "accel: tensor parallelism under sharding_strategy ",
-              impl_->effective_sharding_strategy(),
-              " is not supported yet (its parameter shards would hide the slices from the "
-              "tensor-parallel operators); set sharding_strategy SHARD_GRAD_OP or "
-              "SHARD_OPTIMIZER_STATE, which shard the slices' gradients and optimizer state "
-              "over dp_shard, or NO_SHARD");
   // Every process splits the same whole tensors: rank 0's, as prepare() gives every process.
   std::vector<torch::Tensor> states;
   for (const auto& p : model.parameters()) states.push_back(p);

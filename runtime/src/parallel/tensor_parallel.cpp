@@ -11,6 +11,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -121,9 +122,17 @@ void hold_in_place(const at::Tensor& parameter, const at::Tensor& value) {
   parameter.unsafeGetTensorImpl()->shallow_copy_from(impl);
 }
 
-void register_slice(const at::Tensor& parameter, std::shared_ptr<const TpSlice> slice) {
+void register_in(const at::Tensor& parameter, std::shared_ptr<const TpSlice> slice) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto* storage = parameter.storage().unsafeGetStorageImpl();
+  // Lazy views of sharded slices are registered as they are made: forget the gone ones now and
+  // then, so the registry holds about what is alive.
+  static size_t inserts = 0;
+  if (++inserts % 1024 == 0) {
+    for (auto it = registry().begin(); it != registry().end();) {
+      it = it->second.storage.expired() ? registry().erase(it) : std::next(it);
+    }
+  }
   registry().insert_or_assign(
       place_of(parameter),
       Registered{c10::weak_intrusive_ptr<c10::StorageImpl>(
@@ -234,9 +243,17 @@ void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPl
           parameter->detach().narrow(dim, rank * width, width).clone(at::MemoryFormat::Contiguous));
       if (parameter->grad().defined())
         const_cast<at::Tensor&>(*parameter).mutable_grad() = at::Tensor();
-      register_slice(*parameter, std::make_shared<const TpSlice>(std::move(slice)));
+      register_in(*parameter, std::make_shared<const TpSlice>(std::move(slice)));
     }
   }
+}
+
+std::shared_ptr<const TpSlice> tp_slice_handle(const at::Tensor& tensor) {
+  return registered_slice(tensor);
+}
+
+void register_tp_slice(const at::Tensor& tensor, std::shared_ptr<const TpSlice> slice) {
+  register_in(tensor, std::move(slice));
 }
 
 const TpSlice* tp_slice_of(const at::Tensor& tensor) {
@@ -250,15 +267,18 @@ void set_data_keeping_slice(const at::Tensor& parameter, const at::Tensor& value
   const_cast<at::Tensor&>(parameter).set_data(value);
   if (slice == nullptr) return;
   hold_in_place(parameter, value);
-  register_slice(parameter, std::move(slice));
+  register_in(parameter, std::move(slice));
 }
 
 at::Tensor whole_tensor(const at::Tensor& tensor) {
   const TpSlice* slice = tp_slice_of(tensor);
-  if (slice == nullptr) return tensor;
+  return slice == nullptr ? tensor : whole_tensor(tensor, *slice);
+}
+
+at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice) {
   c10::impl::ExcludeDispatchKeyGuard plain(kTensorParallelDispatchKey);
-  auto parts = all_gather(*slice->group, tensor.detach().contiguous());
-  return at::cat(parts, slice->dim);
+  auto parts = all_gather(*slice.group, value.detach().contiguous());
+  return at::cat(parts, slice.dim);
 }
 
 }  // namespace detail

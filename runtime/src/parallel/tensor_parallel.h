@@ -19,6 +19,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -62,6 +63,12 @@ void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPl
 void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorParallelPlan& plan,
                                 int64_t tp);
 
+/// The slice a tensor holds, shared, for a tensor that stands for it elsewhere (a sharded
+/// parameter's storage-less value, a lazy view of one); null for any other tensor.
+std::shared_ptr<const TpSlice> tp_slice_handle(const at::Tensor& tensor);
+/// Registers `tensor` (which carries kTensorParallelDispatchKey) as holding `slice`.
+void register_tp_slice(const at::Tensor& tensor, std::shared_ptr<const TpSlice> slice);
+
 /// The slice a tensor (a planned parameter or a view of one) holds; null for any other.
 const TpSlice* tp_slice_of(const at::Tensor& tensor);
 
@@ -78,6 +85,8 @@ inline bool is_tensor_parallel_slice(const at::Tensor& tensor) {
 /// The whole value of a split parameter, gathered from its group (collective: every process of
 /// the group calls it in the same order); `tensor` itself for any other.
 at::Tensor whole_tensor(const at::Tensor& tensor);
+/// The whole value of `slice` from this process's `value` of it (collective over its group).
+at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice);
 
 }  // namespace detail
 }  // namespace accel

@@ -53,9 +53,11 @@ bool has_sharded_parameters(const torch::nn::Module& module) {
 NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) {
   NamedTensors out;
   for (auto& entry : module_tensors(module)) {
-    if (is_tensor_parallel_slice(entry.second)) {
-      // The slices of a tensor-parallel group, gathered whole (by every process of the group).
-      auto value = whole_tensor(entry.second);
+    if (const TpSlice* slice = tp_slice_of(entry.second)) {
+      // The slices of a tensor-parallel group, gathered whole (by every process of the group),
+      // each first gathered from its shards under FULL_SHARD.
+      auto value = whole_tensor(
+          is_sharded(entry.second) ? gathered_value(entry.second) : entry.second, *slice);
       if (keep) out.emplace_back(entry.first, value.to(torch::kCPU));
     } else if (is_sharded(entry.second)) {
       // Every process takes part in the gather; only the keeper copies the value off the unit

@@ -2,6 +2,7 @@
 
 #include "sharded_parameter.h"
 
+#include "parallel/tensor_parallel.h"
 #include "util/boxed_arguments.h"
 #include "util/torch_compat.h"
 
@@ -59,9 +60,10 @@ class ShardedParameter final : public Deferred {
 };
 
 /// A storage-less tensor of `layout`'s sizes, strides and dtype on `device`, standing for
-/// `what`.
+/// `what`. A tensor-parallel slice's (`of`'s) stays one: the result carries its key and is
+/// registered with its slice, so Linear's operators still reach tensor parallelism's kernels.
 at::Tensor make_deferred(std::unique_ptr<Deferred> what, const at::Tensor& layout,
-                         c10::Device device) {
+                         c10::Device device, const at::Tensor& of) {
   const auto type = layout.dtype();
   const auto bytes = at::detail::computeStorageNbytes(layout.sizes(), layout.strides(),
                                                       type.itemsize(), layout.storage_offset());
@@ -69,10 +71,14 @@ at::Tensor make_deferred(std::unique_ptr<Deferred> what, const at::Tensor& layou
                        c10::DataPtr(nullptr, what.release(), &delete_deferred, device),
                        /*allocator=*/nullptr, /*resizable=*/false);
   const auto backend = c10::computeDispatchKey(layout.scalar_type(), c10::kStrided, device);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet({kShardedDispatchKey, backend}), type);
+  auto slice = tp_slice_handle(of);
+  auto keys = c10::DispatchKeySet({kShardedDispatchKey, backend});
+  if (slice) keys = keys.add(kTensorParallelDispatchKey);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, type);
   impl->set_sizes_and_strides(layout.sizes(), layout.strides(), layout.storage_offset());
-  return at::Tensor(std::move(impl));
+  at::Tensor deferred_tensor(std::move(impl));
+  if (slice) register_tp_slice(deferred_tensor, std::move(slice));
+  return deferred_tensor;
 }
 
 /// Replaces every storage-less argument by its value.
@@ -212,7 +218,7 @@ at::Tensor lazy_result(const c10::OperatorHandle& op, std::vector<c10::IValue> a
   op.callBoxed(&shaped);
   const at::Tensor layout = shaped.front().toTensor();
   return make_deferred(std::make_unique<LazyResult>(op, std::move(arguments)), layout,
-                       source.device());
+                       source.device(), source);
 }
 
 std::string operator_name(const c10::OperatorHandle& op) {
@@ -298,9 +304,11 @@ const torch::Library& g_registration = fallback_registration();
 void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource> source,
                     c10::Device device) {
   fallback_registration();
-  auto sharded =
-      make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter, device);
+  auto sharded = make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter,
+                               device, parameter);
+  auto slice = tp_slice_handle(sharded);
   parameter.unsafeGetTensorImpl()->shallow_copy_from(sharded.getIntrusivePtr());
+  if (slice) register_tp_slice(parameter, std::move(slice));
 }
 
 bool is_sharded(const at::Tensor& tensor) { return deferred(tensor) != nullptr; }

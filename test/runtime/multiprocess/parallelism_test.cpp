@@ -286,6 +286,15 @@ TEST(TensorParallel, GptWithShardedGradientsMatchesOneProcess) {
   run.accumulation = 2;
   expect_matches_one_process(run, gpt_plan());
 }
+// The slices sharded again over dp_shard (FULL_SHARD, the default there): each process holds
+// 1/(tp * dp_shard) of the planned parameters, gathered over dp_shard for the tensor-parallel
+// operators.
+TEST(TensorParallel, GptWithFullShardMatchesOneProcess) {
+  ASSERT_EQ(world_size(), 4);
+  Training run{accel::ParallelismConfig().dp_shard_size(2).tp_size(2), "FULL_SHARD"};
+  run.accumulation = 2;
+  expect_matches_one_process(run, gpt_plan());
+}
 TEST(TensorParallel, GptWithShardedOptimizerStateMatchesOneProcess) {
   ASSERT_EQ(world_size(), 4);
   expect_matches_one_process(
