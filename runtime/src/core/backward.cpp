@@ -130,8 +130,13 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   // every micro-step and process, once they are summed.
   const auto items = std::exchange(impl_->pending_items, std::nullopt);
   const bool ends_window = impl_->count_items(items);
-  ItemCount count(items && ends_window, impl_->item_window.items,
-                  impl_->distributed() ? &impl_->host_group() : nullptr);
+  // Counted where gradients average: on a device mesh its data and cp processes (a tp group's
+  // processes hold the same items, counted once), else every process.
+  c10d::ProcessGroup* count_group = nullptr;
+  if (impl_->distributed()) {
+    count_group = impl_->mesh != nullptr ? impl_->gradient_group().get() : &impl_->host_group();
+  }
+  ItemCount count(items && ends_window, impl_->item_window.items, count_group);
   // Inside accumulate_until the program divides its loss itself, if it does; a sum over counted
   // items is divided by their count instead.
   const int64_t steps =
@@ -158,7 +163,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   }
   const std::string usage_error =
       impl_->finish_sync(syncing, sharded, !retain_graph.value_or(create_graph));
-  if (auto factor = count.factor(impl_->distributed() ? num_processes() : 1)) {
+  if (auto factor = count.factor(count_group != nullptr ? count_group->getSize() : 1)) {
     impl_->scale_gradients(*factor);
   }
   TORCH_CHECK(usage_error.empty(), usage_error);

@@ -139,6 +139,9 @@ struct Training {
   /// step's total norm.
   std::optional<double> weights_tolerance = 1e-3;
   double norm_tolerance = 1e-4;
+  /// The loss as a sum over this process's tokens, given with their count
+  /// (backward(loss_sum, num_items)), in place of their mean.
+  bool sum_over_tokens = false;
 };
 
 /// The program on plain LibTorch in one process over the global batches of `run` (every data
@@ -210,7 +213,16 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     auto scope =
         accelerator.maybe_context_parallel({&b.tokens, &b.positions, &b.targets}, {1, 1, 1});
     EXPECT_EQ(b.tokens.size(1), kSeq / run.mesh.cp_size());
-    accelerator.backward(loss_of(model, b));
+    if (run.sum_over_tokens) {
+      auto logits = model(b.tokens, b.positions).reshape({-1, kVocab});
+      accelerator.backward(
+          torch::nn::functional::cross_entropy(
+              logits, b.targets.reshape({-1}),
+              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)),
+          b.targets.numel());
+    } else {
+      accelerator.backward(loss_of(model, b));
+    }
     const double norm = accelerator.clip_grad_norm_(model->parameters(), kClip);
     if (accelerator.sync_gradients()) norms.push_back(norm);
     optimizer.step();
@@ -314,6 +326,12 @@ TEST(ContextParallel, GptOverTheWholeJobMatchesOneProcess) {
 TEST(ContextParallel, GptOnTensorTimesContextMatchesOneProcess) {
   ASSERT_EQ(world_size(), 4);
   expect_matches_one_process({accel::ParallelismConfig().tp_size(2).cp_size(2)}, gpt_plan());
+  // A loss summed over each shard's tokens and given with their count: divided by the tokens
+  // of the data and cp processes, each counted once (a tp group's processes hold the same ones).
+  Training summed{accel::ParallelismConfig().tp_size(2).cp_size(2)};
+  summed.accumulation = 2;
+  summed.sum_over_tokens = true;
+  expect_matches_one_process(summed, gpt_plan());
 }
 TEST(ContextParallel, GptOnDataShardTimesContextMatchesOneProcess) {
   ASSERT_EQ(world_size(), 4);
