@@ -25,6 +25,12 @@ namespace accel {
 /// - "embedding_rowwise" (an Embedding): each process keeps num_embeddings / tp rows of the
 ///   table and looks up the ids that fall in them; the lookups are all-reduced.
 /// - "replicate": whole on every process (for documentation; unplanned modules are too).
+/// - "sequence_parallel" (a LayerNorm, Dropout or Embedding): Megatron's sequence parallelism.
+///   With any such entry, activations between split layers are sharded on the sequence
+///   (dimension 1): colwise inputs are all-gathered on it and rowwise outputs (and
+///   embedding_rowwise lookups) reduce-scattered onto it; a sequence_parallel Embedding's lookups
+///   are split on it; the LayerNorms' and rowwise biases' gradients are summed over the group.
+///   Attention must take its shapes from q, k and v, which hold the whole sequence.
 ///
 /// Attention splits by heads when q, k and v are colwise and the output projection rowwise, and
 /// the model reshapes its q/k/v with -1 heads (`view({batch, seq, -1, head_dim})`).

@@ -6,11 +6,14 @@
 #include "tp_kernels.h"
 #include "util/torch_compat.h"
 
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -58,7 +61,7 @@ bool matches(const std::string& pattern, const std::string& name) {
 
 std::string style_names() {
   return "colwise, rowwise, colwise_rep (colwise_gather_output), rowwise_rep "
-         "(rowwise_split_input), embedding_rowwise, replicate";
+         "(rowwise_split_input), embedding_rowwise, sequence_parallel, replicate";
 }
 
 /// One planned module and how its parameters split.
@@ -66,7 +69,10 @@ struct PlannedModule {
   std::string name;
   TpStyle style;
   torch::nn::Module* module;
-  std::vector<std::pair<std::string, int64_t>> splits;  // parameter name, dim
+  std::vector<std::pair<std::string, int64_t>> splits;  // parameter name, dim (-1: whole)
+  /// Parameters used on a shard of the sequence by every process: their gradients are summed
+  /// over the group (sequence_parallel modules, and rowwise biases in such a plan).
+  std::vector<std::string> summed;
 };
 
 void check_divides(int64_t size, int64_t tp, const std::string& what, const PlannedModule& m) {
@@ -77,6 +83,24 @@ void check_divides(int64_t size, int64_t tp, const std::string& what, const Plan
 
 /// The parameters `m` splits, checked against its type and sizes.
 void plan_splits(PlannedModule& m, int64_t tp) {
+  if (m.style == TpStyle::sequence_parallel) {
+    // LayerNorm and Dropout run on the shard as they are; an Embedding's lookups are split.
+    const bool embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(m.module) != nullptr;
+    TORCH_CHECK(embedding || dynamic_cast<torch::nn::LayerNormImpl*>(m.module) != nullptr ||
+                    dynamic_cast<torch::nn::DropoutImpl*>(m.module) != nullptr,
+                "accel: the tensor-parallel plan splits '", m.name,
+                "' sequence_parallel, which needs a torch::nn::LayerNorm, Dropout or Embedding; "
+                "it is a ",
+                m.module->name());
+    if (embedding) {
+      // Looked up whole, then split: backward gathers the lookups' gradient whole first, so the
+      // table's gradient is whole on every process already.
+      m.splits = {{"weight", -1}};
+      return;
+    }
+    for (const auto& p : m.module->named_parameters(/*recurse=*/false)) m.summed.push_back(p.key());
+    return;
+  }
   const bool linear_style = m.style != TpStyle::embedding_rowwise && m.style != TpStyle::replicate;
   if (linear_style) {
     auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.module);
@@ -94,6 +118,7 @@ void plan_splits(PlannedModule& m, int64_t tp) {
     } else {
       check_divides(linear->options.in_features(), tp, "in_features", m);
       m.splits = {{"weight", 1}};
+      m.summed = {"bias"};  // summed only in a sequence-parallel plan (see apply)
     }
   } else if (m.style == TpStyle::embedding_rowwise) {
     auto* embedding = dynamic_cast<torch::nn::EmbeddingImpl*>(m.module);
@@ -150,6 +175,22 @@ std::shared_ptr<const TpSlice> registered_slice(const at::Tensor& tensor) {
   return it->second.slice;
 }
 
+/// Makes backward sum the gradients of `names` among `parameters` over `group`: each process
+/// used them on its shard of the sequence.
+void sum_gradients_over(const torch::OrderedDict<std::string, torch::Tensor>& parameters,
+                        const std::vector<std::string>& names,
+                        const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  for (const auto& name : names) {
+    const auto* parameter = parameters.find(name);
+    if (parameter == nullptr || !parameter->defined() || !parameter->requires_grad()) continue;
+    const_cast<at::Tensor&>(*parameter).register_hook([group](const torch::Tensor& grad) {
+      auto sum = grad.contiguous().clone();
+      all_reduce(*group, sum, Reduction::Sum);
+      return sum;
+    });
+  }
+}
+
 std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
                                            const TensorParallelPlan& plan, int64_t tp) {
   const auto modules = model.named_modules();
@@ -167,7 +208,7 @@ std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
         TORCH_CHECK(earlier.name != item.key(), "accel: the tensor-parallel plan names '",
                     item.key(), "' twice (", to_string(earlier.style), " and ", style_name, ")");
       }
-      PlannedModule m{item.key(), *style, item.value().get(), {}};
+      PlannedModule m{item.key(), *style, item.value().get(), {}, {}};
       plan_splits(m, tp);
       planned.push_back(std::move(m));
     }
@@ -191,6 +232,7 @@ std::optional<TpStyle> parse_tp_style(const std::string& name) {
       {"rowwise_split_input", TpStyle::rowwise_split_input},
       {"embedding_rowwise", TpStyle::embedding_rowwise},
       {"replicate", TpStyle::replicate},
+      {"sequence_parallel", TpStyle::sequence_parallel},
   };
   auto it = styles.find(name);
   if (it == styles.end()) return std::nullopt;
@@ -211,6 +253,8 @@ const char* to_string(TpStyle style) {
       return "embedding_rowwise";
     case TpStyle::replicate:
       return "replicate";
+    case TpStyle::sequence_parallel:
+      return "sequence_parallel";
   }
   return "?";
 }
@@ -224,23 +268,41 @@ void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPl
                                 const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   const int64_t tp = group->getSize(), rank = group->getRank();
   const auto planned = planned_modules(model, plan, tp);
+  const bool sequence_parallel =
+      std::any_of(planned.begin(), planned.end(),
+                  [](const PlannedModule& m) { return m.style == TpStyle::sequence_parallel; });
+  if (sequence_parallel) {
+    for (const auto& m : planned) {
+      TORCH_CHECK(m.style != TpStyle::rowwise_split_input,
+                  "accel: the tensor-parallel plan has sequence_parallel regions and splits '",
+                  m.name,
+                  "' rowwise_split_input, whose whole input a sequence-parallel region does not "
+                  "give; plan it rowwise after a colwise layer");
+    }
+  }
   register_tp_kernels();
   for (const auto& m : planned) {
     const auto parameters = m.module->named_parameters(/*recurse=*/false);
+    if (sequence_parallel) sum_gradients_over(parameters, m.summed, group);
     for (const auto& [parameter_name, dim] : m.splits) {
       const auto* parameter = parameters.find(parameter_name);
       if (parameter == nullptr || !parameter->defined()) continue;  // a Linear without bias
       TpSlice slice;
       slice.style = m.style;
       slice.dim = dim;
-      slice.whole_size = parameter->size(dim);
+      slice.whole_size = dim >= 0 ? parameter->size(dim) : 0;
       slice.name = m.name.empty() ? parameter_name : m.name + "." + parameter_name;
       slice.group = group;
+      slice.sequence_parallel = sequence_parallel;
       torch::NoGradGuard no_grad;
-      const int64_t width = parameter->size(dim) / tp;
-      hold_in_place(
-          *parameter,
-          parameter->detach().narrow(dim, rank * width, width).clone(at::MemoryFormat::Contiguous));
+      if (dim >= 0) {
+        const int64_t width = parameter->size(dim) / tp;
+        hold_in_place(*parameter, parameter->detach()
+                                      .narrow(dim, rank * width, width)
+                                      .clone(at::MemoryFormat::Contiguous));
+      } else {
+        hold_in_place(*parameter, parameter->detach());
+      }
       if (parameter->grad().defined())
         const_cast<at::Tensor&>(*parameter).mutable_grad() = at::Tensor();
       register_in(*parameter, std::make_shared<const TpSlice>(std::move(slice)));
@@ -276,6 +338,7 @@ at::Tensor whole_tensor(const at::Tensor& tensor) {
 }
 
 at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice) {
+  if (slice.dim < 0) return value;
   c10::impl::ExcludeDispatchKeyGuard plain(kTensorParallelDispatchKey);
   auto parts = all_gather(*slice.group, value.detach().contiguous());
   return at::cat(parts, slice.dim);

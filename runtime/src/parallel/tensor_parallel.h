@@ -33,6 +33,7 @@ enum class TpStyle {
   rowwise_split_input,
   embedding_rowwise,
   replicate,
+  sequence_parallel,
 };
 
 /// The style `name` spells (either spelling of the replicated-side styles); none otherwise.
@@ -42,9 +43,13 @@ const char* to_string(TpStyle style);
 /// What a planned parameter holds.
 struct TpSlice {
   TpStyle style = TpStyle::replicate;
-  /// The dimension the parameter is split along (a parameter used whole is not planned: a
-  /// rowwise layer's bias, added after the all-reduce, stays a plain parameter).
+  /// The dimension the parameter is split along; -1 for one held whole that still needs the
+  /// kernels (a sequence_parallel Embedding's table, whose lookups are split on the sequence).
   int64_t dim = 0;
+  /// The plan has sequence-parallel regions: activations between the split layers are sharded
+  /// on the sequence (dimension 1), so colwise inputs are all-gathered and rowwise outputs
+  /// reduce-scattered on it.
+  bool sequence_parallel = false;
   /// Its size along `dim` before the split.
   int64_t whole_size = 0;
   /// The module's name and the parameter's, for messages.
@@ -79,7 +84,7 @@ void set_data_keeping_slice(const at::Tensor& parameter, const at::Tensor& value
 /// True for a parameter split across its group (a slice, not a whole tensor).
 inline bool is_tensor_parallel_slice(const at::Tensor& tensor) {
   const TpSlice* slice = tp_slice_of(tensor);
-  return slice != nullptr;
+  return slice != nullptr && slice->dim >= 0;
 }
 
 /// The whole value of a split parameter, gathered from its group (collective: every process of

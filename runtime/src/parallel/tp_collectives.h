@@ -24,5 +24,15 @@ torch::Tensor gather_last_dim(const torch::Tensor& input, const GroupPtr& group)
 /// This process's slice of `input`'s last dimension; backward gathers the gradient whole.
 torch::Tensor split_last_dim(const torch::Tensor& input, const GroupPtr& group);
 
+/// This process's slice of `dim`; backward gathers the gradient whole (a replicated embedding's
+/// lookups entering a sequence-parallel region).
+torch::Tensor split_dim(const torch::Tensor& input, const GroupPtr& group, int64_t dim);
+/// The sum over the group, of which this process keeps its slice of `dim`; backward gathers
+/// (a rowwise layer's output entering a sequence-parallel region).
+torch::Tensor reduce_scatter_dim(const torch::Tensor& input, const GroupPtr& group, int64_t dim);
+/// Every process's `input` concatenated along `dim`; backward sums the gradient over the group
+/// and keeps this process's slice (a colwise layer's input leaving a sequence-parallel region).
+torch::Tensor gather_dim_for_group(const torch::Tensor& input, const GroupPtr& group, int64_t dim);
+
 }  // namespace detail
 }  // namespace accel

@@ -30,10 +30,12 @@ using Plain = c10::impl::ExcludeDispatchKeyGuard;
 /// The slice behind a Linear's weight (or its t()), refusing one split for another operator.
 const TpSlice* linear_slice(const at::Tensor& weight, const char* op) {
   const TpSlice* slice = tp_slice_of(weight);
-  TORCH_CHECK(slice == nullptr || slice->style != TpStyle::embedding_rowwise, "accel: ", op,
-              " uses '", slice == nullptr ? "" : slice->name,
-              "', which the tensor-parallel plan splits embedding_rowwise (by rows of the "
-              "table); a weight tied to a Linear cannot be split that way: plan the embedding "
+  TORCH_CHECK(slice == nullptr || (slice->style != TpStyle::embedding_rowwise &&
+                                   slice->style != TpStyle::sequence_parallel),
+              "accel: ", op, " uses '", slice == nullptr ? "" : slice->name,
+              "', which the tensor-parallel plan plans as an embedding (",
+              slice == nullptr ? "" : to_string(slice->style),
+              "); a weight tied to a Linear cannot be planned that way: plan the embedding "
               "'replicate', or untie the weights");
   return slice;
 }
@@ -56,9 +58,19 @@ struct SharedInput {
 };
 thread_local SharedInput t_shared_input;
 
-/// copy_to_group(input), shared with the previous colwise layer that took the same input (the
-/// same tensor, unchanged since, in the same grad mode and group).
-at::Tensor copied_input(const at::Tensor& input, const GroupPtr& group) {
+/// The sequence dimension of a sequence-parallel region's activations ([batch, sequence, ...]).
+constexpr int64_t kSequenceDim = 1;
+
+void check_sequence_layout(const TpSlice& s, const at::Tensor& activation, const char* op) {
+  TORCH_CHECK(activation.dim() >= 3, "accel: ", op, " of '", s.name,
+              "' in a sequence-parallel plan takes [batch, sequence, features] activations; got ",
+              activation.sizes());
+}
+
+/// copy_to_group(input) (or, in a sequence-parallel plan, its gather along the sequence),
+/// shared with the previous colwise layer that took the same input (the same tensor, unchanged
+/// since, in the same grad mode and group).
+at::Tensor copied_input(const at::Tensor& input, const GroupPtr& group, bool sequence_parallel) {
   auto& last = t_shared_input;
   const bool grad_mode = at::GradMode::is_enabled();
   if (auto seen = last.input.lock(); seen && seen.get() == input.unsafeGetTensorImpl() &&
@@ -66,7 +78,8 @@ at::Tensor copied_input(const at::Tensor& input, const GroupPtr& group) {
                                      last.grad_mode == grad_mode && last.group == group.get()) {
     return last.copied;
   }
-  at::Tensor copied = copy_to_group(input, group);
+  at::Tensor copied = sequence_parallel ? gather_dim_for_group(input, group, kSequenceDim)
+                                        : copy_to_group(input, group);
   last.input = c10::weak_intrusive_ptr<c10::TensorImpl>(input.getIntrusivePtr());
   last.copied = copied;
   last.version = input._version();
@@ -78,7 +91,10 @@ at::Tensor copied_input(const at::Tensor& input, const GroupPtr& group) {
 /// The input a slice's product takes: a colwise layer's input is used whole by every process
 /// (its gradient summed over the group); a rowwise_split_input layer keeps its own slice.
 at::Tensor layer_input(const TpSlice& s, const at::Tensor& input) {
-  if (colwise(s)) return copied_input(input, s.group);
+  if (colwise(s)) {
+    if (s.sequence_parallel) check_sequence_layout(s, input, "the input");
+    return copied_input(input, s.group, s.sequence_parallel);
+  }
   if (s.style == TpStyle::rowwise_split_input) return split_last_dim(input, s.group);
   return input;
 }
@@ -88,6 +104,7 @@ at::Tensor layer_input(const TpSlice& s, const at::Tensor& input) {
 at::Tensor layer_output(const TpSlice& s, const at::Tensor& product) {
   if (s.style == TpStyle::colwise_gather_output) return gather_last_dim(product, s.group);
   if (colwise(s)) return product;
+  if (s.sequence_parallel) return reduce_scatter_dim(product, s.group, kSequenceDim);
   return reduce_from_group(product, s.group);
 }
 
@@ -110,6 +127,7 @@ at::Tensor tp_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Te
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(mat2, "addmm");
   if (s == nullptr) return at::addmm(self, mat1, mat2, beta, alpha);
+  if (s->sequence_parallel) check_sequence_layout(*s, mat1, "a 2-D input");
   if (s->style == TpStyle::colwise)
     return at::addmm(self, layer_input(*s, mat1), mat2, beta, alpha);
   auto product = at::mm(layer_input(*s, mat1), mat2);
@@ -128,6 +146,12 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
                         c10::SymInt padding_idx, bool scale_grad_by_freq, bool sparse) {
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = tp_slice_of(weight);
+  if (s != nullptr && s->style == TpStyle::sequence_parallel) {
+    // A whole table whose lookups enter a sequence-parallel region: each keeps its shard.
+    check_sequence_layout(*s, indices.unsqueeze(-1), "the lookup");
+    return split_dim(at::embedding_symint(weight, indices, padding_idx, scale_grad_by_freq, sparse),
+                     s->group, kSequenceDim);
+  }
   if (s == nullptr || s->style != TpStyle::embedding_rowwise) {
     return at::embedding_symint(weight, indices, padding_idx, scale_grad_by_freq, sparse);
   }
@@ -139,7 +163,9 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
   const int64_t padding = padding_idx.expect_int();
   const int64_t local_padding = padding >= first && padding < first + rows ? padding - first : -1;
   auto found = at::embedding(weight, local, local_padding, scale_grad_by_freq, sparse);
-  return reduce_from_group(found.masked_fill(outside.unsqueeze(-1), 0), s->group);
+  found = found.masked_fill(outside.unsqueeze(-1), 0);
+  if (s->sequence_parallel) return reduce_scatter_dim(found, s->group, kSequenceDim);
+  return reduce_from_group(found, s->group);
 }
 
 }  // namespace

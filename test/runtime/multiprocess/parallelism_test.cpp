@@ -34,14 +34,18 @@ struct AttentionImpl : torch::nn::Module {
     o = register_module("o", torch::nn::Linear(kDim, kDim));
   }
   torch::Tensor forward(const torch::Tensor& x) {
-    const int64_t batch = x.size(0), seq = x.size(1), head_dim = kDim / kHeads;
+    // Shapes come from the projections, not from x: under sequence parallelism x holds a shard
+    // of the sequence and q, k, v the whole of it (and under tensor parallelism their heads).
+    const int64_t head_dim = kDim / kHeads;
     auto heads = [&](torch::nn::Linear& projection) {
-      return projection(x).view({batch, seq, -1, head_dim}).transpose(1, 2);
+      auto t = projection(x);
+      return t.view({t.size(0), t.size(1), -1, head_dim}).transpose(1, 2);
     };
     // LibTorch's attention outside a context-parallel scope, ring attention inside one.
     auto y = accel::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0,
-                                                 /*is_causal=*/true);
-    return o(y.transpose(1, 2).reshape({batch, seq, -1}));
+                                                 /*is_causal=*/true)
+                 .transpose(1, 2);
+    return o(y.reshape({y.size(0), y.size(1), -1}));
   }
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
 };
@@ -95,13 +99,18 @@ struct GptImpl : torch::nn::Module {
 TORCH_MODULE(Gpt);
 
 /// A Megatron plan for Gpt: heads and the MLP's hidden features split, the vocabulary split in
-/// the embedding, the head's output gathered.
-accel::TensorParallelPlan gpt_plan() {
-  return accel::TensorParallelPlan{{"wte", "embedding_rowwise"},   {"wpe", "replicate"},
-                                   {"blocks.*.attn.q", "colwise"}, {"blocks.*.attn.k", "colwise"},
-                                   {"blocks.*.attn.v", "colwise"}, {"blocks.*.attn.o", "rowwise"},
-                                   {"blocks.*.mlp.up", "colwise"}, {"blocks.*.mlp.down", "rowwise"},
-                                   {"head", "colwise_rep"}};
+/// the embedding, the head's output gathered; with `sequence_parallel`, the LayerNorms and the
+/// position embedding's lookups on the sequence's shards.
+accel::TensorParallelPlan gpt_plan(bool sequence_parallel = false) {
+  accel::TensorParallelPlan plan{{"wte", "embedding_rowwise"},     {"blocks.*.attn.q", "colwise"},
+                                 {"blocks.*.attn.k", "colwise"},   {"blocks.*.attn.v", "colwise"},
+                                 {"blocks.*.attn.o", "rowwise"},   {"blocks.*.mlp.up", "colwise"},
+                                 {"blocks.*.mlp.down", "rowwise"}, {"head", "colwise_rep"}};
+  if (!sequence_parallel) return plan.add("wpe", "replicate");
+  for (const char* region : {"wpe", "blocks.*.ln1", "blocks.*.ln2", "ln_f"}) {
+    plan.add(region, "sequence_parallel");
+  }
+  return plan;
 }
 
 /// Data rank `rank`'s batch at `step`: tokens, their positions, next tokens; the same in every
@@ -298,6 +307,16 @@ TEST(TensorParallel, GptWithShardedGradientsMatchesOneProcess) {
   run.accumulation = 2;
   expect_matches_one_process(run, gpt_plan());
 }
+// Megatron's sequence parallelism: LayerNorms and the position embedding's lookups run on the
+// tp process's shard of the sequence; colwise inputs are all-gathered on it, rowwise outputs
+// (and the vocabulary-parallel embedding's) reduce-scattered; the replicated parameters used on
+// shards have their gradients summed over the group.
+TEST(TensorParallel, GptWithSequenceParallelismMatchesOneProcess) {
+  Training run{accel::ParallelismConfig().tp_size(world_size())};
+  run.accumulation = 2;
+  expect_matches_one_process(run, gpt_plan(/*sequence_parallel=*/true));
+}
+
 // The slices sharded again over dp_shard (FULL_SHARD, the default there): each process holds
 // 1/(tp * dp_shard) of the planned parameters, gathered over dp_shard for the tensor-parallel
 // operators.
