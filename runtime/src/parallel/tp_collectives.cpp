@@ -48,77 +48,55 @@ GroupPtr tp_group_of(AutogradContext* ctx) {
   return GroupPtr::reclaim_copy(group);
 }
 
-struct CopyToGroup : torch::autograd::Function<CopyToGroup> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, GroupPtr group) {
-    save_group(ctx, group);
-    return input.view_as(input);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {summed(grads[0], tp_group_of(ctx)), torch::Tensor()};
-  }
+/// What one side (forward or backward) of a collective does to its tensor. Each collective
+/// below pairs a step with its transpose, so backward is exact.
+enum class Step : int64_t {
+  identity,        // the tensor itself
+  sum,             // summed over the group
+  gather,          // every process's, concatenated along `dim`
+  slice,           // this process's slice of `dim`
+  reduce_scatter,  // summed over the group, this process's slice of `dim` kept
 };
 
-struct ReduceFromGroup : torch::autograd::Function<ReduceFromGroup> {
-  static torch::Tensor forward(AutogradContext*, const torch::Tensor& input, GroupPtr group) {
-    return summed(input, group);
+torch::Tensor run_step(Step step, const torch::Tensor& tensor, const GroupPtr& group, int64_t dim) {
+  switch (step) {
+    case Step::identity:
+      return tensor.view_as(tensor);
+    case Step::sum:
+      return summed(tensor, group);
+    case Step::gather:
+      return gathered(tensor, group, dim);
+    case Step::slice:
+      return own_slice(tensor, group, dim);
+    case Step::reduce_scatter:
+      // Megatron's reduce-scatter, here an all-reduce and a slice.
+      return own_slice(summed(tensor, group), group, dim);
   }
-  static variable_list backward(AutogradContext*, variable_list grads) {
-    return {grads[0], torch::Tensor()};
-  }
-};
+  return tensor;
+}
 
-struct GatherDim : torch::autograd::Function<GatherDim> {
+/// A collective over the group as an autograd function: `forward` on the way in, `backward`
+/// (its transpose) on the gradient.
+struct GroupCollective : torch::autograd::Function<GroupCollective> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, GroupPtr group,
-                               int64_t dim) {
+                               int64_t dim, int64_t forward_step, int64_t backward_step) {
     save_group(ctx, group);
     ctx->saved_data["dim"] = dim;
-    return gathered(input, group, dim);
+    ctx->saved_data["backward"] = backward_step;
+    return run_step(static_cast<Step>(forward_step), input, group, dim);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {own_slice(grads[0], tp_group_of(ctx), ctx->saved_data["dim"].toInt()), {}, {}};
+    const auto step = static_cast<Step>(ctx->saved_data["backward"].toInt());
+    return {
+        run_step(step, grads[0], tp_group_of(ctx), ctx->saved_data["dim"].toInt()), {}, {}, {}, {}};
   }
 };
 
-struct SplitDim : torch::autograd::Function<SplitDim> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, GroupPtr group,
-                               int64_t dim) {
-    save_group(ctx, group);
-    ctx->saved_data["dim"] = dim;
-    return own_slice(input, group, dim);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gathered(grads[0], tp_group_of(ctx), ctx->saved_data["dim"].toInt()), {}, {}};
-  }
-};
-
-/// Megatron's sequence-parallel pair: the sum over the group, of which this process keeps its
-/// slice of `dim` (a reduce-scatter, here an all-reduce and a slice); backward gathers.
-struct ReduceScatterDim : torch::autograd::Function<ReduceScatterDim> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, GroupPtr group,
-                               int64_t dim) {
-    save_group(ctx, group);
-    ctx->saved_data["dim"] = dim;
-    return own_slice(summed(input, group), group, dim);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gathered(grads[0], tp_group_of(ctx), ctx->saved_data["dim"].toInt()), {}, {}};
-  }
-};
-
-/// All-gather along `dim` forward; backward sums the gradient over the group and keeps this
-/// process's slice (the input of a colwise layer in a sequence-parallel region).
-struct GatherDimReduceScatter : torch::autograd::Function<GatherDimReduceScatter> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, GroupPtr group,
-                               int64_t dim) {
-    save_group(ctx, group);
-    ctx->saved_data["dim"] = dim;
-    return gathered(input, group, dim);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto group = tp_group_of(ctx);
-    return {own_slice(summed(grads[0], group), group, ctx->saved_data["dim"].toInt()), {}, {}};
-  }
-};
+torch::Tensor collective(const torch::Tensor& input, const GroupPtr& group, int64_t dim,
+                         Step forward, Step backward) {
+  return GroupCollective::apply(input, group, dim, static_cast<int64_t>(forward),
+                                static_cast<int64_t>(backward));
+}
 
 }  // namespace
 
@@ -128,25 +106,25 @@ ParallelTraffic& parallel_traffic() {
 }
 
 torch::Tensor copy_to_group(const torch::Tensor& input, const GroupPtr& group) {
-  return CopyToGroup::apply(input, group);
+  return collective(input, group, 0, Step::identity, Step::sum);
 }
 torch::Tensor reduce_from_group(const torch::Tensor& input, const GroupPtr& group) {
-  return ReduceFromGroup::apply(input, group);
+  return collective(input, group, 0, Step::sum, Step::identity);
 }
 torch::Tensor gather_last_dim(const torch::Tensor& input, const GroupPtr& group) {
-  return GatherDim::apply(input, group, input.dim() - 1);
+  return collective(input, group, input.dim() - 1, Step::gather, Step::slice);
 }
 torch::Tensor split_last_dim(const torch::Tensor& input, const GroupPtr& group) {
-  return SplitDim::apply(input, group, input.dim() - 1);
+  return collective(input, group, input.dim() - 1, Step::slice, Step::gather);
 }
 torch::Tensor split_dim(const torch::Tensor& input, const GroupPtr& group, int64_t dim) {
-  return SplitDim::apply(input, group, dim);
+  return collective(input, group, dim, Step::slice, Step::gather);
 }
 torch::Tensor reduce_scatter_dim(const torch::Tensor& input, const GroupPtr& group, int64_t dim) {
-  return ReduceScatterDim::apply(input, group, dim);
+  return collective(input, group, dim, Step::reduce_scatter, Step::gather);
 }
 torch::Tensor gather_dim_for_group(const torch::Tensor& input, const GroupPtr& group, int64_t dim) {
-  return GatherDimReduceScatter::apply(input, group, dim);
+  return collective(input, group, dim, Step::gather, Step::reduce_scatter);
 }
 
 }  // namespace detail
