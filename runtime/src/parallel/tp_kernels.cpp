@@ -171,19 +171,26 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
 }  // namespace
 
 void register_tp_kernels() {
-  static const bool registered = [] {
-    auto* fallthrough = new torch::Library(torch::Library::IMPL, "_", kTensorParallelDispatchKey,
-                                           __FILE__, __LINE__);
-    fallthrough->fallback(torch::CppFunction::makeFallthrough());
-    auto* kernels = new torch::Library(torch::Library::IMPL, "aten", kTensorParallelDispatchKey,
+  // Registered once, on first use, and kept for the process's life: the registrations live as
+  // long as these libraries, so the statics hold them (reachable, never destroyed at exit while
+  // another library's teardown may still dispatch).
+  static const torch::Library* const fallthrough = [] {
+    auto* library = new torch::Library(torch::Library::IMPL, "_", kTensorParallelDispatchKey,
                                        __FILE__, __LINE__);
-    kernels->impl("linear", TORCH_FN(tp_linear));
-    kernels->impl("addmm", TORCH_FN(tp_addmm));
-    kernels->impl("matmul", TORCH_FN(tp_matmul));
-    kernels->impl("embedding", TORCH_FN(tp_embedding));
-    return true;
+    library->fallback(torch::CppFunction::makeFallthrough());
+    return library;
   }();
-  (void)registered;
+  static const torch::Library* const kernels = [] {
+    auto* library = new torch::Library(torch::Library::IMPL, "aten", kTensorParallelDispatchKey,
+                                       __FILE__, __LINE__);
+    library->impl("linear", TORCH_FN(tp_linear));
+    library->impl("addmm", TORCH_FN(tp_addmm));
+    library->impl("matmul", TORCH_FN(tp_matmul));
+    library->impl("embedding", TORCH_FN(tp_embedding));
+    return library;
+  }();
+  (void)fallthrough;
+  (void)kernels;
 }
 
 }  // namespace detail
