@@ -18,7 +18,8 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
 }
 
 nlohmann::json describe_optimizers(const GradientState& state,
-                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards) {
+                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards,
+                                   int64_t tp_size) {
   nlohmann::json described = nlohmann::json::array();
   for (auto* gate : state.gates) {
     OpenedGate open(*gate);
@@ -27,7 +28,7 @@ nlohmann::json describe_optimizers(const GradientState& state,
     for (const auto& group : optimizer.param_groups()) groups.push_back(group.params().size());
     described.push_back({{"type", optimizer_type(optimizer)},
                          {"param_groups", groups},
-                         {"layout", layout_of(optimizer, shards).to_json()}});
+                         {"layout", layout_of(optimizer, shards, tp_size).to_json()}});
   }
   return described;
 }

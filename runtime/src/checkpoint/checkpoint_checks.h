@@ -27,7 +27,8 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer);
 /// parameters are cut from the model's: optimizer_resharding.h), as accel_state.json records
 /// them.
 nlohmann::json describe_optimizers(const GradientState& state,
-                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards);
+                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards,
+                                   int64_t tp_size);
 
 /// The run's optimizers (`run`, from describe_optimizers) are of the `saved` classes, with as
 /// many parameter groups; with `same_layout` (the saved strategy and process count) the groups

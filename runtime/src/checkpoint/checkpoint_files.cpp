@@ -17,9 +17,9 @@ std::string per_process_file(const std::string& name, int64_t rank) {
   return path.stem().string() + "_shard_" + std::to_string(rank) + path.extension().string();
 }
 
-std::string optimizer_slice_file(size_t index, int64_t slice, bool saved_sharded) {
+std::string optimizer_slice_file(size_t index, int64_t process, bool per_process) {
   const auto name = numbered("optimizer", index, ".pt");
-  return saved_sharded ? per_process_file(name, slice) : name;
+  return per_process ? per_process_file(name, process) : name;
 }
 
 void save_archive(const fs::path& path,

@@ -22,7 +22,7 @@ std::string numbered(const std::string& stem, size_t index, const std::string& e
 std::string per_process_file(const std::string& name, int64_t rank);
 
 /// The file of saved slice `slice` of optimizer `index` (NO_SHARD: its one file).
-std::string optimizer_slice_file(size_t index, int64_t slice, bool saved_sharded);
+std::string optimizer_slice_file(size_t index, int64_t process, bool per_process);
 
 void save_archive(const std::filesystem::path& path,
                   const std::function<void(torch::serialize::OutputArchive&)>& fill);

@@ -50,6 +50,11 @@ std::optional<ShardedModels> sharded_models_of(const CheckpointInputs& run) {
   return ShardedModels{run.shards, cut.rank, cut.processes, cut.writes};
 }
 
+/// Each process writes its own optimizer state: a shard of it, or a tensor-parallel part's.
+bool per_process_optimizers(const CheckpointInputs& run) {
+  return run.sharded_optimizers || run.mesh.tp > 1;
+}
+
 /// The models' whole tensors for the coordinator to write: FULL_SHARD models' are gathered by
 /// every process (a collective), the others' read by the coordinator only.
 std::vector<NamedTensors> whole_models(const std::vector<torch::nn::Module*>& models,
@@ -118,7 +123,15 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
       {"gradient_accumulation_steps", run.gradient_accumulation_steps},
       {"micro_step", run.gradient_state->step},
       {"window_gradients", in_window},
-      {"optimizer_layout", detail::describe_optimizers(*run.gradient_state, run.shards)}};
+      {"optimizer_layout",
+       detail::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp)}};
+  if (run.mesh.configured) {
+    const auto& mesh = run.mesh;
+    summary["parallelism"] = {{"dp_replicate_size", mesh.dp_replicate},
+                              {"dp_shard_size", mesh.dp_shard},
+                              {"cp_size", mesh.cp},
+                              {"tp_size", mesh.tp}};
+  }
   for (const auto& part : parts) {
     if (part.flag) {
       summary[part.key] = part.count > 0;
@@ -177,7 +190,36 @@ struct SavedLayout {
   /// from before they were recorded is not).
   bool layouts_saved = false;
   bool window = false;
+  /// The device mesh it was saved on (not `configured`: none).
+  CheckpointInputs::Mesh mesh;
 };
+
+/// The "parallelism" entry of a summary: the mesh's sizes.
+CheckpointInputs::Mesh read_saved_mesh(const Summary& summary) {
+  CheckpointInputs::Mesh mesh;
+  const auto found = summary.json.find("parallelism");
+  if (found == summary.json.end()) return mesh;
+  auto size = [&](const char* key) {
+    const auto value = found->find(key);
+    TORCH_CHECK(found->is_object() && value != found->end() && value->is_number_integer() &&
+                    value->get<int64_t>() >= 1,
+                "accel: ", summary.path.string(), "'s 'parallelism' has no size '", key, "'");
+    return value->get<int64_t>();
+  };
+  mesh.dp_replicate = size("dp_replicate_size");
+  mesh.dp_shard = size("dp_shard_size");
+  mesh.cp = size("cp_size");
+  mesh.tp = size("tp_size");
+  mesh.configured = true;
+  return mesh;
+}
+
+std::string describe(const CheckpointInputs::Mesh& mesh) {
+  if (!mesh.configured) return "no device mesh";
+  return "a mesh of dp_replicate " + std::to_string(mesh.dp_replicate) + " x dp_shard " +
+         std::to_string(mesh.dp_shard) + " x cp " + std::to_string(mesh.cp) + " x tp " +
+         std::to_string(mesh.tp);
+}
 
 SavedLayout read_saved_layout(const Summary& summary) {
   SavedLayout saved;
@@ -191,20 +233,30 @@ SavedLayout read_saved_layout(const Summary& summary) {
   saved.layouts_saved = saved.optimizers.is_array() && !saved.optimizers.empty() &&
                         saved.optimizers[0].contains("layout");
   saved.window = summary.json.value("window_gradients", false);
+  saved.mesh = read_saved_mesh(summary);
   return saved;
 }
 
-/// A checkpoint from another process count loads only when `options` allow it; optimizer state
-/// laid out by another strategy, or sharded over another process count, only when its layouts
-/// were recorded (to re-split it).
+/// A checkpoint from another process count loads only when `options` allow it, or when the run
+/// or the checkpoint has a device mesh (moving between layouts is what a mesh is for); optimizer
+/// state laid out by another strategy, or sharded over another process count, only when its
+/// layouts were recorded (to re-split it). A window's gradients are each process's own slices:
+/// they resume on the mesh that took them.
 void check_layout_fits(const fs::path& dir, const SavedLayout& saved,
                        const LoadStateOptions& options, const CheckpointInputs& run) {
-  TORCH_CHECK(saved.processes == run.num_processes || options.allow_process_count_change(),
-              "accel: ", dir.string(), " was saved by ", saved.processes,
-              " processes and this job has ", run.num_processes,
-              "; random generators and data-loader positions are per process, so resume with the "
-              "same number of processes, or pass "
-              "accel::LoadStateOptions().allow_process_count_change(true)");
+  TORCH_CHECK(!saved.window || saved.mesh == run.mesh, "accel: ", dir.string(),
+              " was taken inside a gradient accumulation window on ", describe(saved.mesh),
+              " and this run has ", describe(run.mesh),
+              "; a window's gradients are each process's own: resume it on the same mesh, or "
+              "from a checkpoint taken on a synchronising step");
+  const bool any_mesh = saved.mesh.configured || run.mesh.configured;
+  TORCH_CHECK(
+      saved.processes == run.num_processes || options.allow_process_count_change() || any_mesh,
+      "accel: ", dir.string(), " was saved by ", saved.processes, " processes and this job has ",
+      run.num_processes,
+      "; random generators and data-loader positions are per process, so resume with the "
+      "same number of processes, or pass "
+      "accel::LoadStateOptions().allow_process_count_change(true)");
   const bool has_optimizers = !run.gradient_state->gates.empty();
   TORCH_CHECK(saved.layouts_saved || !has_optimizers || saved.strategy == run.sharding_strategy,
               "accel: ", dir.string(), " was saved with sharding_strategy ", saved.strategy,
@@ -237,7 +289,7 @@ void check_part_counts(const std::vector<Part>& parts, const Summary& summary,
 /// An optimizer to re-split on load, and the saved files its state comes from.
 struct Resplit {
   detail::ResplitPlan plan;
-  bool saved_sharded = false;
+  bool per_process = false;
   std::string where;  // for errors
   std::vector<std::string> files;
 };
@@ -249,17 +301,19 @@ std::vector<std::optional<Resplit>> plan_resplits(const CheckpointInputs& run,
   const auto& state = *run.gradient_state;
   std::vector<std::optional<Resplit>> plans(state.gates.size());
   if (!saved.layouts_saved) return plans;
-  const bool saved_sharded = saved.strategy != ShardingStrategy::NoShard;
   for (size_t i = 0; i < plans.size(); ++i) {
     detail::OpenedGate open(*state.gates[i]);
     const std::string where = (dir / numbered("optimizer", i, ".pt")).string();
-    auto plan = detail::plan_resplit(*state.gates[i]->optimizer(), run.shards,
-                                     saved.optimizers.at(i).at("layout"),
-                                     saved.processes == run.num_processes, state_path, where);
+    auto plan =
+        detail::plan_resplit(*state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
+                             saved.optimizers.at(i).at("layout"),
+                             saved.processes == run.num_processes, state_path, where);
     if (!plan) continue;
-    Resplit resplit{std::move(*plan), saved_sharded, where, {}};
-    for (const int64_t slice : resplit.plan.slices) {
-      resplit.files.push_back(optimizer_slice_file(i, slice, saved_sharded));
+    // Sharded or tensor-parallel state is in each process's file, else in the main one's.
+    const bool per_process = saved.strategy != ShardingStrategy::NoShard || plan->saved.tp > 1;
+    Resplit resplit{std::move(*plan), per_process, where, {}};
+    for (const int64_t process : resplit.plan.files) {
+      resplit.files.push_back(optimizer_slice_file(i, process, per_process));
     }
     plans[i] = std::move(resplit);
   }
@@ -305,7 +359,7 @@ std::vector<std::optional<Resplit>> check_before_loading(
   detail::check_accumulation(summary.json, summary.path.string(), saved.processes, saved.window,
                              options, run.num_processes, run.gradient_accumulation_steps);
   detail::check_optimizers(
-      saved.optimizers, detail::describe_optimizers(*run.gradient_state, run.shards),
+      saved.optimizers, detail::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp),
       summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
       same_processes && saved.strategy == run.sharding_strategy);
   for (const auto& part : parts) {
@@ -329,9 +383,9 @@ void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vec
         auto& optimizer = *state.gates[i]->optimizer();
         const auto& plan = resplit->plan;
         detail::load_resplit(
-            optimizer, plan.live, plan.rank, plan.saved,
-            [&](int64_t slice) {
-              load_archive(dir / optimizer_slice_file(i, slice, resplit->saved_sharded),
+            optimizer, plan.live, plan.rank, plan.part, plan.saved,
+            [&](int64_t process) {
+              load_archive(dir / optimizer_slice_file(i, process, resplit->per_process),
                            [&](auto& archive) { optimizer.load(archive); });
             },
             resplit->where);
@@ -387,7 +441,7 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
   if (!layout.sharded) layout.gathered = whole_models(models, coordinator);
   const auto parts = checkpoint_parts(
       models, layout, *run.gradient_state, *run.custom_objects, [](torch::optim::Optimizer&) {},
-      run.sharded_optimizers);
+      per_process_optimizers(run));
   write_parts(run, parts, staging, coordinator);
   const bool in_window = !run.gradient_state->sync_gradients;
   if (in_window) write_window(run, staging);
@@ -426,7 +480,7 @@ void load_state(const CheckpointInputs& run, const std::string& requested_dir,
   std::vector<torch::nn::Module*> models = run.models;
   for (const auto& hook : *run.load_pre_hooks) hook.second(models, dir.string());
   const auto parts = checkpoint_parts(models, layout, *run.gradient_state, *run.custom_objects,
-                                      run.move_optimizer_state, run.sharded_optimizers);
+                                      run.move_optimizer_state, per_process_optimizers(run));
   const auto resplits = check_before_loading(run, dir, summary, saved, parts, options);
 
   load_parts(run, dir, parts, resplits);

@@ -64,6 +64,18 @@ struct CheckpointInputs {
     bool writes = true;
   };
   std::optional<ShardedStateDict> sharded_state_dict;
+  /// The device mesh (all 1 and not `configured` without a parallelism config), and this
+  /// process's part among the tensor-parallel processes.
+  struct Mesh {
+    int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
+    bool configured = false;
+    bool operator==(const Mesh& other) const {
+      return dp_replicate == other.dp_replicate && dp_shard == other.dp_shard && cp == other.cp &&
+             tp == other.tp;
+    }
+  };
+  Mesh mesh;
+  int64_t tp_rank = 0;
 
   // What the checkpoint saves and restores of the run's counters.
   ProjectConfiguration* project = nullptr;

@@ -210,8 +210,9 @@ struct Accelerator::Impl {
   double clip_split_grad_norm(const std::vector<torch::Tensor>& parameters, double max_norm,
                               double norm_type);
 
-  /// save_state and load_state refuse a run with tensor-parallel slices (`call` names which).
-  void refuse_tensor_parallel_state(const char* call) const;
+  /// save_state and load_state refuse SHARDED_STATE_DICT of tensor-parallel slices (`call`
+  /// names which).
+  void refuse_sharded_tensor_parallel_state(const char* call) const;
   /// What save_state and load_state read and restore of the run.
   checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);
 

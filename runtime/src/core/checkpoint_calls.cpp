@@ -61,6 +61,11 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
     run.sharded_state_dict = checkpoints::CheckpointInputs::ShardedStateDict{
         group->getRank(), group->getSize(), replicas == nullptr || replicas->getRank() == 0};
   }
+  if (const auto& config = options.parallelism_config) {
+    run.mesh = {config->dp_replicate_size(), config->dp_shard_size(), config->cp_size(),
+                config->tp_size(), true};
+    if (mesh != nullptr) run.tp_rank = mesh->group(detail::MeshGroup::tp)->getRank();
+  }
   run.project = &project;
   run.step = &step;
   run.item_window = &item_window;
@@ -83,27 +88,30 @@ RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook)
   return add_hook(impl_->load_state_pre_hooks, impl_->next_hook_id, std::move(hook));
 }
 
-void Accelerator::Impl::refuse_tensor_parallel_state(const char* call) const {
+void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) const {
+  if (!shards_parameters() || options.fsdp_state_dict_type != StateDictType::ShardedStateDict) {
+    return;
+  }
   // Checked alike on every process (each holds slices of the same parameters): none hangs.
   for (const auto& m : models) {
     for (const auto& p : m.module->parameters()) {
       TORCH_CHECK(!detail::is_tensor_parallel_slice(p), "accel: ", call,
-                  " of a tensor-parallel model is not supported yet (its optimizer state is "
-                  "split like its slices, and a checkpoint must load on any layout); save its "
-                  "weights whole with save_model or get_state_dict");
+                  " of a tensor-parallel model with fsdp_state_dict_type SHARDED_STATE_DICT is "
+                  "not supported (its shards would be cut from the tensor-parallel slices); use "
+                  "FULL_STATE_DICT, which writes the weights whole and loads on any layout");
     }
   }
 }
 
 std::string Accelerator::save_state(const std::string& requested_dir) {
   detail::CollectiveLabel collective_label("save_state");
-  impl_->refuse_tensor_parallel_state("save_state");
+  impl_->refuse_sharded_tensor_parallel_state("save_state");
   return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   detail::CollectiveLabel collective_label("load_state");
-  impl_->refuse_tensor_parallel_state("load_state");
+  impl_->refuse_sharded_tensor_parallel_state("load_state");
   checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
 }
 

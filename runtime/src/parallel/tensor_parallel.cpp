@@ -344,5 +344,20 @@ at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice) {
   return at::cat(parts, slice.dim);
 }
 
+std::vector<int64_t> whole_sizes(const at::Tensor& tensor) {
+  auto sizes = tensor.sizes().vec();
+  const TpSlice* slice = tp_slice_of(tensor);
+  if (slice != nullptr && slice->dim >= 0)
+    sizes[static_cast<size_t>(slice->dim)] = slice->whole_size;
+  return sizes;
+}
+
+at::Tensor this_part_of(const at::Tensor& whole, const at::Tensor& tensor) {
+  const TpSlice* slice = tp_slice_of(tensor);
+  if (slice == nullptr || slice->dim < 0) return whole;
+  const int64_t width = tensor.size(slice->dim);
+  return whole.narrow(slice->dim, slice->group->getRank() * width, width);
+}
+
 }  // namespace detail
 }  // namespace accel

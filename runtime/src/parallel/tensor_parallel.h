@@ -93,5 +93,10 @@ at::Tensor whole_tensor(const at::Tensor& tensor);
 /// The whole value of `slice` from this process's `value` of it (collective over its group).
 at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice);
 
+/// The shape of the whole tensor a tensor is this process's slice of (its own for any other).
+std::vector<int64_t> whole_sizes(const at::Tensor& tensor);
+/// This process's part of `whole` when `tensor` is a slice of it (a view); `whole` otherwise.
+at::Tensor this_part_of(const at::Tensor& whole, const at::Tensor& tensor);
+
 }  // namespace detail
 }  // namespace accel

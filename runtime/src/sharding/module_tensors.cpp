@@ -89,10 +89,12 @@ void load_module_tensors(torch::nn::Module& module,
       TORCH_CHECK(tied, "accel: ", path, " has no tensor '", entry.first, "', which the model has");
       continue;
     }
-    TORCH_CHECK(it->second.sizes() == entry.second.sizes(), "accel: ", path, ": tensor '",
-                entry.first, "' has shape ", it->second.sizes(), ", the model's has ",
-                entry.second.sizes());
-    if (!it->second.is_same(entry.second)) entry.second.copy_(it->second);
+    // A tensor-parallel slice takes its part of the whole tensor the file holds.
+    const auto whole = whole_sizes(entry.second);
+    TORCH_CHECK(it->second.sizes().vec() == whole, "accel: ", path, ": tensor '", entry.first,
+                "' has shape ", it->second.sizes(), ", the model's has ", c10::IntArrayRef(whole));
+    if (!it->second.is_same(entry.second))
+      entry.second.copy_(this_part_of(it->second, entry.second));
     used.insert(entry.first);
     loaded.push_back(std::move(entry));
   }
@@ -120,9 +122,10 @@ void check_header_matches(const torch::nn::Module& module, const SafetensorsHead
     auto found = header.tensors.find(entry.first);
     TORCH_CHECK(found != header.tensors.end(), "accel: ", path, " has no tensor '", entry.first,
                 "', which the model has");
-    TORCH_CHECK(found->second.shape == entry.second.sizes().vec(), "accel: ", path, ": tensor '",
-                entry.first, "' has shape ", c10::IntArrayRef(found->second.shape),
-                ", the model's has ", entry.second.sizes());
+    const auto whole = whole_sizes(entry.second);
+    TORCH_CHECK(found->second.shape == whole, "accel: ", path, ": tensor '", entry.first,
+                "' has shape ", c10::IntArrayRef(found->second.shape), ", the model's has ",
+                c10::IntArrayRef(whole));
   }
   std::set<std::string> names;
   for (const auto& entry : all_named_tensors(module)) names.insert(entry.first);

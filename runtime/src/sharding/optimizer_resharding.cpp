@@ -1,8 +1,10 @@
 #include "optimizer_resharding.h"
 
 #include "optimizer_state_tensors.h"
+#include "parallel/tensor_parallel.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -14,23 +16,163 @@ namespace accel {
 namespace detail {
 namespace {
 
-/// `length` elements that go from saved unit `saved_unit`'s slice (at `source` in it) to live unit
-/// `live_unit`'s slice of this process (at `target`), in parameter group `group`.
+/// Elements that go from saved unit `saved_unit`'s slice to live unit `live_unit`'s slice of this
+/// process, in parameter group `group`: `length` of them from `source` to `target`, or, for a
+/// parameter cut otherwise than saved, those `sources` and `targets` list.
 struct Copy {
   size_t group = 0, live_unit = 0, saved_unit = 0;
   int64_t target = 0, source = 0, length = 0;
+  torch::Tensor targets, sources;
 };
 
-/// What each saved slice gives this process, by slice.
+using Member = OptimizerLayout::Member;
+
+/// The whole parameter's shape, from a slice of it cut into `parts`.
+std::vector<int64_t> whole_shape(const Member& member, int64_t parts) {
+  auto shape = member.shape;
+  if (member.cut_dim >= 0) shape[static_cast<size_t>(member.cut_dim)] *= parts;
+  return shape;
+}
+
+int64_t elements_after(const std::vector<int64_t>& shape, int64_t dim) {
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  return inner;
+}
+
+/// The whole tensor's flat indices of `local`, flat indices into part `part` of it, cut along
+/// `dim` into `parts` (-1: not cut).
+torch::Tensor whole_indices(const torch::Tensor& local, const std::vector<int64_t>& whole,
+                            int64_t dim, int64_t parts, int64_t part) {
+  if (dim < 0) return local;
+  const int64_t inner = elements_after(whole, dim);
+  const int64_t chunk = whole[static_cast<size_t>(dim)] / parts;
+  const auto outer = local.div(chunk * inner, "trunc");
+  const auto rest = local.remainder(chunk * inner);
+  return outer * (whole[static_cast<size_t>(dim)] * inner) +
+         (rest.div(inner, "trunc") + part * chunk) * inner + rest.remainder(inner);
+}
+
+/// For whole flat indices `whole_index`: the part of a cut along `dim` into `parts` that holds
+/// each (`uncut_part` where `dim` is -1), and the flat index there.
+std::pair<torch::Tensor, torch::Tensor> part_indices(const torch::Tensor& whole_index,
+                                                     const std::vector<int64_t>& whole, int64_t dim,
+                                                     int64_t parts, int64_t uncut_part) {
+  if (dim < 0) return {torch::full_like(whole_index, uncut_part), whole_index};
+  const int64_t inner = elements_after(whole, dim);
+  const int64_t size = whole[static_cast<size_t>(dim)], chunk = size / parts;
+  const auto outer = whole_index.div(size * inner, "trunc");
+  const auto rest = whole_index.remainder(size * inner);
+  const auto coordinate = rest.div(inner, "trunc");
+  return {coordinate.div(chunk, "trunc"),
+          outer * (chunk * inner) + coordinate.remainder(chunk) * inner + rest.remainder(inner)};
+}
+
+/// One live member's elements [first, last) of its unit (this process's slice starts at
+/// `begin`), taken from the saved member: by ranges where both are cut alike, else element by
+/// element through the whole tensor.
+class MemberPlan {
+ public:
+  MemberPlan(const OptimizerLayout& saved, const OptimizerLayout& live, int64_t part,
+             const std::string& where)
+      : saved_(saved), live_(live), part_(part), where_(where) {}
+
+  /// The saved member holds the same parameter (alike on every process: checked whether or not
+  /// this process holds any of it, so that all refuse together).
+  void check(size_t g, const Member& member, const Member& saved_member) const {
+    const auto whole = whole_of(member, saved_member);
+    const auto saved_whole = whole_of(saved_member, member, /*saved=*/true);
+    TORCH_CHECK(
+        whole == saved_whole && whole_numel(member, live_) == whole_numel(saved_member, saved_) &&
+            c10::multiply_integers(whole) == whole_numel(member, live_),
+        "accel: ", where_, ": parameter ", member.index, " of parameter group ", g, " is of shape ",
+        c10::IntArrayRef(saved_whole), " there (", saved_member.numel, " elements in each of ",
+        saved_member.cut_dim >= 0 ? saved_.tp : 1, " parts) and ", c10::IntArrayRef(whole),
+        " in this run (", member.numel, " in each of ", member.cut_dim >= 0 ? live_.tp : 1, ")");
+  }
+
+  /// The copies of the live member's elements [first, last) of its unit (this process's slice
+  /// of the unit starts at `begin`), by the saved process whose file holds them.
+  void add(size_t g, size_t u, size_t saved_unit, const Member& member, const Member& saved_member,
+           int64_t first, int64_t last, int64_t begin,
+           std::map<int64_t, std::vector<Copy>>& copies) const {
+    const int64_t slice = saved_.groups[g][saved_unit].slice_elements;
+    // A parameter held whole is the same on every part: read from this process's part's files
+    // where the checkpoint has them.
+    const int64_t uncut_part = part_ < saved_.tp ? part_ : 0;
+    if (alike(member, saved_member)) {
+      const int64_t file_part = member.cut_dim >= 0 ? part_ : uncut_part;
+      // [first, last) of the live unit is [from, to) of the saved one, cut at its slices.
+      int64_t from = saved_member.offset + (first - member.offset);
+      const int64_t to = saved_member.offset + (last - member.offset);
+      int64_t target = first - begin;
+      while (from < to) {
+        const int64_t r = from / slice;
+        const int64_t length = std::min((r + 1) * slice, to) - from;
+        copies[r * saved_.tp + file_part].push_back(
+            {g, u, saved_unit, target, from - r * slice, length, {}, {}});
+        from += length;
+        target += length;
+      }
+      return;
+    }
+    // Element by element: each one's place in the whole tensor, then in the saved part.
+    const auto whole = whole_of(member, saved_member);
+    const auto local = torch::arange(first - member.offset, last - member.offset, torch::kInt64);
+    const auto [file_part, index] =
+        part_indices(whole_indices(local, whole, member.cut_dim, live_.tp, part_), whole,
+                     saved_member.cut_dim, saved_.tp, uncut_part);
+    const auto position = index + saved_member.offset;
+    const auto r = position.div(slice, "trunc");
+    const auto file = r * saved_.tp + file_part;
+    const auto source = position - r * slice;
+    const auto targets = torch::arange(first - begin, last - begin, torch::kInt64);
+    const auto files = std::get<0>(at::_unique(file, /*sorted=*/true));
+    const auto* listed = files.data_ptr<int64_t>();
+    for (int64_t i = 0; i < files.numel(); ++i) {
+      const auto mask = file.eq(listed[i]);
+      copies[listed[i]].push_back(
+          {g, u, saved_unit, 0, 0, 0, targets.masked_select(mask), source.masked_select(mask)});
+    }
+  }
+
+ private:
+  /// Both cut alike: the same elements in the same order.
+  bool alike(const Member& member, const Member& saved_member) const {
+    return member.cut_dim == saved_member.cut_dim &&
+           (member.cut_dim < 0 || (saved_.tp == live_.tp && member.shape == saved_member.shape));
+  }
+  static int64_t whole_numel(const Member& member, const OptimizerLayout& layout) {
+    return member.numel * (member.cut_dim >= 0 ? layout.tp : 1);
+  }
+  /// The whole parameter's shape, as `member` (live, or `saved`) records it; from `other` where
+  /// it records none (a layout saved before shapes were: never cut).
+  std::vector<int64_t> whole_of(const Member& member, const Member& other,
+                                bool saved = false) const {
+    if (member.shape.empty()) {
+      return other.shape.empty() ? std::vector<int64_t>{member.numel}
+                                 : whole_shape(other, saved ? live_.tp : saved_.tp);
+    }
+    return whole_shape(member, saved ? saved_.tp : live_.tp);
+  }
+
+  const OptimizerLayout& saved_;
+  const OptimizerLayout& live_;
+  int64_t part_;
+  const std::string& where_;
+};
+
+/// What each saved process's file gives this process, by the file's process.
 std::map<int64_t, std::vector<Copy>> plan(const OptimizerLayout& saved, const OptimizerLayout& live,
-                                          int64_t rank, const std::string& where) {
+                                          int64_t rank, int64_t part, const std::string& where) {
   TORCH_CHECK(saved.groups.size() == live.groups.size(), "accel: ", where, " holds ",
               saved.groups.size(), " parameter groups and this run's optimizer has ",
               live.groups.size());
+  const MemberPlan member_plan(saved, live, part, where);
   std::map<int64_t, std::vector<Copy>> copies;
   for (size_t g = 0; g < live.groups.size(); ++g) {
     // Where each of the group's parameters is in the saved units.
-    std::map<int64_t, std::pair<size_t, OptimizerLayout::Member>> saved_place;
+    std::map<int64_t, std::pair<size_t, Member>> saved_place;
     for (size_t u = 0; u < saved.groups[g].size(); ++u) {
       for (const auto& member : saved.groups[g][u].members) {
         saved_place[member.index] = {u, member};
@@ -46,24 +188,12 @@ std::map<int64_t, std::vector<Copy>> plan(const OptimizerLayout& saved, const Op
         auto found = saved_place.find(member.index);
         TORCH_CHECK(found != saved_place.end(), "accel: ", where, " has no state for parameter ",
                     member.index, " of parameter group ", g);
-        const auto& [saved_unit, saved_member] = found->second;
-        TORCH_CHECK(saved_member.numel == member.numel, "accel: ", where, ": parameter ",
-                    member.index, " of parameter group ", g, " has ", saved_member.numel,
-                    " elements there and ", member.numel, " in this run");
+        member_plan.check(g, member, found->second.second);
         const int64_t first = std::max(member.offset, begin);
         const int64_t last = std::min(member.offset + member.numel, end);
-        const int64_t slice = saved.groups[g][saved_unit].slice_elements;
-        // [first, last) of the live unit is [from, to) of the saved one, cut at its slices.
-        int64_t from = saved_member.offset + (first - member.offset);
-        const int64_t to = saved_member.offset + (last - member.offset);
-        int64_t target = first - begin;
-        while (from < to) {
-          const int64_t r = from / slice;
-          const int64_t length = std::min((r + 1) * slice, to) - from;
-          copies[r].push_back({g, u, saved_unit, target, from - r * slice, length});
-          from += length;
-          target += length;
-        }
+        if (first >= last) continue;
+        member_plan.add(g, u, found->second.first, member, found->second.second, first, last, begin,
+                        copies);
       }
     }
     TORCH_CHECK(live_members == saved_place.size(), "accel: ", where, " holds state for ",
@@ -90,13 +220,15 @@ nlohmann::json OptimizerLayout::to_json() const {
     nlohmann::json units = nlohmann::json::array();
     for (const auto& unit : group) {
       nlohmann::json members = nlohmann::json::array();
-      for (const auto& m : unit.members) members.push_back({m.index, m.offset, m.numel});
+      for (const auto& m : unit.members) {
+        members.push_back({m.index, m.offset, m.numel, m.cut_dim, m.shape});
+      }
       units.push_back(
           {{"members", members}, {"total", unit.total}, {"slice_elements", unit.slice_elements}});
     }
     described.push_back(units);
   }
-  return {{"slices", slices}, {"groups", described}};
+  return {{"slices", slices}, {"tp", tp}, {"groups", described}};
 }
 
 OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std::string& where) {
@@ -110,6 +242,11 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
   OptimizerLayout layout;
   layout.slices = json["slices"].get<int64_t>();
   if (layout.slices < 1) fail("has " + std::to_string(layout.slices) + " slices");
+  const auto tp = json.find("tp");
+  if (tp != json.end()) {
+    if (!tp->is_number_integer() || tp->get<int64_t>() < 1) fail("has a malformed 'tp'");
+    layout.tp = tp->get<int64_t>();
+  }
   for (const auto& group : json["groups"]) {
     if (!group.is_array()) fail("has a group that is not a list of units");
     auto& units = layout.groups.emplace_back();
@@ -119,8 +256,13 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
         parsed.total = unit.at("total").get<int64_t>();
         parsed.slice_elements = unit.at("slice_elements").get<int64_t>();
         for (const auto& m : unit.at("members")) {
-          parsed.members.push_back(
-              {m.at(0).get<int64_t>(), m.at(1).get<int64_t>(), m.at(2).get<int64_t>()});
+          Member member{
+              m.at(0).get<int64_t>(), m.at(1).get<int64_t>(), m.at(2).get<int64_t>(), -1, {}};
+          if (m.size() > 3) {
+            member.cut_dim = m.at(3).get<int64_t>();
+            member.shape = m.at(4).get<std::vector<int64_t>>();
+          }
+          parsed.members.push_back(std::move(member));
         }
       } catch (const nlohmann::json::exception& e) {
         fail(std::string("has a malformed unit: ") + e.what());
@@ -133,6 +275,14 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
         if (m.offset < 0 || m.numel < 0 || m.offset + m.numel > parsed.total || m.index < 0) {
           fail("has a member outside its unit");
         }
+        const bool shaped = !m.shape.empty();
+        if ((shaped &&
+             (c10::multiply_integers(m.shape) != m.numel ||
+              std::any_of(m.shape.begin(), m.shape.end(), [](int64_t d) { return d < 0; }))) ||
+            m.cut_dim < -1 ||
+            (m.cut_dim >= 0 && m.cut_dim >= static_cast<int64_t>(m.shape.size()))) {
+          fail("has a member whose cut does not match its size");
+        }
       }
       units.push_back(std::move(parsed));
     }
@@ -140,14 +290,27 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
   return layout;
 }
 
+namespace {
+
+/// A group parameter's entry: where it is in its unit and, for a tensor-parallel slice, how it
+/// is cut.
+Member member_of(const at::Tensor& param, int64_t index, int64_t offset) {
+  Member member{index, offset, param.numel(), -1, param.sizes().vec()};
+  if (is_tensor_parallel_slice(param)) member.cut_dim = tp_slice_of(param)->dim;
+  return member;
+}
+
+}  // namespace
+
 OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
                           const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                          int64_t* rank) {
+                          int64_t tp_size, int64_t* rank) {
   std::unordered_set<const c10::TensorImpl*> params;
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) params.insert(p.unsafeGetTensorImpl());
   }
   OptimizerLayout layout;
+  layout.tp = tp_size;
   layout.groups.resize(optimizer.param_groups().size());
   if (rank != nullptr) *rank = 0;
   for (const auto& candidate : shards) {
@@ -158,7 +321,7 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
     for (const auto& unit : units) {
       OptimizerLayout::Unit described;
       for (size_t i = 0; i < unit.params.size(); ++i) {
-        described.members.push_back({unit.indices[i], unit.offsets[i], unit.params[i].numel()});
+        described.members.push_back(member_of(unit.params[i], unit.indices[i], unit.offsets[i]));
       }
       described.total = unit.total;
       described.slice_elements = unit.shard.numel();
@@ -170,17 +333,18 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
     const auto& group_params = optimizer.param_groups()[g].params();
     for (size_t k = 0; k < group_params.size(); ++k) {
       const int64_t numel = group_params[k].numel();
-      layout.groups[g].push_back({{{static_cast<int64_t>(k), 0, numel}}, numel, numel});
+      layout.groups[g].push_back(
+          {{member_of(group_params[k], static_cast<int64_t>(k), 0)}, numel, numel});
     }
   }
   return layout;
 }
 
-std::vector<int64_t> slices_to_read(const OptimizerLayout& saved, const OptimizerLayout& live,
-                                    int64_t rank, const std::string& where) {
-  std::vector<int64_t> slices;
-  for (const auto& entry : plan(saved, live, rank, where)) slices.push_back(entry.first);
-  return slices;
+std::vector<int64_t> files_to_read(const OptimizerLayout& saved, const OptimizerLayout& live,
+                                   int64_t rank, int64_t part, const std::string& where) {
+  std::vector<int64_t> files;
+  for (const auto& entry : plan(saved, live, rank, part, where)) files.push_back(entry.first);
+  return files;
 }
 
 namespace {
@@ -202,16 +366,16 @@ struct Assembly {
   }
 };
 
-/// Reads saved slice `slice` (through `read_slice`) and copies its elements `slice_copies` name
-/// into `assembly`.
-void assemble_slice(torch::optim::Optimizer& optimizer, const OptimizerLayout& saved, int64_t slice,
-                    const std::vector<Copy>& slice_copies,
-                    const std::function<void(int64_t)>& read_slice, const std::string& where,
-                    Assembly& assembly) {
+/// Reads saved process `file`'s state (through `read_file`) and copies the elements
+/// `file_copies` name into `assembly`.
+void assemble_file(torch::optim::Optimizer& optimizer, const OptimizerLayout& saved, int64_t file,
+                   const std::vector<Copy>& file_copies,
+                   const std::function<void(int64_t)>& read_file, const std::string& where,
+                   Assembly& assembly) {
   auto& groups = optimizer.param_groups();
   auto& counters = assembly.counters;
   auto& assembled = assembly.assembled;
-  // Stand-ins for the saved slice's parameters, for LibTorch's load to key the state by; the
+  // Stand-ins for the saved file's parameters, for LibTorch's load to key the state by; the
   // live parameters wait in `live_params` meanwhile.
   std::vector<std::vector<torch::Tensor>> live_params(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -233,9 +397,9 @@ void assemble_slice(torch::optim::Optimizer& optimizer, const OptimizerLayout& s
       }
     }
   } put_back{optimizer, live_params};
-  read_slice(slice);
+  read_file(file);
   auto& state = optimizer.state();
-  for (const auto& copy : slice_copies) {
+  for (const auto& copy : file_copies) {
     const auto& stand_in = groups[copy.group].params()[copy.saved_unit];
     auto found = state.find(stand_in.unsafeGetTensorImpl());
     if (found == state.end()) continue;  // never stepped
@@ -251,9 +415,17 @@ void assemble_slice(torch::optim::Optimizer& optimizer, const OptimizerLayout& s
         into[j] =
             torch::zeros({live_param.numel()}, tensors[j]->options().device(live_param.device()));
       }
-      into[j]
-          .narrow(0, copy.target, copy.length)
-          .copy_(tensors[j]->reshape(-1).narrow(0, copy.source, copy.length));
+      const auto saved_values = tensors[j]->reshape(-1);
+      if (copy.targets.defined()) {
+        const auto device = into[j].device();
+        into[j].index_copy_(
+            0, copy.targets.to(device),
+            saved_values.index_select(0, copy.sources.to(saved_values.device())).to(device));
+      } else {
+        into[j]
+            .narrow(0, copy.target, copy.length)
+            .copy_(saved_values.narrow(0, copy.source, copy.length));
+      }
     }
   }
 }
@@ -299,26 +471,28 @@ void install_assembly(torch::optim::Optimizer& optimizer, Assembly& assembly,
 }  // namespace
 
 void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& live, int64_t rank,
-                  const OptimizerLayout& saved, const std::function<void(int64_t)>& read_slice,
-                  const std::string& where) {
-  const auto copies = plan(saved, live, rank, where);
+                  int64_t part, const OptimizerLayout& saved,
+                  const std::function<void(int64_t)>& read_file, const std::string& where) {
+  const auto copies = plan(saved, live, rank, part, where);
   Assembly assembly(optimizer);
   torch::NoGradGuard no_grad;
-  for (const auto& [slice, slice_copies] : copies) {
-    assemble_slice(optimizer, saved, slice, slice_copies, read_slice, where, assembly);
+  for (const auto& [file, file_copies] : copies) {
+    assemble_file(optimizer, saved, file, file_copies, read_file, where, assembly);
   }
   install_assembly(optimizer, assembly, where);
 }
 
 std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
                                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                                        const nlohmann::json& saved_layout, bool same_processes,
-                                        const std::string& state_path, const std::string& where) {
+                                        TpPart tp, const nlohmann::json& saved_layout,
+                                        bool same_processes, const std::string& state_path,
+                                        const std::string& where) {
   ResplitPlan plan;
-  plan.live = layout_of(optimizer, shards, &plan.rank);
+  plan.live = layout_of(optimizer, shards, tp.size, &plan.rank);
+  plan.part = tp.rank;
   plan.saved = OptimizerLayout::from_json(saved_layout, state_path);
   if (plan.saved == plan.live && same_processes) return std::nullopt;
-  plan.slices = slices_to_read(plan.saved, plan.live, plan.rank, where);
+  plan.files = files_to_read(plan.saved, plan.live, plan.rank, plan.part, where);
   return plan;
 }
 

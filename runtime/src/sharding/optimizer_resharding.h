@@ -12,6 +12,11 @@
 // saved slice that holds elements of this process's own slices, one at a time, and copies those
 // elements of every per-element state tensor (optimizer_state_tensors.h) into place: no process
 // holds more than its own state and one saved slice's file at once.
+//
+// Under tensor parallelism a parameter is itself a slice of a whole one (its part of the tp
+// group's), and each of the tp processes of a slice holds the state of its own part: a layout
+// records the parts and how each parameter is cut, and a parameter cut otherwise than saved (tp 2
+// from tp 4, or from one process) takes its elements through their places in the whole tensor.
 
 #include <torch/optim/optimizer.h>
 #include <nlohmann/json.hpp>
@@ -32,8 +37,16 @@ struct OptimizerLayout {
   /// A group parameter in a unit: its place in the group, where it starts in the unit, its size.
   struct Member {
     int64_t index = 0, offset = 0, numel = 0;
+    /// A tensor-parallel slice's: the dimension its whole parameter is cut along into `tp`
+    /// parts; -1 for a parameter held whole.
+    int64_t cut_dim = -1;
+    /// Its shape (of the slice, when cut); empty in a layout saved before shapes were recorded,
+    /// which then matches any.
+    std::vector<int64_t> shape;
     bool operator==(const Member& other) const {
-      return index == other.index && offset == other.offset && numel == other.numel;
+      return index == other.index && offset == other.offset && numel == other.numel &&
+             cut_dim == other.cut_dim &&
+             (shape.empty() || other.shape.empty() || shape == other.shape);
     }
   };
   struct Unit {
@@ -48,40 +61,50 @@ struct OptimizerLayout {
   /// The units of each parameter group, in the order of the optimizer's parameters.
   std::vector<std::vector<Unit>> groups;
   int64_t slices = 1;
+  /// The tensor-parallel parts (1: none). Slice s of part t is held by process s * tp + t (and
+  /// by others like it on other replicas): the mesh's order, tp innermost.
+  int64_t tp = 1;
 
   bool operator==(const OptimizerLayout& other) const {
-    return groups == other.groups && slices == other.slices;
+    return groups == other.groups && slices == other.slices && tp == other.tp;
   }
   nlohmann::json to_json() const;
   /// The layout `json` describes; an error naming `where` when it does not describe one.
   static OptimizerLayout from_json(const nlohmann::json& json, const std::string& where);
 };
 
+/// Where a process stands among the tensor-parallel parts: `size` parts, it holds part `rank`.
+struct TpPart {
+  int64_t size = 1, rank = 0;
+};
+
 /// The layout of `optimizer` as it is: sharded by one of `shards` (whose shards are its
-/// parameters; `rank` is then set to this process's slice), or one unit per parameter.
+/// parameters; `rank` is then set to this process's slice), or one unit per parameter; its
+/// parameters cut into `tp.size` parts where they are tensor-parallel slices.
 OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
                           const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                          int64_t* rank = nullptr);
+                          int64_t tp_size = 1, int64_t* rank = nullptr);
 
-/// The saved slices whose elements this process (slice `rank` of `live`) needs, ascending.
-/// Checks that both layouts hold the same parameters with the same sizes; errors name `where`.
-std::vector<int64_t> slices_to_read(const OptimizerLayout& saved, const OptimizerLayout& live,
-                                    int64_t rank, const std::string& where);
+/// The saved processes (slice * tp + part) whose files hold elements this process (slice
+/// `rank` of `live`, part `part`) needs, ascending. Checks that both layouts hold the same
+/// parameters with the same whole sizes; errors name `where`.
+std::vector<int64_t> files_to_read(const OptimizerLayout& saved, const OptimizerLayout& live,
+                                   int64_t rank, int64_t part, const std::string& where);
 
-/// Makes `optimizer`'s state (laid out as `live`, this process holding slice `rank`) the state
-/// saved under `saved`. `read_slice(r)` loads saved slice r's file into the optimizer; while it
-/// runs, the parameter groups hold stand-ins for slice r's parameters. The learning rates and
-/// other group options are the saved ones.
+/// Makes `optimizer`'s state (laid out as `live`, this process holding slice `rank` of part
+/// `part`) the state saved under `saved`. `read_file(p)` loads saved process p's file into the
+/// optimizer; while it runs, the parameter groups hold stand-ins for that file's parameters.
+/// The learning rates and other group options are the saved ones.
 void load_resplit(torch::optim::Optimizer& optimizer, const OptimizerLayout& live, int64_t rank,
-                  const OptimizerLayout& saved, const std::function<void(int64_t)>& read_slice,
-                  const std::string& where);
+                  int64_t part, const OptimizerLayout& saved,
+                  const std::function<void(int64_t)>& read_file, const std::string& where);
 
-/// An optimizer whose saved layout is not this run's: both layouts, this process's slice of the
-/// live one, and the saved slices it reads, ascending.
+/// An optimizer whose saved layout is not this run's: both layouts, this process's slice and
+/// part of the live one, and the saved processes whose files it reads, ascending.
 struct ResplitPlan {
   OptimizerLayout live, saved;
-  int64_t rank = 0;
-  std::vector<int64_t> slices;
+  int64_t rank = 0, part = 0;
+  std::vector<int64_t> files;
 };
 
 /// How to load `optimizer` (its parameter groups in place) from state saved under
@@ -92,8 +115,9 @@ struct ResplitPlan {
 /// slices under other numbers). `where` names the optimizer's saved state in errors.
 std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
                                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                                        const nlohmann::json& saved_layout, bool same_processes,
-                                        const std::string& state_path, const std::string& where);
+                                        TpPart tp, const nlohmann::json& saved_layout,
+                                        bool same_processes, const std::string& state_path,
+                                        const std::string& where);
 
 }  // namespace detail
 }  // namespace accel
