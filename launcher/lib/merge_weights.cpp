@@ -285,6 +285,42 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
   return output.string();
 }
 
+/// A FULL_STATE_DICT checkpoint (a tensor-parallel one's too: its slices are gathered when it is
+/// saved) holds its weights whole already: each model's file is copied, checked first.
+std::vector<std::string> copy_whole_weights(const fs::path& checkpoint_dir,
+                                            const fs::path& output_dir) {
+  const auto state = checkpoint_dir / "accel_state.json";
+  if (!fs::is_regular_file(state)) {
+    fail(checkpoint_dir.string(),
+         "has no *.shards.json and no accel_state.json: it is not a save_state checkpoint");
+  }
+  const auto summary = read_json(state.string());
+  const std::string type = summary.is_object() ? summary.value("state_dict_type", "") : "";
+  if (type != "FULL_STATE_DICT") {
+    fail(state.string(),
+         "names state_dict_type '" + type + "' and the folder has no *.shards.json to merge");
+  }
+  const int64_t models = summary.value("models", int64_t{0});
+  std::vector<std::string> written;
+  fs::create_directories(output_dir);
+  for (int64_t i = 0; i < models; ++i) {
+    const std::string name =
+        i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
+    const auto from = checkpoint_dir / name;
+    try {
+      detail::read_safetensors_header(from.string());
+    } catch (const detail::SafetensorsError& e) {
+      fail(from.string(), e.what());
+    }
+    const auto output = output_dir / name;
+    const auto partial = fs::path(output.string() + ".partial");
+    fs::copy_file(from, partial, fs::copy_options::overwrite_existing);
+    fs::rename(partial, output);
+    written.push_back(output.string());
+  }
+  return written;
+}
+
 }  // namespace
 
 std::vector<std::string> merge_weights(const std::string& checkpoint_dir,
@@ -299,10 +335,7 @@ std::vector<std::string> merge_weights(const std::string& checkpoint_dir,
       indexes.push_back(entry.path());
     }
   }
-  if (indexes.empty()) {
-    fail(checkpoint_dir,
-         "has no *.shards.json: it is not a checkpoint saved with SHARDED_STATE_DICT");
-  }
+  if (indexes.empty()) return copy_whole_weights(checkpoint_dir, output_dir);
   std::sort(indexes.begin(), indexes.end());
   fs::create_directories(output_dir);
   std::vector<std::string> written;

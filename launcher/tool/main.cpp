@@ -253,7 +253,9 @@ int main(int argc, char** argv) {
   std::string merge_from, merge_to;
   auto* merge = app.add_subcommand(
       "merge-weights",
-      "Turn a checkpoint saved with SHARDED_STATE_DICT into whole weights (model.safetensors)");
+      "Turn a save_state checkpoint into whole weights (model.safetensors): SHARDED_STATE_DICT "
+      "shards are merged; FULL_STATE_DICT weights (tensor-parallel ones too) are whole already "
+      "and are copied");
   merge->add_option("checkpoint_directory", merge_from, "The save_state folder")->required();
   merge->add_option("output_path", merge_to, "Where the merged weights go")->required();
 

@@ -83,11 +83,34 @@ TEST_F(MergeWeights, HybridShardOnTwoMachinesMergesIntoSaveModelsWeights) {
   expect_merged_equals_whole();
 }
 
+// A tensor-parallel checkpoint holds its weights whole (gathered from the slices when saved):
+// merging gives them as one file, which Python's safetensors reads.
+TEST_F(MergeWeights, TensorParallelCheckpointGivesItsWholeWeights) {
+  write_checkpoint("TENSOR_PARALLEL", 2);
+  EXPECT_TRUE(std::filesystem::exists(checkpoint() + "/optimizer_shard_1.pt"));
+  expect_merged_equals_whole();
+  // The project's Python environment (scripts/python-env.sh) has safetensors (Accelerate needs it).
+  const auto read =
+      run({"bash", "-c", "\"$(\"$0\")/bin/python\" -c \"$1\" \"$2\"", PYTHON_ENV_SCRIPT,
+           "import sys\n"
+           "from safetensors.numpy import load_file\n"
+           "w = load_file(sys.argv[1])\n"
+           "print(sorted((k, v.shape) for k, v in w.items()))",
+           merged() + "/model.safetensors"},
+          {}, 120);
+  ASSERT_EQ(read.exit_code, 0) << read.output;
+  EXPECT_NE(read.output.find("('0.weight', (12, 5))"), std::string::npos) << read.output;
+  EXPECT_NE(read.output.find("('2.weight', (3, 12))"), std::string::npos) << read.output;
+}
+
 TEST_F(MergeWeights, AFolderWithoutAnIndexOrWithAShardCutShortIsRefusedByName) {
   write_checkpoint("FULL_SHARD", 2);
   const auto no_index = merge(whole());
   EXPECT_EQ(no_index.exit_code, 2);
-  EXPECT_NE(no_index.output.find("has no *.shards.json"), std::string::npos) << no_index.output;
+  EXPECT_NE(no_index.output.find("has no *.shards.json and no accel_state.json: it is not a "
+                                 "save_state checkpoint"),
+            std::string::npos)
+      << no_index.output;
   const auto last = checkpoint() + "/model_shard_1.safetensors";
   std::filesystem::resize_file(last, std::filesystem::file_size(last) - 4);
   const auto cut = merge(checkpoint());
