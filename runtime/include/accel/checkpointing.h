@@ -62,6 +62,8 @@ struct LoadStateOptions {
   /// data loaders resume at the round (one batch per process) holding the first batch no saved
   /// process had started, so mid-epoch up to one round's earlier batches are read again;
   /// processes without a saved generator keep their own. The main process says so on stderr.
+  /// Not needed where the run or the checkpoint has a device mesh (a parallelism config): moving
+  /// between layouts is what a mesh is for.
   TORCH_ARG(bool, allow_process_count_change) = false;
 };
 
