@@ -296,8 +296,12 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
     const auto strategy = impl_->options.sharding_strategy;
     const bool all_reduce =
         strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
-    prepared.sync = std::make_unique<detail::GradientSynchronizer>(
-        model, impl_->gradient_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
+    // A gradient group of one process (tensor parallelism over the whole job) has nothing to
+    // average: no reducer, whose buckets would hold a second copy of the gradients.
+    if (impl_->gradient_group()->getSize() > 1) {
+      prepared.sync = std::make_unique<detail::GradientSynchronizer>(
+          model, impl_->gradient_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
+    }
   }
   impl_->models.push_back(std::move(prepared));
 }

@@ -9,6 +9,7 @@
 #include "checkpoint_graph.h"
 #include "distributed/collectives.h"
 #include "distributed/gradient_sync.h"
+#include "parallel/tensor_parallel.h"
 #include "util/collective_label.h"
 
 #include <c10/util/Exception.h>
@@ -156,6 +157,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   }
   const Shards sharded = impl_->shards_to_arm(syncing, reached);
   for (auto& shards : sharded) shards->arm();
+  detail::release_shared_input();
   {
     FinishBackward finish{syncing, sharded};
     scaled.backward(gradient, retain_graph, create_graph);

@@ -93,6 +93,10 @@ at::Tensor whole_tensor(const at::Tensor& tensor);
 /// The whole value of `slice` from this process's `value` of it (collective over its group).
 at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice);
 
+/// Forgets the input the last colwise layers shared (tp_kernels.cpp): backward calls it, so that
+/// the forward's last shared activation, and the graph behind it, do not outlive the step.
+void release_shared_input();
+
 /// The shape of the whole tensor a tensor is this process's slice of (its own for any other).
 std::vector<int64_t> whole_sizes(const at::Tensor& tensor);
 /// This process's part of `whole` when `tensor` is a slice of it (a view); `whole` otherwise.

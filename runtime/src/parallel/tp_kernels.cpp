@@ -48,7 +48,7 @@ bool colwise(const TpSlice& s) {
 /// read the same input, and taking it through one copy_to_group sums its three gradients before
 /// the one all-reduce (Megatron's count, as for a fused qkv layer) instead of after three. The
 /// input is held weakly; what copy_to_group gave (a view of it) until the next colwise layer
-/// takes another input.
+/// takes another input or backward starts (release_shared_input).
 struct SharedInput {
   c10::weak_intrusive_ptr<c10::TensorImpl> input{c10::intrusive_ptr<c10::TensorImpl>()};
   at::Tensor copied;
@@ -169,6 +169,8 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
 }
 
 }  // namespace
+
+void release_shared_input() { t_shared_input = SharedInput{}; }
 
 void register_tp_kernels() {
   // Registered once, on first use, and kept for the process's life: the registrations live as

@@ -5,17 +5,21 @@
 
 #include <accel/accel.h>
 
+#include "util/counting_allocator.h"
+
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -196,6 +200,16 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
+/// The counted live bytes once they are `expected`, or after a second whatever they are: a
+/// collective's worker thread may drop its hold on a temporary (a flattened broadcast, a norm's
+/// scalar) a moment after the collective has completed.
+int64_t settled_bytes(const accel::detail::CountingCpuAllocator& counted, int64_t expected) {
+  for (int attempt = 0; attempt < 200 && counted.live_bytes() != expected; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return counted.live_bytes();
+}
+
 /// Trains Gpt as `run` says, clipping on every micro-step as real loops do, and compares it with
 /// reference(): every optimizer step's total norm and every final tensor within the tolerances.
 /// Checks too that the planned parameters are 1/tp of theirs on every process.
@@ -209,11 +223,21 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
                                      .mixed_precision(run.mixed_precision));
   const int64_t data_rank = accelerator.data_parallel_rank() * run.mesh.dp_shard_size() +
                             accelerator.data_parallel_shard_rank();
+  // The bytes the model's tensors hold, counted by the allocator: after prepare, the slices'
+  // only (the whole tensors freed), whatever the code believes it holds.
+  std::optional<accel::detail::CountingCpuAllocator> counted(std::in_place);
   torch::manual_seed(0);
   Gpt model;
   int64_t whole_numel = 0;
   for (const auto& p : model->parameters()) whole_numel += p.numel();
+  EXPECT_EQ(counted->live_bytes(), 4 * whole_numel);
   accelerator.prepare(model, plan);
+  const bool counts_exactly =
+      run.strategy == "NO_SHARD" && run.mesh.data_parallel_size() * run.mesh.cp_size() == 1;
+  int64_t held_after_prepare = 0;
+  for (const auto& p : model->parameters()) held_after_prepare += p.numel();
+  const int64_t prepared_bytes =
+      counts_exactly ? settled_bytes(*counted, 4 * held_after_prepare) : counted->live_bytes();
   auto optimizer = accelerator.prepare(adamw(model));
 
   std::vector<double> norms;
@@ -239,6 +263,12 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     optimizer.step();
     optimizer.zero_grad();
   }
+  // What the training left: the slices and AdamW's two moments (the gradients set to none), no
+  // activation held past its step.
+  const int64_t trained_bytes = counts_exactly && run.mixed_precision == "no"
+                                    ? settled_bytes(*counted, 12 * held_after_prepare)
+                                    : counted->live_bytes();
+  counted.reset();
   const auto [expected, expected_norms] = reference(run);
   ASSERT_EQ(norms.size(), expected_norms.size());
   for (int64_t step = 0; step < kSteps; ++step) {
@@ -268,6 +298,15 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     }
   }
   EXPECT_EQ(planned_held * run.mesh.tp_size(), planned_whole);
+  // Counted exactly where nothing else is allocated by prepare (a data-parallel group's gradient
+  // buckets, sharding's flat buffers) or left by training (bf16 autocast's casts).
+  if (counts_exactly) {
+    EXPECT_EQ(prepared_bytes, 4 * held) << "bytes allocated after prepare; the parameters hold "
+                                        << 4 * held << " of the whole model's " << 4 * whole_numel;
+    if (run.mixed_precision == "no") {
+      EXPECT_EQ(trained_bytes, 12 * held) << "bytes left after training";
+    }
+  }
   if (run.mesh.tp_enabled()) {
     EXPECT_LT(held, whole_numel);
   } else {
