@@ -293,6 +293,25 @@ TEST(LaunchHangs, ARankThatSkipsAStepLeavesTheOtherInBackward) {
   EXPECT_NE(result.output.find("gather_for_metrics"), std::string::npos) << result.output;
 }
 
+// On a device mesh each dimension's group is recorded under its name: a tensor-parallel layer's
+// all-reduce that one tp process never reaches is named with its style and dimension. (Waits in
+// two different groups prove no hang: the launcher warns at the watchdog, and this test stops it
+// there.)
+TEST(LaunchHangs, ATensorParallelCollectiveIsNamedWithItsDimension) {
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--grace_period", "2",
+       "--parallelism_config_tp_size", "2", kWorker, "tp-rank-1-skips-a-forward"},
+      kHangEnvironment, 100, [](pid_t launcher) { ::kill(launcher, SIGINT); }, 20.0);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_NE(result.output.find("has waited more than 3 s in a collective (tp/gloo 3)"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank 0 waits in #3 tensor-parallel > rowwise, allreduce "
+                               "[Float[2, 4]] (tp/gloo); rank 1 has not entered it yet"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST(LaunchHangs, ALongLegitimateWaitOnlyWarns) {
   auto result = run({kAccel, "launch", "--num_processes", "2", kWorker, "slow-main", "20"},
                     kHangEnvironment, 100);

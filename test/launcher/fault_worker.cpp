@@ -6,6 +6,8 @@
 //   fault_worker skip-step-on-rank-1    rank 1 leaves the loop a step early and evaluates
 //   fault_worker slow-main SECONDS      the main process works SECONDS before a barrier
 //   fault_worker different-calls        rank 0 waits at a barrier, rank 1 gathers
+//   fault_worker tp-rank-1-skips-a-forward  (under --parallelism_config_tp_size 2) three forwards
+//                                       of a tensor-parallel model; rank 1 skips the second
 
 #include <accel/accel.h>
 
@@ -81,6 +83,18 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (mode == "tp-rank-1-skips-a-forward") {
+    torch::manual_seed(0);
+    torch::nn::Sequential model(torch::nn::Linear(8, 8), torch::nn::Linear(8, 4));
+    accelerator.prepare(model, accel::TensorParallelPlan{{"0", "colwise"}, {"1", "rowwise"}});
+    torch::NoGradGuard no_grad;
+    for (int step = 0; step < 3; ++step) {
+      if (step == 1 && accelerator.process_index() == 1) continue;
+      model->forward(torch::ones({2, 8}));
+    }
+    accelerator.wait_for_everyone();
+    return 0;
+  }
   if (mode == "slow-main") {
     const int seconds = argc > 2 ? std::stoi(argv[2]) : 20;
     if (accelerator.is_main_process()) std::this_thread::sleep_for(std::chrono::seconds(seconds));
@@ -89,6 +103,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::cerr << "usage: fault_worker throw-on-rank-1|join|save-state-on-main|skip-gather-on-rank-2|"
-               "skip-step-on-rank-1|slow-main|different-calls\n";
+               "skip-step-on-rank-1|slow-main|different-calls|tp-rank-1-skips-a-forward\n";
   return 2;
 }

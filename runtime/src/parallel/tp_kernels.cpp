@@ -10,6 +10,7 @@
 
 #include "tensor_parallel.h"
 #include "tp_collectives.h"
+#include "util/collective_label.h"
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -108,11 +109,19 @@ at::Tensor layer_output(const TpSlice& s, const at::Tensor& product) {
   return reduce_from_group(product, s.group);
 }
 
+/// Names a split layer's collectives for the flight recorder ("tensor-parallel > rowwise").
+struct LayerLabel {
+  explicit LayerLabel(const TpSlice& s) : style(to_string(s.style)) {}
+  CollectiveLabel layer{"tensor-parallel"};
+  CollectiveLabel style;
+};
+
 at::Tensor tp_linear(const at::Tensor& input, const at::Tensor& weight,
                      const std::optional<at::Tensor>& bias) {
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(weight, "linear");
   if (s == nullptr) return at::linear(input, weight, bias);
+  LayerLabel label(*s);
   // A sliced bias (colwise) goes with the product; a whole one after the collective.
   const bool bias_sliced =
       bias && bias->defined() && colwise(*s) && s->style != TpStyle::colwise_gather_output;
@@ -127,6 +136,7 @@ at::Tensor tp_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Te
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(mat2, "addmm");
   if (s == nullptr) return at::addmm(self, mat1, mat2, beta, alpha);
+  LayerLabel label(*s);
   if (s->sequence_parallel) check_sequence_layout(*s, mat1, "a 2-D input");
   if (s->style == TpStyle::colwise)
     return at::addmm(self, layer_input(*s, mat1), mat2, beta, alpha);
@@ -139,6 +149,7 @@ at::Tensor tp_matmul(const at::Tensor& self, const at::Tensor& other) {
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(other, "matmul");
   if (s == nullptr) return at::matmul(self, other);
+  LayerLabel label(*s);
   return layer_output(*s, at::matmul(layer_input(*s, self), other));
 }
 
@@ -146,6 +157,8 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
                         c10::SymInt padding_idx, bool scale_grad_by_freq, bool sparse) {
   Plain plain(kTensorParallelDispatchKey);
   const TpSlice* s = tp_slice_of(weight);
+  std::optional<LayerLabel> label;
+  if (s != nullptr) label.emplace(*s);
   if (s != nullptr && s->style == TpStyle::sequence_parallel) {
     // A whole table whose lookups enter a sequence-parallel region: each keeps its shard.
     check_sequence_layout(*s, indices.unsqueeze(-1), "the lookup");
