@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -78,18 +79,22 @@ class CoordinatorWatch final : public GroupWatch {
       ended_.insert(message.machine);
     }
   }
-  /// The round's failure is the first one reported, unless it was the consequence of another
-  /// (a process that died of a peer's reset connection) and the other is reported after it: a
-  /// killed process on machine 1 resets machine 0's connections at once, and machine 0's own
-  /// process may die of that before machine 1's report arrives.
+  /// The round's failure is the first one reported, unless it may be the consequence of another
+  /// reported after it: a killed process on machine 1 resets machine 0's connections at once,
+  /// and machine 0's own process may die of that (its record says so, or, when that record came
+  /// too late, it aborted: c10d's error unhandled) before machine 1's report arrives.
   void note(MachineFailure failure) {
-    if (!failure_ || (failure_->consequence && !failure.consequence)) {
+    if (!failure_ || (may_be_consequence(*failure_) && !may_be_consequence(failure))) {
       failure_ = std::move(failure);
     }
     if (!stop_sent_) {
       link_.send("stop " + std::to_string(round_));
       stop_sent_ = true;
     }
+  }
+
+  static bool may_be_consequence(const MachineFailure& f) {
+    return f.consequence || f.code == 128 + SIGABRT;
   }
 
   MachineLink& link_;

@@ -29,6 +29,10 @@ std::string signal_text(int sig) {
   return "signal " + std::to_string(sig) + " (SIG" + (name ? name : "?") + ")";
 }
 
+/// Ended by SIGABRT: what a process does on an error it does not handle (c10d's, when a peer's
+/// connection resets), so more often a consequence than a cause.
+bool aborted(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT; }
+
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return "was killed by " + signal_text(WTERMSIG(status));
@@ -148,13 +152,21 @@ void LocalGroup::handle_signals(int signal_fd) {
 void LocalGroup::reap() {
   int status = 0;
   pid_t pid;
+  // Every process that has ended by now is reaped before one is named the group's failure: a
+  // process killed from outside (SIGKILL, a crash) is the cause, and a peer that aborted on the
+  // reset connections it left is its consequence, even when that peer is reaped first.
+  struct Ended {
+    const Child* child;
+    int status, code;
+  };
+  std::vector<Ended> failed;
   // WUNTRACED: a process stopped by a signal (SIGSTOP, a debugger's) holds up every collective
   // of the job; it counts as failed, and its group is stopped.
   while ((pid = ::waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
     for (auto& c : children_) {
       if (c.pid != pid || !c.running) continue;
       if (WIFSTOPPED(status)) {
-        fail(c, status, 128 + WSTOPSIG(status));
+        failed.push_back({&c, status, 128 + WSTOPSIG(status)});
         ::kill(-c.pid, SIGKILL);  // it cannot act on SIGTERM while stopped
         continue;
       }
@@ -163,9 +175,14 @@ void LocalGroup::reap() {
       // The process-group leader is gone; its children may remain.
       ::kill(-c.pid, SIGKILL);
       const int code = exit_code_of(status);
-      if (code != 0) fail(c, status, code);
+      if (code != 0) failed.push_back({&c, status, code});
     }
   }
+  if (failed.empty()) return;
+  auto cause =
+      std::find_if(failed.begin(), failed.end(), [](const Ended& e) { return !aborted(e.status); });
+  if (cause == failed.end()) cause = failed.begin();
+  fail(*cause->child, cause->status, cause->code);
 }
 
 void LocalGroup::fail(const Child& c, int status, int code) {
