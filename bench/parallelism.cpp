@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,33 @@ int main(int argc, char** argv) {
     tp_bytes.push_back(static_cast<double>(traffic.tp_bytes - tp_before));
     cp_bytes.push_back(static_cast<double>(traffic.cp_bytes - cp_before));
   }
+  // Activation memory, counted: the most a forward and backward adds to the live bytes, over the
+  // whole sequence and over this process's context-parallel shard of it. The gradients stay
+  // allocated (zeroed in place), so only activations and temporaries are counted.
+  auto activation_peak = [&](bool shard) {
+    auto tokens = torch::randint(kVocab, {kBatch, kSeq});
+    auto targets = torch::randint(kVocab, {kBatch, kSeq});
+    auto positions = torch::arange(kSeq).expand({kBatch, kSeq});
+    optimizer.zero_grad(/*set_to_none=*/false);
+    const int64_t before = counted.live_bytes();
+    counted.reset_peak();
+    {
+      std::optional<accel::ContextParallelScope> scope;
+      if (shard) {
+        scope.emplace(
+            accelerator.maybe_context_parallel({&tokens, &targets, &positions}, {1, 1, 1}));
+      }
+      auto logits = model(tokens, positions);
+      accelerator.backward(
+          torch::cross_entropy_loss(logits.reshape({-1, kVocab}), targets.reshape({-1})));
+    }
+    return static_cast<double>(counted.peak_bytes() - before);
+  };
+  std::vector<double> whole_peaks, shard_peaks;
+  for (int i = 0; i < 3; ++i) {
+    whole_peaks.push_back(activation_peak(false));
+    shard_peaks.push_back(activation_peak(true));
+  }
   int64_t held = 0;
   for (const auto& p : model->parameters()) held += p.numel();
   const double activation = 4.0 * kBatch * kSeq * kDim;  // one [B, S, D] fp32 tensor
@@ -146,8 +174,13 @@ int main(int argc, char** argv) {
         "their gradients; %.0f KiB each)\n",
         mib(measured), mib(ring), measured / ring, static_cast<long long>(n - 1),
         static_cast<long long>(n - 1), static_cast<long long>(n), block / 1024);
-    std::printf("  activations: each process runs %lld of the %lld tokens of a sequence\n",
-                static_cast<long long>(kSeq / n), static_cast<long long>(kSeq));
+    const double whole_peak = accel_bench::median(whole_peaks);
+    const double shard_peak = accel_bench::median(shard_peaks);
+    std::printf(
+        "  activations (forward + backward's peak, counted): %.2f MiB for this process's %lld of "
+        "the %lld tokens, %.2f MiB for all of them: %.3fx (1/cp = %.3f)\n",
+        mib(shard_peak), static_cast<long long>(kSeq / n), static_cast<long long>(kSeq),
+        mib(whole_peak), shard_peak / whole_peak, 1.0 / static_cast<double>(n));
   }
   const double bound = 16.0 * whole / (config.tp_size() * config.dp_shard_size());
   std::printf(

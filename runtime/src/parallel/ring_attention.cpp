@@ -137,7 +137,10 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const int64_t cp = group.getSize(), r = group.getRank(), c = q.size(2) / 2;
     const auto mine = chunks_of(r, cp);
     std::array<at::Tensor, 2> out, lse;
-    at::Tensor kv = at::stack({k, v}).contiguous();
+    // K and V travel as one buffer; backward takes this process's own again from the saved one
+    // (saving it, not k and v, keeps one copy of them).
+    const at::Tensor own_kv = at::stack({k, v});
+    at::Tensor kv = own_kv;
     for (int64_t s = 0; s < cp; ++s) {
       const auto theirs = chunks_of((r - s + cp) % cp, cp);
       std::optional<RingTransfer> transfer;
@@ -157,7 +160,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     }
     auto output = at::cat({out[0], out[1]}, 2).to(q.scalar_type());
     auto logsumexp = at::cat({lse[0], lse[1]}, 2);
-    ctx->save_for_backward({q, k, v, output, logsumexp});
+    ctx->save_for_backward({q, own_kv, output, logsumexp});
     ctx->saved_data["group"] = group_address;
     ctx->saved_data["causal"] = is_causal;
     ctx->saved_data["scale"] = scale;
@@ -166,7 +169,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3], &lse = saved[4];
+    const auto &q = saved[0], &own_kv = saved[1], &out = saved[2], &lse = saved[3];
     auto& group = ring_group_of(ctx);
     const bool is_causal = ctx->saved_data["causal"].toBool();
     const double scale = ctx->saved_data["scale"].toDouble();
@@ -174,7 +177,7 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
     const auto mine = chunks_of(r, cp);
     const auto dout = grads[0].contiguous();
     auto dq = at::zeros(q.sizes(), q.options().dtype(at::kFloat));
-    at::Tensor kv = at::stack({k, v}).contiguous();
+    at::Tensor kv = own_kv;
     at::Tensor dkv = at::zeros(kv.sizes(), kv.options().dtype(at::kFloat));
     for (int64_t s = 0; s < cp; ++s) {
       const auto theirs = chunks_of((r - s + cp) % cp, cp);
@@ -201,8 +204,8 @@ struct RingAttention : torch::autograd::Function<RingAttention> {
       if (next_kv) kv = next_kv->wait();
     }
     return {dq.to(q.scalar_type()),
-            dkv[0].to(k.scalar_type()),
-            dkv[1].to(v.scalar_type()),
+            dkv[0].to(own_kv.scalar_type()),
+            dkv[1].to(own_kv.scalar_type()),
             at::Tensor(),
             at::Tensor(),
             at::Tensor()};
