@@ -8,22 +8,15 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <memory>
 #include <unordered_set>
 #include <utility>
 
 namespace accel {
 namespace detail {
 namespace {
-
-/// Elements that go from saved unit `saved_unit`'s slice to live unit `live_unit`'s slice of this
-/// process, in parameter group `group`: `length` of them from `source` to `target`, or, for a
-/// parameter cut otherwise than saved, those `sources` and `targets` list.
-struct Copy {
-  size_t group = 0, live_unit = 0, saved_unit = 0;
-  int64_t target = 0, source = 0, length = 0;
-  torch::Tensor targets, sources;
-};
 
 using Member = OptimizerLayout::Member;
 
@@ -68,6 +61,39 @@ std::pair<torch::Tensor, torch::Tensor> part_indices(const torch::Tensor& whole_
           outer * (chunk * inner) + coordinate.remainder(chunk) * inner + rest.remainder(inner)};
 }
 
+/// A parameter cut otherwise than saved: where each of its elements in this process's slice
+/// of the unit, [first, last), comes from, found through its place in the whole tensor.
+struct Scattered {
+  Member member, saved_member;
+  std::vector<int64_t> whole;
+  int64_t live_tp = 1, saved_tp = 1, part = 0, uncut_part = 0;
+  int64_t first = 0, last = 0, begin = 0, saved_slice_elements = 1;
+
+  /// For each element: the saved process whose file holds it, its place in this process's
+  /// slice of the live unit, and in that file's slice of the saved unit.
+  std::array<torch::Tensor, 3> locate() const {
+    const auto local = torch::arange(first - member.offset, last - member.offset, torch::kInt64);
+    const auto [file_part, index] =
+        part_indices(whole_indices(local, whole, member.cut_dim, live_tp, part), whole,
+                     saved_member.cut_dim, saved_tp, uncut_part);
+    const auto position = index + saved_member.offset;
+    const auto slice = position.div(saved_slice_elements, "trunc");
+    return {slice * saved_tp + file_part, local + (member.offset - begin),
+            position - slice * saved_slice_elements};
+  }
+};
+
+/// Elements that go from saved unit `saved_unit`'s slice to live unit `live_unit`'s slice of this
+/// process, in parameter group `group`: `length` of them from `source` to `target`, or those of
+/// `scattered` that saved process `file` holds. The scattered elements' places are found again
+/// when the file is read, not kept: they would take 16 bytes per element for the whole load.
+struct Copy {
+  size_t group = 0, live_unit = 0, saved_unit = 0;
+  int64_t target = 0, source = 0, length = 0;
+  std::shared_ptr<const Scattered> scattered;
+  int64_t file = 0;
+};
+
 /// One live member's elements [first, last) of its unit (this process's slice starts at
 /// `begin`), taken from the saved member: by ranges where both are cut alike, else element by
 /// element through the whole tensor.
@@ -110,29 +136,20 @@ class MemberPlan {
         const int64_t r = from / slice;
         const int64_t length = std::min((r + 1) * slice, to) - from;
         copies[r * saved_.tp + file_part].push_back(
-            {g, u, saved_unit, target, from - r * slice, length, {}, {}});
+            {g, u, saved_unit, target, from - r * slice, length, nullptr, 0});
         from += length;
         target += length;
       }
       return;
     }
     // Element by element: each one's place in the whole tensor, then in the saved part.
-    const auto whole = whole_of(member, saved_member);
-    const auto local = torch::arange(first - member.offset, last - member.offset, torch::kInt64);
-    const auto [file_part, index] =
-        part_indices(whole_indices(local, whole, member.cut_dim, live_.tp, part_), whole,
-                     saved_member.cut_dim, saved_.tp, uncut_part);
-    const auto position = index + saved_member.offset;
-    const auto r = position.div(slice, "trunc");
-    const auto file = r * saved_.tp + file_part;
-    const auto source = position - r * slice;
-    const auto targets = torch::arange(first - begin, last - begin, torch::kInt64);
-    const auto files = std::get<0>(at::_unique(file, /*sorted=*/true));
+    auto scattered = std::make_shared<const Scattered>(
+        Scattered{member, saved_member, whole_of(member, saved_member), live_.tp, saved_.tp, part_,
+                  uncut_part, first, last, begin, slice});
+    const auto files = std::get<0>(at::_unique(scattered->locate()[0], /*sorted=*/true));
     const auto* listed = files.data_ptr<int64_t>();
     for (int64_t i = 0; i < files.numel(); ++i) {
-      const auto mask = file.eq(listed[i]);
-      copies[listed[i]].push_back(
-          {g, u, saved_unit, 0, 0, 0, targets.masked_select(mask), source.masked_select(mask)});
+      copies[listed[i]].push_back({g, u, saved_unit, 0, 0, 0, scattered, listed[i]});
     }
   }
 
@@ -409,6 +426,14 @@ void assemble_file(torch::optim::Optimizer& optimizer, const OptimizerLayout& sa
     auto& into = assembled[copy.group][copy.live_unit];
     const auto tensors = state_tensors(*found->second, where);
     into.resize(tensors.size());
+    // A scattered copy's elements in this file: their places, for every state tensor.
+    torch::Tensor targets, sources;
+    if (copy.scattered) {
+      const auto [file, all_targets, all_sources] = copy.scattered->locate();
+      const auto in_file = file.eq(copy.file);
+      targets = all_targets.masked_select(in_file);
+      sources = all_sources.masked_select(in_file);
+    }
     for (size_t j = 0; j < tensors.size(); ++j) {
       if (!tensors[j]->defined()) continue;
       if (!into[j].defined()) {
@@ -416,11 +441,11 @@ void assemble_file(torch::optim::Optimizer& optimizer, const OptimizerLayout& sa
             torch::zeros({live_param.numel()}, tensors[j]->options().device(live_param.device()));
       }
       const auto saved_values = tensors[j]->reshape(-1);
-      if (copy.targets.defined()) {
+      if (copy.scattered) {
         const auto device = into[j].device();
         into[j].index_copy_(
-            0, copy.targets.to(device),
-            saved_values.index_select(0, copy.sources.to(saved_values.device())).to(device));
+            0, targets.to(device),
+            saved_values.index_select(0, sources.to(saved_values.device())).to(device));
       } else {
         into[j]
             .narrow(0, copy.target, copy.length)
