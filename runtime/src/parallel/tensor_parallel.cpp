@@ -3,6 +3,7 @@
 #include "tensor_parallel.h"
 
 #include "distributed/collectives.h"
+#include "tp_collectives.h"
 #include "tp_kernels.h"
 #include "util/torch_compat.h"
 
@@ -266,8 +267,7 @@ void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorPara
 
 void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPlan& plan,
                                 const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
-  const int64_t tp = group->getSize(), rank = group->getRank();
-  const auto planned = planned_modules(model, plan, tp);
+  const auto planned = planned_modules(model, plan, group->getSize());
   const bool sequence_parallel =
       std::any_of(planned.begin(), planned.end(),
                   [](const PlannedModule& m) { return m.style == TpStyle::sequence_parallel; });
@@ -296,10 +296,9 @@ void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPl
       slice.sequence_parallel = sequence_parallel;
       torch::NoGradGuard no_grad;
       if (dim >= 0) {
-        const int64_t width = parameter->size(dim) / tp;
-        hold_in_place(*parameter, parameter->detach()
-                                      .narrow(dim, rank * width, width)
-                                      .clone(at::MemoryFormat::Contiguous));
+        hold_in_place(
+            *parameter,
+            group_part(parameter->detach(), *group, dim).clone(at::MemoryFormat::Contiguous));
       } else {
         hold_in_place(*parameter, parameter->detach());
       }
@@ -355,8 +354,7 @@ std::vector<int64_t> whole_sizes(const at::Tensor& tensor) {
 at::Tensor this_part_of(const at::Tensor& whole, const at::Tensor& tensor) {
   const TpSlice* slice = tp_slice_of(tensor);
   if (slice == nullptr || slice->dim < 0) return whole;
-  const int64_t width = tensor.size(slice->dim);
-  return whole.narrow(slice->dim, slice->group->getRank() * width, width);
+  return group_part(whole, *slice->group, slice->dim);
 }
 
 }  // namespace detail

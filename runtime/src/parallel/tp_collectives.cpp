@@ -29,11 +29,7 @@ torch::Tensor gathered(const torch::Tensor& tensor, const GroupPtr& group, int64
 }
 
 torch::Tensor own_slice(const torch::Tensor& tensor, const GroupPtr& group, int64_t dim) {
-  const int64_t size = group->getSize();
-  const int64_t width = tensor.size(dim);
-  TORCH_CHECK(width % size == 0, "accel: tensor parallelism splits a dimension of ", width,
-              " (dimension ", dim, ") over ", size, " processes, which does not divide it");
-  return tensor.narrow(dim, group->getRank() * (width / size), width / size).contiguous();
+  return group_part(tensor, *group, dim).contiguous();
 }
 
 // The mesh's groups are made once and kept for the life of the process (DistributedState), so a
@@ -99,6 +95,14 @@ torch::Tensor collective(const torch::Tensor& input, const GroupPtr& group, int6
 }
 
 }  // namespace
+
+torch::Tensor group_part(const torch::Tensor& whole, const c10d::ProcessGroup& group, int64_t dim) {
+  const int64_t size = group.getSize();
+  const int64_t width = whole.size(dim);
+  TORCH_CHECK(width % size == 0, "accel: tensor parallelism splits a dimension of ", width,
+              " (dimension ", dim, ") over ", size, " processes, which does not divide it");
+  return whole.narrow(dim, group.getRank() * (width / size), width / size);
+}
 
 ParallelTraffic& parallel_traffic() {
   static ParallelTraffic traffic;

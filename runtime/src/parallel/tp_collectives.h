@@ -13,6 +13,11 @@ namespace detail {
 
 using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 
+/// This process's part of `whole`'s dimension `dim` cut into as many equal parts as `group` has
+/// processes (a view; no collective, no autograd function): the one rule for which slice a
+/// process holds, when a parameter is split, loaded, or an activation sliced.
+torch::Tensor group_part(const torch::Tensor& whole, const c10d::ProcessGroup& group, int64_t dim);
+
 /// Identity forward; the gradient is summed over the group (the input of a colwise layer, used
 /// by every process).
 torch::Tensor copy_to_group(const torch::Tensor& input, const GroupPtr& group);
