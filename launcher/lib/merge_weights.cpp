@@ -1,5 +1,6 @@
 #include "merge_weights.h"
 
+#include "accel_common/checkpoint_folder.h"
 #include "accel_common/sharded_checkpoint.h"
 
 #include "accel_common/progress_bar.h"
@@ -289,23 +290,23 @@ std::string merge_one(const fs::path& index_path, const fs::path& output_dir) {
 /// saved) holds its weights whole already: each model's file is copied, checked first.
 std::vector<std::string> copy_whole_weights(const fs::path& checkpoint_dir,
                                             const fs::path& output_dir) {
-  const auto state = checkpoint_dir / "accel_state.json";
+  const auto state = checkpoint_dir / checkpoint_folder::kStateFile;
   if (!fs::is_regular_file(state)) {
     fail(checkpoint_dir.string(),
          "has no *.shards.json and no accel_state.json: it is not a save_state checkpoint");
   }
   const auto summary = read_json(state.string());
-  const std::string type = summary.is_object() ? summary.value("state_dict_type", "") : "";
+  const std::string type =
+      summary.is_object() ? summary.value(checkpoint_folder::key::kStateDictType, "") : "";
   if (type != "FULL_STATE_DICT") {
     fail(state.string(),
          "names state_dict_type '" + type + "' and the folder has no *.shards.json to merge");
   }
-  const int64_t models = summary.value("models", int64_t{0});
+  const int64_t models = summary.value(checkpoint_folder::key::kModels, int64_t{0});
   std::vector<std::string> written;
   fs::create_directories(output_dir);
   for (int64_t i = 0; i < models; ++i) {
-    const std::string name =
-        i == 0 ? "model.safetensors" : "model_" + std::to_string(i) + ".safetensors";
+    const std::string name = checkpoint_folder::model_file(static_cast<size_t>(i));
     const auto from = checkpoint_dir / name;
     try {
       detail::read_safetensors_header(from.string());

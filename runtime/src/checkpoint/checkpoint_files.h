@@ -3,6 +3,8 @@
 // The names of a checkpoint folder's files, and its torch::serialize archives written whole or
 // not at all (util/durable_file.h) and read with errors that name the file.
 
+#include "accel_common/checkpoint_folder.h"
+
 #include <torch/serialize.h>
 
 #include <cstdint>
@@ -13,7 +15,7 @@
 namespace accel::checkpoints {
 
 /// The folder's summary, written last: a folder without it was never completed.
-constexpr const char* kStateFile = "accel_state.json";
+using checkpoint_folder::kStateFile;
 
 /// "optimizer.pt", "optimizer_1.pt", ...: the `index`-th object of a kind.
 std::string numbered(const std::string& stem, size_t index, const std::string& extension);

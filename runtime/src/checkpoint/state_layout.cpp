@@ -25,7 +25,7 @@ std::pair<Part::FileIo, Part::FileIo> archived(SaveOne save_one, LoadOne load_on
           }};
 }
 
-std::string model_file(size_t i) { return numbered("model", i, ".safetensors"); }
+using checkpoint_folder::model_file;
 
 /// The index of model i's SHARDED_STATE_DICT files, beside `path` (a file of the folder).
 fs::path sharded_index_beside(const fs::path& path, size_t i) {
@@ -90,7 +90,7 @@ void set_model_reading(Part& part, const std::vector<torch::nn::Module*>& models
 }  // namespace
 
 Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout) {
-  Part part{"models", "models", models.size(), model_file, nullptr, nullptr};
+  Part part{checkpoint_folder::key::kModels, "models", models.size(), model_file, nullptr, nullptr};
   set_model_writing(part, models, layout);
   set_model_reading(part, models, layout);
   return part;

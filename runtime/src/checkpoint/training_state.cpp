@@ -118,8 +118,9 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
       {"step", *run.step},
       {"iteration", run.project->iteration()},
       {"sharding_strategy", to_string(run.sharding_strategy)},
-      {"state_dict_type", to_string(run.sharded_state_dict ? StateDictType::ShardedStateDict
-                                                           : StateDictType::FullStateDict)},
+      {checkpoint_folder::key::kStateDictType,
+       to_string(run.sharded_state_dict ? StateDictType::ShardedStateDict
+                                        : StateDictType::FullStateDict)},
       {"gradient_accumulation_steps", run.gradient_accumulation_steps},
       {"micro_step", run.gradient_state->step},
       {"window_gradients", in_window},
@@ -173,7 +174,8 @@ Summary read_summary(const fs::path& dir) {
 
 /// How the checkpoint holds its models (FULL_STATE_DICT when it does not say: older ones).
 StateDictType saved_state_dict_type(const Summary& summary) {
-  const std::string type = summary.json.value("state_dict_type", "FULL_STATE_DICT");
+  const std::string type =
+      summary.json.value(checkpoint_folder::key::kStateDictType, "FULL_STATE_DICT");
   const auto parsed = parse_state_dict_type(type);
   TORCH_CHECK(parsed.has_value(), "accel: ", summary.path.string(), " names state_dict_type '",
               type, "', which this libaccel does not know");
