@@ -234,10 +234,10 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
   accelerator.prepare(model, plan);
   const bool counts_exactly =
       run.strategy == "NO_SHARD" && run.mesh.data_parallel_size() * run.mesh.cp_size() == 1;
-  int64_t held_after_prepare = 0;
-  for (const auto& p : model->parameters()) held_after_prepare += p.numel();
+  int64_t held = 0;  // this process's elements of the parameters
+  for (const auto& p : model->parameters()) held += p.numel();
   const int64_t prepared_bytes =
-      counts_exactly ? settled_bytes(*counted, 4 * held_after_prepare) : counted->live_bytes();
+      counts_exactly ? settled_bytes(*counted, 4 * held) : counted->live_bytes();
   auto optimizer = accelerator.prepare(adamw(model));
 
   std::vector<double> norms;
@@ -266,7 +266,7 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
   // What the training left: the slices and AdamW's two moments (the gradients set to none), no
   // activation held past its step.
   const int64_t trained_bytes = counts_exactly && run.mixed_precision == "no"
-                                    ? settled_bytes(*counted, 12 * held_after_prepare)
+                                    ? settled_bytes(*counted, 12 * held)
                                     : counted->live_bytes();
   counted.reset();
   const auto [expected, expected_norms] = reference(run);
@@ -285,9 +285,8 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
     }
   }
   // The planned parameters are this process's slices: 1/tp of theirs.
-  int64_t held = 0, planned_whole = 0, planned_held = 0;
+  int64_t planned_whole = 0, planned_held = 0;
   for (const auto& item : model->named_parameters()) {
-    held += item.value().numel();
     const auto& name = item.key();
     const bool replicated = name.rfind("wpe", 0) == 0 || name.find("ln") != std::string::npos ||
                             name.find("attn.o.bias") != std::string::npos ||
