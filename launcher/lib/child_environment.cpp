@@ -39,6 +39,7 @@ void set_env(const std::string& name, const std::string& value) {
   // over the cores.
   if (world > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
   if (o.mixed_precision) set_env(contract::kMixedPrecision, *o.mixed_precision);
+  if (o.fp8_backend) set_env(contract::kFp8Backend, *o.fp8_backend);
   if (o.gradient_accumulation_steps) {
     set_env(contract::kGradientAccumulationSteps, std::to_string(*o.gradient_accumulation_steps));
   }

@@ -232,6 +232,24 @@ void read_parallelism_config(const std::string& path, const YAML::Node& value, C
   }
 }
 
+/// fp8_config's keys: its backend (Accelerate writes TE, MSAMP or AO; the runtime refuses the
+/// first two by name). The TE and MS-AMP recipes' keys are warned about, not dropped silently.
+void read_fp8_config(const std::string& path, const YAML::Node& value, Config& c,
+                     std::vector<std::string>* warnings) {
+  if (value.IsNull()) return;
+  if (!value.IsMap()) fail(path, "fp8_config", "expected a mapping");
+  for (const auto& entry : value) {
+    const std::string sub = entry.first.as<std::string>();
+    if (sub == "backend") {
+      c.fp8_backend = read_choice(path, "fp8_config.backend", entry.second, {"TE", "MSAMP", "AO"});
+    } else if (warnings != nullptr) {
+      warnings->push_back("config file " + path + ": key 'fp8_config." + sub +
+                          "' is not used by accel and is ignored (accel's FP8 options are "
+                          "accel::Fp8Options in code)");
+    }
+  }
+}
+
 /// deepspeed_config's keys (ZeRO stage and offload); one accel does not use is a warning.
 void read_deepspeed_config(const std::string& path, const YAML::Node& value, Config& c,
                            std::vector<std::string>* warnings) {
@@ -297,7 +315,9 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     if (read_top_level_key(path, key, value, c)) continue;
-    if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config") {
+    if (key == "fp8_config") {
+      read_fp8_config(path, value, c, warnings);
+    } else if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config") {
       if (value.IsNull()) continue;
       if (!value.IsMap()) fail(path, key, "expected a mapping");
       if (key == "fsdp_config") {
@@ -334,6 +354,10 @@ std::string to_yaml(const Config& c) {
     // Quoted as Accelerate writes it: a bare no would read back as a boolean elsewhere.
     out << YAML::Key << "mixed_precision" << YAML::Value << YAML::SingleQuoted
         << *c.mixed_precision;
+  }
+  if (c.fp8_backend) {
+    out << YAML::Key << "fp8_config" << YAML::Value << YAML::BeginMap << YAML::Key << "backend"
+        << YAML::Value << *c.fp8_backend << YAML::EndMap;
   }
   put("gpu_ids", c.gpu_ids);
   put("use_cpu", c.use_cpu);

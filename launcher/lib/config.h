@@ -20,7 +20,10 @@ struct Config {
   std::optional<std::string> main_process_ip;
   std::optional<int> main_process_port;
   std::optional<std::string> mixed_precision;  // no, bf16, fp16, fp8
-  std::optional<std::string> gpu_ids;          // "all" or "0,1,..."
+  /// fp8_config's backend (TE, MSAMP or AO): exported as ACCEL_FP8_BACKEND, which the runtime
+  /// checks (accel's FP8 is AO's recipes).
+  std::optional<std::string> fp8_backend;
+  std::optional<std::string> gpu_ids;  // "all" or "0,1,..."
   std::optional<bool> use_cpu;
   std::optional<int> gradient_accumulation_steps;
   /// max_restarts: how often `accel launch` restarts a failed group.

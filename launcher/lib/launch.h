@@ -20,6 +20,7 @@ struct LaunchOptions {
   /// Unset: a free port for a one-machine job, 29500 for several machines.
   std::optional<int> main_process_port;
   std::optional<std::string> mixed_precision;
+  std::optional<std::string> fp8_backend;  // exported as ACCEL_FP8_BACKEND
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
   /// Exported as ACCEL_SHARDING_STRATEGY.

@@ -71,6 +71,7 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
                           .value_or(std::string("127.0.0.1"));
   o.main_process_port = first_of(a.main_process_port, e.main_process_port, c.main_process_port);
   o.mixed_precision = first_of(a.mixed_precision, c.mixed_precision);
+  o.fp8_backend = first_of(a.fp8_backend, c.fp8_backend);
   o.gradient_accumulation_steps =
       first_of(a.gradient_accumulation_steps, c.gradient_accumulation_steps);
   o.gpu_ids = first_of(a.gpu_ids, c.gpu_ids);

@@ -21,7 +21,7 @@ struct LaunchArgs {
   std::optional<std::string> config_file;
   std::optional<int> num_processes, num_machines, machine_rank, main_process_port;
   std::optional<int> gradient_accumulation_steps, max_restarts;
-  std::optional<std::string> main_process_ip, mixed_precision, gpu_ids;
+  std::optional<std::string> main_process_ip, mixed_precision, fp8_backend, gpu_ids;
   bool cpu = false;
   bool rank_prefix = false;
   std::optional<std::string> tee;

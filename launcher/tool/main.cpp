@@ -188,6 +188,8 @@ int main(int argc, char** argv) {
                      "machine, 29500 on several)");
   launch->add_option("--mixed_precision", args.mixed_precision,
                      accel::contract::join(accel::contract::mixed_precision_choices()));
+  launch->add_option("--fp8_backend", args.fp8_backend,
+                     "FP8 recipes under --mixed_precision fp8: AO (torchao's, accel's own)");
   launch->add_option("--gradient_accumulation_steps", args.gradient_accumulation_steps,
                      "Micro-steps per optimizer step");
   launch->add_option("--gpu_ids", args.gpu_ids, "GPUs to use: all, or ids such as 0,1");

@@ -137,6 +137,26 @@ TEST_F(LauncherCli, ParallelismConfigReachesTheProcessesUnderAcceleratesNames) {
   EXPECT_NE(none.output.find("use= r= s= t= c="), std::string::npos) << none.output;
 }
 
+TEST_F(LauncherCli, Fp8ConfigsBackendReachesTheProcesses) {
+  const std::string show = "echo mp=$ACCEL_MIXED_PRECISION backend=$ACCEL_FP8_BACKEND";
+  // Accelerate 1.15's fp8 section: the backend is exported (the runtime refuses TE by name,
+  // naming AO); the TE recipe's keys are warned about.
+  const auto path = write("fp8.yaml",
+                          "mixed_precision: fp8\nfp8_config:\n  backend: TE\n"
+                          "  fp8_format: HYBRID\n");
+  auto file = accel({"launch", "--config_file", path, "sh", "-c", show});
+  EXPECT_EQ(file.exit_code, 0) << file.output;
+  EXPECT_NE(file.output.find("mp=fp8 backend=TE"), std::string::npos) << file.output;
+  EXPECT_NE(file.output.find("key 'fp8_config.fp8_format' is not used by accel"), std::string::npos)
+      << file.output;
+  auto flag = accel({"launch", "--config_file", path, "--fp8_backend", "AO", "sh", "-c", show});
+  EXPECT_NE(flag.output.find("mp=fp8 backend=AO"), std::string::npos) << flag.output;
+  const auto bad = write("bad_fp8.yaml", "fp8_config:\n  backend: XLA\n");
+  auto refused = accel({"launch", "--config_file", bad, "sh", "-c", show});
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("fp8_config.backend"), std::string::npos) << refused.output;
+}
+
 TEST_F(LauncherCli, ParallelismSizesThatDoNotMultiplyToTheProcessesAreRefused) {
   auto result = accel({"launch", "--num_processes", "4", "--parallelism_config_tp_size", "3", "sh",
                        "-c", "echo ran"});

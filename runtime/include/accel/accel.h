@@ -18,6 +18,7 @@
 #include <accel/device_map.h>
 #include <accel/dispatch.h>
 #include <accel/empty_weights.h>
+#include <accel/fp8.h>
 #include <accel/grad_scaler.h>
 #include <accel/logging.h>
 #include <accel/memory.h>

@@ -94,6 +94,11 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// Accelerate's spelling of the mixed precision: "no", "fp16", "bf16" (options() holds the
   /// MixedPrecision).
   std::string mixed_precision() const { return to_string(options().mixed_precision); }
+  /// The FP8 recipes followed under mixed_precision "fp8": "AO" (torchao's, accel/fp8.h); empty
+  /// otherwise (Accelerate's fp8_backend).
+  std::string fp8_backend() const {
+    return options().mixed_precision == MixedPrecision::Fp8 ? "AO" : "";
+  }
   /// The fp16 loss scaler; null unless mixed_precision is "fp16".
   GradScaler* scaler() const;
 

@@ -48,9 +48,10 @@ class [[nodiscard]] AutocastGuard {
   /// Enables autocast to `dtype` on `device_type`; with `dtype` unset, changes nothing. Throws
   /// when LibTorch cannot autocast to `dtype` there (it can to fp16 and bf16 on CPU and CUDA).
   /// `cache_enabled`, when set, turns LibTorch's cache of casted weights on or off for the
-  /// guard's lifetime.
+  /// guard's lifetime. With `fp8`, the Linears convert_to_fp8 converted compute in FP8 for the
+  /// guard's lifetime (mixed_precision "fp8", accel/fp8.h).
   AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype,
-                std::optional<bool> cache_enabled = std::nullopt);
+                std::optional<bool> cache_enabled = std::nullopt, bool fp8 = false);
   AutocastGuard(AutocastGuard&& other) noexcept;
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -63,6 +64,7 @@ class [[nodiscard]] AutocastGuard {
  private:
   c10::DeviceType device_type_;
   bool active_ = false;
+  bool previous_fp8_ = false;
   bool previous_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;
   std::optional<bool> previous_cache_;  // set when this guard changed the cache setting

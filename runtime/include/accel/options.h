@@ -3,6 +3,7 @@
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/ddp_options.h>
+#include <accel/fp8.h>
 #include <accel/grad_scaler.h>
 #include <accel/mixed_precision.h>
 #include <accel/parallelism.h>
@@ -80,8 +81,12 @@ struct AcceleratorOptions {
 
   /// "no", "bf16", "fp16" or "fp8" (`ACCEL_MIXED_PRECISION`, default "no"). bf16 autocasts inside
   /// `accumulate()` and `autocast()` scopes (CPU, and CUDA devices that have bf16); fp16 does too
-  /// and scales the loss (CUDA only). fp8 needs a backend libaccel does not include.
+  /// and scales the loss (CUDA only). fp8 is bf16 with the Linears `fp8` selects computing their
+  /// matmuls in FP8 (CPU, and CUDA devices of compute capability 8.9 or newer; accel/fp8.h).
   TORCH_ARG(std::optional<std::string>, mixed_precision) = std::nullopt;
+
+  /// FP8 training's recipe and Linears (Accelerate's AORecipeKwargs); used with "fp8" only.
+  TORCH_ARG(Fp8Options, fp8) = {};
 
   /// The fp16 loss scaler's settings (Accelerate's GradScalerKwargs); used with fp16 only.
   TORCH_ARG(GradScalerOptions, grad_scaler) = {};
@@ -230,6 +235,7 @@ struct ResolvedOptions {
   AutocastOptions autocast;
   bool cpu = false;
   MixedPrecision mixed_precision = MixedPrecision::No;
+  Fp8Options fp8;  // its recipe checked
   GradScalerOptions grad_scaler;
   DistributedDataParallelOptions ddp;
   ProjectConfiguration project_config;

@@ -104,26 +104,35 @@ JoinScope::~JoinScope() noexcept(false) {
 namespace {
 
 std::optional<c10::ScalarType> mixed_precision_dtype(MixedPrecision mixed_precision) {
-  if (mixed_precision == MixedPrecision::Bf16) return c10::ScalarType::BFloat16;
+  // fp8: the operators that do not run in FP8 autocast to bf16 (torchao's float8 training).
+  if (mixed_precision == MixedPrecision::Bf16 || mixed_precision == MixedPrecision::Fp8)
+    return c10::ScalarType::BFloat16;
   if (mixed_precision == MixedPrecision::Fp16) return c10::ScalarType::Half;
   return std::nullopt;
 }
 
 /// Refuses at construction what would fail (or silently run in fp32) at the first step.
 void check_mixed_precision_available(MixedPrecision mixed_precision, const torch::Device& device) {
-  TORCH_CHECK(mixed_precision != MixedPrecision::Fp8,
-              "accel: mixed_precision 'fp8' needs an FP8 backend (Transformer Engine or MS-AMP), "
-              "which libaccel does not include; available: no, bf16, fp16 (CUDA)");
+#ifdef ACCEL_WITH_CUDA
+  if (mixed_precision == MixedPrecision::Fp8 && device.is_cuda()) {
+    const auto* properties = at::cuda::getDeviceProperties(device.index());
+    TORCH_CHECK(properties->major * 10 + properties->minor >= 89,
+                "accel: mixed_precision 'fp8' needs a CUDA device of compute capability 8.9 or "
+                "newer (FP8 matmuls: Ada, Hopper, Blackwell); ",
+                properties->name, " is ", properties->major, ".", properties->minor,
+                "; available: no, bf16, fp16");
+  }
+#endif
   if (mixed_precision == MixedPrecision::Fp16) {
     TORCH_CHECK(device.is_cuda(),
                 "accel: mixed_precision 'fp16' needs a CUDA device, and this "
                 "process runs on ",
                 device.str(), "; available here: no, bf16");
   }
-  if (mixed_precision == MixedPrecision::Bf16) {
+  if (mixed_precision == MixedPrecision::Bf16 || mixed_precision == MixedPrecision::Fp8) {
     TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
-                "accel: mixed_precision 'bf16' is not available on ", device.str(),
-                " in this LibTorch; available: no");
+                "accel: mixed_precision '", to_string(mixed_precision), "' is not available on ",
+                device.str(), " in this LibTorch; available: no");
 #ifdef ACCEL_WITH_CUDA
     if (device.is_cuda()) {
       const auto* properties = at::cuda::getDeviceProperties(device.index());
@@ -243,8 +252,9 @@ AutocastGuard Accelerator::autocast() const { return autocast(impl_->options.aut
 
 AutocastGuard Accelerator::autocast(const AutocastOptions& options) const {
   if (!options.enabled()) return AutocastGuard(impl_->device.type(), std::nullopt);
-  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(impl_->options.mixed_precision),
-                       options.cache_enabled());
+  const auto mixed_precision = impl_->options.mixed_precision;
+  return AutocastGuard(impl_->device.type(), mixed_precision_dtype(mixed_precision),
+                       options.cache_enabled(), mixed_precision == MixedPrecision::Fp8);
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
@@ -287,6 +297,15 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
                                            impl_->options.fsdp_transformer_layer_cls_to_wrap);
   }
   if (plan != nullptr) apply_tensor_parallel(model, *plan);
+  if (impl_->options.mixed_precision == MixedPrecision::Fp8) {
+    const auto* mesh = impl_->mesh;
+    TORCH_CHECK(plan == nullptr || mesh == nullptr || !mesh->config().tp_enabled(),
+                "accel: mixed_precision 'fp8' with tensor parallelism (tp_size ",
+                mesh == nullptr ? 1 : mesh->config().tp_size(),
+                ") is not supported yet: FP8 casts of tensor-parallel slices need their scales "
+                "reduced over the group. Train this mesh in bf16, or fp8 without tp");
+    convert_to_fp8(model, impl_->options.fp8);
+  }
   PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {

@@ -4,6 +4,7 @@
 
 #include "checkpoint_graph.h"
 
+#include "precision/fp8_scope.h"
 #include "sharding/wrap_policy.h"
 #include "util/torch_compat.h"
 
@@ -88,7 +89,8 @@ class GeneratorStates {
   std::vector<std::pair<c10::DeviceIndex, at::Tensor>> cuda_;
 };
 
-/// Autocast as a block's forward ran under it, on the two device types LibTorch autocasts.
+/// Autocast as a block's forward ran under it, on the two device types LibTorch autocasts, and
+/// whether it ran in an FP8 scope.
 class AutocastState {
  public:
   static AutocastState capture() {
@@ -97,6 +99,7 @@ class AutocastState {
       state.enabled_[i] = autocast_enabled(kTypes[i]);
       state.dtype_[i] = autocast_dtype(kTypes[i]);
     }
+    state.fp8_ = fp8_scope_open();
     return state;
   }
   /// Sets this state, and returns the one it replaced.
@@ -106,6 +109,7 @@ class AutocastState {
       set_autocast_enabled(kTypes[i], enabled_[i]);
       set_autocast_dtype(kTypes[i], dtype_[i]);
     }
+    set_fp8_scope(fp8_);
     return previous;
   }
 
@@ -114,6 +118,7 @@ class AutocastState {
                                                          c10::DeviceType::CUDA};
   std::array<bool, 2> enabled_{};
   std::array<at::ScalarType, 2> dtype_{};
+  bool fp8_ = false;  // converted Linears in FP8 (mixed_precision "fp8")
 };
 
 /// What the node keeps between forward and backward besides the inputs.

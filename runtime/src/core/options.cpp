@@ -2,11 +2,13 @@
 
 #include "accel_common/contract.h"
 #include "distributed/environment.h"
+#include "precision/fp8_linear.h"
 #include "tracking/builtin_trackers.h"
 
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 #include <utility>
 
@@ -282,10 +284,41 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
 
 }  // namespace
 
+/// FP8 training's settings (after resolve_training_loop): the recipe, the backend a config
+/// names, and no fp16 loss scaling beside it.
+void resolve_fp8(const AcceleratorOptions& options, const detail::EnvLookup& env,
+                 ResolvedOptions& out) {
+  out.fp8 = options.fp8();
+  if (out.mixed_precision != MixedPrecision::Fp8) return;
+  detail::parse_fp8_recipe(out.fp8.recipe());
+  if (const auto backend = detail::env_string(env, contract::kFp8Backend)) {
+    std::string upper = *backend;
+    std::transform(upper.begin(), upper.end(), upper.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    TORCH_CHECK(
+        upper.empty() || upper == "AO", "accel: ", contract::kFp8Backend,
+        " (fp8_config's backend, or --fp8_backend) is '", *backend,
+        "', which accel does not include (Transformer Engine and MS-AMP are Python and "
+        "CUDA libraries); accel's FP8 follows torchao's recipes: backend AO, or leave it "
+        "unset. Accelerate's TE and MSAMP recipes map to Fp8Options().recipe(\"tensorwise\")");
+  }
+  const GradScalerOptions defaults;
+  const auto& scaler = out.grad_scaler;
+  const bool changed = scaler.init_scale() != defaults.init_scale() ||
+                       scaler.growth_factor() != defaults.growth_factor() ||
+                       scaler.backoff_factor() != defaults.backoff_factor() ||
+                       scaler.growth_interval() != defaults.growth_interval();
+  TORCH_CHECK(!changed || !scaler.enabled(),
+              "accel: grad_scaler (fp16 loss scaling) was set with mixed_precision 'fp8', which "
+              "scales no loss: its FP8 casts scale each tensor by its own amax and the rest "
+              "computes in bf16. Leave grad_scaler unset, or train with mixed_precision 'fp16'");
+}
+
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   const auto env = detail::process_environment();
   ResolvedOptions out;
   resolve_training_loop(options, env, out);
+  resolve_fp8(options, env, out);
   resolve_sharding(options, env, out);
   resolve_parallelism(options, env, out);
   resolve_fsdp_features(options, env, out);

@@ -1,5 +1,6 @@
 #include <accel/autocast.h>
 
+#include "fp8_scope.h"
 #include "util/torch_compat.h"
 
 #include <c10/util/Exception.h>
@@ -7,9 +8,12 @@
 namespace accel {
 
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype,
-                             std::optional<bool> cache_enabled)
+                             std::optional<bool> cache_enabled, bool fp8)
     : device_type_(device_type) {
   if (!dtype) return;
+  TORCH_CHECK(!fp8 || *dtype == c10::ScalarType::BFloat16,
+              "accel: an FP8 scope autocasts the other operators to bf16, not ",
+              c10::toString(*dtype));
   if (cache_enabled) {
     previous_cache_ = at::autocast::is_autocast_cache_enabled();
     at::autocast::set_autocast_cache_enabled(*cache_enabled);
@@ -22,12 +26,15 @@ AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::Sca
   detail::set_autocast_enabled(device_type, true);
   detail::set_autocast_dtype(device_type, *dtype);
   at::autocast::increment_nesting();
+  previous_fp8_ = detail::fp8_scope_open();
+  if (fp8) detail::set_fp8_scope(true);
   active_ = true;
 }
 
 AutocastGuard::AutocastGuard(AutocastGuard&& other) noexcept
     : device_type_(other.device_type_),
       active_(other.active_),
+      previous_fp8_(other.previous_fp8_),
       previous_enabled_(other.previous_enabled_),
       previous_dtype_(other.previous_dtype_),
       previous_cache_(other.previous_cache_) {
@@ -42,6 +49,7 @@ AutocastGuard::~AutocastGuard() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   detail::set_autocast_enabled(device_type_, previous_enabled_);
   detail::set_autocast_dtype(device_type_, previous_dtype_);
+  detail::set_fp8_scope(previous_fp8_);
   if (previous_cache_) at::autocast::set_autocast_cache_enabled(*previous_cache_);
 }
 

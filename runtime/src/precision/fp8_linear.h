@@ -1,0 +1,62 @@
+#pragma once
+
+// FP8 matmuls with dynamic scaling (torchao's float8 training): the casts, the scaled matmul and
+// the linear layer whose forward and backward use them. fp8_kernels.cpp routes converted Linears
+// here.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace accel {
+namespace detail {
+
+enum class Fp8Recipe {
+  Tensorwise,  ///< one scale per tensor; e4m3 inputs and weights, e5m2 output gradients
+  Rowwise,     ///< one scale per row along the reduced dimension, all e4m3, power-of-2 scales
+};
+
+/// The recipe `name` spells; throws naming the choices for another.
+Fp8Recipe parse_fp8_recipe(std::string_view name);
+const char* to_string(Fp8Recipe recipe);
+
+/// A tensor cast to FP8: its value is `data` (FP8) times `scale` (fp32: a 0-dim tensor for one
+/// scale per tensor, or one per row [rows, 1] or per column [1, columns]).
+struct Fp8Tensor {
+  at::Tensor data;
+  at::Tensor scale;
+  /// The transposed matrix, scales with it.
+  Fp8Tensor t() const { return {data.t(), scale.dim() == 0 ? scale : scale.t()}; }
+  /// The value in fp32 (the emulation: dequantised).
+  at::Tensor dequantized() const;
+};
+
+/// `x` cast to `fp8` with a dynamic scale: max|x| maps to the format's largest finite value, over
+/// the whole tensor (`reduced_dim` unset) or along `reduced_dim` of a matrix (one scale per row
+/// for 1, per column for 0); with `power_of_2` the scale is rounded down to a power of two. As
+/// torchao: the amax is clamped to 1e-12, and x·scale is saturated before the cast.
+Fp8Tensor quantize_fp8(const at::Tensor& x, c10::ScalarType fp8,
+                       std::optional<int64_t> reduced_dim = std::nullopt, bool power_of_2 = false);
+
+/// The scale quantize_fp8 would use for a tensor whose largest magnitude is `amax` (fp32, any
+/// shape): the dequantising factor amax / max(fp8), as quantize_fp8 gives it.
+at::Tensor fp8_scale_for(const at::Tensor& amax, c10::ScalarType fp8, bool power_of_2);
+
+/// a·b for FP8 matrices [M, K]·[K, N] with their scales, accumulated in fp32 and returned in
+/// `out_dtype`: `at::_scaled_mm`, with the operands laid out as CUDA's needs them, and the
+/// per-row scales applied around a unit-scale product on the CPU (whose `_scaled_mm` takes
+/// per-tensor scales only). On CUDA a reduced dimension that is not a multiple of 16 is padded
+/// with zeros.
+at::Tensor scaled_mm(const Fp8Tensor& a, const Fp8Tensor& b, c10::ScalarType out_dtype);
+
+/// `linear(input, weight, bias)` with the three matmuls in FP8 under `recipe`: the output and the
+/// input's gradient in the input's dtype, the weight's gradient in the weight's. The bias is
+/// added in the output's dtype.
+at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight,
+                      const std::optional<at::Tensor>& bias, Fp8Recipe recipe);
+
+}  // namespace detail
+}  // namespace accel
