@@ -11,7 +11,9 @@
 #include "util/counting_allocator.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -304,6 +306,130 @@ TEST(ActivationCheckpoint, TheOptionWrapsAtPrepareAndAccumulationMatches) {
     return weights;
   };
   expect_bitwise_equal(train(true), train(false));
+}
+
+TEST(ActivationCheckpoint, EveryPolicyGivesThePlainGradientsWithAccumulationAndClipping) {
+  // Every mode under a real loop (two micro-steps, clipping at each): the same weights as the
+  // plain run, bit for bit.
+  auto train = [](std::optional<accel::CheckpointPolicy> policy) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions()
+            .cpu(true)
+            .gradient_accumulation_steps(2)
+            .fsdp_transformer_layer_cls_to_wrap({"DropBlock"})
+            .fsdp_activation_checkpointing(policy.has_value())
+            .activation_checkpointing_policy(policy.value_or(accel::CheckpointPolicy())));
+    auto model = blocks(5, 8);
+    accelerator.prepare(model);
+    int64_t wrapped = 0;
+    for (const auto& module : *model) {
+      wrapped += module.ptr()->as<accel::CheckpointWrapper>() != nullptr ? 1 : 0;
+    }
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+    torch::manual_seed(9);
+    for (int step = 0; step < 4; ++step) {
+      auto scope = accelerator.accumulate(model);
+      accelerator.backward(model->forward(torch::randn({4, 8})).pow(2).mean());
+      accelerator.clip_grad_norm_(model->parameters(), 0.5);
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    std::vector<torch::Tensor> weights;
+    for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
+    return std::make_pair(weights, wrapped);
+  };
+  const auto plain = train(std::nullopt);
+  EXPECT_EQ(plain.second, 0);
+  const auto full = train(accel::CheckpointPolicy());
+  EXPECT_EQ(full.second, 5);
+  expect_bitwise_equal(full.first, plain.first);
+  const auto every2 = train(accel::CheckpointPolicy().mode("selective").every(2));
+  EXPECT_EQ(every2.second, 2);  // the 2nd and the 4th
+  expect_bitwise_equal(every2.first, plain.first);
+  const auto offloaded =
+      train(accel::CheckpointPolicy().block(accel::CheckpointOptions().offload(true)));
+  EXPECT_EQ(offloaded.second, 5);
+  expect_bitwise_equal(offloaded.first, plain.first);
+}
+
+TEST(ActivationCheckpoint, TheSelectivePolicyWrapsEveryKthBlockOnce) {
+  auto model = blocks(6, 4);
+  const auto policy = accel::CheckpointPolicy().mode("selective").every(3);
+  EXPECT_EQ(accel::apply_activation_checkpointing(model, {"DropBlock"}, policy), 2);
+  EXPECT_EQ(accel::apply_activation_checkpointing(model, {"DropBlock"}, policy), 0);
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < model->size(); ++i) {
+    if (model[i]->as<accel::CheckpointWrapper>() != nullptr) positions.push_back(i);
+  }
+  EXPECT_EQ(positions, (std::vector<int64_t>{2, 5}));
+}
+
+TEST(ActivationCheckpoint, AnUnknownPolicyIsNamedWithTheChoices) {
+  auto model = blocks(2, 4);
+  auto error_of = [&](const accel::CheckpointPolicy& policy) {
+    try {
+      accel::apply_activation_checkpointing(model, {"DropBlock"}, policy);
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string();
+  };
+  auto error = error_of(accel::CheckpointPolicy().mode("op"));
+  EXPECT_NE(error.find("CheckpointPolicy.mode 'op' is not a checkpointing policy; choices: full "
+                       "(every block), selective"),
+            std::string::npos)
+      << error;
+  error = error_of(accel::CheckpointPolicy().mode("selective").every(0));
+  EXPECT_NE(error.find("CheckpointPolicy.every is 0"), std::string::npos) << error;
+  // At construction, before any model is prepared.
+  try {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).activation_checkpointing_policy(
+            accel::CheckpointPolicy().mode("sometimes")));
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CheckpointPolicy.mode 'sometimes'"), std::string::npos);
+  }
+}
+
+TEST(ActivationCheckpoint, ForwardAndBackwardPeakIsTheInputsAndOneBlock) {
+  // The most bytes held at once over a whole forward and backward, counted by the allocator: the
+  // blocks' inputs, one block's recomputed activations and the gradients flowing through it.
+  // A recomputed graph or output kept past its block's backward would add a block's
+  // activations (10 inputs' worth here) per block.
+  constexpr int64_t kBlocks = 16, kWidth = 256, kBatch = 64;
+  auto model = blocks(kBlocks, kWidth);
+  const auto x = torch::randn({kBatch, kWidth});
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::zeros_like(p);
+  auto peak = [&](bool checkpointed) {
+    accel::detail::CountingCpuAllocator counter;
+    const int64_t before = counter.live_bytes();
+    torch::Tensor h = x;
+    for (const auto& module : *model) {
+      auto block = module.ptr<DropBlockImpl>();
+      h = checkpointed ? accel::checkpoint(
+                             [block](const torch::Tensor& in) { return block->forward(in); }, h)
+                       : block->forward(h);
+    }
+    h.sum().backward();
+    h = torch::Tensor();
+    return counter.peak_bytes() - before;
+  };
+  const int64_t plain = peak(false);
+  const int64_t checkpointed = peak(true);
+  const int64_t input = x.nbytes();
+  // One block recomputed: up (2), gelu (2), dropout's mask and output (2 + 2), down, the sum:
+  // 10 inputs' worth; backward's gradients through it: 6; the weight gradients accumulated
+  // (2·256·512 floats, twice): 8 inputs' worth; the blocks' inputs and generator states: 16.
+  const int64_t bound = (kBlocks + 10 + 6 + 8) * input + kBlocks * 4096;
+  std::printf(
+      "%lld blocks of width %lld, batch %lld: forward+backward peak %.2f MiB plain, %.2f MiB "
+      "checkpointed (bound %.2f MiB; %.3f of plain)\n",
+      static_cast<long long>(kBlocks), static_cast<long long>(kWidth),
+      static_cast<long long>(kBatch), plain / 1048576.0, checkpointed / 1048576.0,
+      bound / 1048576.0, static_cast<double>(checkpointed) / static_cast<double>(plain));
+  EXPECT_LE(checkpointed, bound);
+  EXPECT_LE(checkpointed * 3, plain);
 }
 
 }  // namespace

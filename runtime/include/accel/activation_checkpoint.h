@@ -16,6 +16,7 @@
 #include <accel/detail/module_ref.h>
 
 #include <ATen/core/Tensor.h>
+#include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
@@ -29,6 +30,33 @@
 
 namespace accel {
 
+/// How one checkpointed block keeps its inputs until backward.
+struct CheckpointOptions {
+  /// Keep the inputs in pinned host memory between forward and the recompute (what PyTorch's
+  /// save_on_cpu does for them): on CUDA the copies out and back are asynchronous on the current
+  /// stream; on the CPU the inputs are in host memory already and this changes nothing.
+  TORCH_ARG(bool, offload) = false;
+};
+
+/// Which of the blocks `apply_activation_checkpointing` (and `fsdp_activation_checkpointing`)
+/// finds are checkpointed.
+///
+/// Example:
+/// ```
+/// // torchtitan's per-layer selective checkpointing: every 2nd block recomputes.
+/// accel::apply_activation_checkpointing(model, {"Block"},
+///                                       accel::CheckpointPolicy().mode("selective").every(2));
+/// ```
+struct CheckpointPolicy {
+  /// "full" (default): every matching block; "selective": every `every`-th one (the 2nd, 4th,
+  /// ... for 2), the others keep their activations: torchtitan's per-layer selective mode.
+  TORCH_ARG(std::string, mode) = "full";
+  /// With "selective": how often a block is checkpointed (>= 1; 1 is "full").
+  TORCH_ARG(int64_t, every) = 2;
+  /// The checkpointed blocks' own options (offload).
+  TORCH_ARG(CheckpointOptions, block) = {};
+};
+
 namespace detail {
 /// The block as checkpoint() hands it on: the inputs in, the outputs out.
 using CheckpointedBlock = std::function<std::vector<at::Tensor>(const std::vector<at::Tensor>&)>;
@@ -37,10 +65,12 @@ using CheckpointedBlock = std::function<std::vector<at::Tensor>(const std::vecto
 /// before backward runs the block again.
 std::vector<at::Tensor> checkpoint_block(
     CheckpointedBlock block, const std::vector<at::Tensor>& inputs,
-    const std::optional<std::vector<at::Tensor>>& parameters = std::nullopt);
+    const std::optional<std::vector<at::Tensor>>& parameters = std::nullopt,
+    const CheckpointOptions& options = {});
 
 int64_t apply_activation_checkpointing(torch::nn::Module& model,
-                                       const std::vector<std::string>& classes);
+                                       const std::vector<std::string>& classes,
+                                       const CheckpointPolicy& policy);
 
 template <typename Fn, typename... Inputs, size_t... I>
 auto call_with(Fn& fn, const std::vector<at::Tensor>& values, std::index_sequence<I...>) {
@@ -61,7 +91,7 @@ auto call_with(Fn& fn, const std::vector<at::Tensor>& values, std::index_sequenc
 /// }
 /// ```
 template <typename Fn, typename... Inputs>
-auto checkpoint(Fn fn, const Inputs&... inputs) {
+auto checkpoint(const CheckpointOptions& options, Fn fn, const Inputs&... inputs) {
   static_assert(sizeof...(Inputs) > 0, "accel::checkpoint needs the block's input tensors");
   static_assert((std::is_convertible_v<const Inputs&, const at::Tensor&> && ...),
                 "accel::checkpoint: the block's inputs are tensors");
@@ -78,12 +108,19 @@ auto checkpoint(Fn fn, const Inputs&... inputs) {
       return result;
     }
   };
-  auto outputs = detail::checkpoint_block(std::move(block), {at::Tensor(inputs)...});
+  auto outputs =
+      detail::checkpoint_block(std::move(block), {at::Tensor(inputs)...}, std::nullopt, options);
   if constexpr (one) {
     return outputs.front();
   } else {
     return outputs;
   }
+}
+
+/// checkpoint() with the default options.
+template <typename Fn, typename... Inputs>
+auto checkpoint(Fn fn, const Inputs&... inputs) {
+  return checkpoint(CheckpointOptions(), std::move(fn), inputs...);
 }
 
 /// A module whose forward is checkpointed (PyTorch's checkpoint_wrapper): for blocks of a
@@ -99,11 +136,13 @@ class CheckpointWrapperImpl : public torch::nn::Module {
  public:
   /// Wraps `module`, which must have a forward(Tensor) -> Tensor.
   template <typename ModuleType>
-  explicit CheckpointWrapperImpl(torch::nn::ModuleHolder<ModuleType> module)
-      : CheckpointWrapperImpl(torch::nn::AnyModule(module), /*register_child=*/true) {}
+  explicit CheckpointWrapperImpl(torch::nn::ModuleHolder<ModuleType> module,
+                                 CheckpointOptions options = {})
+      : CheckpointWrapperImpl(torch::nn::AnyModule(module), /*register_child=*/true, options) {}
   /// Wraps what `module` holds; with `register_child` false the wrapped module stays out of this
   /// module's children (its parameters keep their names where they are registered already).
-  CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child);
+  CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child,
+                        CheckpointOptions options = {});
 
   at::Tensor forward(const at::Tensor& input);
   /// The wrapped module.
@@ -111,6 +150,7 @@ class CheckpointWrapperImpl : public torch::nn::Module {
 
  private:
   torch::nn::AnyModule module_;
+  CheckpointOptions options_;
 };
 TORCH_MODULE(CheckpointWrapper);
 
@@ -120,11 +160,13 @@ TORCH_MODULE(CheckpointWrapper);
 /// it; parameter names and the state dict do not change. A matching submodule that is not an
 /// element of a Sequential (a member called from a forward, a ModuleList's element) cannot be
 /// wrapped from outside: that is an error naming it, which says to call accel::checkpoint in
-/// that forward instead. Returns how many were wrapped. Wrapping twice is a no-op.
+/// that forward instead. Returns how many were wrapped. Wrapping twice is a no-op. `policy`
+/// chooses which of the matching blocks are wrapped (all, or every k-th) and their options; an
+/// unknown mode or an `every` below 1 is an error naming the choices.
 template <typename ModuleType>
-int64_t apply_activation_checkpointing(ModuleType&& model,
-                                       const std::vector<std::string>& classes) {
-  return detail::apply_activation_checkpointing(detail::module_ref(model), classes);
+int64_t apply_activation_checkpointing(ModuleType&& model, const std::vector<std::string>& classes,
+                                       const CheckpointPolicy& policy = {}) {
+  return detail::apply_activation_checkpointing(detail::module_ref(model), classes, policy);
 }
 
 }  // namespace accel

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <accel/activation_checkpoint.h>
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/ddp_options.h>
@@ -186,6 +187,9 @@ struct AcceleratorOptions {
   /// caller's forward with accel::checkpoint). Needs fsdp_transformer_layer_cls_to_wrap; works
   /// under every sharding strategy.
   TORCH_ARG(std::optional<bool>, fsdp_activation_checkpointing) = std::nullopt;
+  /// Which of those blocks fsdp_activation_checkpointing checkpoints, and how (every one by
+  /// default; every k-th, torchtitan's selective mode; their inputs offloaded to host memory).
+  TORCH_ARG(CheckpointPolicy, activation_checkpointing_policy) = {};
 
   /// The dtype gradients are reduce-scattered in under SHARD_GRAD_OP, FULL_SHARD and
   /// HYBRID_SHARD (FSDP's MixedPrecision `reduce_dtype`; `ACCEL_FSDP_REDUCE_DTYPE`): "fp32",
@@ -252,7 +256,8 @@ struct ResolvedOptions {
   StateDictType fsdp_state_dict_type = StateDictType::FullStateDict;
   bool fsdp_offload_params = false;
   bool fsdp_activation_checkpointing = false;
-  std::string fsdp_reduce_dtype = "fp32";  // "fp32", "bf16" or "fp16"
+  CheckpointPolicy activation_checkpointing_policy;  // checked
+  std::string fsdp_reduce_dtype = "fp32";            // "fp32", "bf16" or "fp16"
   bool fsdp_forward_prefetch = false;
   bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};

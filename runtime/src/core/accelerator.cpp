@@ -293,8 +293,8 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
     model.to(impl_->device);
   }
   if (impl_->options.fsdp_activation_checkpointing) {
-    detail::apply_activation_checkpointing(model,
-                                           impl_->options.fsdp_transformer_layer_cls_to_wrap);
+    detail::apply_activation_checkpointing(model, impl_->options.fsdp_transformer_layer_cls_to_wrap,
+                                           impl_->options.activation_checkpointing_policy);
   }
   if (plan != nullptr) apply_tensor_parallel(model, *plan);
   if (impl_->options.mixed_precision == MixedPrecision::Fp8) {

@@ -129,7 +129,51 @@ struct BlockState : torch::CustomClassHolder {
   size_t outputs = 0;
   /// The parameters the block uses, where known (a CheckpointWrapper's module's).
   std::optional<std::vector<at::Tensor>> parameters;
+  CheckpointOptions options;
+  /// With options.offload: the CUDA inputs' copies in pinned host memory (undefined for inputs
+  /// kept as they are), the devices they came from and whether they needed a gradient.
+  std::vector<at::Tensor> offloaded;
+  std::vector<c10::Device> devices;
+  std::vector<bool> needed_grad;
 };
+
+/// The inputs the node saves: all of them, or, offloading, those not copied to host memory
+/// (whose copies the state keeps).
+variable_list kept_inputs(const variable_list& inputs, BlockState& state) {
+  if (!state.options.offload()) return inputs;
+  variable_list kept = inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& input = inputs[i];
+    state.offloaded.emplace_back();
+    state.devices.push_back(input.defined() ? input.device() : c10::Device(c10::kCPU));
+    state.needed_grad.push_back(input.defined() && input.requires_grad());
+    if (!input.defined() || !input.is_cuda()) continue;
+    // Asynchronous on the current stream: the input's memory is not reused before the copy ran.
+    auto host = at::empty_like(input, input.options().device(c10::kCPU).pinned_memory(true));
+    host.copy_(input, /*non_blocking=*/true);
+    state.offloaded.back() = std::move(host);
+    kept[i] = at::Tensor();
+  }
+  return kept;
+}
+
+/// The saved inputs as the recompute takes them: leaves of its graph, the offloaded ones back on
+/// their devices.
+variable_list recompute_inputs(const variable_list& saved, BlockState& state) {
+  variable_list inputs;
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (i < state.offloaded.size() && state.offloaded[i].defined()) {
+      auto back = state.offloaded[i].to(state.devices[i], /*non_blocking=*/true);
+      state.offloaded[i].reset();
+      inputs.push_back(back.requires_grad_(state.needed_grad[i]));
+      continue;
+    }
+    const auto& input = saved[i];
+    inputs.push_back(input.defined() ? input.detach().requires_grad_(input.requires_grad())
+                                     : input);
+  }
+  return inputs;
+}
 
 /// The block as one autograd node (the reentrant checkpoint). Its inputs: a tensor that needs a
 /// gradient (so the node takes part in backward even when no input does), the block's inputs, and
@@ -152,7 +196,7 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
                 " output(s), none of floating point): there is nothing to checkpoint; call the "
                 "block directly");
     state->outputs = outputs.size();
-    ctx->save_for_backward(inputs);
+    ctx->save_for_backward(kept_inputs(inputs, *state));
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     return outputs;
   }
@@ -162,11 +206,7 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
         c10::static_intrusive_pointer_cast<BlockState>(ctx->saved_data["state"].toCapsule());
     const auto saved = ctx->get_saved_variables();
     // The inputs as leaves of the recomputed graph: the inner backward leaves their gradients.
-    variable_list inputs;
-    for (const auto& input : saved) {
-      inputs.push_back(input.defined() ? input.detach().requires_grad_(input.requires_grad())
-                                       : input);
-    }
+    const variable_list inputs = recompute_inputs(saved, *state);
     variable_list outputs;
     {
       // The forward's generator states and autocast, then this backward's back.
@@ -212,6 +252,15 @@ const at::Tensor& takes_part() {
 
 }  // namespace
 
+void check_checkpoint_policy(const CheckpointPolicy& policy) {
+  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective",
+              "accel: CheckpointPolicy.mode '", policy.mode(),
+              "' is not a checkpointing policy; choices: full (every block), selective (every "
+              "k-th block, CheckpointPolicy.every)");
+  TORCH_CHECK(policy.every() >= 1, "accel: CheckpointPolicy.every is ", policy.every(),
+              "; it checkpoints every k-th block for k >= 1");
+}
+
 std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autograd::Node& node) {
   const auto* block = dynamic_cast<const torch::autograd::CppNode<CheckpointNode>*>(&node);
   if (block == nullptr) return std::nullopt;
@@ -224,17 +273,23 @@ std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autog
 
 std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
                                          const std::vector<at::Tensor>& inputs,
-                                         const std::optional<std::vector<at::Tensor>>& parameters) {
+                                         const std::optional<std::vector<at::Tensor>>& parameters,
+                                         const CheckpointOptions& options) {
   if (!at::GradMode::is_enabled()) return block(inputs);
   auto state = c10::make_intrusive<BlockState>();
   state->block = std::move(block);
   state->parameters = parameters;
+  state->options = options;
   // As a TensorList, so autograd sees each input (a std::vector would pass as one non-tensor).
   return CheckpointNode::apply(takes_part(), at::TensorList(inputs), state);
 }
 
 int64_t apply_activation_checkpointing(torch::nn::Module& model,
-                                       const std::vector<std::string>& classes) {
+                                       const std::vector<std::string>& classes,
+                                       const CheckpointPolicy& policy) {
+  check_checkpoint_policy(policy);
+  const int64_t every = policy.mode() == "full" ? 1 : policy.every();
+  int64_t seen = 0;
   auto matches = [&](const torch::nn::Module& module) {
     for (const auto& wanted : classes) {
       if (class_name_matches(module.name(), wanted)) return true;
@@ -248,15 +303,19 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
     for (auto it = sequential.begin(); it != sequential.end(); ++it) {
       auto module = it->ptr();
       if (auto* wrapper = dynamic_cast<CheckpointWrapperImpl*>(module.get())) {
+        // Counted as when it was wrapped, so a second call wraps nothing more.
+        if (matches(*wrapper->wrapped().ptr())) ++seen;
         reachable.insert(wrapper->wrapped().ptr().get());
         continue;
       }
       if (!matches(*module)) continue;
+      reachable.insert(module.get());
+      // torchtitan's count: the k-th, 2k-th, ... block of the model is checkpointed.
+      if (++seen % every != 0) continue;
       // The wrapper takes the element's place in the Sequential's forward; the module tree,
       // and so the parameters' names, stay as they were.
-      *it = torch::nn::AnyModule(
-          std::make_shared<CheckpointWrapperImpl>(std::move(*it), /*register_child=*/false));
-      reachable.insert(module.get());
+      *it = torch::nn::AnyModule(std::make_shared<CheckpointWrapperImpl>(
+          std::move(*it), /*register_child=*/false, policy.block()));
       ++wrapped;
     }
   };
@@ -283,8 +342,9 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
 
 }  // namespace detail
 
-CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child)
-    : module_(std::move(module)) {
+CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child,
+                                             CheckpointOptions options)
+    : module_(std::move(module)), options_(options) {
   TORCH_CHECK(!module_.is_empty(), "accel: CheckpointWrapper needs a module to wrap");
   if (register_child) register_module("module", module_.ptr());
 }
@@ -298,7 +358,7 @@ at::Tensor CheckpointWrapperImpl::forward(const at::Tensor& input) {
       [module = module_](const std::vector<at::Tensor>& x) mutable {
         return std::vector<at::Tensor>{module.forward<at::Tensor>(x[0])};
       },
-      {input}, parameters)[0];
+      {input}, parameters, options_)[0];
 }
 
 }  // namespace accel

@@ -1,6 +1,7 @@
 #include <accel/options.h>
 
 #include "accel_common/contract.h"
+#include "checkpoint_graph.h"
 #include "distributed/environment.h"
 #include "precision/fp8_linear.h"
 #include "tracking/builtin_trackers.h"
@@ -211,6 +212,8 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
               "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
               "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
               "your forward");
+  out.activation_checkpointing_policy = options.activation_checkpointing_policy();
+  detail::check_checkpoint_policy(out.activation_checkpointing_policy);
   // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
   const auto mp = out.mixed_precision;
   const std::string precision_dtype = mp == MixedPrecision::Fp16 ? "fp16"
