@@ -2,7 +2,7 @@
 # The CUDA paths on a machine with a CUDA GPU: the tests labelled `gpu`, the example programs
 # plain and migrated on cuda:0 (they must print the same), and the GPU timing table (accel's
 # optimizer steps and training step against plain LibTorch, PyTorch and Accelerate; the device
-# memory of each sharding strategy on one process).
+# memory of each sharding strategy on one process; FP8's MLP step against bf16's).
 #
 # Device time is short and the lent machines have no network, so everything is built here, against
 # the same torch 2.11 CUDA 13 wheel the machines hold, and travels in one folder:
@@ -20,7 +20,8 @@ cd "$root"
 deps=$root/build-gpu-deps
 build=${ACCEL_BUILD_DIR:-$root/build}
 examples=(classifier curve_fit spirals)
-binaries=(test/accel_gpu_tests bench/accel_bench_optimizer_step bench/accel_bench_sharding)
+binaries=(test/accel_gpu_tests bench/accel_bench_optimizer_step bench/accel_bench_sharding
+          bench/accel_bench_fp8_matmul)
 
 bundle() {
   [ -x "$build/rewriter/accel-migrate" ] ||
@@ -30,7 +31,8 @@ bundle() {
     { echo "gpu-check: $build is not a CUDA build of libaccel" >&2; exit 1; }
   local torch_root work=$build/gpu-bundle
   torch_root=$("$root/scripts/python-env.sh" --torch-dir)
-  cmake --build "$build" --target accel_gpu_tests accel_bench_optimizer_step accel_bench_sharding
+  cmake --build "$build" --target accel_gpu_tests accel_bench_optimizer_step accel_bench_sharding \
+    accel_bench_fp8_matmul
   rm -rf "$deps" "$work" && mkdir -p "$deps/bin" "$deps/lib" "$work"
   cmake --install "$build" --prefix "$work/install" > /dev/null
   for binary in "${binaries[@]}"; do cp "$build/$binary" "$deps/bin/"; done
@@ -107,6 +109,8 @@ check() {
     "$python" bench/vs_accelerate/gpu_step.py --rounds 15
   step "device memory by sharding strategy, one process" \
     "$deps/bin/accel_bench_sharding" 5 --device cuda
+  step "FP8 MLP forward+backward against bf16 (4096 -> 14336 -> 4096, 8192 tokens)" \
+    "$deps/bin/accel_bench_fp8_matmul" --device cuda
 
   echo
   if [ ${#failures[@]} -eq 0 ]; then echo "gpu-check: all passed"; return 0; fi

@@ -35,6 +35,8 @@ using Below = c10::impl::ExcludeDispatchKeyGuard;
 struct Fp8Layer {
   c10::weak_intrusive_ptr<c10::TensorImpl> weight{c10::intrusive_ptr<c10::TensorImpl>()};
   Fp8Recipe recipe = Fp8Recipe::Tensorwise;
+  bool all_gather = false;  // tensorwise with Fp8Options.fsdp_float8_all_gather
+  Fp8WeightGather gather;   // set once the weight is sharded
 };
 
 struct Fp8Layers {
@@ -48,18 +50,25 @@ Fp8Layers& layers() {
   return *registry;
 }
 
-/// The recipe of the converted Linear whose weight `weight` is.
-std::optional<Fp8Recipe> recipe_of(const at::Tensor& weight) {
-  if (!weight.defined()) return std::nullopt;
-  auto& registry = layers();
-  std::lock_guard<std::mutex> lock(registry.mutex);
+/// The converted Linear whose weight `weight` is (called with the registry's mutex held).
+Fp8Layer* layer_of(Fp8Layers& registry, const at::Tensor& weight) {
+  if (!weight.defined()) return nullptr;
   const auto found = registry.by_weight.find(weight.unsafeGetTensorImpl());
-  if (found == registry.by_weight.end()) return std::nullopt;
+  if (found == registry.by_weight.end()) return nullptr;
   if (found->second.weight.lock().get() != weight.unsafeGetTensorImpl()) {
     registry.by_weight.erase(found);  // a freed weight's address, reused
-    return std::nullopt;
+    return nullptr;
   }
-  return found->second.recipe;
+  return &found->second;
+}
+
+/// The recipe of the converted Linear whose weight `weight` is.
+std::optional<Fp8Recipe> recipe_of(const at::Tensor& weight) {
+  auto& registry = layers();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  const Fp8Layer* layer = layer_of(registry, weight);
+  if (layer == nullptr) return std::nullopt;
+  return layer->recipe;
 }
 
 /// The converted weight `transposed` is the t() of, and its recipe.
@@ -189,6 +198,33 @@ std::vector<std::string> filtered_choice(const NamedLinears& linears, const Fp8O
 
 }  // namespace
 
+bool gathers_in_fp8(const at::Tensor& weight) {
+  auto& registry = layers();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  const Fp8Layer* layer = layer_of(registry, weight);
+  return layer != nullptr && layer->all_gather;
+}
+
+void set_fp8_weight_gather(const at::Tensor& weight, Fp8WeightGather gather) {
+  auto& registry = layers();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  if (Fp8Layer* layer = layer_of(registry, weight)) layer->gather = std::move(gather);
+}
+
+Fp8Tensor fp8_weight(const at::Tensor& weight) {
+  Fp8WeightGather gather;
+  {
+    auto& registry = layers();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    if (const Fp8Layer* layer = layer_of(registry, weight)) gather = layer->gather;
+  }
+  // The gather is collective: it runs without the registry's lock.
+  if (gather) {
+    if (auto gathered = gather()) return *std::move(gathered);
+  }
+  return quantize_fp8(weight, at::kFloat8_e4m3fn);
+}
+
 bool fp8_scope_open() { return c10::impl::tls_is_dispatch_key_included(kFp8DispatchKey); }
 
 void set_fp8_scope(bool open) {
@@ -230,7 +266,8 @@ std::vector<std::string> convert_to_fp8(torch::nn::Module& model, const Fp8Optio
     if (std::find(chosen.begin(), chosen.end(), name) == chosen.end()) continue;
     const auto& weight = linear->weight;
     registry.by_weight[weight.unsafeGetTensorImpl()] = {
-        c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), recipe};
+        c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), recipe,
+        recipe == detail::Fp8Recipe::Tensorwise && options.fsdp_float8_all_gather(), nullptr};
   }
   return chosen;
 }

@@ -37,6 +37,13 @@ at::Tensor quantising_factor(const at::Tensor& amax, c10::ScalarType fp8, bool p
   return factor;
 }
 
+/// fp32 `values` times `factor`, saturated and cast: the data, and the dequantising scale.
+Fp8Tensor cast_with(const at::Tensor& values, const at::Tensor& factor, c10::ScalarType fp8) {
+  const double limit = fp8_max(fp8);
+  auto data = (values * factor).clamp(-limit, limit).to(fp8);
+  return {std::move(data), at::reciprocal(factor)};
+}
+
 /// An FP8 matrix in the layout CUDA's _scaled_mm takes for the operand it is, its reduced
 /// dimension (`reduced`: 1 for the left operand, 0 for the right) padded with zeros to a
 /// multiple of 16.
@@ -67,7 +74,7 @@ struct Fp8Matmul : public torch::autograd::Function<Fp8Matmul> {
     ctx->saved_data["input_dtype"] = static_cast<int64_t>(input.scalar_type());
     if (recipe == Fp8Recipe::Tensorwise) {
       const auto x = quantize_fp8(input, at::kFloat8_e4m3fn);
-      const auto w = quantize_fp8(weight, at::kFloat8_e4m3fn);
+      const auto w = fp8_weight(weight);
       // The input's FP8 bytes serve the weight's gradient too (its scale is per tensor): a
       // quarter of an fp32 activation kept for backward, half of a bf16 one.
       ctx->save_for_backward({x.data, x.scale, weight});
@@ -93,7 +100,7 @@ struct Fp8Matmul : public torch::autograd::Function<Fp8Matmul> {
       const auto g = quantize_fp8(grad, at::kFloat8_e5m2);
       if (ctx->needs_input_grad(0)) {
         // The weight's cast again: the same value, so the same bytes and scale as forward's.
-        grad_input = scaled_mm(g, quantize_fp8(weight, at::kFloat8_e4m3fn), input_dtype);
+        grad_input = scaled_mm(g, fp8_weight(weight), input_dtype);
       }
       if (ctx->needs_input_grad(1)) grad_weight = scaled_mm(g.t(), x, weight.scalar_type());
     } else {
@@ -135,10 +142,11 @@ Fp8Tensor quantize_fp8(const at::Tensor& x, c10::ScalarType fp8, std::optional<i
   const auto values = x.to(at::kFloat);
   const auto amax =
       reduced_dim ? values.abs().amax({*reduced_dim}, /*keepdim=*/true) : values.abs().max();
-  const auto factor = quantising_factor(amax, fp8, power_of_2);
-  const double limit = fp8_max(fp8);
-  auto data = (values * factor).clamp(-limit, limit).to(fp8);
-  return {std::move(data), at::reciprocal(factor)};
+  return cast_with(values, quantising_factor(amax, fp8, power_of_2), fp8);
+}
+
+Fp8Tensor quantize_fp8_with_amax(const at::Tensor& x, const at::Tensor& amax, c10::ScalarType fp8) {
+  return cast_with(x.to(at::kFloat), quantising_factor(amax, fp8, false), fp8);
 }
 
 at::Tensor scaled_mm(const Fp8Tensor& a, const Fp8Tensor& b, c10::ScalarType out_dtype) {

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,11 @@ struct Fp8Tensor {
 Fp8Tensor quantize_fp8(const at::Tensor& x, c10::ScalarType fp8,
                        std::optional<int64_t> reduced_dim = std::nullopt, bool power_of_2 = false);
 
+/// quantize_fp8 with the amax given (one value per tensor): what a FULL_SHARD process casts its
+/// shard with once the processes have agreed on the whole tensor's amax, the same bytes as the
+/// whole tensor's cast.
+Fp8Tensor quantize_fp8_with_amax(const at::Tensor& x, const at::Tensor& amax, c10::ScalarType fp8);
+
 /// The scale quantize_fp8 would use for a tensor whose largest magnitude is `amax` (fp32, any
 /// shape): the dequantising factor amax / max(fp8), as quantize_fp8 gives it.
 at::Tensor fp8_scale_for(const at::Tensor& amax, c10::ScalarType fp8, bool power_of_2);
@@ -51,6 +57,18 @@ at::Tensor fp8_scale_for(const at::Tensor& amax, c10::ScalarType fp8, bool power
 /// per-tensor scales only). On CUDA a reduced dimension that is not a multiple of 16 is padded
 /// with zeros.
 at::Tensor scaled_mm(const Fp8Tensor& a, const Fp8Tensor& b, c10::ScalarType out_dtype);
+
+/// A converted weight's tensorwise e4m3 cast made elsewhere: under FULL_SHARD, all-gathered as
+/// FP8 bytes and one scale (sharding/unit_gather.cpp); none when it cannot serve one now.
+using Fp8WeightGather = std::function<std::optional<Fp8Tensor>()>;
+/// Whether `weight` is a converted Linear's that wants its FP8 cast all-gathered (the
+/// tensorwise recipe with Fp8Options.fsdp_float8_all_gather).
+bool gathers_in_fp8(const at::Tensor& weight);
+/// Makes `gather` serve fp8_weight(weight).
+void set_fp8_weight_gather(const at::Tensor& weight, Fp8WeightGather gather);
+/// The converted weight's tensorwise e4m3 cast: the gathered one where a gather serves it, the
+/// weight cast here otherwise.
+Fp8Tensor fp8_weight(const at::Tensor& weight);
 
 /// `linear(input, weight, bias)` with the three matmuls in FP8 under `recipe`: the output and the
 /// input's gradient in the input's dtype, the weight's gradient in the weight's. The bias is

@@ -6,6 +6,7 @@
 
 #include "optimizer_shards.h"
 
+#include "precision/fp8_linear.h"
 #include "sharded_parameter.h"
 #include "util/collective_label.h"
 
@@ -18,10 +19,28 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace accel {
 namespace detail {
+
+/// Where a unit holding FP8-converted weights puts its elements when gathered in FP8
+/// (Fp8Options.fsdp_float8_all_gather, as torchao's float8 all-gather): every element travels as
+/// one byte, the converted weights' FP8 casts with one scale each agreed by a max-reduction of
+/// the processes' amaxes; the unit's other elements (biases, norms) also travel in bf16, each
+/// process sending its own padded to the largest count.
+struct Fp8UnitLayout {
+  struct Range {
+    int64_t begin = 0, length = 0;  // in the unit's flat elements
+  };
+  std::vector<Range> converted;  // the converted weights, in scale order
+  struct Piece {
+    int64_t shard_begin = 0, length = 0, rest_at = 0;  // in this process's shard; in its rest slot
+  };
+  std::vector<Piece> mine;       // this process's elements of the other parameters
+  int64_t rest_per_process = 0;  // the rest slot each process sends (the largest count)
+};
 
 /// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
 /// a unit's parameters one after another (a layer's weight, then its bias), and backward begins
@@ -79,11 +98,16 @@ class OptimizerShards::GatherWindow {
     }
     return bytes;
   }
-  /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it.
-  void gathered(const torch::Tensor& value, int64_t staging_bytes) {
+  /// Counts a gather of `value`, through a staging copy of `staging_bytes` alive beside it,
+  /// and of `also` (another part of the same gather, undefined for none).
+  void gathered(const torch::Tensor& value, int64_t staging_bytes,
+                const torch::Tensor& also = torch::Tensor()) {
     ++gathers;
-    gathered_bytes += static_cast<int64_t>(value.nbytes());
-    issued.emplace_back(value.storage().getWeakStorageImpl());
+    for (const auto* part : {&value, &also}) {
+      if (!part->defined()) continue;
+      gathered_bytes += static_cast<int64_t>(part->nbytes());
+      issued.emplace_back(part->storage().getWeakStorageImpl());
+    }
     peak_bytes = std::max(peak_bytes, alive_bytes() + staging_bytes);
   }
 };
@@ -101,7 +125,14 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
 
   /// The unit's flat value, padding included, on the parameters' device (the shard may be on the
   /// host: CPU offload).
-  torch::Tensor whole() {
+  torch::Tensor whole() { return whole_parts().value; }
+
+  /// A unit gathered in FP8: its bytes (every element's), the other parameters' elements in bf16
+  /// (each process's rest slot in turn), and the converted weights' scales.
+  struct Parts {
+    torch::Tensor value, rest, scales;
+  };
+  Parts whole_parts() {
     std::lock_guard<std::mutex> lock(window_->mutex);
     const bool new_place = window_->note_use(this);
     if (!value_.defined()) {
@@ -110,11 +141,18 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
     }
     settle();
     if (new_place) window_->prefetch_after(this);
-    return value_;
+    return {value_, rest_, scales_};
   }
+
+  /// Makes this a gather in FP8 (`layout`) instead of in the compute dtype.
+  void gather_in_fp8(std::shared_ptr<const Fp8UnitLayout> layout) { fp8_ = std::move(layout); }
 
   /// Starts gathering the unit (called with the window's mutex held); it joins the window.
   void start() {
+    if (fp8_) {
+      start_in_fp8();
+      return;
+    }
     torch::NoGradGuard no_grad;
     CollectiveLabel collective_label("FULL_SHARD parameter gather");
     const int64_t size = shard_.numel(), rank = group_->getRank();
@@ -143,13 +181,23 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
 
   /// Waits for a gather under way (called with the window's mutex held).
   void settle() {
-    if (!work_) return;
+    if (!work_ && !rest_work_) return;
     const auto start = std::chrono::steady_clock::now();
-    work_->wait();
+    if (work_) work_->wait();
+    if (rest_work_) rest_work_->wait();
     window_->wait_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     work_.reset();
+    rest_work_.reset();
     staging_ = torch::Tensor();
+    rest_staging_ = torch::Tensor();
+  }
+
+  /// Frees the whole value and what came with it (called with the window's mutex held).
+  void release_value() {
+    window_->release(value_);
+    window_->release(rest_);
+    scales_ = torch::Tensor();
   }
 
   bool whole_now() const { return value_.defined(); }
@@ -185,7 +233,7 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   /// Frees the whole value (called with the window's mutex held).
   void forget() {
     settle();
-    window_->release(value_);
+    release_value();
     auto& recent = window_->recent;
     const auto self = weak_from_this();
     recent.erase(std::remove_if(recent.begin(), recent.end(),
@@ -205,6 +253,12 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   torch::Tensor value_;
   c10::intrusive_ptr<c10d::Work> work_;  // a gather under way (prefetched)
   torch::Tensor staging_;                // what it sends
+  // Gathered in FP8 (unit_gather.cpp): the layout, the other parameters' bf16 elements and the
+  // scales, and the rest's gather under way.
+  void start_in_fp8();
+  std::shared_ptr<const Fp8UnitLayout> fp8_;
+  torch::Tensor rest_, rest_staging_, scales_;
+  c10::intrusive_ptr<c10d::Work> rest_work_;
 };
 
 /// A sharded parameter's source: its place in its unit. Autocast's casts to bf16 or fp16 are
@@ -219,8 +273,29 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
         as_fp16_(std::move(as_fp16)),
         offset_(offset),
         sizes_(std::move(sizes)) {}
+  /// In a unit gathered in FP8: the converted weight `scale_index` (>= 0), or another parameter
+  /// whose elements are at `rest_index` of the gathered bf16 rest.
+  void serve_from_fp8(std::shared_ptr<Gathered> as_fp8, int64_t scale_index,
+                      torch::Tensor rest_index) {
+    as_fp8_ = std::move(as_fp8);
+    scale_index_ = scale_index;
+    rest_index_ = std::move(rest_index);
+  }
+  /// The converted weight's FP8 cast, gathered; none for another parameter.
+  std::optional<Fp8Tensor> fp8_part() {
+    if (!as_fp8_ || scale_index_ < 0) return std::nullopt;
+    const auto parts = as_fp8_->whole_parts();
+    auto data = parts.value.narrow(0, offset_, c10::multiply_integers(sizes_))
+                    .view(torch::kFloat8_e4m3fn)
+                    .view(sizes_);
+    return Fp8Tensor{std::move(data), parts.scales.select(0, scale_index_)};
+  }
   torch::Tensor gather() override { return part_of(*unit_); }
   torch::Tensor gather_as(c10::ScalarType dtype) override {
+    if (dtype == c10::kBFloat16 && as_fp8_ && rest_index_.defined()) {
+      // A bias beside FP8 weights: from the unit's FP8 gather, not a second gather in bf16.
+      return as_fp8_->whole_parts().rest.index_select(0, rest_index_).view(sizes_);
+    }
     if (dtype == c10::kBFloat16 && as_bf16_) return part_of(*as_bf16_);
     if (dtype == c10::kHalf && as_fp16_) return part_of(*as_fp16_);
     return gather().to(dtype);
@@ -251,11 +326,14 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
   void drop_casts() {
     if (as_bf16_) as_bf16_->drop();
     if (as_fp16_) as_fp16_->drop();
+    if (as_fp8_) as_fp8_->drop();
   }
   torch::Tensor part_of(Gathered& gathered) {
     return gathered.whole().narrow(0, offset_, c10::multiply_integers(sizes_)).view(sizes_);
   }
-  std::shared_ptr<Gathered> unit_, as_bf16_, as_fp16_;
+  std::shared_ptr<Gathered> unit_, as_bf16_, as_fp16_, as_fp8_;
+  int64_t scale_index_ = -1;
+  torch::Tensor rest_index_;
   int64_t offset_;
   std::vector<int64_t> sizes_;
 };

@@ -11,6 +11,7 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/flight_recorder.h"
+#include "precision/fp8_linear.h"
 #include "sharding/optimizer_shards.h"
 #include "sharding/sharded_parameter.h"
 #include "support/datasets.h"
@@ -272,6 +273,95 @@ TEST_F(Gpu, Bf16AndFp16AutocastOnCuda0) {
     EXPECT_EQ(out.scalar_type(), torch::kFloat) << precision;
     EXPECT_LT((out - linear->forward(x)).abs().max().item<double>(), 0.05) << precision;
   }
+}
+
+TEST_F(Gpu, Fp8OnCuda0ComputesWhatTheCpuDoesOrIsRefusedByCapability) {
+  const auto* properties = at::cuda::getDeviceProperties(0);
+  const int capability = properties->major * 10 + properties->minor;
+  if (capability < 89) {
+    // An older GPU: refused at construction, naming its compute capability.
+    try {
+      accel::Accelerator accelerator(accel::AcceleratorOptions().mixed_precision("fp8"));
+      FAIL() << "fp8 was accepted on compute capability " << capability;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compute capability 8.9 or newer"), std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  torch::manual_seed(0);
+  // Row counts that are not multiples of 16 (the weight gradient's reduced dimension is padded).
+  const auto x = torch::randn({40, 64}) * torch::logspace(-2, 2, 40).unsqueeze(1);
+  const auto w = torch::randn({32, 64}) * 0.1;
+  const auto g = torch::randn({40, 32});
+  for (const auto recipe :
+       {accel::detail::Fp8Recipe::Tensorwise, accel::detail::Fp8Recipe::Rowwise}) {
+    std::vector<torch::Tensor> results[2];
+    for (int on_cuda = 0; on_cuda < 2; ++on_cuda) {
+      const auto device = on_cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+      auto xi = x.to(device).requires_grad_(true);
+      auto wi = w.to(device).requires_grad_(true);
+      auto out = accel::detail::fp8_linear(xi, wi, std::nullopt, recipe);
+      out.backward(g.to(device));
+      results[on_cuda] = {out.detach().cpu(), xi.grad().cpu(), wi.grad().cpu()};
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      // The same FP8 operands; CUDA accumulates in another order (and row-wise rounds its
+      // product to bf16).
+      const double scale = results[0][i].abs().max().item<double>();
+      EXPECT_LT((results[0][i] - results[1][i]).abs().max().item<double>(), 1e-2 * scale)
+          << accel::detail::to_string(recipe) << " result " << i;
+    }
+  }
+  // Through the Accelerator: converted at prepare, FP8 inside its scopes.
+  accel::Accelerator accelerator(accel::AcceleratorOptions().mixed_precision("fp8"));
+  EXPECT_EQ(accelerator.fp8_backend(), "AO");
+  torch::nn::Sequential model(torch::nn::Linear(64, 64), torch::nn::Linear(64, 64),
+                              torch::nn::Linear(64, 16));
+  accelerator.prepare(model);
+  EXPECT_TRUE(accel::is_fp8_converted(model[1]->as<torch::nn::Linear>()->weight));
+  auto scope = accelerator.accumulate(model);
+  auto loss = model->forward(torch::randn({24, 64}, torch::device(accelerator.device()))).sum();
+  accelerator.backward(loss);
+  EXPECT_TRUE(model[1]->as<torch::nn::Linear>()->weight.grad().isfinite().all().item<bool>());
+}
+
+TEST_F(Gpu, OffloadedCheckpointInputsLeaveTheDeviceAndGiveTheSameGradients) {
+  torch::manual_seed(2);
+  torch::nn::Sequential model;
+  for (int i = 0; i < 8; ++i) model->push_back(torch::nn::Linear(1024, 1024));
+  model->to(torch::kCUDA);
+  const auto x = torch::randn({1024, 1024}, torch::device(torch::kCUDA));
+  auto run = [&](bool offload, int64_t* kept_bytes) {
+    model->zero_grad();
+    const auto before =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current;
+    torch::Tensor h = x;
+    for (const auto& module : *model) {
+      auto linear = module.ptr<torch::nn::LinearImpl>();
+      h = accel::checkpoint(
+          accel::CheckpointOptions().offload(offload),
+          [linear](const torch::Tensor& in) { return torch::relu(linear->forward(in)); }, h);
+    }
+    torch::cuda::synchronize();
+    *kept_bytes =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current - before;
+    h.sum().backward();
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+    return grads;
+  };
+  int64_t kept_on_device = 0, kept_offloaded = 0;
+  const auto on_device = run(false, &kept_on_device);
+  const auto offloaded = run(true, &kept_offloaded);
+  for (size_t i = 0; i < on_device.size(); ++i)
+    EXPECT_TRUE(torch::equal(on_device[i], offloaded[i])) << i;
+  // Seven block inputs (4 MiB each) stay on the device without offload; with it, only the last
+  // output is there.
+  std::printf(
+      "checkpointed inputs held on the device after forward: %.1f MiB, offloaded %.1f MiB\n",
+      kept_on_device / 1048576.0, kept_offloaded / 1048576.0);
+  EXPECT_GE(kept_on_device - kept_offloaded, 7 * 4 * 1048576 - 1048576);
 }
 
 TEST_F(Gpu, Fp16ScalerSkipsHalvesHoldsTheSchedulerAndGrows) {

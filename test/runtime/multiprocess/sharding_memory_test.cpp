@@ -237,10 +237,12 @@ TEST_F(ShardingMemory, ABoundThatAThirdUnitKeptWouldBreak) {
 /// Bytes the FULL_SHARD gathers of one step of the 6-unit MLP received, under `mixed_precision`,
 /// and the weights after it.
 std::pair<int64_t, std::vector<torch::Tensor>> gathered_in_one_step(
-    const std::string& strategy, const std::string& mixed_precision) {
+    const std::string& strategy, const std::string& mixed_precision,
+    const accel::Fp8Options& fp8 = {}) {
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .mixed_precision(mixed_precision)
+                                     .fp8(fp8)
                                      .fsdp_reduce_dtype("fp32")  // NO_SHARD's reduction
                                      .sharding_strategy(strategy)
                                      .fsdp_transformer_layer_cls_to_wrap({"Linear"}));
@@ -282,6 +284,44 @@ TEST_F(ShardingMemory, UnderBf16TheUnitsAreGatheredInBf16) {
         "under fp32, %lld under bf16; bf16 weights within %.3g of NO_SHARD's\n",
         static_cast<long long>(world_size()), static_cast<long long>(fp32.first),
         static_cast<long long>(bf16.first), worst);
+  }
+}
+
+TEST_F(ShardingMemory, UnderFp8TheConvertedWeightsAreGatheredInFp8) {
+  // torchao's float8 all-gather: the four converted Linears' units (not the first and the last)
+  // travel as one byte per element plus their biases in bf16, half of bf16's bytes; the result
+  // is the same bits as gathering the fp32 weights and casting them whole.
+  const auto bf16 = gathered_in_one_step("FULL_SHARD", "bf16");
+  const auto fp8 = gathered_in_one_step("FULL_SHARD", "fp8");
+  const auto whole_then_cast =
+      gathered_in_one_step("FULL_SHARD", "fp8", accel::Fp8Options().fsdp_float8_all_gather(false));
+  for (size_t i = 0; i < fp8.second.size(); ++i) {
+    EXPECT_TRUE(torch::equal(fp8.second[i], whole_then_cast.second[i])) << "parameter " << i;
+  }
+  // Per unit gather: bf16 moves 2 bytes per element; fp8 1, plus its bias (128 elements, on the
+  // last process) in a bf16 slot on each process.
+  const int64_t unit = kWidth * kWidth + kWidth;
+  const int64_t processes = world_size();
+  const int64_t padded = (unit + processes - 1) / processes * processes;
+  const int64_t bf16_unit = 2 * padded;
+  const int64_t fp8_unit = padded + 2 * kWidth * processes;
+  // The same gathers in both runs: the six units in forward, and the middle ones again in
+  // backward (the first's weight is not needed there; the last two are still whole). Two of
+  // them (the first and the last unit, once each) are not converted.
+  const int64_t gathers = bf16.first / bf16_unit;
+  EXPECT_EQ(gathers * bf16_unit, bf16.first);
+  EXPECT_EQ(fp8.first, 2 * bf16_unit + (gathers - 2) * fp8_unit) << "bf16 " << bf16.first;
+  EXPECT_LT(fp8.first * 10, bf16.first * 7);
+  if (is_main()) {
+    std::printf(
+        "one FULL_SHARD step of the 6-unit MLP on %lld processes gathers %lld bytes under bf16, "
+        "%lld under fp8 (%.3f; the four FP8 units' gathers %.3f of bf16's), %lld with the "
+        "float8 all-gather off\n",
+        static_cast<long long>(processes), static_cast<long long>(bf16.first),
+        static_cast<long long>(fp8.first),
+        static_cast<double>(fp8.first) / static_cast<double>(bf16.first),
+        static_cast<double>(fp8_unit) / static_cast<double>(bf16_unit),
+        static_cast<long long>(whole_then_cast.first));
   }
 }
 
