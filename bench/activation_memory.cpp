@@ -1,7 +1,8 @@
 // Activation memory of one forward+backward of a deep residual MLP with dropout, in one mode:
 //   accel_bench_activation_memory MODE [width depth batch]
-// MODE: plain, checkpoint (every block), every2 (every 2nd block), offload (every block, its
-// kept input in host memory: the same as checkpoint on the CPU). Prints one line: the counted
+// MODE: plain, checkpoint (every block), every2 (every 2nd block), op (every block, its matmuls'
+// outputs kept), offload (every block, its kept input in host memory: the same as checkpoint on
+// the CPU). Prints one line: the counted
 // peak (bytes LibTorch's allocator held at most above what was live before, CountingCpuAllocator)
 // and the peak resident growth (VmHWM after clearing it, minus VmRSS before), and the step time.
 // activation_memory.py runs each mode in a fresh process, and PyTorch's torch.utils.checkpoint
@@ -55,7 +56,9 @@ int main(int argc, char** argv) try {
   for (int64_t i = 0; i < depth; ++i) model->push_back(DropBlock(width));
   const auto x = torch::randn({batch, width});
   int64_t every = 0;
-  if (mode == "checkpoint" || mode == "offload") every = 1;
+  if (mode == "checkpoint" || mode == "offload" || mode == "op") every = 1;
+  const auto options =
+      accel::CheckpointOptions().save_matmuls(mode == "op").offload(mode == "offload");
   if (mode == "every2") every = 2;
   if (mode != "plain" && every == 0) throw std::invalid_argument("unknown mode " + mode);
   // The gradients' memory is there before the measured step, as in a training loop's second step.
@@ -71,7 +74,8 @@ int main(int argc, char** argv) try {
   for (const auto& module : *model) {
     auto block = module.ptr<DropBlockImpl>();
     if (every > 0 && index % every == 0) {
-      h = accel::checkpoint([block](const torch::Tensor& in) { return block->forward(in); }, h);
+      h = accel::checkpoint(
+          options, [block](const torch::Tensor& in) { return block->forward(in); }, h);
     } else {
       h = block->forward(h);
     }

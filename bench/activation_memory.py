@@ -4,9 +4,10 @@
     activation_memory.py BENCH [--width W --depth D --batch B --repeats N]
 
 BENCH is build/bench/accel_bench_activation_memory. For each mode (plain, every block
-checkpointed, every 2nd block, every block with its kept input offloaded) it runs accel's bench
-and PyTorch's equivalent (torch.utils.checkpoint, non-reentrant; offload: save_on_cpu around the
-checkpointed blocks) in fresh processes, N times each, and prints the medians: peak resident
+checkpointed, every 2nd block, every block keeping its matmuls' outputs, every block with its
+kept input offloaded) it runs accel's bench and PyTorch's equivalent (torch.utils.checkpoint,
+non-reentrant; op: its selective checkpoint contexts saving mm/addmm/bmm; offload: save_on_cpu
+around the checkpointed blocks) in fresh processes, N times each, and prints the medians: peak resident
 growth of one forward+backward (what a user runs out of), its ratio to the same library's plain
 run, accel's counted allocator peak, and the step time. On the CPU, offload moves nothing (the
 inputs are in host memory already): its row shows the mode costs nothing there.
@@ -18,8 +19,9 @@ import subprocess
 import sys
 
 PYTORCH_RUN = r'''
-import sys, time, torch
-from torch.utils.checkpoint import checkpoint
+import functools, sys, time, torch
+from torch.utils.checkpoint import (checkpoint, create_selective_checkpoint_contexts,
+                                    CheckpointPolicy)
 mode, width, depth, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(torch.get_num_threads())
 
@@ -44,7 +46,10 @@ model = torch.nn.Sequential(*[DropBlock(width) for _ in range(depth)])
 x = torch.randn(batch, width)
 for p in model.parameters():
     p.grad = torch.zeros_like(p)
-every = {"plain": 0, "checkpoint": 1, "offload": 1, "every2": 2}[mode]
+every = {"plain": 0, "checkpoint": 1, "offload": 1, "every2": 2, "op": 1}[mode]
+matmuls = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default)
+def keep_matmuls(ctx, op, *args, **kwargs):
+    return CheckpointPolicy.MUST_SAVE if op in matmuls else CheckpointPolicy.PREFER_RECOMPUTE
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")
 before = status_kib("VmRSS")
@@ -55,6 +60,9 @@ for i, block in enumerate(model):
         if mode == "offload":
             with torch.autograd.graph.save_on_cpu(pin_memory=False):
                 h = checkpoint(block, h, use_reentrant=False)
+        elif mode == "op":
+            h = checkpoint(block, h, use_reentrant=False, context_fn=functools.partial(
+                create_selective_checkpoint_contexts, keep_matmuls))
         else:
             h = checkpoint(block, h, use_reentrant=False)
     else:
@@ -86,7 +94,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     shape = [args.width, args.depth, args.batch]
-    modes = ["plain", "checkpoint", "every2", "offload"]
+    modes = ["plain", "checkpoint", "every2", "op", "offload"]
     results = {}
     for _ in range(args.repeats):  # interleaved, so the machine's noise moves both alike
         for mode in modes:

@@ -350,6 +350,90 @@ TEST(ActivationCheckpoint, EveryPolicyGivesThePlainGradientsWithAccumulationAndC
       train(accel::CheckpointPolicy().block(accel::CheckpointOptions().offload(true)));
   EXPECT_EQ(offloaded.second, 5);
   expect_bitwise_equal(offloaded.first, plain.first);
+  const auto op_level = train(accel::CheckpointPolicy().mode("op"));
+  EXPECT_EQ(op_level.second, 5);
+  expect_bitwise_equal(op_level.first, plain.first);
+}
+
+/// An attention-like block: batched products (bmm through matmul), Linears on 3-D inputs
+/// (matmul + bias), a softmax and dropout between them.
+struct MixerImpl : torch::nn::Module {
+  explicit MixerImpl(int64_t width)
+      : q(register_module("q", torch::nn::Linear(width, width))),
+        k(register_module("k", torch::nn::Linear(width, width))),
+        out(register_module("out", torch::nn::Linear(width, width))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto scores = torch::softmax(q(x).matmul(k(x).transpose(1, 2)), -1);
+    return x + out(torch::dropout(scores, 0.2, is_training()).matmul(x));
+  }
+  torch::nn::Linear q, k, out;
+};
+TORCH_MODULE(Mixer);
+
+TEST(ActivationCheckpoint, SavedMatmulsGiveThePlainGradientsUnderAutocastAndBatchedProducts) {
+  torch::manual_seed(4);
+  Mixer mixer(16);
+  auto held = blocks(1, 16);
+  auto block = held[0]->as<DropBlock>();
+  const auto x = torch::randn({3, 5, 16}, torch::requires_grad());
+  const auto x2 = torch::randn({6, 16}, torch::requires_grad());
+  const accel::CheckpointOptions saving = accel::CheckpointOptions().save_matmuls(true);
+  for (const bool bf16 : {false, true}) {
+    auto run = [&](bool checkpointed) {
+      mixer->zero_grad();
+      block->zero_grad();
+      for (const auto* input : {&x, &x2}) {
+        if (input->grad().defined()) input->mutable_grad().zero_();
+      }
+      torch::manual_seed(5);
+      torch::Tensor loss;
+      {
+        accel::AutocastGuard guard(
+            torch::kCPU, bf16 ? std::optional<c10::ScalarType>(torch::kBFloat16) : std::nullopt);
+        auto mixed = checkpointed ? accel::checkpoint(
+                                        saving, [&](const torch::Tensor& h) { return mixer(h); }, x)
+                                  : mixer(x);
+        auto dropped =
+            checkpointed
+                ? accel::checkpoint(
+                      saving, [&](const torch::Tensor& h) { return block->forward(h); }, x2)
+                : block->forward(x2);
+        loss = mixed.to(torch::kFloat).pow(2).mean() + dropped.to(torch::kFloat).pow(2).mean();
+      }
+      loss.backward();
+      std::vector<torch::Tensor> grads{x.grad().clone(), x2.grad().clone()};
+      for (const auto& p : mixer->parameters()) grads.push_back(p.grad().clone());
+      for (const auto& p : block->parameters()) grads.push_back(p.grad().clone());
+      return grads;
+    };
+    SCOPED_TRACE(bf16 ? "bf16 autocast" : "fp32");
+    expect_bitwise_equal(run(true), run(false));
+  }
+}
+
+TEST(ActivationCheckpoint, SavedMatmulsKeepTheProductsAndNothingElse) {
+  constexpr int64_t kBlocks = 8, kWidth = 256, kBatch = 64;
+  auto model = blocks(kBlocks, kWidth);
+  const auto x = torch::randn({kBatch, kWidth});
+  auto kept = [&](const accel::CheckpointOptions& options) {
+    accel::detail::CountingCpuAllocator counter;
+    const int64_t before = counter.live_bytes();
+    torch::Tensor h = x;
+    for (const auto& module : *model) {
+      auto block = module.ptr<DropBlockImpl>();
+      h = accel::checkpoint(
+          options, [block](const torch::Tensor& in) { return block->forward(in); }, h);
+    }
+    const int64_t bytes = counter.live_bytes() - before;
+    h.sum().backward();
+    return bytes;
+  };
+  const int64_t full = kept({});
+  const int64_t saving = kept(accel::CheckpointOptions().save_matmuls(true));
+  // Per block, beside its input: up's output (two inputs' worth) and down's (one).
+  const int64_t input = x.nbytes();
+  EXPECT_GE(saving - full, kBlocks * 3 * input);
+  EXPECT_LE(saving - full, kBlocks * 3 * input + (64 << 10));
 }
 
 TEST(ActivationCheckpoint, TheSelectivePolicyWrapsEveryKthBlockOnce) {
@@ -374,9 +458,9 @@ TEST(ActivationCheckpoint, AnUnknownPolicyIsNamedWithTheChoices) {
     }
     return std::string();
   };
-  auto error = error_of(accel::CheckpointPolicy().mode("op"));
-  EXPECT_NE(error.find("CheckpointPolicy.mode 'op' is not a checkpointing policy; choices: full "
-                       "(every block), selective"),
+  auto error = error_of(accel::CheckpointPolicy().mode("ops"));
+  EXPECT_NE(error.find("CheckpointPolicy.mode 'ops' is not a checkpointing policy; choices: full "
+                       "(every block), selective (every k-th block, CheckpointPolicy.every), op"),
             std::string::npos)
       << error;
   error = error_of(accel::CheckpointPolicy().mode("selective").every(0));

@@ -36,6 +36,11 @@ struct CheckpointOptions {
   /// save_on_cpu does for them): on CUDA the copies out and back are asynchronous on the current
   /// stream; on the CPU the inputs are in host memory already and this changes nothing.
   TORCH_ARG(bool, offload) = false;
+  /// Keep the outputs of the block's matmuls (mm, addmm, bmm: its Linears' products) from
+  /// forward, and recompute only the rest in backward: op-level selective checkpointing (as
+  /// torchtitan's "op" mode), more memory than recomputing everything and less time. The block
+  /// must compute the same matmuls both times.
+  TORCH_ARG(bool, save_matmuls) = false;
 };
 
 /// Which of the blocks `apply_activation_checkpointing` (and `fsdp_activation_checkpointing`)
@@ -49,7 +54,8 @@ struct CheckpointOptions {
 /// ```
 struct CheckpointPolicy {
   /// "full" (default): every matching block; "selective": every `every`-th one (the 2nd, 4th,
-  /// ... for 2), the others keep their activations: torchtitan's per-layer selective mode.
+  /// ... for 2), the others keep their activations: torchtitan's per-layer selective mode;
+  /// "op": every block, keeping its matmuls' outputs (CheckpointOptions::save_matmuls).
   TORCH_ARG(std::string, mode) = "full";
   /// With "selective": how often a block is checkpointed (>= 1; 1 is "full").
   TORCH_ARG(int64_t, every) = 2;

@@ -3,6 +3,7 @@
 #include <accel/activation_checkpoint.h>
 
 #include "checkpoint_graph.h"
+#include "matmul_replay.h"
 
 #include "precision/fp8_scope.h"
 #include "sharding/wrap_policy.h"
@@ -130,6 +131,8 @@ struct BlockState : torch::CustomClassHolder {
   /// The parameters the block uses, where known (a CheckpointWrapper's module's).
   std::optional<std::vector<at::Tensor>> parameters;
   CheckpointOptions options;
+  /// With options.save_matmuls: the matmuls' outputs of the forward, for the recompute.
+  MatmulRecord matmuls;
   /// With options.offload: the CUDA inputs' copies in pinned host memory (undefined for inputs
   /// kept as they are), the devices they came from and whether they needed a gradient.
   std::vector<at::Tensor> offloaded;
@@ -185,7 +188,13 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
     // Autograd runs this with gradients off: the block records nothing and keeps nothing.
     state->generators = GeneratorStates::capture(inputs);
     state->autocast = AutocastState::capture();
-    auto outputs = state->block(inputs);
+    variable_list outputs;
+    if (state->options.save_matmuls()) {
+      RecordMatmuls record(state->matmuls);
+      outputs = state->block(inputs);
+    } else {
+      outputs = state->block(inputs);
+    }
     bool differentiable = false;
     for (const auto& output : outputs) {
       differentiable = differentiable || (output.defined() && output.is_floating_point());
@@ -215,7 +224,17 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
       const auto previous_autocast = state->autocast.apply();
       try {
         torch::AutoGradMode with_gradients(true);
-        outputs = state->block(inputs);
+        if (state->options.save_matmuls()) {
+          ReplayMatmuls replay(state->matmuls);
+          outputs = state->block(inputs);
+          TORCH_CHECK(state->matmuls.replayed == state->matmuls.outputs.size(),
+                      "accel::checkpoint: the block computed ", state->matmuls.replayed,
+                      " matmuls when run again in backward and ", state->matmuls.outputs.size(),
+                      " in forward; with save_matmuls it must compute the same thing both times");
+          state->matmuls = MatmulRecord();
+        } else {
+          outputs = state->block(inputs);
+        }
       } catch (...) {
         previous_autocast.apply();
         now.restore();
@@ -253,10 +272,11 @@ const at::Tensor& takes_part() {
 }  // namespace
 
 void check_checkpoint_policy(const CheckpointPolicy& policy) {
-  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective",
+  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective" || policy.mode() == "op",
               "accel: CheckpointPolicy.mode '", policy.mode(),
               "' is not a checkpointing policy; choices: full (every block), selective (every "
-              "k-th block, CheckpointPolicy.every)");
+              "k-th block, CheckpointPolicy.every), op (every block, keeping its matmuls' "
+              "outputs)");
   TORCH_CHECK(policy.every() >= 1, "accel: CheckpointPolicy.every is ", policy.every(),
               "; it checkpoints every k-th block for k >= 1");
 }
@@ -288,7 +308,9 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
                                        const std::vector<std::string>& classes,
                                        const CheckpointPolicy& policy) {
   check_checkpoint_policy(policy);
-  const int64_t every = policy.mode() == "full" ? 1 : policy.every();
+  const int64_t every = policy.mode() == "selective" ? policy.every() : 1;
+  auto block_options = policy.block();
+  if (policy.mode() == "op") block_options.save_matmuls(true);
   int64_t seen = 0;
   auto matches = [&](const torch::nn::Module& module) {
     for (const auto& wanted : classes) {
@@ -315,7 +337,7 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
       // The wrapper takes the element's place in the Sequential's forward; the module tree,
       // and so the parameters' names, stay as they were.
       *it = torch::nn::AnyModule(std::make_shared<CheckpointWrapperImpl>(
-          std::move(*it), /*register_child=*/false, policy.block()));
+          std::move(*it), /*register_child=*/false, block_options));
       ++wrapped;
     }
   };

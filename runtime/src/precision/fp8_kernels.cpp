@@ -1,23 +1,22 @@
-// Which Linears compute in FP8, and the kernels that send them there (accel/fp8.h).
+// Which Linears compute in FP8, and the routes that send them there (accel/fp8.h).
 //
 // LinearImpl::forward is not virtual, so a converted Linear cannot be another class. Its weight
-// is recorded instead, and while an FP8 scope is open kFp8DispatchKey is in the thread's
-// included keys: the operators a Linear's forward reaches (linear; addmm(bias, x, w.t()) for a
-// 2-D input with a bias; matmul(x, w.t()) otherwise) come here before autocast, with the weight
-// or its t() (a view whose base is the weight), and a converted weight's go to fp8_linear.
-// Every other operator falls through.
+// is recorded instead, and while an FP8 scope is open (util/mode_key.h) the operators a Linear's
+// forward reaches (linear; addmm(bias, x, w.t()) for a 2-D input with a bias; matmul(x, w.t())
+// otherwise) come to core/mode_kernels.cpp before autocast, with the weight or its t() (a view
+// whose base is the weight), and the routes here send a converted weight's to fp8_linear.
 
 #include <accel/fp8.h>
 
 #include "fp8_linear.h"
 #include "fp8_scope.h"
+#include "util/mode_key.h"
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,8 +28,6 @@
 namespace accel {
 namespace detail {
 namespace {
-
-using Below = c10::impl::ExcludeDispatchKeyGuard;
 
 struct Fp8Layer {
   c10::weak_intrusive_ptr<c10::TensorImpl> weight{c10::intrusive_ptr<c10::TensorImpl>()};
@@ -92,56 +89,6 @@ at::Tensor compute_input(const at::Tensor& input) {
   const auto type = input.device().type();
   if (!input.is_floating_point() || !autocast_enabled(type)) return input;
   return input.to(autocast_dtype(type));
-}
-
-at::Tensor fp8_linear_kernel(const at::Tensor& input, const at::Tensor& weight,
-                             const std::optional<at::Tensor>& bias) {
-  Below below(kFp8DispatchKey);
-  if (const auto recipe = recipe_of(weight)) {
-    return fp8_linear(compute_input(input), weight, bias, *recipe);
-  }
-  return at::linear(input, weight, bias);
-}
-
-at::Tensor fp8_addmm_kernel(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
-                            const c10::Scalar& beta, const c10::Scalar& alpha) {
-  Below below(kFp8DispatchKey);
-  if (beta.equal(1) && alpha.equal(1) && self.dim() == 1) {
-    if (const auto weight = transposed_weight(mat2)) {
-      return fp8_linear(compute_input(mat1), weight->first, self, weight->second);
-    }
-  }
-  return at::addmm(self, mat1, mat2, beta, alpha);
-}
-
-at::Tensor fp8_matmul_kernel(const at::Tensor& self, const at::Tensor& other) {
-  Below below(kFp8DispatchKey);
-  if (self.dim() >= 1) {
-    if (const auto weight = transposed_weight(other)) {
-      return fp8_linear(compute_input(self), weight->first, std::nullopt, weight->second);
-    }
-  }
-  return at::matmul(self, other);
-}
-
-void register_fp8_kernels() {
-  // Registered once, on first use, and kept for the process's life (as tp_kernels.cpp's).
-  static const torch::Library* const fallthrough = [] {
-    auto* library =
-        new torch::Library(torch::Library::IMPL, "_", kFp8DispatchKey, __FILE__, __LINE__);
-    library->fallback(torch::CppFunction::makeFallthrough());
-    return library;
-  }();
-  static const torch::Library* const kernels = [] {
-    auto* library =
-        new torch::Library(torch::Library::IMPL, "aten", kFp8DispatchKey, __FILE__, __LINE__);
-    library->impl("linear", TORCH_FN(fp8_linear_kernel));
-    library->impl("addmm", TORCH_FN(fp8_addmm_kernel));
-    library->impl("matmul", TORCH_FN(fp8_matmul_kernel));
-    return library;
-  }();
-  (void)fallthrough;
-  (void)kernels;
 }
 
 bool multiples_of_16(const torch::nn::LinearImpl& linear) {
@@ -225,11 +172,34 @@ Fp8Tensor fp8_weight(const at::Tensor& weight) {
   return quantize_fp8(weight, at::kFloat8_e4m3fn);
 }
 
-bool fp8_scope_open() { return c10::impl::tls_is_dispatch_key_included(kFp8DispatchKey); }
+bool fp8_scope_open() { return mode_on(Mode::Fp8); }
 
 void set_fp8_scope(bool open) {
-  if (open) register_fp8_kernels();
-  c10::impl::tls_set_dispatch_key_included(kFp8DispatchKey, open);
+  if (open) set_fp8_routes({&fp8_route_linear, &fp8_route_addmm, &fp8_route_matmul});
+  set_mode(Mode::Fp8, open);
+}
+
+std::optional<at::Tensor> fp8_route_linear(const at::Tensor& input, const at::Tensor& weight,
+                                           const std::optional<at::Tensor>& bias) {
+  const auto recipe = recipe_of(weight);
+  if (!recipe) return std::nullopt;
+  return fp8_linear(compute_input(input), weight, bias, *recipe);
+}
+
+std::optional<at::Tensor> fp8_route_addmm(const at::Tensor& self, const at::Tensor& mat1,
+                                          const at::Tensor& mat2, const c10::Scalar& beta,
+                                          const c10::Scalar& alpha) {
+  if (!beta.equal(1) || !alpha.equal(1) || self.dim() != 1) return std::nullopt;
+  const auto weight = transposed_weight(mat2);
+  if (!weight) return std::nullopt;
+  return fp8_linear(compute_input(mat1), weight->first, self, weight->second);
+}
+
+std::optional<at::Tensor> fp8_route_matmul(const at::Tensor& self, const at::Tensor& other) {
+  if (self.dim() < 1) return std::nullopt;
+  const auto weight = transposed_weight(other);
+  if (!weight) return std::nullopt;
+  return fp8_linear(compute_input(self), weight->first, std::nullopt, weight->second);
 }
 
 }  // namespace detail
@@ -259,7 +229,6 @@ std::vector<std::string> convert_to_fp8(torch::nn::Module& model, const Fp8Optio
     });
     return chosen;
   }
-  detail::register_fp8_kernels();
   auto& registry = detail::layers();
   std::lock_guard<std::mutex> lock(registry.mutex);
   for (const auto& [name, linear] : linears) {

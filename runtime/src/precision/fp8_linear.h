@@ -5,6 +5,7 @@
 // here.
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
 
 #include <functional>
@@ -69,6 +70,16 @@ void set_fp8_weight_gather(const at::Tensor& weight, Fp8WeightGather gather);
 /// The converted weight's tensorwise e4m3 cast: the gathered one where a gather serves it, the
 /// weight cast here otherwise.
 Fp8Tensor fp8_weight(const at::Tensor& weight);
+
+/// The FP8 result of these operators where their weight is a converted Linear's (its t() for
+/// addmm and matmul, as LinearImpl::forward passes it); none otherwise. Called by
+/// kModeDispatchKey's kernels in an FP8 scope, below the key.
+std::optional<at::Tensor> fp8_route_linear(const at::Tensor& input, const at::Tensor& weight,
+                                           const std::optional<at::Tensor>& bias);
+std::optional<at::Tensor> fp8_route_addmm(const at::Tensor& self, const at::Tensor& mat1,
+                                          const at::Tensor& mat2, const c10::Scalar& beta,
+                                          const c10::Scalar& alpha);
+std::optional<at::Tensor> fp8_route_matmul(const at::Tensor& self, const at::Tensor& other);
 
 /// `linear(input, weight, bias)` with the three matmuls in FP8 under `recipe`: the output and the
 /// input's gradient in the input's dtype, the weight's gradient in the weight's. The bias is
