@@ -283,6 +283,12 @@ TEST(Fp8, TheAcceleratorConvertsAtPrepareAndComputesInFp8InItsScopes) {
     bf16 = model->forward(x);
   }
   EXPECT_FALSE(torch::equal(bf16, in_accumulate));
+  {
+    // A full-precision part inside the scope: no FP8, no bf16.
+    auto step = accelerator.accumulate(model);
+    auto off = accelerator.autocast(accel::AutocastOptions().enabled(false));
+    EXPECT_TRUE(torch::equal(model->forward(x), outside));
+  }
   accel::Accelerator plain(accel::AcceleratorOptions().cpu(true).mixed_precision("bf16"));
   EXPECT_EQ(plain.fp8_backend(), "");
 }

@@ -78,6 +78,17 @@ TEST(MixedPrecision, AutocastOptionsTurnAutocastAndItsCacheOff) {
     EXPECT_EQ(model->forward(x).scalar_type(), torch::kFloat32);
   }
   {
+    // Inside an accumulate() scope too: its part runs in fp32, and the scope's bf16 returns.
+    auto step = accelerator.accumulate(model);
+    EXPECT_EQ(model->forward(x).scalar_type(), torch::kBFloat16);
+    {
+      auto off = accelerator.autocast(accel::AutocastOptions().enabled(false));
+      EXPECT_EQ(model->forward(x).scalar_type(), torch::kFloat32);
+      EXPECT_EQ(torch::matmul(x, x.t()).scalar_type(), torch::kFloat32);
+    }
+    EXPECT_EQ(model->forward(x).scalar_type(), torch::kBFloat16);
+  }
+  {
     auto uncached = accelerator.autocast(accel::AutocastOptions().cache_enabled(false));
     EXPECT_EQ(model->forward(x).scalar_type(), torch::kBFloat16);
     EXPECT_FALSE(at::autocast::is_autocast_cache_enabled());

@@ -52,6 +52,9 @@ class [[nodiscard]] AutocastGuard {
   /// guard's lifetime (mixed_precision "fp8", accel/fp8.h).
   AutocastGuard(c10::DeviceType device_type, std::optional<c10::ScalarType> dtype,
                 std::optional<bool> cache_enabled = std::nullopt, bool fp8 = false);
+  /// Turns autocast on `device_type` (and an FP8 scope) off for its lifetime, whatever scope
+  /// it is in: a full-precision part inside a mixed-precision one (torch.autocast(enabled=False)).
+  static AutocastGuard disabled(c10::DeviceType device_type);
   AutocastGuard(AutocastGuard&& other) noexcept;
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
@@ -64,6 +67,7 @@ class [[nodiscard]] AutocastGuard {
  private:
   c10::DeviceType device_type_;
   bool active_ = false;
+  bool restores_ = false;  // changed the thread's autocast state (on or off), put back at the end
   bool previous_fp8_ = false;
   bool previous_enabled_ = false;
   c10::ScalarType previous_dtype_ = c10::ScalarType::Undefined;

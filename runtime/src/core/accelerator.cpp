@@ -251,8 +251,13 @@ GradScaler* Accelerator::scaler() const { return impl_->gradient_state->scaler.g
 AutocastGuard Accelerator::autocast() const { return autocast(impl_->options.autocast); }
 
 AutocastGuard Accelerator::autocast(const AutocastOptions& options) const {
-  if (!options.enabled()) return AutocastGuard(impl_->device.type(), std::nullopt);
   const auto mixed_precision = impl_->options.mixed_precision;
+  if (!options.enabled()) {
+    // As Accelerate: a full-precision part inside a mixed-precision scope; nothing without one.
+    if (mixed_precision == MixedPrecision::No)
+      return AutocastGuard(impl_->device.type(), std::nullopt);
+    return AutocastGuard::disabled(impl_->device.type());
+  }
   return AutocastGuard(impl_->device.type(), mixed_precision_dtype(mixed_precision),
                        options.cache_enabled(), mixed_precision == MixedPrecision::Fp8);
 }

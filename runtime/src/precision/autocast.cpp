@@ -29,21 +29,36 @@ AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::Sca
   previous_fp8_ = detail::fp8_scope_open();
   if (fp8) detail::set_fp8_scope(true);
   active_ = true;
+  restores_ = true;
+}
+
+AutocastGuard AutocastGuard::disabled(c10::DeviceType device_type) {
+  AutocastGuard guard(device_type, std::nullopt);
+  guard.previous_enabled_ = detail::autocast_enabled(device_type);
+  guard.previous_dtype_ = detail::autocast_dtype(device_type);
+  guard.previous_fp8_ = detail::fp8_scope_open();
+  detail::set_autocast_enabled(device_type, false);
+  detail::set_fp8_scope(false);
+  at::autocast::increment_nesting();
+  guard.restores_ = true;
+  return guard;
 }
 
 AutocastGuard::AutocastGuard(AutocastGuard&& other) noexcept
     : device_type_(other.device_type_),
       active_(other.active_),
+      restores_(other.restores_),
       previous_fp8_(other.previous_fp8_),
       previous_enabled_(other.previous_enabled_),
       previous_dtype_(other.previous_dtype_),
       previous_cache_(other.previous_cache_) {
   other.active_ = false;
+  other.restores_ = false;
   other.previous_cache_.reset();
 }
 
 AutocastGuard::~AutocastGuard() {
-  if (!active_) return;
+  if (!restores_) return;
   // As Python's autocast.__exit__: the cache of casted weights lives until the outermost scope
   // ends.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
