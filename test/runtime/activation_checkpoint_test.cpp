@@ -432,7 +432,9 @@ TEST(ActivationCheckpoint, SavedMatmulsKeepTheProductsAndNothingElse) {
   const int64_t saving = kept(accel::CheckpointOptions().save_matmuls(true));
   // Per block, beside its input: up's output (two inputs' worth) and down's (one).
   const int64_t input = x.nbytes();
-  EXPECT_GE(saving - full, kBlocks * 3 * input);
+  // (A few bytes either way: small tensors, such as a scalar the first run caches, are counted
+  // in one run and not the other.)
+  EXPECT_GE(saving - full, kBlocks * 3 * input - 4096);
   EXPECT_LE(saving - full, kBlocks * 3 * input + (64 << 10));
 }
 
