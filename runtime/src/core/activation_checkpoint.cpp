@@ -189,10 +189,9 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
     state->generators = GeneratorStates::capture(inputs);
     state->autocast = AutocastState::capture();
     variable_list outputs;
-    if (state->options.save_matmuls()) {
-      RecordMatmuls record(state->matmuls);
-      outputs = state->block(inputs);
-    } else {
+    {
+      std::optional<MatmulScope> record;
+      if (state->options.save_matmuls()) record.emplace(state->matmuls, MatmulScope::Kind::Record);
       outputs = state->block(inputs);
     }
     bool differentiable = false;
@@ -224,17 +223,15 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
       const auto previous_autocast = state->autocast.apply();
       try {
         torch::AutoGradMode with_gradients(true);
-        if (state->options.save_matmuls()) {
-          ReplayMatmuls replay(state->matmuls);
-          outputs = state->block(inputs);
-          TORCH_CHECK(state->matmuls.replayed == state->matmuls.outputs.size(),
-                      "accel::checkpoint: the block computed ", state->matmuls.replayed,
-                      " matmuls when run again in backward and ", state->matmuls.outputs.size(),
-                      " in forward; with save_matmuls it must compute the same thing both times");
-          state->matmuls = MatmulRecord();
-        } else {
-          outputs = state->block(inputs);
-        }
+        std::optional<MatmulScope> replay;
+        if (state->options.save_matmuls())
+          replay.emplace(state->matmuls, MatmulScope::Kind::Replay);
+        outputs = state->block(inputs);
+        TORCH_CHECK(state->matmuls.replayed == state->matmuls.outputs.size(),
+                    "accel::checkpoint: the block computed ", state->matmuls.replayed,
+                    " matmuls when run again in backward and ", state->matmuls.outputs.size(),
+                    " in forward; with save_matmuls it must compute the same thing both times");
+        state->matmuls = MatmulRecord();
       } catch (...) {
         previous_autocast.apply();
         now.restore();

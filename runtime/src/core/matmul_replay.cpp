@@ -174,36 +174,17 @@ void use_routes() { set_matmul_routes({&routed_mm, &routed_bmm, &routed_addmm});
 
 }  // namespace
 
-int64_t MatmulRecord::bytes() const {
-  int64_t total = 0;
-  for (const auto& output : outputs) {
-    if (output.defined()) total += static_cast<int64_t>(output.nbytes());
-  }
-  return total;
-}
-
-RecordMatmuls::RecordMatmuls(MatmulRecord& record) : previous_(t_record) {
+MatmulScope::MatmulScope(MatmulRecord& record, Kind kind) : previous_(t_record) {
   use_routes();
   t_record = &record;
-  was_replaying_ = set_mode(Mode::ReplayMatmuls, false);
-  was_on_ = set_mode(Mode::RecordMatmuls, true);
-}
-RecordMatmuls::~RecordMatmuls() {
-  t_record = previous_;
-  set_mode(Mode::RecordMatmuls, was_on_);
-  set_mode(Mode::ReplayMatmuls, was_replaying_);
+  was_recording_ = set_mode(Mode::RecordMatmuls, kind == Kind::Record);
+  was_replaying_ = set_mode(Mode::ReplayMatmuls, kind == Kind::Replay);
 }
 
-ReplayMatmuls::ReplayMatmuls(MatmulRecord& record) : previous_(t_record) {
-  use_routes();
-  t_record = &record;
-  was_recording_ = set_mode(Mode::RecordMatmuls, false);
-  was_on_ = set_mode(Mode::ReplayMatmuls, true);
-}
-ReplayMatmuls::~ReplayMatmuls() {
+MatmulScope::~MatmulScope() {
   t_record = previous_;
-  set_mode(Mode::ReplayMatmuls, was_on_);
   set_mode(Mode::RecordMatmuls, was_recording_);
+  set_mode(Mode::ReplayMatmuls, was_replaying_);
 }
 
 }  // namespace detail

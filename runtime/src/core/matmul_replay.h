@@ -11,7 +11,6 @@
 #include <c10/core/Scalar.h>
 
 #include <cstddef>
-#include <optional>
 #include <vector>
 
 namespace accel {
@@ -21,36 +20,23 @@ namespace detail {
 struct MatmulRecord {
   std::vector<at::Tensor> outputs;
   size_t replayed = 0;
-  int64_t bytes() const;
 };
 
-/// Records this thread's matmuls into `record` for the guard's lifetime.
-class RecordMatmuls {
+/// For its lifetime, this thread's matmuls are recorded into `record` (Record), or served from
+/// it in order (Replay), taking part in autograd as the operators they stand for (the same
+/// gradient formulas).
+class MatmulScope {
  public:
-  explicit RecordMatmuls(MatmulRecord& record);
-  ~RecordMatmuls();
-  RecordMatmuls(const RecordMatmuls&) = delete;
-  RecordMatmuls& operator=(const RecordMatmuls&) = delete;
+  enum class Kind { Record, Replay };
+  MatmulScope(MatmulRecord& record, Kind kind);
+  ~MatmulScope();
+  MatmulScope(const MatmulScope&) = delete;
+  MatmulScope& operator=(const MatmulScope&) = delete;
 
  private:
   MatmulRecord* previous_;
-  bool was_on_;
-  bool was_replaying_;
-};
-
-/// Serves this thread's matmuls from `record`, in order, for the guard's lifetime; they take
-/// part in autograd as the operators they stand for (the same gradient formulas).
-class ReplayMatmuls {
- public:
-  explicit ReplayMatmuls(MatmulRecord& record);
-  ~ReplayMatmuls();
-  ReplayMatmuls(const ReplayMatmuls&) = delete;
-  ReplayMatmuls& operator=(const ReplayMatmuls&) = delete;
-
- private:
-  MatmulRecord* previous_;
-  bool was_on_;
   bool was_recording_;
+  bool was_replaying_;
 };
 
 }  // namespace detail

@@ -285,8 +285,6 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
   }
 }
 
-}  // namespace
-
 /// FP8 training's settings (after resolve_training_loop): the recipe, the backend a config
 /// names, and no fp16 loss scaling beside it.
 void resolve_fp8(const AcceleratorOptions& options, const detail::EnvLookup& env,
@@ -316,6 +314,8 @@ void resolve_fp8(const AcceleratorOptions& options, const detail::EnvLookup& env
               "scales no loss: its FP8 casts scale each tensor by its own amax and the rest "
               "computes in bf16. Leave grad_scaler unset, or train with mixed_precision 'fp16'");
 }
+
+}  // namespace
 
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
   const auto env = detail::process_environment();

@@ -3,8 +3,8 @@
 // LinearImpl::forward is not virtual, so a converted Linear cannot be another class. Its weight
 // is recorded instead, and while an FP8 scope is open (util/mode_key.h) the operators a Linear's
 // forward reaches (linear; addmm(bias, x, w.t()) for a 2-D input with a bias; matmul(x, w.t())
-// otherwise) come to core/mode_kernels.cpp before autocast, with the weight or its t() (a view
-// whose base is the weight), and the routes here send a converted weight's to fp8_linear.
+// otherwise) come to util/mode_key.cpp's kernels before autocast, with the weight or its t() (a
+// view whose base is the weight), and the routes here send a converted weight's to fp8_linear.
 
 #include <accel/fp8.h>
 
@@ -14,8 +14,6 @@
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
-#include <ATen/autocast_mode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>

@@ -229,6 +229,10 @@ class OptimizerShards : public ShardedStep {
   /// FULL_SHARD: the unit keeps its shard alone, and each of its parameters becomes a sharded
   /// parameter gathered from it (`empty`: the parameters were meta; the shard holds zeros).
   void shard_unit_parameters(Unit& unit, bool empty);
+  /// FP8 training's float8 all-gather: where the unit's elements travel when it is gathered in
+  /// FP8 (no layout when none of its weights is).
+  struct Fp8Plan;
+  Fp8Plan plan_fp8_gather(const Unit& unit) const;
   void install_hooks();
   void gradient_ready(size_t unit, size_t param);
   /// Sends the next unit in launch order (waiting for the oldest when too many are under way).

@@ -103,48 +103,38 @@ void OptimizerShards::GatherWindow::drop_all() {
   last_used = nullptr;
 }
 
-namespace {
-
-/// A unit's FP8 gather: its layout, and for each parameter its scale's place (converted weights)
-/// or its elements' places in the gathered rest (the others); no layout when nothing in the unit
-/// is gathered in FP8.
-struct Fp8Plan {
-  std::shared_ptr<Fp8UnitLayout> layout;
-  std::vector<int64_t> scale_index;
-  std::vector<torch::Tensor> rest_index;
-};
-
-Fp8Plan plan_fp8_gather(const std::vector<torch::Tensor>& params,
-                        const std::vector<int64_t>& offsets, int64_t shard_size, int64_t rank,
-                        int64_t processes, c10::Device device) {
+OptimizerShards::Fp8Plan OptimizerShards::plan_fp8_gather(const Unit& unit) const {
   Fp8Plan plan;
-  const size_t n = params.size();
+  const size_t n = unit.params.size();
   plan.scale_index.assign(n, -1);
   plan.rest_index.resize(n);
   std::vector<bool> converted(n, false);
-  for (size_t i = 0; i < n; ++i) converted[i] = gathers_in_fp8(params[i]);
+  for (size_t i = 0; i < n; ++i) converted[i] = gathers_in_fp8(unit.params[i]);
   if (std::none_of(converted.begin(), converted.end(), [](bool c) { return c; })) return plan;
   plan.layout = std::make_shared<Fp8UnitLayout>();
   auto& layout = *plan.layout;
+  const int64_t rank = process_group_->getRank(), processes = process_group_->getSize();
+  const int64_t size = unit.shard.numel();
   for (size_t i = 0; i < n; ++i) {
-    if (!converted[i]) continue;
-    plan.scale_index[i] = static_cast<int64_t>(layout.converted.size());
-    layout.converted.push_back({offsets[i], params[i].numel()});
+    if (converted[i]) plan.scale_index[i] = layout.weights++;
   }
-  // The other parameters' elements, process by process in the order of the unit (so in each
-  // parameter's own order): {process, place in its rest slot, length} per piece.
+  // Each process's elements of every parameter, in the order of the unit (so in each
+  // parameter's own order); the other parameters' pieces as {process, place in its rest slot,
+  // length}.
   std::vector<std::vector<std::array<int64_t, 3>>> pieces(n);
   std::vector<int64_t> count(processes, 0);
   for (int64_t p = 0; p < processes; ++p) {
-    const int64_t begin = p * shard_size, end = begin + shard_size;
     for (size_t i = 0; i < n; ++i) {
-      if (converted[i]) continue;
-      const int64_t first = std::max(offsets[i], begin);
-      const int64_t last = std::min(offsets[i] + params[i].numel(), end);
-      if (last <= first) continue;
-      pieces[i].push_back({p, count[p], last - first});
-      if (p == rank) layout.mine.push_back({first - begin, last - first, count[p]});
-      count[p] += last - first;
+      const auto [in_param, in_shard, length] = unit.overlap(i, p * size, (p + 1) * size);
+      (void)in_param;
+      if (length == 0) continue;
+      if (converted[i]) {
+        if (p == rank) layout.mine_converted.push_back({in_shard, length, plan.scale_index[i]});
+        continue;
+      }
+      pieces[i].push_back({p, count[p], length});
+      if (p == rank) layout.mine_rest.push_back({in_shard, length, count[p]});
+      count[p] += length;
     }
   }
   layout.rest_per_process = *std::max_element(count.begin(), count.end());
@@ -156,33 +146,25 @@ Fp8Plan plan_fp8_gather(const std::vector<torch::Tensor>& params,
       places.push_back(torch::arange(first, first + length, torch::kLong));
     }
     plan.rest_index[i] = places.empty() ? torch::empty({0}, torch::kLong) : torch::cat(places);
-    plan.rest_index[i] = plan.rest_index[i].to(device);
+    plan.rest_index[i] = plan.rest_index[i].to(unit.compute.device());
   }
   return plan;
 }
-
-}  // namespace
 
 void OptimizerShards::Gathered::start_in_fp8() {
   torch::NoGradGuard no_grad;
   CollectiveLabel collective_label("FULL_SHARD parameter gather in fp8");
   const auto& layout = *fp8_;
-  const int64_t size = shard_.numel(), rank = group_->getRank(), mine = rank * size;
+  const int64_t size = shard_.numel(), rank = group_->getRank();
   const int64_t processes = group_->getSize();
   const auto device = compute_.device();
   const auto shard = shard_.detach().to(device);
-  // Each converted weight's amax over the whole tensor: each process's over its part, then the
+  // Each converted weight's amax over the whole tensor: each process's over its parts, then the
   // largest (exact: a max), so every process casts with the scale the whole weight's cast has.
-  const auto count = static_cast<int64_t>(layout.converted.size());
-  auto amax = torch::zeros({count}, torch::dtype(torch::kFloat).device(device));
-  std::vector<std::pair<int64_t, int64_t>> parts(layout.converted.size());
-  for (int64_t j = 0; j < count; ++j) {
-    const auto& range = layout.converted[j];
-    const int64_t first = std::max(range.begin, mine);
-    const int64_t last = std::min(range.begin + range.length, mine + size);
-    if (last <= first) continue;
-    parts[j] = {first - mine, last - first};
-    amax[j].copy_(shard.narrow(0, first - mine, last - first).to(torch::kFloat).abs().max());
+  auto amax = torch::zeros({layout.weights}, torch::dtype(torch::kFloat).device(device));
+  for (const auto& piece : layout.mine_converted) {
+    amax[piece.at].copy_(
+        shard.narrow(0, piece.shard_begin, piece.length).to(torch::kFloat).abs().max());
   }
   {
     std::vector<torch::Tensor> amaxes{amax};
@@ -194,19 +176,17 @@ void OptimizerShards::Gathered::start_in_fp8() {
   // One byte per element: the converted weights' FP8 bytes, zeros elsewhere. (Gloo refuses
   // float8 tensors; their bytes as uint8 go through.)
   staging_ = torch::zeros({size}, torch::dtype(torch::kByte).device(device));
-  for (int64_t j = 0; j < count; ++j) {
-    const auto [begin, length] = parts[j];
-    if (length == 0) continue;
-    const auto cast =
-        quantize_fp8_with_amax(shard.narrow(0, begin, length), amax[j], torch::kFloat8_e4m3fn);
-    staging_.narrow(0, begin, length).copy_(cast.data.view(torch::kByte));
+  for (const auto& piece : layout.mine_converted) {
+    const auto cast = quantize_fp8_with_amax(shard.narrow(0, piece.shard_begin, piece.length),
+                                             amax[piece.at], torch::kFloat8_e4m3fn);
+    staging_.narrow(0, piece.shard_begin, piece.length).copy_(cast.data.view(torch::kByte));
   }
   // The other parameters' elements in bf16, each process's in a slot of the same length.
   const int64_t slot = layout.rest_per_process;
   if (slot > 0) {
     rest_staging_ = torch::zeros({slot}, torch::dtype(torch::kBFloat16).device(device));
-    for (const auto& piece : layout.mine) {
-      rest_staging_.narrow(0, piece.rest_at, piece.length)
+    for (const auto& piece : layout.mine_rest) {
+      rest_staging_.narrow(0, piece.at, piece.length)
           .copy_(shard.narrow(0, piece.shard_begin, piece.length));
     }
   }
@@ -243,9 +223,7 @@ void OptimizerShards::shard_unit_parameters(Unit& unit, bool empty) {
                                          unit.compute.dtype(torch::kHalf), window_);
   }
   // FP8 training with the float8 all-gather: the unit's converted weights travel as FP8.
-  const auto fp8 =
-      plan_fp8_gather(unit.params, unit.offsets, unit.shard.numel(), process_group_->getRank(),
-                      process_group_->getSize(), unit.compute.device());
+  const auto fp8 = plan_fp8_gather(unit);
   std::shared_ptr<Gathered> as_fp8;
   if (fp8.layout) {
     as_fp8 = std::make_shared<Gathered>(process_group_, through_all_reduce_, unit.shard,

@@ -31,15 +31,15 @@ namespace detail {
 /// the processes' amaxes; the unit's other elements (biases, norms) also travel in bf16, each
 /// process sending its own padded to the largest count.
 struct Fp8UnitLayout {
-  struct Range {
-    int64_t begin = 0, length = 0;  // in the unit's flat elements
-  };
-  std::vector<Range> converted;  // the converted weights, in scale order
+  /// Elements of this process's shard: [shard_begin, shard_begin + length), and `at`: a
+  /// converted weight's scale index, or where they go in the rest slot.
   struct Piece {
-    int64_t shard_begin = 0, length = 0, rest_at = 0;  // in this process's shard; in its rest slot
+    int64_t shard_begin = 0, length = 0, at = 0;
   };
-  std::vector<Piece> mine;       // this process's elements of the other parameters
-  int64_t rest_per_process = 0;  // the rest slot each process sends (the largest count)
+  int64_t weights = 0;                // the unit's converted weights (scales)
+  std::vector<Piece> mine_converted;  // this process's parts of them
+  std::vector<Piece> mine_rest;       // this process's elements of the other parameters
+  int64_t rest_per_process = 0;       // the rest slot each process sends (the largest count)
 };
 
 /// FULL_SHARD: the units that are whole at the moment, most recently gathered last. Operators use
@@ -259,6 +259,14 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
   std::shared_ptr<const Fp8UnitLayout> fp8_;
   torch::Tensor rest_, rest_staging_, scales_;
   c10::intrusive_ptr<c10d::Work> rest_work_;
+};
+
+/// A unit's FP8 gather: its layout, and for each parameter its scale's index (converted weights)
+/// or its elements' places in the gathered rest (the others).
+struct OptimizerShards::Fp8Plan {
+  std::shared_ptr<Fp8UnitLayout> layout;
+  std::vector<int64_t> scale_index;
+  std::vector<torch::Tensor> rest_index;
 };
 
 /// A sharded parameter's source: its place in its unit. Autocast's casts to bf16 or fp16 are
