@@ -236,8 +236,6 @@ void read_parallelism_config(const std::string& path, const YAML::Node& value, C
 /// first two by name). The TE and MS-AMP recipes' keys are warned about, not dropped silently.
 void read_fp8_config(const std::string& path, const YAML::Node& value, Config& c,
                      std::vector<std::string>* warnings) {
-  if (value.IsNull()) return;
-  if (!value.IsMap()) fail(path, "fp8_config", "expected a mapping");
   for (const auto& entry : value) {
     const std::string sub = entry.first.as<std::string>();
     if (sub == "backend") {
@@ -315,12 +313,13 @@ Config load_config(const std::string& path, std::vector<std::string>* warnings) 
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
     if (read_top_level_key(path, key, value, c)) continue;
-    if (key == "fp8_config") {
-      read_fp8_config(path, value, c, warnings);
-    } else if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config") {
+    if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config" ||
+        key == "fp8_config") {
       if (value.IsNull()) continue;
       if (!value.IsMap()) fail(path, key, "expected a mapping");
-      if (key == "fsdp_config") {
+      if (key == "fp8_config") {
+        read_fp8_config(path, value, c, warnings);
+      } else if (key == "fsdp_config") {
         read_fsdp_config(path, value, c, strategy, warnings);
       } else if (key == "parallelism_config") {
         read_parallelism_config(path, value, c, warnings);
