@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 
 namespace accel {
@@ -54,6 +57,23 @@ std::optional<int64_t> parse_integer(std::string_view text) {
   const auto [stop, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
   return value;
+}
+
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text) {
+  const std::string whole(text);
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(whole, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  // stod skips leading spaces and reads "inf" and "nan": none of those is a duration here.
+  if (used != whole.size() || whole.empty() || std::isspace(static_cast<unsigned char>(whole[0])) ||
+      !(value > 0 && value < 1e9)) {
+    return std::nullopt;
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
 }
 
 std::string join(const std::vector<std::string>& choices) {

@@ -18,15 +18,6 @@ namespace accel {
 namespace launcher {
 namespace {
 
-std::vector<std::string> split_tabs(const std::string& line) {
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, '\t')) fields.push_back(field);
-  if (!line.empty() && line.back() == '\t') fields.emplace_back();
-  return fields;
-}
-
 std::string describe(const FlightEntry& e) {
   std::string text = "#" + std::to_string(e.seq) + " " + e.call;
   if (!e.shapes.empty()) text += " [" + e.shapes + "]";
@@ -44,14 +35,14 @@ std::string seconds(int64_t ms) {
 // The collective a process is stuck in: the first still under way, or the first that failed.
 const FlightEntry* first_open(const FlightRecord& r) {
   for (const auto& e : r.entries)
-    if (e.state == "waiting" || e.state == "failed") return &e;
+    if (e.state == EntryState::waiting || e.state == EntryState::failed) return &e;
   return nullptr;
 }
 
 const FlightEntry* last_finished(const FlightRecord& r, const std::string& group) {
   const FlightEntry* last = nullptr;
   for (const auto& e : r.entries)
-    if (e.state == "done" && (group.empty() || e.group == group)) last = &e;
+    if (e.state == EntryState::done && (group.empty() || e.group == group)) last = &e;
   return last;
 }
 
@@ -69,53 +60,6 @@ uint64_t highest_seq(const FlightRecord& r, const std::string& group) {
 }
 
 }  // namespace
-
-std::optional<FlightRecord> read_flight_record(const std::string& path, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    if (error) *error = path + ": no record (the process wrote none)";
-    return std::nullopt;
-  }
-  FlightRecord record;
-  std::string line;
-  if (!std::getline(in, line) || line != "accel-flight-record 1") {
-    if (error) *error = path + ": not a flight record (first line '" + line + "')";
-    return std::nullopt;
-  }
-  while (std::getline(in, line)) {
-    if (line.rfind("entry\t", 0) == 0) {
-      const auto f = split_tabs(line);
-      if (f.size() < 10) {
-        if (error) *error = path + ": malformed entry '" + line + "'";
-        return std::nullopt;
-      }
-      FlightEntry e;
-      try {
-        e.group = f[1];
-        e.seq = std::stoull(f[2]);
-        e.op = f[3];
-        e.start_ms = std::stoll(f[4]);
-        e.end_ms = std::stoll(f[5]);
-      } catch (const std::exception&) {
-        if (error) *error = path + ": malformed entry '" + line + "'";
-        return std::nullopt;
-      }
-      e.state = f[6];
-      e.call = f[7];
-      e.shapes = f[8];
-      e.error = f[9];
-      record.entries.push_back(std::move(e));
-      continue;
-    }
-    std::istringstream fields(line);
-    std::string key;
-    fields >> key;
-    if (key == "rank") fields >> record.rank;
-    if (key == "written_ms") fields >> record.written_ms;
-    if (key == "watchdog_ms") fields >> record.watchdog_ms;
-  }
-  return record;
-}
 
 namespace {
 
@@ -135,7 +79,7 @@ std::string process_table(const std::map<int, FlightRecord>& records,
       row[1] = done ? describe(*done) : "none";
       if (open) {
         row[2] = describe(*open);
-        if (open->state == "failed") row[2] += " (failed: " + open->error + ")";
+        if (open->state == EntryState::failed) row[2] += " (failed: " + open->error + ")";
         row[3] = seconds((open->end_ms >= 0 ? open->end_ms : now_ms) - open->start_ms);
       }
     }
@@ -170,10 +114,10 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
   for (const auto& [rank, record] : records) {
     const FlightEntry* wait = first_open(record);
     if (wait == nullptr) continue;
-    (wait->state == "failed" ? verdict.failed : verdict.waiting) = true;
-    if (wait->state == "failed") verdict.failed_ranks.insert(rank);
+    (wait->state == EntryState::failed ? verdict.failed : verdict.waiting) = true;
+    if (wait->state == EntryState::failed) verdict.failed_ranks.insert(rank);
     const std::string waiter = "  rank " + std::to_string(rank) +
-                               (wait->state == "failed" ? " failed in " : " waits in ") +
+                               (wait->state == EntryState::failed ? " failed in " : " waits in ") +
                                describe(*wait) + "; rank ";
     for (int peer : ranks) {
       if (peer == rank) continue;
@@ -194,11 +138,11 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
           (same->call != wait->call || same->op != wait->op || same->shapes != wait->shapes)) {
         verdict.proven = verdict.mismatched = true;
         // A pair in two different calls is said once, from the lower rank's side.
-        if (same->state != "done" && peer < rank) continue;
+        if (same->state != EntryState::done && peer < rank) continue;
         why << waiter << peer << " entered #" << wait->seq << " in another call: " << same->call
             << (same->shapes.empty() ? "" : " [" + same->shapes + "]")
             << ": the two will never meet\n";
-      } else if (same != nullptr && same->state == "done") {
+      } else if (same != nullptr && same->state == EntryState::done) {
         why << waiter << peer << " has finished it\n";
         verdict.proven = true;
       } else if (same == nullptr && highest_seq(peer_record->second, wait->group) > wait->seq) {
@@ -241,7 +185,7 @@ std::optional<HangVerdict> FlightWatch::poll(const std::map<int, std::string>& e
   if (dir_.empty()) return std::nullopt;
   bool alerted = false;
   for (int rank : ranks_) {
-    const std::string alert = dir_ + "/rank-" + std::to_string(rank) + ".alert";
+    const std::string alert = flight::alert_path(dir_, rank);
     if (::access(alert.c_str(), F_OK) != 0) continue;
     ::unlink(alert.c_str());
     alerted = true;
@@ -257,7 +201,7 @@ std::optional<HangVerdict> FlightWatch::judge_when_written(const std::map<int, s
   const auto deadline = std::chrono::steady_clock::now() + patience;
   auto all_written = [&] {
     return std::all_of(running.begin(), running.end(), [&](int rank) {
-      const std::string path = dir_ + "/rank-" + std::to_string(rank) + ".record";
+      const std::string path = flight::record_path(dir_, rank);
       return ::access(path.c_str(), F_OK) == 0;
     });
   };
@@ -272,7 +216,7 @@ std::optional<HangVerdict> FlightWatch::judge_now(const std::map<int, std::strin
   std::string problems;
   for (int rank : ranks_) {
     std::string error;
-    const std::string path = dir_ + "/rank-" + std::to_string(rank) + ".record";
+    const std::string path = flight::record_path(dir_, rank);
     if (::access(path.c_str(), F_OK) != 0) continue;
     if (auto record = read_flight_record(path, &error)) {
       records.emplace(rank, std::move(*record));

@@ -1,8 +1,10 @@
 #pragma once
 
 // The launcher's side of the flight recorder (runtime/src/distributed/flight_recorder.h): reads
-// each process's record from the folder it gave them, decides whether the records prove that the
-// job can never finish, and prints one table of who waits where.
+// each process's record (accel_common/flight_record.h) from the folder it gave them, decides
+// whether the records prove that the job can never finish, and prints one table of who waits where.
+
+#include "accel_common/flight_record.h"
 
 #include <chrono>
 #include <cstdint>
@@ -15,21 +17,10 @@
 namespace accel {
 namespace launcher {
 
-struct FlightEntry {
-  std::string group, op, state, call, shapes, error;
-  uint64_t seq = 0;
-  int64_t start_ms = 0, end_ms = -1;
-};
-
-struct FlightRecord {
-  int rank = -1;
-  int64_t written_ms = 0, watchdog_ms = 0;
-  std::vector<FlightEntry> entries;
-};
-
-/// The record in `path`; nullopt (and `error` says why, naming the file) when it is missing or
-/// malformed (a process killed while writing leaves the previous whole one: see the runtime).
-std::optional<FlightRecord> read_flight_record(const std::string& path, std::string* error);
+using flight::EntryState;
+using flight::FlightEntry;
+using flight::FlightRecord;
+using flight::read_flight_record;
 
 struct HangVerdict {
   bool waiting = false;        // some process waits in a collective

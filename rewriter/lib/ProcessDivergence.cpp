@@ -6,7 +6,8 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/AST/StmtCXX.h"
-#include "llvm/ADT/StringSet.h"
+
+#include "accel_common/accelerator_methods.h"
 
 using namespace clang;
 using llvm::StringRef;
@@ -15,52 +16,17 @@ namespace accel::migrate {
 
 namespace {
 
-// The Accelerator's answers that name this process, or hand it its own part of the data.
-const llvm::StringSet<> &identityMethods() {
-  static const llvm::StringSet<> Names = {"is_main_process",     "is_local_main_process",
-                                          "is_last_process",     "process_index",
-                                          "local_process_index", "split_between_processes"};
-  return Names;
+// What each Accelerator method does across processes: the table the runtime names its calls
+// from (accel_common/accelerator_methods.h). Identity methods name this process or hand it its
+// own part of the data; combining ones give every process the same result; collective ones (and
+// combining ones) must be called by every process. Forward, backward and clipping count as
+// collective: the strategy (and with it whether they communicate) is chosen at launch, not in the
+// source.
+bool hasRole(StringRef Name, contract::MethodRole Role) {
+  return contract::has_role(std::string_view(Name.data(), Name.size()), Role);
 }
-
-// Methods whose result is the same on every process: they combine every process's values.
-const llvm::StringSet<> &combiningMethods() {
-  static const llvm::StringSet<> Names = {"gather",           "gather_for_metrics", "gather_object",
-                                          "reduce",           "reduce_number",      "broadcast",
-                                          "broadcast_object", "check_trigger"};
-  return Names;
-}
-
-// Methods every process must call together. Forward, backward and clipping are always counted:
-// the strategy (and with it whether they communicate) is chosen at launch, not in the source.
-const llvm::StringSet<> &collectiveMethods() {
-  static const llvm::StringSet<> Names = {"save_state",
-                                          "load_state",
-                                          "save_model",
-                                          "get_state_dict",
-                                          "gather",
-                                          "gather_for_metrics",
-                                          "gather_object",
-                                          "reduce",
-                                          "reduce_number",
-                                          "broadcast",
-                                          "broadcast_object",
-                                          "pad_across_processes",
-                                          "wait_for_everyone",
-                                          "prepare",
-                                          "prepare_model",
-                                          "prepare_data_loader",
-                                          "prepare_optimizer",
-                                          "prepare_scheduler",
-                                          "backward",
-                                          "clip_grad_norm_",
-                                          "check_trigger",
-                                          "resume_if_possible",
-                                          "main_process_first",
-                                          "local_main_process_first",
-                                          "join_uneven_inputs",
-                                          "gather_parameters"};
-  return Names;
+bool isCollectiveMethod(StringRef Name) {
+  return contract::is_collective_method(std::string_view(Name.data(), Name.size()));
 }
 
 StringRef methodName(const CallExpr *Call) {
@@ -146,58 +112,83 @@ std::string ProcessDivergence::where(SourceLocation Loc) const { return Where(Lo
 // Where values go: initializations, assignments, arguments to parameters, returned values, and
 // the conditions each is made under (a flag set only inside `if (is_main_process())` differs
 // between processes as much as the call does).
-void ProcessDivergence::collectFlows(const FunctionDecl *Fn) {
-  std::vector<const Expr *> Conditions;
-  auto add = [&](const Decl *Target, const Expr *Source, SourceLocation Loc) {
-    if (!Target || !Source)
+/// Walks a function's body for its flows: each assignment, initialisation, argument passed,
+/// value returned or range iterated, with the conditions it is under.
+class ProcessDivergence::FlowCollector {
+public:
+  FlowCollector(std::vector<Flow> &Flows, llvm::DenseSet<const Decl *> &LocalObjects)
+      : Flows(Flows), LocalObjects(LocalObjects) {}
+
+  /// S and what it contains; Owner: the function (or lambda) whose returns S's are.
+  void walk(const Stmt *S, const FunctionDecl *Owner) {
+    if (!S || walkBranch(S, Owner))
       return;
-    Flows.push_back(Flow{Target, Source, Conditions, Loc});
-  };
-  std::function<void(const Stmt *, const FunctionDecl *)> Walk = [&](const Stmt *S,
-                                                                     const FunctionDecl *Owner) {
-    if (!S)
-      return;
-    auto under = [&](const Expr *Cond, std::initializer_list<const Stmt *> Body) {
-      Walk(Cond, Owner);
-      Conditions.push_back(Cond);
-      for (const Stmt *B : Body)
-        Walk(B, Owner);
-      Conditions.pop_back();
-    };
+    recordAssignment(S, Owner);
+    if (const auto *Call = dyn_cast<CallExpr>(S))
+      recordCall(Call);
+    if (const auto *Lambda = dyn_cast<LambdaExpr>(S))
+      return walk(Lambda->getBody(), Lambda->getCallOperator()); // its returns are its calls'
+    for (const Stmt *Child : S->children())
+      walk(Child, Owner);
+  }
+
+private:
+  void add(const Decl *Target, const Expr *Source, SourceLocation Loc) {
+    if (Target && Source)
+      Flows.push_back(Flow{Target, Source, Conditions, Loc});
+  }
+
+  /// Cond, then Body under it.
+  void under(const Expr *Cond, std::initializer_list<const Stmt *> Body,
+             const FunctionDecl *Owner) {
+    walk(Cond, Owner);
+    Conditions.push_back(Cond);
+    for (const Stmt *B : Body)
+      walk(B, Owner);
+    Conditions.pop_back();
+  }
+
+  /// A branch or a loop, walked with its condition over its body; false for anything else.
+  bool walkBranch(const Stmt *S, const FunctionDecl *Owner) {
     if (const auto *If = dyn_cast<IfStmt>(S)) {
-      Walk(If->getInit(), Owner);
-      if (const auto *Var = If->getConditionVariableDeclStmt())
-        Walk(Var, Owner);
-      return under(If->getCond(), {If->getThen(), If->getElse()});
-    }
-    if (const auto *While = dyn_cast<WhileStmt>(S))
-      return under(While->getCond(), {While->getBody()});
-    if (const auto *Do = dyn_cast<DoStmt>(S))
-      return under(Do->getCond(), {Do->getBody()});
-    if (const auto *For = dyn_cast<ForStmt>(S)) {
-      Walk(For->getInit(), Owner);
-      if (!For->getCond())
-        return Walk(For->getBody(), Owner), Walk(For->getInc(), Owner);
-      return under(For->getCond(), {For->getBody(), For->getInc()});
-    }
-    if (const auto *Range = dyn_cast<CXXForRangeStmt>(S)) {
+      walk(If->getInit(), Owner);
+      walk(If->getConditionVariableDeclStmt(), Owner);
+      under(If->getCond(), {If->getThen(), If->getElse()}, Owner);
+    } else if (const auto *While = dyn_cast<WhileStmt>(S)) {
+      under(While->getCond(), {While->getBody()}, Owner);
+    } else if (const auto *Do = dyn_cast<DoStmt>(S)) {
+      under(Do->getCond(), {Do->getBody()}, Owner);
+    } else if (const auto *For = dyn_cast<ForStmt>(S)) {
+      walk(For->getInit(), Owner);
+      if (For->getCond()) {
+        under(For->getCond(), {For->getBody(), For->getInc()}, Owner);
+      } else {
+        walk(For->getBody(), Owner);
+        walk(For->getInc(), Owner);
+      }
+    } else if (const auto *Range = dyn_cast<CXXForRangeStmt>(S)) {
       // A data loader's batches: each process reads its own share of the dataset.
       if (isDataLoader(Range->getRangeInit()->getType()))
         LocalObjects.insert(Range->getLoopVariable()->getCanonicalDecl());
       add(Range->getLoopVariable()->getCanonicalDecl(), Range->getRangeInit(),
           Range->getBeginLoc());
-      return under(Range->getRangeInit(), {Range->getBody()});
+      under(Range->getRangeInit(), {Range->getBody()}, Owner);
+    } else if (const auto *Switch = dyn_cast<SwitchStmt>(S)) {
+      under(Switch->getCond(), {Switch->getBody()}, Owner);
+    } else if (const auto *Cond = dyn_cast<ConditionalOperator>(S)) {
+      under(Cond->getCond(), {Cond->getTrueExpr(), Cond->getFalseExpr()}, Owner);
+    } else if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->isLogicalOp()) {
+      under(BO->getLHS(), {BO->getRHS()}, Owner);
+    } else {
+      return false;
     }
-    if (const auto *Switch = dyn_cast<SwitchStmt>(S))
-      return under(Switch->getCond(), {Switch->getBody()});
-    if (const auto *Cond = dyn_cast<ConditionalOperator>(S))
-      return under(Cond->getCond(), {Cond->getTrueExpr(), Cond->getFalseExpr()});
-    if (const auto *BO = dyn_cast<BinaryOperator>(S)) {
-      if (BO->isLogicalOp())
-        return under(BO->getLHS(), {BO->getRHS()});
-      if (BO->isAssignmentOp())
-        add(targetOf(BO->getLHS()), BO->getRHS(), BO->getOperatorLoc());
-    }
+    return true;
+  }
+
+  /// `x = v`, `T x = v`, `return v`: v flows into x (into Owner's value, for a return).
+  void recordAssignment(const Stmt *S, const FunctionDecl *Owner) {
+    if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->isAssignmentOp())
+      add(targetOf(BO->getLHS()), BO->getRHS(), BO->getOperatorLoc());
     if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S))
       if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
         add(targetOf(Op->getArg(0)), Op->getArg(1), Op->getOperatorLoc());
@@ -207,30 +198,34 @@ void ProcessDivergence::collectFlows(const FunctionDecl *Fn) {
           add(Var->getCanonicalDecl(), Var->getInit(), Var->getLocation());
     if (const auto *Return = dyn_cast<ReturnStmt>(S); Return && Owner)
       add(Owner->getCanonicalDecl(), Return->getRetValue(), Return->getBeginLoc());
-    if (const auto *Call = dyn_cast<CallExpr>(S)) {
-      // Arguments become the callee's parameters; a mutating method's arguments become part of
-      // its object (`scores.push_back(accuracy)`).
-      if (const FunctionDecl *Callee = Call->getDirectCallee()) {
-        if (const FunctionDecl *Def = Callee->getDefinition()) {
-          const unsigned Offset = isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(Def) ? 1 : 0;
-          for (unsigned I = Offset; I < Call->getNumArgs() && I - Offset < Def->getNumParams(); ++I)
-            add(Def->getParamDecl(I - Offset)->getCanonicalDecl(), Call->getArg(I),
-                Call->getArg(I)->getBeginLoc());
-        }
-        const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
-        const auto *MC = dyn_cast<CXXMemberCallExpr>(Call);
-        if (Method && MC && !Method->isConst() && !isAcceleratorMethod(Method))
-          for (const Expr *Arg : Call->arguments())
-            add(targetOf(MC->getImplicitObjectArgument()), Arg, Call->getBeginLoc());
-      }
+  }
+
+  /// Arguments become the callee's parameters; a mutating method's arguments become part of its
+  /// object (`scores.push_back(accuracy)`).
+  void recordCall(const CallExpr *Call) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee)
+      return;
+    if (const FunctionDecl *Def = Callee->getDefinition()) {
+      const unsigned Offset = isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(Def) ? 1 : 0;
+      for (unsigned I = Offset; I < Call->getNumArgs() && I - Offset < Def->getNumParams(); ++I)
+        add(Def->getParamDecl(I - Offset)->getCanonicalDecl(), Call->getArg(I),
+            Call->getArg(I)->getBeginLoc());
     }
-    if (const auto *Lambda = dyn_cast<LambdaExpr>(S))
-      return Walk(Lambda->getBody(),
-                  Lambda->getCallOperator()); // its returns are its calls' values
-    for (const Stmt *Child : S->children())
-      Walk(Child, Owner);
-  };
-  Walk(Fn->getBody(), Fn);
+    const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+    const auto *MC = dyn_cast<CXXMemberCallExpr>(Call);
+    if (Method && MC && !Method->isConst() && !isAcceleratorMethod(Method))
+      for (const Expr *Arg : Call->arguments())
+        add(targetOf(MC->getImplicitObjectArgument()), Arg, Call->getBeginLoc());
+  }
+
+  std::vector<Flow> &Flows;
+  llvm::DenseSet<const Decl *> &LocalObjects;
+  std::vector<const Expr *> Conditions; // the conditions around the statement being walked
+};
+
+void ProcessDivergence::collectFlows(const FunctionDecl *Fn) {
+  FlowCollector(Flows, LocalObjects).walk(Fn->getBody(), Fn);
 }
 
 void ProcessDivergence::solve() {
@@ -291,7 +286,8 @@ void ProcessDivergence::solve() {
 bool ProcessDivergence::combinesProcesses(const Expr *E) const {
   bool Found = false;
   forEachCall(E, [&](const CallExpr *Call) {
-    Found = Found || (isAcceleratorMethodCall(Call) && combiningMethods().count(methodName(Call)));
+    Found = Found || (isAcceleratorMethodCall(Call) &&
+                      hasRole(methodName(Call), contract::MethodRole::combining));
   });
   return Found;
 }
@@ -334,7 +330,7 @@ std::string ProcessDivergence::perProcess(const Expr *E) const {
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
     if (isAcceleratorMethodCall(Call)) {
       const StringRef Name = methodName(Call);
-      return identityMethods().count(Name) ? Name.str() + "()" : std::string();
+      return hasRole(Name, contract::MethodRole::identity) ? Name.str() + "()" : std::string();
     }
     if (isTensorMethod(Call, "item")) {
       const Expr *Object = cast<CXXMemberCallExpr>(Call)->getImplicitObjectArgument();
@@ -362,7 +358,7 @@ std::string ProcessDivergence::perProcess(const Expr *E) const {
 std::string ProcessDivergence::directCollective(const CallExpr *Call) const {
   if (isAcceleratorMethodCall(Call)) {
     const StringRef Name = methodName(Call);
-    return collectiveMethods().count(Name) ? Name.str() + "()" : std::string();
+    return isCollectiveMethod(Name) ? Name.str() + "()" : std::string();
   }
   if (isTensorMethod(Call, "backward"))
     return "backward()";

@@ -57,6 +57,7 @@ private:
     std::vector<const clang::Expr *> Conditions; // the conditions the assignment is under
     clang::SourceLocation Loc;
   };
+  class FlowCollector;
   void collectFlows(const clang::FunctionDecl *Fn);
   void solve();
   std::string directCollective(const clang::CallExpr *Call) const;

@@ -26,4 +26,15 @@ TEST(ParseInteger, AnythingElseIsRefused) {
   }
 }
 
+// ACCEL_TIMEOUT and ACCEL_HANG_WATCHDOG: one parser of a number of seconds for both.
+TEST(ParseSeconds, DecimalSecondsAboveZero) {
+  using accel::contract::parse_seconds;
+  EXPECT_EQ(parse_seconds("300"), std::chrono::milliseconds(300000));
+  EXPECT_EQ(parse_seconds("0.5"), std::chrono::milliseconds(500));
+  EXPECT_EQ(parse_seconds("1e2"), std::chrono::milliseconds(100000));
+  for (const char* text : {"", "0", "-1", "x", "5s", " 5", "5 ", "inf", "nan", "1e9", "0x"}) {
+    EXPECT_EQ(parse_seconds(text), std::nullopt) << "'" << text << "'";
+  }
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 
 namespace {
 
+using accel::launcher::EntryState;
 using accel::launcher::FlightEntry;
 using accel::launcher::FlightRecord;
 using accel::launcher::judge_flight_records;
@@ -21,7 +22,7 @@ FlightEntry entry(uint64_t seq, const std::string& call, bool waiting, int64_t s
   e.seq = seq;
   e.op = "allreduce";
   e.call = call;
-  e.state = waiting ? "waiting" : "done";
+  e.state = waiting ? EntryState::waiting : EntryState::done;
   e.start_ms = start;
   e.end_ms = waiting ? -1 : start + 1;
   return e;
@@ -87,7 +88,7 @@ TEST(FlightTable, AProcessWhoseConnectionToAPeerFailedIsNamedAsFailed) {
   // the launcher then names another machine's failure, if one is reported, as the cause.
   FlightEntry lost = entry(8, "between collectives", false);
   lost.op = "connection";
-  lost.state = "failed";
+  lost.state = EntryState::failed;
   lost.error = "Read error [127.0.0.1]:4242: Connection reset by peer";
   const auto verdict =
       judge_flight_records({{0, record(0, {entry(7, "backward, gradient bucket 0", false), lost})},
@@ -124,7 +125,7 @@ TEST(FlightTable, RecordsAreReadBackAndABadOneIsNamed) {
   EXPECT_EQ(read->entries[0].seq, 7u);
   EXPECT_EQ(read->entries[0].call, "backward, gradient bucket 0");
   EXPECT_EQ(read->entries[0].shapes, "Float[41]");
-  EXPECT_EQ(read->entries[0].state, "waiting");
+  EXPECT_EQ(read->entries[0].state, EntryState::waiting);
 
   { std::ofstream(path) << "accel-flight-record 1\nentry\tgloo\tseven\tallreduce\n"; }
   EXPECT_FALSE(read_flight_record(path, &error).has_value());

@@ -5,6 +5,7 @@ with faults planted, compiled the way CI compiles (a unity batch, ACCEL_UNITY_BU
 - of two functions in runtime/src one line apart, the one just over the threshold (as clang-tidy
   counts a body's lines) is named, the one at it is not;
 - a long inline function in a runtime/src header is named, once, though two sources include it;
+- a long function in rewriter/lib is named as one in runtime/src is;
 - a launcher/lib source that uses <vector> without including it, which its batch hides (the
   source before it includes <vector>), is reported as a file clang-tidy could not read;
 - a compile database that compiles none of runtime/src or launcher/lib is refused, so a build
@@ -57,13 +58,15 @@ def main():
         leaning_file = os.path.join(source, "launcher/lib/leaning.cpp")
         header = os.path.join(source, "runtime/src/planted/helpers.h")
         other_file = os.path.join(source, "runtime/src/planted/other.cpp")
+        rewriter_file = os.path.join(source, "rewriter/lib/Walk.cpp")
         write(header, "#pragma once\ninline " + function_of("header_eighty_one_lines", 81))
         write(long_file, '#include "helpers.h"\n' + function_of("eighty_lines", 80) +
               function_of("eighty_one_lines", 81))
         write(other_file, '#include "planted/helpers.h"\nint other() { return 1; }\n')
+        write(rewriter_file, function_of("rewriter_eighty_one_lines", 81))
         write(vector_file, "#include <vector>\nstd::vector<int> numbers() { return {1, 2}; }\n")
         write(leaning_file, "std::vector<int> more_numbers() { return {3}; }\n")
-        database(build, source, [long_file, other_file, vector_file, leaning_file])
+        database(build, source, [long_file, other_file, rewriter_file, vector_file, leaning_file])
 
         # The batch itself compiles: only a source read alone shows leaning.cpp's missing include.
         batch = subprocess.run(["c++", "-std=c++17", "-fsyntax-only", f"-I{source}/runtime/src",
@@ -78,6 +81,7 @@ def main():
             failures.append("function_size.py passed a tree with faults planted")
         expected = [("the 81-line function", "'eighty_one_lines'"),
                     ("the header's 81-line function", "'header_eighty_one_lines'"),
+                    ("rewriter/lib's 81-line function", "'rewriter_eighty_one_lines'"),
                     ("the source that leans on its batch's includes", "leaning.cpp")]
         for what, text in expected:
             if output.count(text) != 1:
@@ -87,8 +91,8 @@ def main():
             failures.append("the 80-line function was reported; the threshold is 80 lines")
         if "with_vector.cpp" in output:
             failures.append("with_vector.cpp, which compiles alone, was reported")
-        if "4 files" not in output:
-            failures.append("each source of the batch should be read alone (4 files)")
+        if "5 files" not in output:
+            failures.append("each source of the batch should be read alone (5 files)")
 
         write(os.path.join(build, "compile_commands.json"), "[]")
         code, empty = run_check(build, source)

@@ -553,24 +553,25 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
     return std::string();
   };
   EXPECT_NE(message(accel::AcceleratorOptions().gradient_accumulation_steps(0))
-                .find("Invalid gradient_accumulation_steps: 0"),
+                .find("accel: invalid gradient_accumulation_steps: 0"),
             std::string::npos);
-  EXPECT_NE(message(accel::AcceleratorOptions().mixed_precision("fp32"))
-                .find("Invalid mixed_precision: 'fp32' (expected one of no, bf16, fp16, fp8)"),
-            std::string::npos);
+  EXPECT_NE(
+      message(accel::AcceleratorOptions().mixed_precision("fp32"))
+          .find("accel: invalid mixed_precision: 'fp32' (expected one of no, bf16, fp16, fp8)"),
+      std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().ddp(
                         accel::DistributedDataParallelOptions().bucket_cap_mb(0)))
-                .find("Invalid ddp.bucket_cap_mb: 0 (expected an integer >= 1)"),
+                .find("accel: invalid ddp.bucket_cap_mb: 0 (expected an integer >= 1)"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().ddp(
                         accel::DistributedDataParallelOptions().comm_hook("power_sgd")))
-                .find("Invalid ddp.comm_hook: 'power_sgd' (expected one of no, fp16, bf16"),
+                .find("accel: invalid ddp.comm_hook: 'power_sgd' (expected one of no, fp16, bf16"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().rng_types({"generator", "xla"}))
-                .find("Invalid rng_types: 'xla' (expected generator, torch or cuda)"),
+                .find("accel: invalid rng_types: 'xla' (expected generator, torch or cuda)"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("ZERO_3"))
-                .find("Invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "
+                .find("accel: invalid sharding_strategy: 'ZERO_3' (expected one of NO_SHARD, "
                       "SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, FULL_SHARD, HYBRID_SHARD)"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions()
@@ -579,7 +580,7 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
                 .find("two auto-wrap policies; set one"),
             std::string::npos);
   EXPECT_NE(message(accel::AcceleratorOptions().fsdp_min_num_params(0))
-                .find("Invalid fsdp_min_num_params: 0 (expected an integer >= 1)"),
+                .find("accel: invalid fsdp_min_num_params: 0 (expected an integer >= 1)"),
             std::string::npos);
   // CPU offload moves the shards of a sharded run: without sharding there are none.
   EXPECT_NE(message(accel::AcceleratorOptions().fsdp_offload_params(true))
@@ -592,11 +593,11 @@ TEST(AcceleratorOptions, BadValuesNameTheSettingAndTheExpectation) {
   {
     EnvGuard offload("ACCEL_FSDP_OFFLOAD_PARAMS", "maybe");
     EXPECT_NE(message(accel::AcceleratorOptions().sharding_strategy("FULL_SHARD"))
-                  .find("Invalid ACCEL_FSDP_OFFLOAD_PARAMS: 'maybe'"),
+                  .find("accel: invalid ACCEL_FSDP_OFFLOAD_PARAMS: 'maybe'"),
               std::string::npos);
   }
   EnvGuard bad("ACCEL_USE_CPU", "sometimes");
-  EXPECT_NE(message(accel::AcceleratorOptions()).find("Invalid ACCEL_USE_CPU: 'sometimes'"),
+  EXPECT_NE(message(accel::AcceleratorOptions()).find("accel: invalid ACCEL_USE_CPU: 'sometimes'"),
             std::string::npos);
 }
 

@@ -126,22 +126,22 @@ TEST(ProcessIdentity, MalformedValuesNameTheVariable) {
       [] {
         detect_process_identity(env_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}}));
       },
-      "Invalid RANK: 'x'");
+      "accel: invalid RANK: 'x'");
   expect_error(
       [] {
         detect_process_identity(env_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}}));
       },
-      "Invalid RANK: 2");
+      "accel: invalid RANK: 2");
   expect_error(
       [] {
         detect_process_identity(env_of({{"RANK", "0"}, {"WORLD_SIZE", "0"}}));
       },
-      "Invalid WORLD_SIZE");
+      "accel: invalid WORLD_SIZE");
   expect_error(
       [] {
         detect_process_identity(env_of({{"MASTER_PORT", "70000"}}));
       },
-      "Invalid MASTER_PORT: 70000");
+      "accel: invalid MASTER_PORT: 70000");
 }
 
 TEST(EnvValues, BooleansAndIntegers) {
@@ -151,12 +151,12 @@ TEST(EnvValues, BooleansAndIntegers) {
   EXPECT_FALSE(env_bool(env, "E").has_value());
   EXPECT_FALSE(env_bool(env, "MISSING").has_value());
   EXPECT_EQ(env_int(env, "I"), std::optional<int64_t>(12));
-  expect_error([&] { env_bool(env, "BAD"); }, "Invalid BAD: 'maybe'");
-  expect_error([&] { env_int(env, "T"); }, "Invalid T: 'true' (expected an integer)");
+  expect_error([&] { env_bool(env, "BAD"); }, "accel: invalid BAD: 'maybe'");
+  expect_error([&] { env_int(env, "T"); }, "accel: invalid T: 'true' (expected an integer)");
   // The whole value, as the launcher reads it (one parser, in common/).
   auto port = env_of({{"MASTER_PORT", "29500x"}});
   expect_error([&] { env_int(port, "MASTER_PORT"); },
-               "Invalid MASTER_PORT: '29500x' (expected an integer)");
+               "accel: invalid MASTER_PORT: '29500x' (expected an integer)");
 }
 
 }  // namespace

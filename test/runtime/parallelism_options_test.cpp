@@ -69,7 +69,7 @@ TEST(ParallelismConfig, BadSizesAreRefusedNamingThem) {
         [&] { accel::resolve_options(accel::AcceleratorOptions().parallelism_config(config)); });
   };
   EXPECT_NE(resolve(accel::ParallelismConfig().tp_size(0))
-                .find("Invalid parallelism_config.tp_size: 0 (expected an integer >= 1)"),
+                .find("accel: invalid parallelism_config.tp_size: 0 (expected an integer >= 1)"),
             std::string::npos);
   const auto replicated = resolve(accel::ParallelismConfig().dp_replicate_size(2).tp_size(2));
   EXPECT_NE(replicated.find("dp_replicate_size 2 with dp_shard_size 1 beside tp_size 2"),
@@ -78,7 +78,8 @@ TEST(ParallelismConfig, BadSizesAreRefusedNamingThem) {
   EnvGuard use("ACCELERATE_USE_PARALLELISM_CONFIG", "true");
   EnvGuard cp("PARALLELISM_CONFIG_CP_SIZE", "-1");
   const auto from_env = message_of([] { accel::resolve_options(accel::AcceleratorOptions()); });
-  EXPECT_NE(from_env.find("Invalid PARALLELISM_CONFIG_CP_SIZE: -1"), std::string::npos) << from_env;
+  EXPECT_NE(from_env.find("accel: invalid PARALLELISM_CONFIG_CP_SIZE: -1"), std::string::npos)
+      << from_env;
 }
 
 TEST(ParallelismConfig, SizesMustMultiplyToTheProcesses) {

@@ -208,9 +208,10 @@ TEST_F(Tracking, LogWithNamesAreCheckedAtConstruction) {
     accel::Accelerator accelerator(options({"tensorbord"}));
     ADD_FAILURE() << "an unknown tracker name was accepted";
   } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what())
-                  .find("Invalid log_with: 'tensorbord' (expected all, tensorboard, csv, jsonl"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(error.what())
+            .find("accel: invalid log_with: 'tensorbord' (expected all, tensorboard, csv, jsonl"),
+        std::string::npos)
         << error.what();
   }
   accel_test::EnvGuard no_server("MLFLOW_TRACKING_URI", nullptr);

@@ -4,6 +4,7 @@
 // and the values the choice-valued ones allow. The launcher, the runtime and accel-migrate all
 // read their names and choices from here, so that a new choice is added in one place.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,6 +124,10 @@ std::optional<bool> parse_bool(const std::string& value);
 /// config files and answers, and the variables both sides read (MASTER_PORT, WORLD_SIZE, RANK,
 /// ACCEL_TIMEOUT, ...) all go through it, so the two sides accept the same values.
 std::optional<int64_t> parse_integer(std::string_view text);
+
+/// A duration in seconds, the whole text: a decimal number above 0 and below 10^9 ("300", "0.5");
+/// none for anything else. ACCEL_TIMEOUT and ACCEL_HANG_WATCHDOG both go through it.
+std::optional<std::chrono::milliseconds> parse_seconds(std::string_view text);
 
 }  // namespace contract
 }  // namespace accel

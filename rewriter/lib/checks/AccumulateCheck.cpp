@@ -245,88 +245,79 @@ void AccumulateCheck::registerMatchers(MatchFinder &Finder) {
 }
 
 void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
-  if (const auto *Loop = Result.Nodes.getNodeAs<Stmt>("any-loop")) {
-    // backward() in a loop that is not over a prepared loader: which loop trains is unclear.
-    const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
-    const Stmt *Body =
-        RangeFor && iteratesPreparedLoader(Context, RangeFor) ? nullptr : loopBody(Loop);
-    if (!Body || !Context.isEditable(Loop->getBeginLoc()) || !containsBackward(Body))
-      return;
-    // An inner loop over a prepared loader is the training loop; this one is an epoch loop.
-    if (containsPreparedLoaderLoop(Context, Body))
-      return;
-    // Only the innermost such loop is reported.
-    struct InnerBackwardLoop : RecursiveASTVisitor<InnerBackwardLoop> {
-      bool Found = false;
-      bool visitLoop(Stmt *LoopBody) {
-        Found = Found || containsBackward(LoopBody);
-        return !Found;
-      }
-      bool VisitForStmt(ForStmt *S) { return visitLoop(S->getBody()); }
-      bool VisitWhileStmt(WhileStmt *S) { return visitLoop(S->getBody()); }
-      bool VisitDoStmt(DoStmt *S) { return visitLoop(S->getBody()); }
-      bool VisitCXXForRangeStmt(CXXForRangeStmt *S) { return visitLoop(S->getBody()); }
-    } InnerLoop;
-    InnerLoop.TraverseStmt(const_cast<Stmt *>(Body));
-    if (InnerLoop.Found)
-      return;
-    // Batches sliced by hand (or read any other way than from a prepared loader) are the same on
-    // every process: the job then trains N times on the whole data set, which a user who launched
-    // N processes to share the work would not expect, and nothing else would tell them.
-    // When the loop slices its batches from tensors by its counter, the fix is one line before
-    // it: each process keeps its share of the batch dimension (the first).
-    // Batches sliced along the first dimension are hand-batches' to split, in the loop.
-    const auto *For = dyn_cast<ForStmt>(Loop);
-    std::string Refused;
-    const bool SplitInLoop = For && !handSlicedBatches(Context, For, &Refused).empty();
-    std::string Share;
-    const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
-    const std::string Acc = Fn ? Context.facts().acceleratorIn(Fn) : "";
-    for (const VarDecl *Sliced : SplitInLoop ? std::vector<const VarDecl *>{}
-                                             : handSlicedTensors(Context.sourceManager(), Loop)) {
-      const std::string Name = Sliced->getName().str();
-      Share += (Share.empty() ? "" : " ") + Name + " = " + (Acc.empty() ? "accelerator" : Acc) +
-               ".split_between_processes(" + Name + ");";
-    }
-    warn(Loop->getBeginLoc(),
-         "backward() is called in a loop that does not iterate a prepared data loader, so it "
-         "cannot be proven to be the training loop; open 'auto step = "
-         "accelerator.accumulate(model);' at the top of the training step by hand" +
-             (SplitInLoop ? std::string("; each process takes its share of every batch the loop "
-                                        "slices (accel-migrate-hand-batches)")
-              : !Refused.empty()
-                  ? std::string("; every process trains on all of the data (its batches are "
-                                "sliced by hand: see accel-migrate-hand-batches)")
-              : Share.empty()
-                  ? std::string("; unless its batches come from a prepared data loader, every "
-                                "process trains on all of the data (take this process's share "
-                                "with accelerator.split_between_processes; batches drawn from "
-                                "environments or a random generator need each process's own: "
-                                "seed them with seed + accelerator.process_index())")
-                  : "; unless its batches come from a prepared data loader, every process trains "
-                    "on all of the data (to give each process its share of the batch dimension, "
-                    "add before the loop: '" +
-                        Share + "')"));
-    return;
-  }
+  if (const auto *Loop = Result.Nodes.getNodeAs<Stmt>("any-loop"))
+    return reportUnprovenLoop(Loop);
+  migrateTrainingLoop(Result.Nodes.getNodeAs<CXXForRangeStmt>("loop"));
+}
 
-  const auto *Loop = Result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
-  if (!iteratesPreparedLoader(Context, Loop) || !containsBackward(Loop->getBody()))
+void AccumulateCheck::reportUnprovenLoop(const Stmt *Loop) {
+  // backward() in a loop that is not over a prepared loader: which loop trains is unclear.
+  const auto *RangeFor = dyn_cast<CXXForRangeStmt>(Loop);
+  const Stmt *Body =
+      RangeFor && iteratesPreparedLoader(Context, RangeFor) ? nullptr : loopBody(Loop);
+  if (!Body || !Context.isEditable(Loop->getBeginLoc()) || !containsBackward(Body))
     return;
-  const auto *Body = dyn_cast<CompoundStmt>(Loop->getBody());
-  if (!Body) {
-    if (Context.isEditable(Loop->getBeginLoc()))
-      warn(Loop->getBeginLoc(), "the training loop's body is a single statement; put it in "
-                                "braces and open 'auto step = accelerator.accumulate(model);'");
+  // An inner loop over a prepared loader is the training loop; this one is an epoch loop.
+  if (containsPreparedLoaderLoop(Context, Body))
     return;
+  // Only the innermost such loop is reported.
+  struct InnerBackwardLoop : RecursiveASTVisitor<InnerBackwardLoop> {
+    bool Found = false;
+    bool visitLoop(Stmt *LoopBody) {
+      Found = Found || containsBackward(LoopBody);
+      return !Found;
+    }
+    bool VisitForStmt(ForStmt *S) { return visitLoop(S->getBody()); }
+    bool VisitWhileStmt(WhileStmt *S) { return visitLoop(S->getBody()); }
+    bool VisitDoStmt(DoStmt *S) { return visitLoop(S->getBody()); }
+    bool VisitCXXForRangeStmt(CXXForRangeStmt *S) { return visitLoop(S->getBody()); }
+  } InnerLoop;
+  InnerLoop.TraverseStmt(const_cast<Stmt *>(Body));
+  if (InnerLoop.Found)
+    return;
+  warn(Loop->getBeginLoc(),
+       "backward() is called in a loop that does not iterate a prepared data loader, so it "
+       "cannot be proven to be the training loop; open 'auto step = "
+       "accelerator.accumulate(model);' at the top of the training step by hand" +
+           unprovenLoopData(Loop));
+}
+
+std::string AccumulateCheck::unprovenLoopData(const Stmt *Loop) {
+  // Batches sliced by hand (or read any other way than from a prepared loader) are the same on
+  // every process: the job then trains N times on the whole data set, which a user who launched
+  // N processes to share the work would not expect, and nothing else would tell them.
+  // When the loop slices its batches from tensors by its counter, the fix is one line before
+  // it: each process keeps its share of the batch dimension (the first).
+  // Batches sliced along the first dimension are hand-batches' to split, in the loop.
+  const auto *For = dyn_cast<ForStmt>(Loop);
+  std::string Refused;
+  if (For && !handSlicedBatches(Context, For, &Refused).empty())
+    return "; each process takes its share of every batch the loop slices "
+           "(accel-migrate-hand-batches)";
+  if (!Refused.empty())
+    return "; every process trains on all of the data (its batches are sliced by hand: see "
+           "accel-migrate-hand-batches)";
+  std::string Share;
+  const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
+  const std::string Acc = Fn ? Context.facts().acceleratorIn(Fn) : "";
+  for (const VarDecl *Sliced : handSlicedTensors(Context.sourceManager(), Loop)) {
+    const std::string Name = Sliced->getName().str();
+    Share += (Share.empty() ? "" : " ") + Name + " = " + (Acc.empty() ? "accelerator" : Acc) +
+             ".split_between_processes(" + Name + ");";
   }
-  if (llvm::any_of(Body->body(), isAccumulateScope))
-    return;
-  if (!Context.canEdit(Name, Body->getSourceRange()))
-    return;
-  const std::string Acc = accelerator(Loop);
-  if (Acc.empty())
-    return;
+  if (Share.empty())
+    return "; unless its batches come from a prepared data loader, every process trains on all "
+           "of the data (take this process's share with accelerator.split_between_processes; "
+           "batches drawn from environments or a random generator need each process's own: seed "
+           "them with seed + accelerator.process_index())";
+  return "; unless its batches come from a prepared data loader, every process trains on all of "
+         "the data (to give each process its share of the batch dimension, add before the "
+         "loop: '" +
+         Share + "')";
+}
+
+std::string AccumulateCheck::modelsToAccumulate(const CXXForRangeStmt *Loop,
+                                                const CompoundStmt *Body) {
   std::string Models;
   const ModelsUsed Used = modelsUsedIn(Context, Body);
   for (const std::string &Model : Used.Prepared)
@@ -344,6 +335,27 @@ void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
     warn(Loop->getBeginLoc(), "no model is used in this training loop by name, so accumulate() "
                               "cannot skip its gradient all-reduce on micro-steps; name the "
                               "model: accelerator.accumulate(model)");
+  return Models;
+}
+
+void AccumulateCheck::migrateTrainingLoop(const CXXForRangeStmt *Loop) {
+  if (!iteratesPreparedLoader(Context, Loop) || !containsBackward(Loop->getBody()))
+    return;
+  const auto *Body = dyn_cast<CompoundStmt>(Loop->getBody());
+  if (!Body) {
+    if (Context.isEditable(Loop->getBeginLoc()))
+      warn(Loop->getBeginLoc(), "the training loop's body is a single statement; put it in "
+                                "braces and open 'auto step = accelerator.accumulate(model);'");
+    return;
+  }
+  if (llvm::any_of(Body->body(), isAccumulateScope))
+    return;
+  if (!Context.canEdit(Name, Body->getSourceRange()))
+    return;
+  const std::string Acc = accelerator(Loop);
+  if (Acc.empty())
+    return;
+  const std::string Models = modelsToAccumulate(Loop, Body);
   const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
   // A loop that accumulates by hand keeps its own count: its gradients are averaged across

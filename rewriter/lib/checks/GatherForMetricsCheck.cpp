@@ -9,6 +9,8 @@
 #include "clang/Basic/SourceManager.h"
 #include "clang/Lex/Lexer.h"
 
+#include "accel_common/accelerator_methods.h"
+
 #include <map>
 #include <set>
 
@@ -21,8 +23,17 @@ namespace {
 
 const Expr *bare(const Expr *E) { return stripTemporaries(E); }
 
-bool isAcceleratorMethod(const CallExpr *Call, std::initializer_list<llvm::StringRef> Names) {
-  return llvm::any_of(Names, [&](llvm::StringRef N) { return isAcceleratorMethodCall(Call, N); });
+// gather, gather_for_metrics or reduce: every process's tensors combined into one result
+// (accel_common/accelerator_methods.h's gathers_tensors).
+bool gathersTensors(const CallExpr *Call) {
+  if (!isAcceleratorMethodCall(Call))
+    return false;
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(Call);
+  if (!MC || !MC->getMethodDecl())
+    return false;
+  const std::string Name = MC->getMethodDecl()->getNameAsString();
+  const auto *Method = contract::find_accelerator_method(Name);
+  return Method && Method->gathers_tensors;
 }
 
 // `x.size(0)`: a count of samples.
@@ -210,7 +221,7 @@ private:
     if (!Var->getInit())
       return false;
     if (const auto *Call = dyn_cast<CallExpr>(bare(Var->getInit())))
-      return isAcceleratorMethod(Call, {"gather_for_metrics", "gather", "reduce"});
+      return gathersTensors(Call);
     return false;
   }
 
@@ -286,7 +297,7 @@ bool containsGather(const Stmt *S) {
   struct Finder : RecursiveASTVisitor<Finder> {
     bool Found = false;
     bool VisitCallExpr(CallExpr *Call) {
-      Found = Found || isAcceleratorMethod(Call, {"gather_for_metrics", "gather", "reduce"});
+      Found = Found || gathersTensors(Call);
       return !Found;
     }
   } F;
@@ -404,6 +415,66 @@ std::vector<const CXXMemberCallExpr *> perProcessCollections(const CXXForRangeSt
   return F.Found;
 }
 
+/// An accumulation of an evaluation loop: `Statement` adds `Value`; `TopLevel` is the statement
+/// of the loop's body that holds it.
+struct Accumulation {
+  const Stmt *Statement;
+  const Expr *Value;
+  const Stmt *TopLevel;
+};
+
+/// The per-sample accumulations of the evaluation loop `Loop` (body `Body`) that the check may
+/// edit. A number per batch (a loss's item(), a sum over tokens) is reduce-metrics' to sum after
+/// the loop.
+std::vector<Accumulation> accumulationsIn(MigrationContext &Context, llvm::StringRef Name,
+                                          const CXXForRangeStmt *Loop, const CompoundStmt *Body) {
+  std::vector<Accumulation> Accumulations;
+  for (const Stmt *Top : Body->body()) {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      std::vector<std::pair<const Stmt *, const Expr *>> Found;
+      bool VisitStmt(Stmt *S) {
+        if (const Expr *Value = addedValue(S))
+          Found.emplace_back(S, Value);
+        return true;
+      }
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+      bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; } // an inner loop: its own
+    } F;
+    F.TraverseStmt(const_cast<Stmt *>(Top));
+    for (const auto &[S, Value] : F.Found)
+      if (!containsGather(Value) && !takesItemOfBatchResult(Loop, Value) &&
+          !readsTokensNotSamples(Loop, Value) && Context.canEdit(Name, S->getSourceRange()))
+        Accumulations.push_back({S, Value, Top});
+  }
+  return Accumulations;
+}
+
+/// The statement the gather goes before: the first accumulation, once every gathered variable is
+/// declared; or the first local taken from the gathered values, when that comes earlier. Null,
+/// reported, when a gathered value is computed after the first metric that needs it.
+const Stmt *gatherPoint(MigrationContext &Context, llvm::StringRef Name,
+                        const CXXForRangeStmt *Loop, const CompoundStmt *Body, EvaluationLoop &Eval,
+                        const std::vector<Accumulation> &Accumulations) {
+  const SourceManager &SM = Context.sourceManager();
+  const Stmt *Before = Accumulations.front().TopLevel;
+  std::vector<const Expr *> Metrics;
+  for (const Accumulation &A : Accumulations)
+    Metrics.push_back(A.Value);
+  for (const Stmt *Declaration : takeLocalsFromGathered(Context, Name, Eval, Body, Metrics))
+    if (SM.isBeforeInTranslationUnit(Declaration->getBeginLoc(), Before->getBeginLoc()))
+      Before = Declaration;
+  for (const auto &S : Eval.Sources)
+    if (S.Var && S.Var != Loop->getLoopVariable() &&
+        SM.isBeforeInTranslationUnit(Before->getBeginLoc(), S.Var->getLocation())) {
+      Context.warn(Name, Accumulations.front().Statement->getBeginLoc(),
+                   "'" + S.Text +
+                       "' is computed after the first metric that needs it; gather the "
+                       "batch's outputs and targets with accelerator.gather_for_metrics by hand");
+      return nullptr;
+    }
+  return Before;
+}
+
 } // namespace
 
 void GatherForMetricsCheck::warnPerProcessCollections(const CXXForRangeStmt *Loop) {
@@ -450,32 +521,7 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   warnPerProcessCollections(Loop);
   const auto *Body = cast<CompoundStmt>(Loop->getBody());
 
-  // The accumulations, each with the statement of the body that holds it.
-  struct Accumulation {
-    const Stmt *Statement;
-    const Expr *Value;
-    const Stmt *TopLevel;
-  };
-  std::vector<Accumulation> Accumulations;
-  for (const Stmt *Top : Body->body()) {
-    struct Finder : RecursiveASTVisitor<Finder> {
-      std::vector<std::pair<const Stmt *, const Expr *>> Found;
-      bool VisitStmt(Stmt *S) {
-        if (const Expr *Value = addedValue(S))
-          Found.emplace_back(S, Value);
-        return true;
-      }
-      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
-      bool TraverseCXXForRangeStmt(CXXForRangeStmt *) { return true; } // an inner loop: its own
-    } F;
-    F.TraverseStmt(const_cast<Stmt *>(Top));
-    // A number per batch (a loss's item(), a sum over tokens) is reduce-metrics' to sum after
-    // the loop.
-    for (const auto &[S, Value] : F.Found)
-      if (!containsGather(Value) && !takesItemOfBatchResult(Loop, Value) &&
-          !readsTokensNotSamples(Loop, Value) && Context.canEdit(Name, S->getSourceRange()))
-        Accumulations.push_back({S, Value, Top});
-  }
+  const std::vector<Accumulation> Accumulations = accumulationsIn(Context, Name, Loop, Body);
   if (Accumulations.empty())
     return;
 
@@ -487,26 +533,9 @@ void GatherForMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   Eval.resolveCounts();
   if (Eval.Sources.empty())
     return;
-
-  // The gather goes before the first accumulation, once every gathered variable is declared;
-  // or before the first local taken from the gathered values, when that comes earlier.
-  const SourceManager &SM = Context.sourceManager();
-  const Stmt *Before = Accumulations.front().TopLevel;
-  std::vector<const Expr *> Metrics;
-  for (const Accumulation &A : Accumulations)
-    Metrics.push_back(A.Value);
-  for (const Stmt *Declaration : takeLocalsFromGathered(Context, Name, Eval, Body, Metrics))
-    if (SM.isBeforeInTranslationUnit(Declaration->getBeginLoc(), Before->getBeginLoc()))
-      Before = Declaration;
-  for (const auto &S : Eval.Sources)
-    if (S.Var && S.Var != Loop->getLoopVariable() &&
-        SM.isBeforeInTranslationUnit(Before->getBeginLoc(), S.Var->getLocation())) {
-      warn(Accumulations.front().Statement->getBeginLoc(),
-           "'" + S.Text +
-               "' is computed after the first metric that needs it; gather the "
-               "batch's outputs and targets with accelerator.gather_for_metrics by hand");
-      return;
-    }
+  const Stmt *Before = gatherPoint(Context, Name, Loop, Body, Eval, Accumulations);
+  if (!Before)
+    return;
 
   const std::string Acc = accelerator(Before);
   if (Acc.empty())

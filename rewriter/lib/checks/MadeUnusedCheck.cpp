@@ -124,20 +124,14 @@ void MadeUnusedCheck::check(const MatchFinder::MatchResult &Result) {
     Functions.push_back(Fn);
 }
 
-void MadeUnusedCheck::finish() {
-  const SourceManager &SM = Context.sourceManager();
-  // Whether an edit of the file holding [Begin, End] satisfies Holds(Edit, From, To), From and
-  // To being the range's offsets in that file.
-  auto anyEdit = [&](SourceLocation Begin, SourceLocation End, auto Holds) {
-    Begin = SM.getFileLoc(Begin);
-    const FileResult *File = Context.resultFor(Context.source().pathOf(Begin));
-    const unsigned From = SM.getFileOffset(Begin), To = SM.getFileOffset(SM.getFileLoc(End));
-    return File &&
-           llvm::any_of(File->Edits.edits(), [&](const Edit &E) { return Holds(E, From, To); });
-  };
-  // A read the migration has rewritten away: inside text another transformation replaced, whose
-  // new text does not name the variable.
-  auto rewrittenAway = [&](const DeclRefExpr *Ref) {
+/// What the migration's edits so far did to the text of the functions this check looks at.
+class MadeUnusedCheck::MadeEdits {
+public:
+  explicit MadeEdits(MigrationContext &Context) : Context(Context), SM(Context.sourceManager()) {}
+
+  /// A read the migration has rewritten away: inside text another transformation replaced, whose
+  /// new text does not name the variable.
+  bool rewrittenAway(const DeclRefExpr *Ref) const {
     if (Ref->getLocation().isMacroID())
       return false;
     const std::string Name = Ref->getDecl()->getName().str();
@@ -146,29 +140,47 @@ void MadeUnusedCheck::finish() {
           return E.Length > 0 && E.Offset <= From && From + Name.size() <= E.Offset + E.Length &&
                  !containsWord(E.Text, Name);
         });
-  };
-  // Whether any edit touches the statement S.
-  auto touched = [&](const Stmt *S) {
+  }
+  /// Whether any edit touches the statement S.
+  bool touched(const Stmt *S) const {
     return anyEdit(S->getBeginLoc(), Context.source().afterStatement(S),
                    [](const Edit &E, unsigned From, unsigned To) {
                      return E.Offset < To && From < E.Offset + std::max(E.Length, 1u);
                    });
-  };
-  // Whether the device transformation replaced all of E.
-  auto replacedByDevice = [&](const Expr *E) {
+  }
+  /// Whether the device transformation replaced all of E.
+  bool replacedByDevice(const Expr *E) const {
     return anyEdit(E->getBeginLoc(), E->getEndLoc(),
                    [](const Edit &Ed, unsigned From, unsigned To) {
                      return Ed.Check == "device" && Ed.Offset <= From && To < Ed.Offset + Ed.Length;
                    });
-  };
-  // Whether new text inside Fn names the variable (`gather_for_metrics(output, targets)`).
-  auto namedByNewText = [&](const FunctionDecl *Fn, llvm::StringRef Name) {
+  }
+  /// Whether new text inside Fn names the variable (`gather_for_metrics(output, targets)`).
+  bool namedByNewText(const FunctionDecl *Fn, llvm::StringRef Name) const {
     return anyEdit(Fn->getBeginLoc(), Fn->getEndLoc(),
                    [&](const Edit &E, unsigned From, unsigned To) {
                      return E.Offset >= From && E.Offset <= To && containsWord(E.Text, Name);
                    });
-  };
+  }
 
+private:
+  /// Whether an edit of the file holding [Begin, End] satisfies Holds(Edit, From, To), From and
+  /// To being the range's offsets in that file.
+  template <typename Predicate>
+  bool anyEdit(SourceLocation Begin, SourceLocation End, Predicate Holds) const {
+    Begin = SM.getFileLoc(Begin);
+    const FileResult *File = Context.resultFor(Context.source().pathOf(Begin));
+    const unsigned From = SM.getFileOffset(Begin), To = SM.getFileOffset(SM.getFileLoc(End));
+    return File &&
+           llvm::any_of(File->Edits.edits(), [&](const Edit &E) { return Holds(E, From, To); });
+  }
+
+  MigrationContext &Context;
+  const SourceManager &SM;
+};
+
+void MadeUnusedCheck::finish() {
+  const MadeEdits Edits(Context);
   for (const FunctionDecl *Fn : Functions) {
     const Uses U = usesIn(Fn, Context.ast());
     for (const VarDecl *Var : U.Order) {
@@ -180,59 +192,63 @@ void MadeUnusedCheck::finish() {
       for (const DeclRefExpr *Ref : It->second) {
         if (auto W = U.Writes.find(Ref); W != U.Writes.end())
           Writes.push_back(W->second);
-        else if (rewrittenAway(Ref))
+        else if (Edits.rewrittenAway(Ref))
           Gone = true;
         else
           Read = true;
       }
-      const std::string Name = Var->getName().str();
-      if (Read || !Gone || namedByNewText(Fn, Name))
+      if (Read || !Gone || Edits.namedByNewText(Fn, Var->getName()))
         continue;
-      const auto *Param = dyn_cast<ParmVarDecl>(Var);
-      if (Param && Writes.empty() && !Param->getLocation().isMacroID() &&
-          Context.canEdit(this->Name, SourceRange(Param->getLocation()))) {
-        // The parameter stays (callers pass it); its name goes, so the compiler sees it unused
-        // on purpose.
-        Context.replace(this->Name, SourceRange(Param->getLocation()), "/*" + Name + "*/");
-        Context.applied(this->Name, Param->getLocation());
-        continue;
-      }
-      const auto *Declaration = dyn_cast_or_null<DeclStmt>(
-          Param ? nullptr
-                : Context.ast().getParentMapContext().getParents(*Var)[0].get<DeclStmt>());
-      // An initializer the device transformation replaced is `accelerator.device()` now: what
-      // the original one did (cuda::is_available()) is gone already.
-      const Expr *Init = Var->getInit();
-      const bool InitIsDevice = Init && replacedByDevice(Init);
-      const bool Removable = Declaration && Declaration->isSingleDecl() &&
-                             (!Init || InitIsDevice || !Init->HasSideEffects(Context.ast())) &&
-                             llvm::all_of(Writes, [](const Stmt *W) { return W != nullptr; }) &&
-                             (InitIsDevice || !touched(Declaration)) &&
-                             llvm::none_of(Writes, touched) &&
-                             Context.canEdit(this->Name, Declaration->getSourceRange()) &&
-                             llvm::all_of(Writes, [&](const Stmt *W) {
-                               return Context.canEdit(this->Name, W->getSourceRange());
-                             });
-      if (!Removable) {
-        // Still set where it cannot go (a flag set in an argument loop): marked, so that the
-        // migrated program warns no more than the original (-Wunused-but-set-variable).
-        const bool Mark = Declaration && !Param && !touched(Declaration) &&
-                          Context.canEdit(this->Name, SourceRange(Declaration->getBeginLoc()));
-        if (Mark) {
-          Context.insert(this->Name, Declaration->getBeginLoc(), "[[maybe_unused]] ");
-          Context.applied(this->Name, Var->getLocation());
-        }
-        warn(Var->getLocation(), "'" + Name + "' is no longer used after the migration" +
-                                     (Mark ? " (marked [[maybe_unused]])" : "") +
-                                     "; remove it if nothing else needs it");
-        continue;
-      }
-      for (const Stmt *W : Writes)
-        Context.removeStatement(this->Name, W);
-      Context.removeStatement(this->Name, Declaration, /*Superseding=*/InitIsDevice);
-      Context.applied(this->Name, Var->getLocation());
+      settle(Var, Writes, Edits);
     }
   }
+}
+
+void MadeUnusedCheck::settle(const VarDecl *Var, const std::vector<const Stmt *> &Writes,
+                             const MadeEdits &Edits) {
+  const std::string Name = Var->getName().str();
+  const auto *Param = dyn_cast<ParmVarDecl>(Var);
+  if (Param && Writes.empty() && !Param->getLocation().isMacroID() &&
+      Context.canEdit(this->Name, SourceRange(Param->getLocation()))) {
+    // The parameter stays (callers pass it); its name goes, so the compiler sees it unused on
+    // purpose.
+    Context.replace(this->Name, SourceRange(Param->getLocation()), "/*" + Name + "*/");
+    Context.applied(this->Name, Param->getLocation());
+    return;
+  }
+  const auto *Declaration = dyn_cast_or_null<DeclStmt>(
+      Param ? nullptr : Context.ast().getParentMapContext().getParents(*Var)[0].get<DeclStmt>());
+  // An initializer the device transformation replaced is `accelerator.device()` now: what the
+  // original one did (cuda::is_available()) is gone already.
+  const Expr *Init = Var->getInit();
+  const bool InitIsDevice = Init && Edits.replacedByDevice(Init);
+  auto touched = [&](const Stmt *S) { return Edits.touched(S); };
+  const bool Removable =
+      Declaration && Declaration->isSingleDecl() &&
+      (!Init || InitIsDevice || !Init->HasSideEffects(Context.ast())) &&
+      llvm::all_of(Writes, [](const Stmt *W) { return W != nullptr; }) &&
+      (InitIsDevice || !touched(Declaration)) && llvm::none_of(Writes, touched) &&
+      Context.canEdit(this->Name, Declaration->getSourceRange()) &&
+      llvm::all_of(Writes,
+                   [&](const Stmt *W) { return Context.canEdit(this->Name, W->getSourceRange()); });
+  if (!Removable) {
+    // Still set where it cannot go (a flag set in an argument loop): marked, so that the migrated
+    // program warns no more than the original (-Wunused-but-set-variable).
+    const bool Mark = Declaration && !Param && !touched(Declaration) &&
+                      Context.canEdit(this->Name, SourceRange(Declaration->getBeginLoc()));
+    if (Mark) {
+      Context.insert(this->Name, Declaration->getBeginLoc(), "[[maybe_unused]] ");
+      Context.applied(this->Name, Var->getLocation());
+    }
+    warn(Var->getLocation(), "'" + Name + "' is no longer used after the migration" +
+                                 (Mark ? " (marked [[maybe_unused]])" : "") +
+                                 "; remove it if nothing else needs it");
+    return;
+  }
+  for (const Stmt *W : Writes)
+    Context.removeStatement(this->Name, W);
+  Context.removeStatement(this->Name, Declaration, /*Superseding=*/InitIsDevice);
+  Context.applied(this->Name, Var->getLocation());
 }
 
 } // namespace accel::migrate

@@ -25,6 +25,11 @@ public:
   void finish() override;
 
 private:
+  class MadeEdits;
+  /// Var, read before the migration and read no more: its parameter name commented out, or the
+  /// variable removed with its `Writes`, or it is reported.
+  void settle(const clang::VarDecl *Var, const std::vector<const clang::Stmt *> &Writes,
+              const MadeEdits &Edits);
   std::vector<const clang::FunctionDecl *> Functions;
 };
 

@@ -128,6 +128,66 @@ bool reducesVariable(const Stmt *S, const VarDecl *Var) {
   return Call && isAcceleratorMethodCall(Call, "reduce");
 }
 
+/// Numbers and tensors that count from the loop's start: declared before the loop in its block,
+/// or declared further out and reset in the block before the loop (`batches = 0;` at the top of
+/// each epoch).
+std::vector<const VarDecl *> candidatesBefore(const std::vector<const Stmt *> &BeforeLoop) {
+  std::vector<const VarDecl *> Declared;
+  auto addCandidate = [&](const VarDecl *Var) {
+    if (Var && isMetricType(Var) && !llvm::is_contained(Declared, Var))
+      Declared.push_back(Var);
+  };
+  for (const Stmt *S : BeforeLoop) {
+    if (const auto *DS = dyn_cast<DeclStmt>(S))
+      for (const Decl *D : DS->decls())
+        addCandidate(dyn_cast<VarDecl>(D));
+    addCandidate(assignedTo(S));
+  }
+  return Declared;
+}
+
+/// What a loop's body adds to, and what it sets in any way (a count set from the batch index).
+struct LoopWrites : RecursiveASTVisitor<LoopWrites> {
+  const CXXForRangeStmt *Loop = nullptr;
+  std::set<const VarDecl *> Added, Assigned, Counted, PerBatch, PerSample;
+  bool VisitStmt(Stmt *S) {
+    if (const VarDecl *Var = addedTo(S)) {
+      Added.insert(Var);
+      const Expr *Value = addedValue(S);
+      if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
+        Counted.insert(Var);
+      else if (Loop) // a hand-sliced training loop's sums are all reduced
+        (takesItemOfBatchResult(Loop, Value, !isa<CompoundStmt>(Loop->getBody())) ||
+                 readsTokensNotSamples(Loop, Value)
+             ? PerBatch
+             : PerSample)
+            .insert(Var);
+    }
+    if (const VarDecl *Var = assignedTo(S))
+      Assigned.insert(Var);
+    return true;
+  }
+  bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+};
+
+/// The sums to reduce after the loop, and the counts that divide them after it: a ratio printed
+/// after the loop is reduced whole, so a count the loop sets that divides a sum it adds to is
+/// summed across processes with it, however the loop updates it. An evaluation loop's per-sample
+/// sums are gather-for-metrics', not reduced.
+std::set<const VarDecl *> toReduce(const LoopWrites &A, bool Evaluation,
+                                   const std::vector<const Stmt *> &AfterLoop) {
+  std::set<const VarDecl *> Sums;
+  for (const VarDecl *Var : A.Added)
+    if (!Evaluation || (A.PerBatch.count(Var) && !A.PerSample.count(Var)))
+      Sums.insert(Var);
+  std::set<const VarDecl *> Reduced = Sums;
+  for (const Stmt *S : AfterLoop)
+    for (const VarDecl *Divisor : divisorsOf(S, Sums))
+      if (A.Assigned.count(Divisor) || (Evaluation && A.Counted.count(Divisor)))
+        Reduced.insert(Divisor);
+  return Reduced;
+}
+
 } // namespace
 
 void ReduceMetricsCheck::registerMatchers(MatchFinder &Finder) {
@@ -165,60 +225,19 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
       (Seen ? AfterLoop : BeforeLoop).push_back(S);
   }
 
-  // Candidates: numbers and tensors that count from the loop's start: declared before the loop
-  // in this block, or declared further out and reset in this block before the loop
-  // (`batches = 0;` at the top of each epoch).
-  std::vector<const VarDecl *> Declared;
-  auto addCandidate = [&](const VarDecl *Var) {
-    if (Var && isMetricType(Var) && !llvm::is_contained(Declared, Var))
-      Declared.push_back(Var);
-  };
-  for (const Stmt *S : BeforeLoop) {
-    if (const auto *DS = dyn_cast<DeclStmt>(S))
-      for (const Decl *D : DS->decls())
-        addCandidate(dyn_cast<VarDecl>(D));
-    addCandidate(assignedTo(S));
-  }
+  const std::vector<const VarDecl *> Declared = candidatesBefore(BeforeLoop);
   if (Declared.empty())
     return;
-
-  // Those the loop adds to, and those it sets in any way (a count set from the batch index).
-  struct Writes : RecursiveASTVisitor<Writes> {
-    const CXXForRangeStmt *Loop;
-    std::set<const VarDecl *> Added, Assigned, Counted, PerBatch, PerSample;
-    bool VisitStmt(Stmt *S) {
-      if (const VarDecl *Var = addedTo(S)) {
-        Added.insert(Var);
-        const Expr *Value = addedValue(S);
-        if (!Value || isa<IntegerLiteral>(Value->IgnoreParenImpCasts()))
-          Counted.insert(Var);
-        else if (Loop) // a hand-sliced training loop's sums are all reduced
-          (takesItemOfBatchResult(Loop, Value, !isa<CompoundStmt>(Loop->getBody())) ||
-                   readsTokensNotSamples(Loop, Value)
-               ? PerBatch
-               : PerSample)
-              .insert(Var);
-      }
-      if (const VarDecl *Var = assignedTo(S))
-        Assigned.insert(Var);
-      return true;
-    }
-    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
-  } A;
+  LoopWrites A;
   A.Loop = Loop;
   A.TraverseStmt(const_cast<Stmt *>(loopBody(LoopStmt)));
-  // A ratio printed after the loop is reduced whole: a count the loop sets that divides a sum it
-  // adds to is summed across processes with it, however the loop updates it.
-  std::set<const VarDecl *> Sums;
-  for (const VarDecl *Var : A.Added)
-    if (!Evaluation || (A.PerBatch.count(Var) && !A.PerSample.count(Var)))
-      Sums.insert(Var);
-  std::set<const VarDecl *> Reduced = Sums;
-  for (const Stmt *S : AfterLoop)
-    for (const VarDecl *Divisor : divisorsOf(S, Sums))
-      if (A.Assigned.count(Divisor) || (Evaluation && A.Counted.count(Divisor)))
-        Reduced.insert(Divisor);
+  insertReductions(LoopStmt, Declared, toReduce(A, Evaluation, AfterLoop), AfterLoop);
+}
 
+void ReduceMetricsCheck::insertReductions(const Stmt *LoopStmt,
+                                          const std::vector<const VarDecl *> &Declared,
+                                          const std::set<const VarDecl *> &Reduced,
+                                          const std::vector<const Stmt *> &AfterLoop) {
   std::string Acc;
   const std::string Indent = Context.source().indentation(LoopStmt->getBeginLoc());
   std::string Lines;

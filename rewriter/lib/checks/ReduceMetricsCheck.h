@@ -3,6 +3,9 @@
 
 #include "MigrationCheck.h"
 
+#include <set>
+#include <vector>
+
 namespace accel::migrate {
 
 /// Training loops (over a prepared loader, with backward) often sum a running loss and a count
@@ -20,6 +23,14 @@ public:
       : MigrationCheck("reduce-metrics", Context) {}
   void registerMatchers(clang::ast_matchers::MatchFinder &Finder) override;
   void check(const clang::ast_matchers::MatchFinder::MatchResult &Result) override;
+
+private:
+  /// `x = accelerator.reduce(x);` after the loop for each of `Declared` in `Reduced` that is read
+  /// after it and not reduced there already.
+  void insertReductions(const clang::Stmt *LoopStmt,
+                        const std::vector<const clang::VarDecl *> &Declared,
+                        const std::set<const clang::VarDecl *> &Reduced,
+                        const std::vector<const clang::Stmt *> &AfterLoop);
 };
 
 } // namespace accel::migrate

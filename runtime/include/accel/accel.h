@@ -34,5 +34,6 @@
 #include <accel/safetensors.h>
 #include <accel/sharding_strategy.h>
 #include <accel/state.h>
+#include <accel/stream_loader.h>
 #include <accel/tensor_parallel.h>
 #include <accel/tracking.h>

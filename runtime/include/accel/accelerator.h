@@ -3,10 +3,12 @@
 #include <accel/autocast.h>
 #include <accel/checkpointing.h>
 #include <accel/context_parallel.h>
-#include <accel/data_loader.h>
+#include <accel/detail/checkpoint_methods.h>
 #include <accel/detail/collective_methods.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/detail/loader_preparation.h>
 #include <accel/detail/module_ref.h>
+#include <accel/detail/optimizer_preparation.h>
 #include <accel/detail/process_control.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
@@ -15,27 +17,26 @@
 #include <accel/profiler.h>
 #include <accel/safetensors.h>
 #include <accel/scopes.h>
-#include <accel/stream_loader.h>
 #include <accel/tensor_parallel.h>
 
-#include <torch/data/dataloader.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
-#include <torch/serialize.h>
-#include <torch/serialize/archive.h>
 
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
+#include <ostream>
+#include <string>
 #include <type_traits>
-#include <typeinfo>
 #include <utility>
 #include <vector>
 
 namespace accel {
 
 class Accelerator;
+namespace detail {
+struct AcceleratorAccess;  // core/accelerator_access.h: what the runtime's tests read
+}  // namespace detail
 
 /// The one object a training program needs to run on one device or many processes.
 ///
@@ -55,6 +56,8 @@ class Accelerator;
 /// ```
 class Accelerator : public detail::ProcessControl<Accelerator>,
                     public detail::CollectiveMethods<Accelerator>,
+                    public detail::OptimizerPreparation<Accelerator>,
+                    public detail::CheckpointMethods<Accelerator>,
                     public detail::DataLoaderPreparation<Accelerator> {
  public:
   explicit Accelerator(AcceleratorOptions options = {});
@@ -103,6 +106,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   GradScaler* scaler() const;
 
   // ---- prepare ---------------------------------------------------------------------------------
+  // Optimizers and schedulers: OptimizerPreparation's; loaders: DataLoaderPreparation's.
+  using detail::OptimizerPreparation<Accelerator>::prepare;
+  using detail::DataLoaderPreparation<Accelerator>::prepare;
 
   /// Prepares a model in place: moves it to `device()`, copies rank 0's parameters and buffers to
   /// every process, and averages gradients across processes in backward().
@@ -134,103 +140,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     prepare_model(detail::module_ref(model), &plan);
   }
 
-  /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
-  /// micro-steps. Build it from the parameters of the model (prepared before or after).
-  template <typename O, typename = std::enable_if_t<
-                            std::is_base_of<torch::optim::Optimizer, std::decay_t<O>>::value>>
-  AcceleratedOptimizer<std::decay_t<O>> prepare(O&& optimizer) {
-    static_assert(!std::is_lvalue_reference<O>::value,
-                  "prepare(optimizer) takes the optimizer by value: "
-                  "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
-    move_optimizer_state(optimizer);
-    AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
-    prepared.set_sharded_step(detail::ShardedStepKey(), shard_optimizer(prepared));
-    report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
-                          detail::step_kernel(prepared), &prepared);
-    return prepared;
-  }
-
-  /// Prepares an optimizer the program holds by pointer: the prepared optimizer takes the given
-  /// one's place (the given object is taken over and deleted) and the caller owns the result as it
-  /// owned the original, so `optimizer = accelerator.prepare(new torch::optim::Adam(...));` keeps
-  /// a `torch::optim::Adam*` member and its `delete`. Through the base pointer, step() is the
-  /// prepared one (virtual) and zero_grad() is kept right by the accumulate scope.
-  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
-  AcceleratedOptimizer<O>* prepare(O* optimizer) {
-    TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
-    std::unique_ptr<O> given(optimizer);
-    return new AcceleratedOptimizer<O>(prepare(std::move(*given)));
-  }
-  /// The same for a `std::unique_ptr` (the result converts to `std::unique_ptr<O>`).
-  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
-  std::unique_ptr<AcceleratedOptimizer<O>> prepare(std::unique_ptr<O> optimizer) {
-    return std::unique_ptr<AcceleratedOptimizer<O>>(prepare(optimizer.release()));
-  }
-  /// The same for a `std::shared_ptr` held only here (the result converts to
-  /// `std::shared_ptr<O>`).
-  template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
-  std::shared_ptr<AcceleratedOptimizer<O>> prepare(std::shared_ptr<O> optimizer) {
-    TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
-    TORCH_CHECK(optimizer.use_count() == 1,
-                "accel: prepare() replaces the optimizer; it must be the only owner of it");
-    return std::make_shared<AcceleratedOptimizer<O>>(prepare(std::move(*optimizer)));
-  }
-
-  /// Prepares a learning-rate scheduler built on a prepared optimizer. `stepping` says whether
-  /// it is stepped every batch (Accelerate's rule) or once an epoch.
-  template <typename S,
-            typename = std::enable_if_t<
-                std::is_base_of<torch::optim::LRScheduler, std::decay_t<S>>::value>,
-            typename = void>
-  AcceleratedScheduler<std::decay_t<S>> prepare(
-      S&& scheduler, SchedulerStepping stepping = SchedulerStepping::with_optimizer) {
-    static_assert(!std::is_lvalue_reference<S>::value,
-                  "prepare(scheduler) takes the scheduler by value");
-    const bool with_optimizer =
-        stepping == SchedulerStepping::with_optimizer && options().step_scheduler_with_optimizer;
-    return AcceleratedScheduler<std::decay_t<S>>(std::move(scheduler), gradient_state(),
-                                                 with_optimizer,
-                                                 options().split_batches ? 1 : num_processes());
-  }
-
-  /// Prepares a loader made by `torch::data::make_data_loader` (with no worker threads: those
-  /// hold the only copies of the dataset): the dataset is taken over and each process reads only
-  /// its shard.
-  template <typename Dataset, typename Sampler>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare(
-      std::unique_ptr<torch::data::StatelessDataLoader<Dataset, Sampler>> loader) {
-    TORCH_CHECK(loader != nullptr, "accel: prepare() was given an empty data loader");
-    auto [dataset, sampler] = detail::take_over(*loader);
-    return prepare_data_loader(std::move(dataset), std::move(sampler), loader->options());
-  }
-  /// Prepares a streamed dataset's loader made by `make_data_loader` (a ChunkDataset's, with no
-  /// worker threads): the dataset is taken over and read as accel/stream_loader.h says.
-  template <typename Dataset>
-  std::unique_ptr<StreamLoader<Dataset>> prepare(
-      std::unique_ptr<torch::data::StatefulDataLoader<Dataset>> loader) {
-    TORCH_CHECK(loader != nullptr, "accel: prepare() was given an empty data loader");
-    const size_t batch_size = loader->options().batch_size;
-    return prepare_data_loader(detail::take_over(*loader), StreamLoaderOptions(batch_size));
-  }
-  // prepare_data_loader(dataset, ...), which builds the loader too, is DataLoaderPreparation's.
-
   /// Context parallelism (Accelerate's maybe_context_parallel): while the result lives, each of
-  /// `buffers` is this process's shard of its dimension `buffer_seq_dims[i]` (the load-balanced
-  /// split: chunks cp_rank and 2 * cp_size - 1 - cp_rank of 2 * cp_size), and
-  /// accel::scaled_dot_product_attention is ring attention over the cp group; afterwards the
-  /// buffers are put back, except those in `no_restore_buffers`. A scope that changes nothing
-  /// where cp_size is 1, so one program runs on every layout. Give it the model's inputs, targets
-  /// and positions (a model that builds its positions itself from the shard's length would
-  /// number the shard, not the sequence). A sequence 2 * cp_size does not divide is refused,
-  /// naming the buffer, before any buffer changes.
-  ///
-  /// Example:
-  /// ```
-  /// auto positions = torch::arange(tokens.size(1)).expand_as(tokens);
-  /// auto scope = accelerator.maybe_context_parallel({&tokens, &targets, &positions}, {1, 1, 1});
-  /// auto loss = criterion(model(tokens, positions), targets);  // on this process's shard
-  /// accelerator.backward(loss);
-  /// ```
+  /// `buffers` is this process's shard of its dimension `buffer_seq_dims[i]` and
+  /// accel::scaled_dot_product_attention is ring attention; see ContextParallelScope.
   ContextParallelScope maybe_context_parallel(
       const std::vector<torch::Tensor*>& buffers, const std::vector<int64_t>& buffer_seq_dims,
       const std::vector<torch::Tensor*>& no_restore_buffers = {});
@@ -313,14 +225,6 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// (once per model per such backward); 0 on one process. Under accumulation, only the
   /// synchronising micro-steps count: what crossed the network, and how often.
   int64_t gradient_all_reduces() const;
-  /// Under a gradient compression hook (DistributedDataParallelOptions::comm_hook), the bytes
-  /// the prepared models' buckets held and the bytes their all-reduces sent, so far; zeros
-  /// without one.
-  struct GradientBytes {
-    int64_t buckets = 0;
-    int64_t sent = 0;
-  };
-  GradientBytes compressed_gradient_bytes() const;
   /// True while a prepared loader hands out its last batch.
   bool end_of_dataloader() const;
 
@@ -412,28 +316,11 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   int puts(const char* text);
   /// Profiles what this process runs while the result lives (see accel/profiler.h); with
   /// `output_trace_dir`, each process writes its Chrome trace there at the end.
-  ///
-  /// Example:
-  /// ```
-  /// {
-  ///   auto profile = accelerator.profile(accel::ProfileOptions().output_trace_dir("traces"));
-  ///   train_steps(5);
-  /// }  // traces/profile_0.json, traces/profile_1.json, ...
-  /// ```
   Profiler profile(ProfileOptions options = {}) { return Profiler(this, std::move(options)); }
 
   /// Training on uneven inputs without hanging (Accelerate's `join_uneven_inputs`): see JoinScope.
   /// `even_batches` overrides AcceleratorOptions::even_batches for the loaders' epochs that start
-  /// inside the scope (false: no samples repeated, so processes may get different numbers of
-  /// batches). Data-parallel models only (NO_SHARD); every process must open and close it.
-  ///
-  /// Example:
-  /// ```
-  /// {
-  ///   auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
-  ///   for (auto& batch : *loader) { ...; accelerator.backward(loss); optimizer.step(); ... }
-  /// }  // a process that ran out first shadows the others' all-reduces here
-  /// ```
+  /// inside the scope. Data-parallel models only (NO_SHARD); every process opens and closes it.
   template <typename... Models>
   JoinScope join_uneven_inputs(std::optional<bool> even_batches, const Models&... models) {
     return JoinScope(this, {&module_of(models)...}, even_batches);
@@ -470,28 +357,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   void clear() { free_memory(); }
 
   // ---- Checkpointing ---------------------------------------------------------------------------
-
-  /// Saves `model`'s parameters and buffers to `dir` for inference or sharing; only the main
-  /// process writes. safetensors: `model.safetensors`, or, above `max_shard_size` ("10GB",
-  /// "2GiB", see parse_size), `model-0000k-of-0000N.safetensors` shards and
-  /// `model.safetensors.index.json` (metadata.total_size, weight_map). Weight files an earlier
-  /// save left in `dir` that this one does not rewrite are removed. With `safe_serialization`
-  /// false, writes one LibTorch archive, `model.pt`, instead. Every file is written atomically.
-  ///
-  /// Example: `accelerator.save_model(model, "out",
-  /// accel::SaveModelOptions().max_shard_size("2GB"));`
-  template <typename M>
-  void save_model(const M& model, const std::string& dir, const SaveModelOptions& options = {}) {
-    save_module(module_of(model), dir, options);
-  }
-  template <typename M>
-  [[deprecated("use save_model(model, dir, SaveModelOptions().max_shard_size(...))")]] void
-  save_model(const M& model, const std::string& dir, const std::string& max_shard_size,
-             bool safe_serialization = true) {
-    save_module(
-        module_of(model), dir,
-        SaveModelOptions().max_shard_size(max_shard_size).safe_serialization(safe_serialization));
-  }
+  // save_model, register_for_checkpointing, save(value, path) and get_state_dict are
+  // CheckpointMethods'.
+  using detail::CheckpointMethods<Accelerator>::save;
 
   /// Saves everything a resumed run needs into `dir` (or, with automatic checkpoint naming and no
   /// `dir`, into `project_dir/checkpoints/checkpoint_<iteration>`), and returns the folder:
@@ -525,48 +393,14 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// Whether resume_if_possible() loaded a checkpoint in this run.
   bool resumed() const;
 
-  /// Adds `object` to what save_state/load_state handle. It needs
-  /// `void save(torch::serialize::OutputArchive&) const` and
-  /// `void load(torch::serialize::InputArchive&)` (as `torch::nn::Module` has), and must outlive
-  /// the Accelerator's last save_state/load_state.
-  template <typename T>
-  void register_for_checkpointing(T& object) {
-    static_assert(detail::has_archive_save_load<T>::value,
-                  "register_for_checkpointing needs an object with "
-                  "save(torch::serialize::OutputArchive&) const and "
-                  "load(torch::serialize::InputArchive&)");
-    register_checkpoint_hooks(
-        {[&object](torch::serialize::OutputArchive& archive) { object.save(archive); },
-         [&object](torch::serialize::InputArchive& archive) { object.load(archive); }});
-  }
-
   using SaveStatePreHook = accel::SaveStatePreHook;
   using LoadStatePreHook = accel::LoadStatePreHook;
   /// Registers a hook (run in registration order); the handle removes it.
   RemovableHandle register_save_state_pre_hook(SaveStatePreHook hook);
   RemovableHandle register_load_state_pre_hook(LoadStatePreHook hook);
 
-  /// Writes `value` with torch::save (a module, tensor, vector of tensors, optimizer...) to
-  /// `path`, atomically, from the main process only, or each machine's local main process with
-  /// ProjectConfiguration::save_on_each_node (machines without a shared filesystem).
-  template <typename T>
-  void save(const T& value, const std::string& path) {
-    if (!writes_files()) return;
-    std::ostringstream bytes;
-    torch::save(value, bytes);
-    write_saved(path, bytes.str());
-  }
-  /// Named tensors as a safetensors file, by the same processes as above.
+  /// Named tensors as a safetensors file, by the processes that write save()'s files.
   void save(const std::map<std::string, torch::Tensor>& tensors, const std::string& path);
-
-  /// The model's parameters and buffers by name, as its whole tensors. For a model sharded by
-  /// FULL_SHARD or HYBRID_SHARD they are gathered (every process must call), copied to the CPU,
-  /// and returned on the main process only; other processes get an empty list. Otherwise they
-  /// are the model's own tensors, detached.
-  template <typename M>
-  NamedTensors get_state_dict(const M& model) {
-    return state_dict_of(module_of(model));
-  }
 
   /// The project configuration in use; its iteration numbers the next automatic checkpoint.
   ProjectConfiguration& project_configuration();
@@ -598,8 +432,11 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
 
   // ---- For the scopes only ----------------------------------------------------------------------
   friend class AccumulateScope;
+  friend class detail::CheckpointMethods<Accelerator>;
   friend class detail::CollectiveMethods<Accelerator>;
   friend class detail::DataLoaderPreparation<Accelerator>;
+  friend class detail::OptimizerPreparation<Accelerator>;
+  friend struct detail::AcceleratorAccess;
   friend class NoSyncGuard;
   friend class JoinScope;
 
@@ -610,13 +447,6 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   }
 
   void prepare_model(torch::nn::Module& model, const TensorParallelPlan* plan = nullptr);
-  /// prepare(model, plan)'s split: the plan applied over the mesh's tp group, or checked only.
-  void apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan);
-  /// Forms the device mesh of options().parallelism_config (constructor).
-  void form_mesh();
-  /// This process's coordinate along a mesh dimension (detail::MeshDim); throws, naming
-  /// `method`, without a mesh.
-  int64_t mesh_coordinate(int dim, const char* method) const;
   void move_optimizer_state(torch::optim::Optimizer& optimizer);
   /// With a sharding strategy on several processes (or on one with CPU offload): this process's
   /// shards of `optimizer`'s parameters, which then replace them in it; null otherwise.

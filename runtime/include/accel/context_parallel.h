@@ -17,10 +17,22 @@ class Accelerator;
 /// What `Accelerator::maybe_context_parallel` returns: while it lives, the given tensors are
 /// this process's shards of their sequence dimension and accel::scaled_dot_product_attention is
 /// ring attention over the cp group; when it ends, the tensors are put back (those not listed
-/// in no_restore). A scope that changes nothing where cp_size is 1.
+/// in no_restore). A scope that changes nothing where cp_size is 1, so one program runs on every
+/// layout.
 ///
 /// The split is load-balanced for causal attention: with the sequence cut in 2 * cp_size
-/// chunks, process i holds chunks i and 2 * cp_size - 1 - i, so each does the same work.
+/// chunks, process i holds chunks i and 2 * cp_size - 1 - i, so each does the same work. Give it
+/// the model's inputs, targets and positions (a model that builds its positions itself from the
+/// shard's length would number the shard, not the sequence). A sequence 2 * cp_size does not
+/// divide is refused, naming the buffer, before any buffer changes.
+///
+/// Example:
+/// ```
+/// auto positions = torch::arange(tokens.size(1)).expand_as(tokens);
+/// auto scope = accelerator.maybe_context_parallel({&tokens, &targets, &positions}, {1, 1, 1});
+/// auto loss = criterion(model(tokens, positions), targets);  // on this process's shard
+/// accelerator.backward(loss);
+/// ```
 class ContextParallelScope {
  public:
   ContextParallelScope() = default;

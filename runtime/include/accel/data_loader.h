@@ -3,6 +3,7 @@
 #include <accel/detail/apply_to_tensors.h>
 #include <accel/detail/batch_prefetcher.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/detail/loader_preparation.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/data/dataloader_options.h>
@@ -22,30 +23,7 @@
 #include <vector>
 
 namespace accel {
-
-struct StreamLoaderOptions;
-template <typename Dataset>
-class StreamLoader;  // accel/stream_loader.h
-
 namespace detail {
-
-/// A streamed dataset (LibTorch's StatefulDataset or StreamDataset): asked for a batch size, not
-/// for indices. A map-style dataset's requests are indices.
-template <typename Dataset, typename = void>
-struct IsStreamDataset : std::false_type {};
-template <typename Dataset>
-struct IsStreamDataset<Dataset, std::void_t<typename Dataset::BatchRequestType>>
-    : std::is_same<typename Dataset::BatchRequestType, size_t> {};
-
-/// How one process takes its share of an epoch's batches (Accelerate's BatchSamplerShard).
-struct ShardingOptions {
-  size_t batch_size = 1;
-  bool drop_last = false;
-  bool split_batches = false;
-  bool even_batches = true;
-  int64_t num_processes = 1;
-  int64_t process_index = 0;
-};
 
 /// The batches process `process_index` reads from an epoch whose samples come in `order`.
 /// Without split_batches process r takes the sampler's batches r, r+n, ...; with it, each batch is
@@ -56,25 +34,6 @@ std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
 /// Real samples in the last global batch, as gather_for_metrics needs it; -1 with drop_last
 /// (no sample is duplicated then).
 int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options);
-
-/// Sets the default CPU generator (to a seed, or to a saved state) for its lifetime and restores
-/// the previous state afterwards.
-class ScopedDefaultGenerator {
- public:
-  explicit ScopedDefaultGenerator(uint64_t seed);
-  explicit ScopedDefaultGenerator(const torch::Tensor& state);
-  ~ScopedDefaultGenerator();
-  ScopedDefaultGenerator(const ScopedDefaultGenerator&) = delete;
-  ScopedDefaultGenerator& operator=(const ScopedDefaultGenerator&) = delete;
-
- private:
-  torch::Tensor saved_state_;
-};
-
-/// A copy of the default CPU generator's state.
-torch::Tensor default_generator_state();
-/// Puts the default CPU generator in `state` (one from default_generator_state()).
-void set_default_generator_state(const torch::Tensor& state);
 
 /// Drains `sampler` for one epoch of `dataset_size` samples, drawing from the default generator
 /// as a LibTorch data loader would.
@@ -113,32 +72,22 @@ Batch to_device(Batch batch, const torch::Device& device) {
   });
 }
 
-/// What a prepared loader needs from its Accelerator.
-struct LoaderContext {
-  ShardingOptions sharding;
-  /// AcceleratorOptions::seed: epoch e shuffles with seed + e. Without it, the order is drawn
-  /// from the default generator, as a plain LibTorch loader does.
-  std::optional<uint64_t> seed;
-  /// With several processes: returns the main process's value of a generator state (a collective).
-  std::function<torch::Tensor(const torch::Tensor&)> main_process_state;
-  /// With several processes and AcceleratorOptions::rng_types naming "torch" or "cuda": copies
-  /// those generators from the main process (a collective), as each pass starts.
-  std::function<void()> synchronize_generators;
-  /// With several processes: the main process's `value` on every process (a collective), and
-  /// every process's value, in process order. Prepared streams send batches and flags with them.
-  std::function<c10::IValue(const c10::IValue&)> broadcast_from_main;
-  std::function<std::vector<c10::IValue>(const c10::IValue&)> gather_values;
-  torch::Device device = torch::kCPU;
-  bool device_placement = true;
-  std::shared_ptr<GradientState> state;
+/// Where a prepared loader stands, as save_state writes it and load_state reads it back (one set
+/// of keys for both loaders): the pass, the batches this process has taken of it, the processes
+/// that shared it, and the generator state the pass's order was drawn from.
+struct SavedPosition {
+  size_t epoch = 0;
+  size_t batches_done = 0;
+  int64_t num_processes = -1;  // -1: a checkpoint that did not say
+  torch::Tensor generator;     // undefined: none
 };
-
+/// `generator_key`: "epoch_generator" (a map-style loader's order) or "pass_generator" (a
+/// stream's); `stream` marks a streamed loader's state.
+void write_position(torch::serialize::OutputArchive& archive, const SavedPosition& position,
+                    const char* generator_key, bool stream = false);
+SavedPosition read_position(torch::serialize::InputArchive& archive, const char* generator_key);
 /// A whole number a loader's save_state wrote into `archive` as a one-element tensor.
-inline int64_t read_count(torch::serialize::InputArchive& archive, const char* key) {
-  torch::Tensor value;
-  archive.read(key, value);
-  return value.item<int64_t>();
-}
+int64_t read_count(torch::serialize::InputArchive& archive, const char* key);
 
 /// The input iterator of a prepared loader: the batch the loader holds now (its `current_`),
 /// and its `advance()` to the next; the end is a loader that holds none.
@@ -303,23 +252,21 @@ class DataLoader : private detail::StatefulPart {
   }
 
   void save_state(torch::serialize::OutputArchive& archive) const override {
-    archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
-    archive.write("batches_done", torch::tensor(static_cast<int64_t>(batches_done())));
-    archive.write("num_processes", torch::tensor(context_.sharding.num_processes));
-    if (epoch_generator_.defined()) archive.write("epoch_generator", epoch_generator_);
+    detail::write_position(
+        archive, {epoch_, batches_done(), context_.sharding.num_processes, epoch_generator_},
+        "epoch_generator");
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    epoch_ = static_cast<size_t>(detail::read_count(archive, "epoch"));
-    skip_ = static_cast<size_t>(detail::read_count(archive, "batches_done"));
-    torch::Tensor saved_processes;
-    if (!context_.sharding.split_batches && archive.try_read("num_processes", saved_processes)) {
+    const auto saved = detail::read_position(archive, "epoch_generator");
+    epoch_ = saved.epoch;
+    skip_ = saved.batches_done;
+    if (!context_.sharding.split_batches && saved.num_processes > 0) {
       // Each process takes every n-th batch: the saved run had started batches_done * n_saved of
       // the epoch's batches, and this one resumes at the round holding the first unstarted one.
-      skip_ = skip_ * static_cast<size_t>(saved_processes.item<int64_t>()) /
+      skip_ = skip_ * static_cast<size_t>(saved.num_processes) /
               static_cast<size_t>(context_.sharding.num_processes);
     }
-    torch::Tensor generator;
-    if (archive.try_read("epoch_generator", generator)) resume_generator_ = generator;
+    if (saved.generator.defined()) resume_generator_ = saved.generator;
     resumed_mid_pass_ = true;
     current_.reset();
     plan_.clear();
@@ -342,148 +289,4 @@ class DataLoader : private detail::StatefulPart {
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 
-// ---- Factories (Accelerator::prepare and prepare_data_loader forward here) ----------------------
-
-namespace detail {
-
-/// A prepared loader over `dataset`, in `context` (the accelerator's processes and device).
-template <typename Dataset, typename Sampler>
-std::unique_ptr<DataLoader<Dataset, Sampler>> make_prepared_loader(
-    Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options,
-    LoaderContext context) {
-  return std::make_unique<DataLoader<Dataset, Sampler>>(std::move(dataset), std::move(sampler),
-                                                        std::move(options), std::move(context));
-}
-
-/// `make_data_loader`'s choice of sampler: one over the whole dataset.
-template <typename Sampler, typename Dataset>
-Sampler sampler_for(const Dataset& dataset) {
-  TORCH_CHECK(dataset.size().has_value(),
-              "accel: prepare_data_loader needs a dataset with a known size");
-  return Sampler(*dataset.size());
-}
-
-/// The dataset of a loader built by `torch::data::make_data_loader`, moved out of it, and a new
-/// sampler of the loader's type over it. A loader with worker threads is refused: its workers hold
-/// the only copies of the dataset.
-template <typename Dataset, typename Sampler>
-std::pair<Dataset, Sampler> take_over(torch::data::StatelessDataLoader<Dataset, Sampler>& loader) {
-  static_assert(std::is_constructible<Sampler, size_t>::value,
-                "this sampler cannot be rebuilt from the dataset size; use "
-                "accelerator.prepare_data_loader(dataset, sampler, options)");
-  // main_thread_dataset_ is protected in DataLoaderBase; a pointer-to-member formed in a derived
-  // class reaches it without copying the dataset.
-  struct Access : torch::data::StatelessDataLoader<Dataset, Sampler> {
-    static std::unique_ptr<Dataset>& dataset(
-        torch::data::StatelessDataLoader<Dataset, Sampler>& l) {
-      return l.*(&Access::main_thread_dataset_);
-    }
-  };
-  auto& dataset = Access::dataset(loader);
-  TORCH_CHECK(dataset != nullptr,
-              "accel: prepare(data loader) cannot take over a loader with worker threads "
-              "(workers > 0); use accelerator.prepare_data_loader(dataset, options) instead");
-  Dataset taken = std::move(*dataset);
-  const size_t size = *taken.size();
-  // The loader's own sampler already drew its first permutation (LibTorch's RandomSampler does at
-  // construction); its replacement must not draw another, or the program's later random numbers
-  // would differ from the unprepared program's.
-  std::optional<Sampler> sampler;
-  {
-    ScopedDefaultGenerator unchanged(default_generator_state());
-    sampler.emplace(size);
-  }
-  return {std::move(taken), std::move(*sampler)};
-}
-
-/// The streamed dataset of a loader built by `torch::data::make_data_loader`, moved out of it. A
-/// loader with worker threads is refused: they were made to read that dataset.
-template <typename Dataset>
-Dataset take_over(torch::data::StatefulDataLoader<Dataset>& loader) {
-  TORCH_CHECK(loader.options().workers == 0,
-              "accel: a prepared stream is read on the calling thread, and this loader has ",
-              loader.options().workers,
-              " workers; make it without them (a ChunkDataset reads ahead with its "
-              "preloader_count)");
-  struct Access : torch::data::StatefulDataLoader<Dataset> {
-    static std::unique_ptr<Dataset>& dataset(torch::data::StatefulDataLoader<Dataset>& l) {
-      return l.*(&Access::main_thread_dataset_);
-    }
-  };
-  return std::move(*Access::dataset(loader));
-}
-
-/// Accelerator derives from DataLoaderPreparation<Accelerator>: the ways to build a prepared
-/// loader from a dataset, all ending in the Accelerator's loader_context().
-template <typename Derived>
-class DataLoaderPreparation {
- public:
-  /// Builds a prepared loader with `make_data_loader`'s arguments.
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset,
-            std::enable_if_t<!IsStreamDataset<Dataset>::value, int> = 0>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, torch::data::DataLoaderOptions options) {
-    auto sampler = sampler_for<Sampler>(dataset);
-    return prepare_data_loader(std::move(dataset), std::move(sampler), std::move(options));
-  }
-  template <typename Sampler = torch::data::samplers::RandomSampler, typename Dataset,
-            std::enable_if_t<!IsStreamDataset<Dataset>::value, int> = 0>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(Dataset dataset,
-                                                                    size_t batch_size) {
-    return prepare_data_loader<Sampler>(std::move(dataset),
-                                        torch::data::DataLoaderOptions(batch_size));
-  }
-  /// A streamed dataset with `make_data_loader`'s arguments (what accel-migrate writes for a
-  /// ChunkDataset's loader): the batch size is the options'; the stream is read on the calling
-  /// thread, so the options may not ask for worker threads (a ChunkDataset has its preloaders).
-  template <typename Dataset, std::enable_if_t<IsStreamDataset<Dataset>::value, int> = 0>
-  auto prepare_data_loader(Dataset dataset, torch::data::DataLoaderOptions options) {
-    const torch::data::FullDataLoaderOptions full(options);
-    TORCH_CHECK(full.workers == 0, "accel: a prepared stream is read on the calling thread; its ",
-                "DataLoaderOptions ask for ", full.workers,
-                " workers (a ChunkDataset reads ahead with its preloader_count)");
-    return prepare_data_loader(std::move(dataset), StreamOptions<Dataset>(full.batch_size));
-  }
-  template <typename Dataset, std::enable_if_t<IsStreamDataset<Dataset>::value, int> = 0>
-  auto prepare_data_loader(Dataset dataset, size_t batch_size) {
-    return prepare_data_loader(std::move(dataset), StreamOptions<Dataset>(batch_size));
-  }
-  template <typename Dataset, typename Sampler>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, Sampler sampler, torch::data::DataLoaderOptions options) {
-    return prepare_data_loader(std::move(dataset), std::move(sampler),
-                               torch::data::FullDataLoaderOptions(std::move(options)));
-  }
-  template <typename Dataset, typename Sampler>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> prepare_data_loader(
-      Dataset dataset, Sampler sampler, torch::data::FullDataLoaderOptions options) {
-    auto context = static_cast<Derived&>(*this).loader_context(options.batch_size);
-    return make_prepared_loader(std::move(dataset), std::move(sampler), std::move(options),
-                                std::move(context));
-  }
-  /// Prepares a streamed dataset: a StatefulDataset (a ChunkDataset from make_shared_dataset, or
-  /// the program's own) or a StreamDataset (see accel/stream_loader.h).
-  template <typename Dataset, typename Options,  // Options: StreamLoaderOptions, defined there
-            std::enable_if_t<std::is_same<Options, StreamLoaderOptions>::value, int> = 0>
-  std::unique_ptr<StreamLoader<Dataset>> prepare_data_loader(Dataset dataset, Options options) {
-    static_assert(IsStreamDataset<Dataset>::value,
-                  "StreamLoaderOptions (and dispatch_batches) are for streamed datasets, asked for "
-                  "a batch size: ChunkDataset, a StatefulDataset or a StreamDataset. A map-style "
-                  "dataset is shared out by its sampler: prepare_data_loader(dataset, batch_size)");
-    auto context = static_cast<Derived&>(*this).loader_context(options.batch_size());
-    return std::make_unique<StreamLoader<Dataset>>(std::move(dataset), std::move(options),
-                                                   std::move(context));
-  }
-
- protected:
-  DataLoaderPreparation() = default;
-
- private:
-  // StreamLoaderOptions, named through the dataset's type so that it is looked up when a stream
-  // is prepared, where accel/stream_loader.h has defined it.
-  template <typename Dataset>
-  using StreamOptions = std::conditional_t<sizeof(Dataset) != 0, StreamLoaderOptions, void>;
-};
-
-}  // namespace detail
 }  // namespace accel

@@ -225,6 +225,9 @@ struct AcceleratorOptions {
   TORCH_ARG(std::optional<std::chrono::milliseconds>, timeout) = std::nullopt;
 };
 
+/// The dtype sharded gradients are reduced in (fsdp_reduce_dtype).
+enum class ReduceDtype { Fp32, Bf16, Fp16 };
+
 /// `AcceleratorOptions` with every field resolved against the environment and the defaults.
 struct ResolvedOptions {
   bool device_placement = true;
@@ -257,7 +260,7 @@ struct ResolvedOptions {
   bool fsdp_offload_params = false;
   bool fsdp_activation_checkpointing = false;
   CheckpointPolicy activation_checkpointing_policy;  // checked
-  std::string fsdp_reduce_dtype = "fp32";            // "fp32", "bf16" or "fp16"
+  ReduceDtype fsdp_reduce_dtype = ReduceDtype::Fp32;
   bool fsdp_forward_prefetch = false;
   bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};

@@ -32,6 +32,14 @@ struct ProfileOptions {
 
 /// The profile of everything the process runs while it lives (from Accelerator::profile). It
 /// stops at stop() or at its end, writes its trace, and waits for the other processes.
+///
+/// Example:
+/// ```
+/// {
+///   auto profile = accelerator.profile(accel::ProfileOptions().output_trace_dir("traces"));
+///   train_steps(5);
+/// }  // traces/profile_0.json, traces/profile_1.json, ...
+/// ```
 class [[nodiscard]] Profiler {
  public:
   ~Profiler();

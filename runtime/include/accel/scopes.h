@@ -78,7 +78,16 @@ class [[nodiscard]] MainProcessFirst {
 /// part in the others' gradient all-reduces, contributing zeros, until every process has
 /// finished. Gradients are divided by the job's process count throughout, as DDP's Join does by
 /// default (divide_by_initial_world_size). Other collectives inside the scope (gather, reduce,
-/// save_state) still need every process.
+/// save_state) still need every process. With `even_batches` false no samples are repeated, so
+/// processes may get different numbers of batches.
+///
+/// Example:
+/// ```
+/// {
+///   auto join = accelerator.join_uneven_inputs(/*even_batches=*/false, model);
+///   for (auto& batch : *loader) { ...; accelerator.backward(loss); optimizer.step(); ... }
+/// }  // a process that ran out first shadows the others' all-reduces here
+/// ```
 class [[nodiscard]] JoinScope {
  public:
   JoinScope(JoinScope&& other) noexcept;

@@ -483,22 +483,19 @@ class StreamLoader : private detail::StatefulPart {
   }
 
   void save_state(torch::serialize::OutputArchive& archive) const override {
-    archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)));
-    archive.write("batches_done", torch::tensor(static_cast<int64_t>(batches_done())));
-    archive.write("num_processes", torch::tensor(context_.sharding.num_processes));
-    archive.write("stream", torch::tensor(int64_t{1}));
-    if (pass_generator_.defined()) archive.write("pass_generator", pass_generator_);
+    detail::write_position(
+        archive, {epoch_, batches_done(), context_.sharding.num_processes, pass_generator_},
+        "pass_generator", /*stream=*/true);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    const int64_t saved_processes = detail::read_count(archive, "num_processes");
-    TORCH_CHECK(saved_processes == context_.sharding.num_processes,
-                "accel: a prepared stream was saved on ", saved_processes,
+    const auto saved = detail::read_position(archive, "pass_generator");
+    TORCH_CHECK(saved.num_processes == context_.sharding.num_processes,
+                "accel: a prepared stream was saved on ", saved.num_processes,
                 " processes and resumes on ", context_.sharding.num_processes,
-                "; its rounds hold one batch per process, so resume it on ", saved_processes);
-    epoch_ = static_cast<size_t>(detail::read_count(archive, "epoch"));
-    skip_ = static_cast<size_t>(detail::read_count(archive, "batches_done"));
-    torch::Tensor generator;
-    if (archive.try_read("pass_generator", generator)) pass_generator_ = generator;
+                "; its rounds hold one batch per process, so resume it on ", saved.num_processes);
+    epoch_ = saved.epoch;
+    skip_ = saved.batches_done;
+    if (saved.generator.defined()) pass_generator_ = saved.generator;
     resumed_mid_pass_ = true;
     current_.reset();
     pending_.reset();

@@ -22,7 +22,7 @@
 
 namespace accel {
 
-using detail::PreparedModel;
+using core::PreparedModel;
 
 using Shards = std::vector<std::shared_ptr<detail::OptimizerShards>>;
 
@@ -113,129 +113,17 @@ struct FinishBackward {
   }
 };
 
-}  // namespace
-
-void Accelerator::backward(const torch::Tensor& loss_sum, int64_t num_items) {
-  TORCH_CHECK(num_items > 0,
-              "accel: backward(loss_sum, num_items) takes the number of items the "
-              "loss sums over, and num_items is ",
-              num_items, " (expected > 0)");
-  impl_->pending_items = num_items;
-  backward(loss_sum);
-}
-
-void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
-                           std::optional<bool> retain_graph, bool create_graph) {
-  detail::CollectiveLabel collective_label("backward");
-  // backward(loss_sum, num_items): the window's gradients are divided by its items, counted over
-  // every micro-step and process, once they are summed.
-  const auto items = std::exchange(impl_->pending_items, std::nullopt);
-  const bool ends_window = impl_->count_items(items);
-  // Counted where gradients average: on a device mesh its data and cp processes (a tp group's
-  // processes hold the same items, counted once), else every process.
-  c10d::ProcessGroup* count_group = nullptr;
-  if (impl_->distributed()) {
-    count_group = impl_->mesh != nullptr ? impl_->gradient_group().get() : &impl_->host_group();
-  }
-  ItemCount count(items && ends_window, impl_->item_window.items, count_group);
-  // Inside accumulate_until the program divides its loss itself, if it does; a sum over counted
-  // items is divided by their count instead.
-  const int64_t steps =
-      impl_->program_counts_accumulation || items ? 1 : impl_->options.gradient_accumulation_steps;
-  torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
-  if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
-
-  detail::ReachedParameters reached(scaled);
-  const auto syncing = impl_->models_to_sync(reached);
-  impl_->count_join_backward(syncing);
-  // Each synchronised model learns which of its parameters this loss reaches: those it does not
-  // are given zeros, so that no process waits for them (see GradientSynchronizer).
-  for (auto* m : syncing) {
-    m->force_sync = false;
-    const auto& reached_here = reached.get();
-    scaled = m->sync->prepare_for_backward(scaled, reached_here, reached.partial(), ends_window);
-  }
-  const Shards sharded = impl_->shards_to_arm(syncing, reached);
-  for (auto& shards : sharded) shards->arm();
-  detail::release_shared_input();
-  {
-    FinishBackward finish{syncing, sharded};
-    scaled.backward(gradient, retain_graph, create_graph);
-    finish.completed = true;
-  }
-  const std::string usage_error =
-      impl_->finish_sync(syncing, sharded, !retain_graph.value_or(create_graph));
-  if (auto factor = count.factor(count_group != nullptr ? count_group->getSize() : 1)) {
-    impl_->scale_gradients(*factor);
-  }
-  TORCH_CHECK(usage_error.empty(), usage_error);
-}
-
-bool Accelerator::Impl::count_items(std::optional<int64_t> items) {
-  auto& window = item_window;
-  if (!window.open) window = {true, items.has_value(), 0};
-  const bool mixed = window.counts_items != items.has_value();
-  if (items) window.items += *items;
-  const bool ends_window = gradient_state->sync_gradients;
-  if (ends_window) window.open = false;
-  TORCH_CHECK(!mixed,
-              "accel: this accumulation window mixes backward(loss) and backward(loss_sum, "
-              "num_items); a window's losses are all means or all sums over counted items");
-  TORCH_CHECK(!items || join_models.empty(),
-              "accel: backward(loss_sum, num_items) counts items with a collective, which the "
-              "processes that ran out of batches under join_uneven_inputs do not join; use "
-              "backward(loss) there");
-  return ends_window;
-}
-
-std::vector<PreparedModel*> Accelerator::Impl::models_to_sync(detail::ReachedParameters& reached) {
-  std::vector<PreparedModel*> syncing;
-  size_t synchronised = 0;
-  for (auto& m : models) {
-    if (m.sync) ++synchronised;
-    if (m.sync && (m.no_sync_depth == 0 || m.force_sync)) syncing.push_back(&m);
-  }
-  if (synchronised > 1) {
-    // With several models, arm only those this loss reaches: a reducer armed for a model that
-    // gets no gradient would wait for it forever. Judged whenever the program has several, not
-    // only when several are outside no_sync: two models trained in turn under accumulate_until
-    // hold one in no_sync on its micro-steps, and the other, outside every scope, is not this
-    // loss's.
-    syncing.erase(
-        std::remove_if(syncing.begin(), syncing.end(),
-                       [&](PreparedModel* m) { return !m->sync->uses_any(reached.get()); }),
-        syncing.end());
-  }
-  return syncing;
-}
-
-void Accelerator::Impl::count_join_backward(const std::vector<PreparedModel*>& syncing) {
-  // Under join_uneven_inputs, the processes that ran out of batches wait in end_join for this
-  // count to learn whether a backward is coming that they must shadow.
-  const bool joined = std::any_of(syncing.begin(), syncing.end(), [&](PreparedModel* m) {
-    return std::count(join_models.begin(), join_models.end(), m->module) > 0;
-  });
-  if (join_models.empty() || !joined) return;
-  auto still_training = torch::ones({1}, torch::kInt64);
-  detail::all_reduce(host_group(), still_training, Reduction::Sum);
-  ++join_backwards;
-}
-
-Shards Accelerator::Impl::shards_to_arm(const std::vector<PreparedModel*>& syncing,
-                                        detail::ReachedParameters& reached) {
+/// The sharded optimizers that take this backward's gradients (those the loss reaches).
+Shards shards_to_arm(const sharding::ShardingSetup& sharding, core::PreparedModels& models,
+                     bool distributed, const std::vector<PreparedModel*>& syncing,
+                     detail::ReachedParameters& reached) {
   // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
   // on every backward outside no_sync.
-  const bool one_process_syncs =
-      !distributed() && sharded() && std::any_of(models.begin(), models.end(), [](const auto& m) {
-        return m.no_sync_depth == 0 || m.force_sync;
-      });
-  if (one_process_syncs) {
-    for (auto& m : models) m.force_sync = false;
-  }
+  const bool one_process_syncs = !distributed && sharding.sharded() && models.take_any_syncing();
   // Sharded optimizers whose parameters this backward reaches: ZeRO-2's send each unit's
   // gradients as backward finishes them.
   Shards armed;
-  if (!syncing.empty() || one_process_syncs) armed = live_shards();
+  if (!syncing.empty() || one_process_syncs) armed = sharding.live();
   if (armed.size() > 1) {
     armed.erase(
         std::remove_if(armed.begin(), armed.end(),
@@ -245,8 +133,10 @@ Shards Accelerator::Impl::shards_to_arm(const std::vector<PreparedModel*>& synci
   return armed;
 }
 
-std::string Accelerator::Impl::finish_sync(const std::vector<PreparedModel*>& syncing,
-                                           const Shards& sharded, bool graph_freed) {
+/// After autograd: the shards' reductions, the unused-parameter verdict (returned as the error
+/// to raise, or empty), and the buffers' broadcast when the graph is freed.
+std::string finish_sync(const std::vector<PreparedModel*>& syncing, const Shards& sharded,
+                        bool graph_freed) {
   // ZeRO-2 collects the units it sent; ZeRO-1 cuts its slices out of the all-reduced gradients.
   for (auto& shards : sharded) shards->finish_backward(true);
   // Which parameters no process used, and what is wrong: every process reaches the same verdict,
@@ -273,14 +163,66 @@ std::string Accelerator::Impl::finish_sync(const std::vector<PreparedModel*>& sy
   return usage_error;
 }
 
-void Accelerator::Impl::scale_gradients(double factor) {
-  torch::NoGradGuard no_grad;
-  for (auto& shards : live_shards()) shards->scale_gradients(factor);
-  for (auto& m : models) {
-    for (auto& p : m.module->parameters()) {
-      if (p.grad().defined()) p.mutable_grad().mul_(factor);
-    }
+}  // namespace
+
+void Accelerator::backward(const torch::Tensor& loss_sum, int64_t num_items) {
+  TORCH_CHECK(num_items > 0,
+              "accel: backward(loss_sum, num_items) takes the number of items the "
+              "loss sums over, and num_items is ",
+              num_items, " (expected > 0)");
+  impl_->window.hold_items(num_items);
+  backward(loss_sum);
+}
+
+void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
+                           std::optional<bool> retain_graph, bool create_graph) {
+  ACCEL_METHOD_LABEL("backward");
+  // backward(loss_sum, num_items): the window's gradients are divided by its items, counted over
+  // every micro-step and process, once they are summed.
+  auto& window = impl_->window;
+  const auto items = window.take_held_items();
+  const bool ends_window = window.count_items(items, impl_->join.open());
+  // Counted where gradients average: on a device mesh its data and cp processes (a tp group's
+  // processes hold the same items, counted once), else every process.
+  c10d::ProcessGroup* count_group = nullptr;
+  if (impl_->distributed()) {
+    count_group = impl_->mesh != nullptr ? impl_->gradient_group().get() : &impl_->host_group();
   }
+  ItemCount count(items && ends_window, window.counted_items(), count_group);
+  // Inside accumulate_until the program divides its loss itself, if it does; a sum over counted
+  // items is divided by their count instead.
+  const int64_t steps = window.loss_divisor(items.has_value());
+  torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+  if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
+
+  detail::ReachedParameters reached(scaled);
+  const auto syncing = impl_->models.to_sync([&]() -> const auto& { return reached.get(); });
+  // Under join_uneven_inputs, the processes that ran out of batches wait in the scope's end for
+  // this count to learn whether a backward is coming that they must shadow.
+  if (impl_->join.open()) impl_->join.count_backward(syncing, impl_->host_group());
+  // Each synchronised model learns which of its parameters this loss reaches: those it does not
+  // are given zeros, so that no process waits for them (see GradientSynchronizer).
+  for (auto* m : syncing) {
+    m->force_sync = false;
+    const auto& reached_here = reached.get();
+    scaled = m->sync->prepare_for_backward(scaled, reached_here, reached.partial(), ends_window);
+  }
+  const Shards sharded =
+      shards_to_arm(impl_->sharding, impl_->models, impl_->distributed(), syncing, reached);
+  for (auto& shards : sharded) shards->arm();
+  detail::release_shared_input();
+  {
+    FinishBackward finish{syncing, sharded};
+    scaled.backward(gradient, retain_graph, create_graph);
+    finish.completed = true;
+  }
+  const std::string usage_error =
+      finish_sync(syncing, sharded, !retain_graph.value_or(create_graph));
+  if (auto factor = count.factor(count_group != nullptr ? count_group->getSize() : 1)) {
+    for (auto& shards : impl_->sharding.live()) shards->scale_gradients(*factor);
+    impl_->models.scale_gradients(*factor);
+  }
+  TORCH_CHECK(usage_error.empty(), usage_error);
 }
 
 }  // namespace accel

@@ -19,22 +19,6 @@ namespace accel {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-template <typename Hook>
-RemovableHandle add_hook(const std::shared_ptr<std::map<int64_t, Hook>>& hooks, int64_t& next_id,
-                         Hook hook) {
-  TORCH_CHECK(hook, "accel: a state pre-hook must be callable");
-  const int64_t id = next_id++;
-  hooks->emplace(id, std::move(hook));
-  std::weak_ptr<std::map<int64_t, Hook>> registry = hooks;
-  return RemovableHandle([registry, id] {
-    if (auto live = registry.lock()) live->erase(id);
-  });
-}
-
-}  // namespace
-
 checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& accelerator) {
   checkpoints::CheckpointInputs run;
   run.process_index = dist->rank();
@@ -42,19 +26,18 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   run.main_process = accelerator.is_main_process();
   run.local_main_process = accelerator.is_local_main_process();
   run.wait_for_everyone = [&accelerator] { accelerator.wait_for_everyone(); };
-  run.models = prepared_modules();
+  run.models = models.modules();
   run.gradient_state = gradient_state.get();
-  run.shards = live_shards();
-  run.custom_objects = &custom_objects;
-  run.save_pre_hooks = save_state_pre_hooks.get();
-  run.load_pre_hooks = load_state_pre_hooks.get();
+  run.shards = sharding.live();
+  registrations.hand_to(run);
   run.move_optimizer_state = [&accelerator](torch::optim::Optimizer& optimizer) {
     accelerator.move_optimizer_state(optimizer);
   };
   run.gradient_accumulation_steps = accelerator.gradient_accumulation_steps();
-  run.sharding_strategy = effective_sharding_strategy();
-  run.sharded_optimizers = sharded();
-  if (shards_parameters() && options.fsdp_state_dict_type == StateDictType::ShardedStateDict) {
+  run.sharding_strategy = sharding.effective_strategy();
+  run.sharded_optimizers = sharding.sharded();
+  if (sharding.shards_parameters() &&
+      options.fsdp_state_dict_type == StateDictType::ShardedStateDict) {
     // The processes the shards are cut among; HYBRID_SHARD's other machines hold the same ones.
     const auto& group = shard_group();
     const auto replicas = replicate_group();
@@ -67,34 +50,35 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
     if (mesh != nullptr) run.tp_rank = mesh->group(detail::MeshGroup::tp)->getRank();
   }
   run.project = &project;
-  run.step = &step;
-  run.item_window = &item_window;
+  run.step = window.saved_step();
+  run.item_window = window.saved_items();
   return run;
 }
 
 ProjectConfiguration& Accelerator::project_configuration() { return impl_->project; }
-int64_t Accelerator::step() const { return impl_->step; }
+int64_t Accelerator::step() const { return impl_->window.step(); }
 bool Accelerator::resumed() const { return impl_->resumed; }
 
 void Accelerator::register_checkpoint_hooks(detail::CheckpointHooks hooks) {
-  impl_->custom_objects.push_back(std::move(hooks));
+  impl_->registrations.add_object(std::move(hooks));
 }
 
 RemovableHandle Accelerator::register_save_state_pre_hook(SaveStatePreHook hook) {
-  return add_hook(impl_->save_state_pre_hooks, impl_->next_hook_id, std::move(hook));
+  return impl_->registrations.add_save_hook(std::move(hook));
 }
 
 RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook) {
-  return add_hook(impl_->load_state_pre_hooks, impl_->next_hook_id, std::move(hook));
+  return impl_->registrations.add_load_hook(std::move(hook));
 }
 
 void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) const {
-  if (!shards_parameters() || options.fsdp_state_dict_type != StateDictType::ShardedStateDict) {
+  if (!sharding.shards_parameters() ||
+      options.fsdp_state_dict_type != StateDictType::ShardedStateDict) {
     return;
   }
   // Checked alike on every process (each holds slices of the same parameters): none hangs.
-  for (const auto& m : models) {
-    for (const auto& p : m.module->parameters()) {
+  for (const auto* module : models.modules()) {
+    for (const auto& p : module->parameters()) {
       TORCH_CHECK(!detail::is_tensor_parallel_slice(p), "accel: ", call,
                   " of a tensor-parallel model with fsdp_state_dict_type SHARDED_STATE_DICT is "
                   "not supported (its shards would be cut from the tensor-parallel slices); use "
@@ -104,19 +88,19 @@ void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) c
 }
 
 std::string Accelerator::save_state(const std::string& requested_dir) {
-  detail::CollectiveLabel collective_label("save_state");
+  ACCEL_METHOD_LABEL("save_state");
   impl_->refuse_sharded_tensor_parallel_state("save_state");
   return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
-  detail::CollectiveLabel collective_label("load_state");
+  ACCEL_METHOD_LABEL("load_state");
   impl_->refuse_sharded_tensor_parallel_state("load_state");
   checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
 }
 
 bool Accelerator::resume_if_possible() {
-  detail::CollectiveLabel collective_label("resume_if_possible");
+  ACCEL_METHOD_LABEL("resume_if_possible");
   if (!impl_->options.resume) return false;
   // Every process decides from the main process's view of the folder, so all load or none do.
   const bool found = broadcast_object(checkpoints::has_numbered_checkpoint(impl_->project));
@@ -128,7 +112,7 @@ bool Accelerator::resume_if_possible() {
 
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
                               const SaveModelOptions& options) {
-  detail::CollectiveLabel collective_label("save_model");
+  ACCEL_METHOD_LABEL("save_model");
   checkpoints::save_model(module, dir, options, is_main_process());
   wait_for_everyone();
 }
@@ -152,7 +136,7 @@ void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
 }
 
 NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
-  detail::CollectiveLabel collective_label("get_state_dict");
+  ACCEL_METHOD_LABEL("get_state_dict");
   if (detail::has_sharded_parameters(module)) {
     return detail::module_tensors_to_save(module, is_main_process());
   }

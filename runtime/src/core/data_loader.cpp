@@ -103,15 +103,16 @@ std::vector<std::vector<size_t>> shard_split_batches(const std::vector<size_t>& 
 
 std::vector<std::vector<size_t>> shard_batches(const std::vector<size_t>& order,
                                                const ShardingOptions& options) {
-  TORCH_CHECK(options.batch_size > 0, "Invalid batch_size: 0 (expected > 0)");
+  TORCH_CHECK(options.batch_size > 0, "accel: invalid batch_size: 0 (expected > 0)");
   TORCH_CHECK(options.num_processes >= 1 && options.process_index >= 0 &&
                   options.process_index < options.num_processes,
-              "Invalid process index ", options.process_index, " of ", options.num_processes);
+              "accel: invalid process index ", options.process_index, " of ",
+              options.num_processes);
   if (options.num_processes == 1)
     return sampler_batches(order, options.batch_size, options.drop_last);
   if (options.split_batches) {
     TORCH_CHECK(options.batch_size % static_cast<size_t>(options.num_processes) == 0,
-                "Invalid batch_size: ", options.batch_size,
+                "accel: invalid batch_size: ", options.batch_size,
                 " with split_batches (expected a "
                 "multiple of the number of processes, ",
                 options.num_processes, ")");
@@ -126,6 +127,32 @@ int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options) 
                                   ? options.batch_size
                                   : options.batch_size * static_cast<size_t>(options.num_processes);
   return static_cast<int64_t>(dataset_size % global_batch);
+}
+
+void write_position(torch::serialize::OutputArchive& archive, const SavedPosition& position,
+                    const char* generator_key, bool stream) {
+  archive.write("epoch", torch::tensor(static_cast<int64_t>(position.epoch)));
+  archive.write("batches_done", torch::tensor(static_cast<int64_t>(position.batches_done)));
+  archive.write("num_processes", torch::tensor(position.num_processes));
+  if (stream) archive.write("stream", torch::tensor(int64_t{1}));
+  if (position.generator.defined()) archive.write(generator_key, position.generator);
+}
+
+SavedPosition read_position(torch::serialize::InputArchive& archive, const char* generator_key) {
+  SavedPosition position;
+  position.epoch = static_cast<size_t>(read_count(archive, "epoch"));
+  position.batches_done = static_cast<size_t>(read_count(archive, "batches_done"));
+  torch::Tensor processes;
+  if (archive.try_read("num_processes", processes))
+    position.num_processes = processes.item<int64_t>();
+  archive.try_read(generator_key, position.generator);
+  return position;
+}
+
+int64_t read_count(torch::serialize::InputArchive& archive, const char* key) {
+  torch::Tensor value;
+  archive.read(key, value);
+  return value.item<int64_t>();
 }
 
 ScopedDefaultGenerator::ScopedDefaultGenerator(uint64_t seed)

@@ -18,9 +18,8 @@
 namespace accel {
 
 torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
-  detail::CollectiveLabel collective_label("gather");
+  ACCEL_METHOD_LABEL("gather");
   if (!impl_->distributed()) return tensor;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   return torch::cat(detail::all_gather(*impl_->tensor_gather_group(), input), 0);
 }
@@ -30,7 +29,6 @@ bool Accelerator::gather_over_data_ranks(bool over) {
 }
 
 std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
-  detail::CollectiveLabel collective_label("gather_together");
   if (!impl_->distributed()) return tensors;
   // Each tensor's bytes, one after the other, in one buffer per process: one all-gather.
   std::vector<torch::Tensor> parts;
@@ -64,7 +62,7 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
 }
 
 double Accelerator::reduce_number(double value, Reduction reduction) {
-  detail::CollectiveLabel collective_label("reduce_number");
+  ACCEL_METHOD_LABEL("reduce");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kFloat64);
   detail::all_reduce(impl_->host_group(), tensor, reduction);
@@ -72,7 +70,7 @@ double Accelerator::reduce_number(double value, Reduction reduction) {
 }
 
 int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
-  detail::CollectiveLabel collective_label("reduce_number");
+  ACCEL_METHOD_LABEL("reduce");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kInt64);
   detail::all_reduce(impl_->host_group(), tensor, reduction);
@@ -85,7 +83,7 @@ int64_t Accelerator::remainder_to_keep() const {
 }
 
 torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
-  detail::CollectiveLabel collective_label("gather_for_metrics");
+  ACCEL_METHOD_LABEL("gather_for_metrics");
   const bool before = gather_over_data_ranks(true);
   struct Restore {
     Accelerator* self;
@@ -108,26 +106,23 @@ torch::Tensor Accelerator::truncate_to_remainder(torch::Tensor gathered) const {
 }
 
 torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reduction) {
-  detail::CollectiveLabel collective_label("reduce");
+  ACCEL_METHOD_LABEL("reduce");
   auto out = tensor.clone();
   if (!impl_->distributed()) return out;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "reduce", tensor);
   detail::all_reduce(impl_->device_group(), out, reduction);
   return out;
 }
 
 torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor,
                                                 const PadOptions& options) {
-  detail::CollectiveLabel collective_label("pad_across_processes");
+  ACCEL_METHOD_LABEL("pad_across_processes");
   int64_t dim = options.dim();
   if (!impl_->distributed() || tensor.dim() == 0) return tensor;
   TORCH_CHECK(dim >= -tensor.dim() && dim < tensor.dim(),
-              "Invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
+              "accel: invalid dim for pad_across_processes: ", dim, " (tensor has ", tensor.dim(),
               " dimensions)");
   if (dim < 0) dim += tensor.dim();
   auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
-  if (impl_->options.debug)
-    detail::check_same_shapes(impl_->host_group(), "pad_across_processes", sizes);
   int64_t longest = 0;
   for (const auto& s : detail::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
     longest = std::max(longest, s[dim].item<int64_t>());
@@ -142,9 +137,8 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor,
 }
 
 torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) {
-  detail::CollectiveLabel collective_label("broadcast");
+  ACCEL_METHOD_LABEL("broadcast");
   if (!impl_->distributed()) return tensor;
-  if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "broadcast", tensor);
   auto target = tensor;
   TORCH_CHECK(target.is_contiguous(), "accel: broadcast needs a contiguous tensor");
   detail::broadcast(impl_->device_group(), target, from);
@@ -152,13 +146,13 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
 }
 
 std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
-  detail::CollectiveLabel collective_label("gather_object");
+  ACCEL_METHOD_LABEL("gather_object");
   if (!impl_->distributed()) return {value};
   return detail::all_gather_ivalues(*impl_->object_gather_group(), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
-  detail::CollectiveLabel collective_label("broadcast_object");
+  ACCEL_METHOD_LABEL("broadcast_object");
   if (!impl_->distributed()) return value;
   return detail::broadcast_ivalue(impl_->host_group(), value, from);
 }

@@ -41,7 +41,7 @@ template <typename Parse>
 auto parsed(Parse parse, const char* option, const std::string& text,
             const std::vector<std::string>& choices) {
   const auto value = parse(text);
-  TORCH_CHECK(value.has_value(), "Invalid ", option, ": '", text, "' (expected one of ",
+  TORCH_CHECK(value.has_value(), "accel: invalid ", option, ": '", text, "' (expected one of ",
               contract::join(choices), ")");
   return *value;
 }
@@ -62,8 +62,8 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
   out.allow_unprepared_parameters = options.allow_unprepared_parameters();
   out.sync_with_dataloader = options.sync_with_dataloader();
   for (const auto& type : options.rng_types()) {
-    TORCH_CHECK(type == "generator" || type == "torch" || type == "cuda", "Invalid rng_types: '",
-                type, "' (expected generator, torch or cuda)");
+    TORCH_CHECK(type == "generator" || type == "torch" || type == "cuda",
+                "accel: invalid rng_types: '", type, "' (expected generator, torch or cuda)");
     out.synchronize_cpu_generator |= type == "torch";
     out.synchronize_cuda_generator |= type == "cuda";
   }
@@ -82,14 +82,17 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
   if (options.seed()) {
     out.seed = options.seed();
   } else if (auto seed = detail::env_int(env, contract::kSeed)) {
-    TORCH_CHECK(*seed >= 0, "Invalid ACCEL_SEED: ", *seed, " (expected a non-negative integer)");
+    TORCH_CHECK(*seed >= 0, "accel: invalid ACCEL_SEED: ", *seed,
+                " (expected a non-negative integer)");
     out.seed = static_cast<uint64_t>(*seed);
   }
   if (options.timeout()) {
     out.timeout = *options.timeout();
-  } else if (auto seconds = detail::env_int(env, contract::kTimeout)) {
-    TORCH_CHECK(*seconds > 0, "Invalid ACCEL_TIMEOUT: ", *seconds, " (expected seconds > 0)");
-    out.timeout = std::chrono::seconds(*seconds);
+  } else if (auto text = detail::env_string(env, contract::kTimeout)) {
+    const auto seconds = contract::parse_seconds(*text);
+    TORCH_CHECK(seconds, "accel: invalid ", contract::kTimeout, ": '", *text,
+                "' (expected seconds > 0)");
+    out.timeout = *seconds;
   }
   out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
   out.grad_scaler = options.grad_scaler();
@@ -102,7 +105,7 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
   out.ddp.comm_hook(pick(options.ddp().comm_hook(), detail::env_string(env, contract::kDdpCommHook),
                          std::string("no")));
   TORCH_CHECK(contract::is_one_of(*out.ddp.comm_hook(), {"no", "fp16", "bf16"}),
-              "Invalid ddp.comm_hook: '", *out.ddp.comm_hook(),
+              "accel: invalid ddp.comm_hook: '", *out.ddp.comm_hook(),
               "' (expected one of no, fp16, bf16; accel has no PowerSGD hook)");
   TORCH_CHECK(!(*out.ddp.find_unused_parameters() && *out.ddp.static_graph()),
               "accel: DistributedDataParallelOptions find_unused_parameters and static_graph are "
@@ -139,10 +142,10 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,
-                "Invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
+                "accel: invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
                 " (expected an integer >= 1)");
   } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
-    TORCH_CHECK(*count >= 1, "Invalid ", contract::kFsdpMinNumParams, ": ", *count,
+    TORCH_CHECK(*count >= 1, "accel: invalid ", contract::kFsdpMinNumParams, ": ", *count,
                 " (expected an integer >= 1)");
     out.fsdp_min_num_params = *count;
   }
@@ -170,7 +173,8 @@ void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail
     TORCH_CHECK(available || name != "mlflow",
                 "accel: log_with names mlflow, and this libaccel was built without libcurl "
                 "(install libcurl4-openssl-dev, and rebuild it)");
-    TORCH_CHECK(available, "Invalid log_with: '", name, "' (expected all, ", contract::join(known),
+    TORCH_CHECK(available, "accel: invalid log_with: '", name, "' (expected all, ",
+                contract::join(known),
                 "; a tracker of your own goes in AcceleratorOptions::trackers)");
     if (std::find(out.log_with.begin(), out.log_with.end(), name) == out.log_with.end()) {
       out.log_with.push_back(name);
@@ -180,8 +184,8 @@ void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail
   if (options.resume()) {
     out.resume = *options.resume();
   } else if (auto resume = detail::env_string(env, contract::kResume)) {
-    TORCH_CHECK(*resume == "auto" || *resume == "no", "Invalid ", contract::kResume, ": '", *resume,
-                "' (expected auto or no)");
+    TORCH_CHECK(*resume == "auto" || *resume == "no", "accel: invalid ", contract::kResume, ": '",
+                *resume, "' (expected auto or no)");
     out.resume = *resume == "auto";
   }
 }
@@ -189,14 +193,16 @@ void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail
 /// The checks on values that may come from code or the environment alike.
 void check_ranges(const ResolvedOptions& out) {
   TORCH_CHECK(out.gradient_accumulation_steps >= 1,
-              "Invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
+              "accel: invalid gradient_accumulation_steps: ", out.gradient_accumulation_steps,
               " (expected an integer >= 1)");
-  TORCH_CHECK(out.timeout.count() > 0, "Invalid timeout: ", out.timeout.count(),
+  TORCH_CHECK(out.timeout.count() > 0, "accel: invalid timeout: ", out.timeout.count(),
               " ms (expected > 0)");
-  TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1, "Invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
+  TORCH_CHECK(out.ddp.bucket_cap_mb() >= 1,
+              "accel: invalid ddp.bucket_cap_mb: ", out.ddp.bucket_cap_mb(),
               " (expected an integer >= 1)");
   const auto& limit = out.project_config.total_limit();
-  TORCH_CHECK(!limit || *limit >= 1, "Invalid project_config.total_limit: ", limit.value_or(0),
+  TORCH_CHECK(!limit || *limit >= 1,
+              "accel: invalid project_config.total_limit: ", limit.value_or(0),
               " (expected an integer >= 1)");
 }
 
@@ -220,12 +226,15 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
                                       : (mp == MixedPrecision::Bf16 || mp == MixedPrecision::Fp8)
                                           ? "bf16"
                                           : "fp32";
-  out.fsdp_reduce_dtype =
+  const std::string reduce_dtype =
       pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
            precision_dtype);
-  TORCH_CHECK(contract::is_one_of(out.fsdp_reduce_dtype, {"fp32", "bf16", "fp16"}),
-              "Invalid fsdp_reduce_dtype: '", out.fsdp_reduce_dtype,
+  TORCH_CHECK(contract::is_one_of(reduce_dtype, {"fp32", "bf16", "fp16"}),
+              "accel: invalid fsdp_reduce_dtype '", reduce_dtype,
               "' (expected one of fp32, bf16, fp16)");
+  out.fsdp_reduce_dtype = reduce_dtype == "bf16"   ? ReduceDtype::Bf16
+                          : reduce_dtype == "fp16" ? ReduceDtype::Fp16
+                                                   : ReduceDtype::Fp32;
   out.fsdp_forward_prefetch = pick(options.fsdp_forward_prefetch(),
                                    detail::env_bool(env, contract::kFsdpForwardPrefetch), false);
   const std::string backward_prefetch =
@@ -233,7 +242,7 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
            detail::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
   TORCH_CHECK(
       contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
-      "Invalid fsdp_backward_prefetch: '", backward_prefetch,
+      "accel: invalid fsdp_backward_prefetch: '", backward_prefetch,
       "' (expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)");
   out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
 }
@@ -247,7 +256,7 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
   if (!out.parallelism_config && detail::env_bool(env, contract::kUseParallelismConfig) == true) {
     auto size = [&](const char* name) {
       const auto value = detail::env_int(env, name).value_or(1);
-      TORCH_CHECK(value >= 1, "Invalid ", name, ": ", value, " (expected an integer >= 1)");
+      TORCH_CHECK(value >= 1, "accel: invalid ", name, ": ", value, " (expected an integer >= 1)");
       return value;
     };
     out.parallelism_config = ParallelismConfig()
@@ -263,7 +272,7 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
         {"dp_shard_size", mesh.dp_shard_size()},
         {"tp_size", mesh.tp_size()},
         {"cp_size", mesh.cp_size()}}) {
-    TORCH_CHECK(value >= 1, "Invalid parallelism_config.", name, ": ", value,
+    TORCH_CHECK(value >= 1, "accel: invalid parallelism_config.", name, ": ", value,
                 " (expected an integer >= 1)");
   }
   TORCH_CHECK(!(mesh.dp_replicate_enabled() && !mesh.dp_shard_enabled() &&

@@ -47,7 +47,7 @@ void all_reduce(c10d::ProcessGroup& group, torch::Tensor& tensor, Reduction redu
 }
 
 void broadcast(c10d::ProcessGroup& group, torch::Tensor& tensor, int64_t root) {
-  TORCH_CHECK(root >= 0 && root < group.getSize(), "Invalid broadcast source: ", root,
+  TORCH_CHECK(root >= 0 && root < group.getSize(), "accel: invalid broadcast source: ", root,
               " (expected a rank in [0, ", group.getSize(), "))");
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -93,19 +93,40 @@ c10::IValue broadcast_ivalue(c10d::ProcessGroup& group, const c10::IValue& value
   return torch::pickle_load(std::vector<char>(data, data + length.item<int64_t>()));
 }
 
-void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
-                       const torch::Tensor& tensor) {
-  // Each process describes its tensor; every process compares all the descriptions.
-  std::ostringstream mine;
-  mine << tensor.sizes() << " " << tensor.dtype();
-  const auto all = all_gather_bytes(group, mine.str());
-  if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; })) {
+void check_same_collective(const std::vector<std::string>& descriptions,
+                           const std::string& collective) {
+  if (std::all_of(descriptions.begin(), descriptions.end(),
+                  [&](const std::string& d) { return d == descriptions[0]; })) {
     return;
   }
   std::ostringstream message;
-  message << "accel: " << op << " called with mismatched tensors across processes:";
-  for (size_t r = 0; r < all.size(); ++r) message << " rank " << r << " " << all[r] << ";";
+  message << "accel: collective " << collective
+          << " differs between processes (found by ACCEL_DEBUG): they would wait in it forever "
+             "or exchange the wrong data;";
+  for (size_t r = 0; r < descriptions.size(); ++r) {
+    message << " rank " << r << " is in " << descriptions[r] << ";";
+  }
   TORCH_CHECK(false, message.str());
+}
+
+std::string describe_tensors(const std::vector<at::Tensor>& tensors) {
+  std::ostringstream out;
+  for (size_t i = 0; i < tensors.size() && i < 4; ++i) {
+    if (i > 0) out << ' ';
+    const auto& t = tensors[i];
+    if (!t.defined()) {
+      out << "undefined";
+      continue;
+    }
+    out << c10::toString(t.scalar_type()) << t.sizes();
+  }
+  if (tensors.size() > 4) out << " +" << tensors.size() - 4;
+  return out.str();
+}
+
+void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
+                       const torch::Tensor& tensor) {
+  check_same_collective(all_gather_bytes(group, op + " [" + describe_tensors({tensor}) + "]"), op);
 }
 
 }  // namespace detail

@@ -27,8 +27,19 @@ std::vector<std::string> all_gather_bytes(c10d::ProcessGroup& group, const std::
 std::vector<c10::IValue> all_gather_ivalues(c10d::ProcessGroup& group, const c10::IValue& value);
 c10::IValue broadcast_ivalue(c10d::ProcessGroup& group, const c10::IValue& value, int64_t root);
 
-/// Debug-mode check before a collective: throws, on every process, naming `op` and each rank's
-/// shape when the shapes (or dtypes) differ, instead of letting the collective hang or fail.
+/// ACCEL_DEBUG's one check of a collective, for both its callers (the recording backend's
+/// comparison of every collective, flight_recorder.cpp, and check_same_shapes): `descriptions`
+/// holds every process's description of the collective it is about to enter, by rank; when they
+/// differ, throws, naming `collective` and what each rank is in, instead of letting the processes
+/// wait in it forever or exchange the wrong data.
+void check_same_collective(const std::vector<std::string>& descriptions,
+                           const std::string& collective);
+/// Tensors as the flight record and the check show them: "Float[2, 3] Long[4]" (the first four).
+std::string describe_tensors(const std::vector<at::Tensor>& tensors);
+
+/// Before a collective of `tensor` whose call (`op`) the backend cannot see whole (gather_together
+/// packs several tensors into one buffer): every process's `op [shape]` compared by
+/// check_same_collective.
 void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
                        const torch::Tensor& tensor);
 

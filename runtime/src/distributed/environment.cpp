@@ -30,7 +30,8 @@ std::optional<bool> env_bool(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
   if (!value) return std::nullopt;
   auto parsed = contract::parse_bool(*value);
-  TORCH_CHECK(parsed, "Invalid ", name, ": '", *value, "' (expected 1/0, true/false, yes/no)");
+  TORCH_CHECK(parsed, "accel: invalid ", name, ": '", *value,
+              "' (expected 1/0, true/false, yes/no)");
   return parsed;
 }
 
@@ -38,7 +39,7 @@ std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name) {
   auto value = env_string(env, name);
   if (!value) return std::nullopt;
   auto parsed = contract::parse_integer(*value);
-  TORCH_CHECK(parsed, "Invalid ", name, ": '", *value, "' (expected an integer)");
+  TORCH_CHECK(parsed, "accel: invalid ", name, ": '", *value, "' (expected an integer)");
   return parsed;
 }
 
@@ -77,14 +78,15 @@ std::optional<int64_t> slurm_tasks_on_node(const std::string& name, const std::s
     const bool repeated = !plain &&
                           static_cast<bool>(again >> count >> open >> x >> repeat >> close) &&
                           open == '(' && x == 'x' && close == ')' && again.peek() == EOF;
-    TORCH_CHECK((plain || repeated) && count > 0 && repeat > 0, "Invalid ", name, ": '", value,
-                "' (expected counts such as 4 or 2(x3),1)");
+    TORCH_CHECK((plain || repeated) && count > 0 && repeat > 0, "accel: invalid ", name, ": '",
+                value, "' (expected counts such as 4 or 2(x3),1)");
     counts.insert(counts.end(), static_cast<size_t>(repeat), count);
   }
-  TORCH_CHECK(!counts.empty(), "Invalid ", name, ": '", value, "' (expected counts such as 4)");
+  TORCH_CHECK(!counts.empty(), "accel: invalid ", name, ": '", value,
+              "' (expected counts such as 4)");
   if (node >= 0) {
-    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "Invalid SLURM_NODEID: ", node, " (",
-                name, " '", value, "' names ", counts.size(), " nodes)");
+    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "accel: invalid SLURM_NODEID: ", node,
+                " (", name, " '", value, "' names ", counts.size(), " nodes)");
     return counts[static_cast<size_t>(node)];
   }
   const bool uniform =
@@ -106,10 +108,10 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
     id.source = names.source;
     id.rank = *rank;
     id.world_size = *world;
-    TORCH_CHECK(id.world_size >= 1, "Invalid ", names.world_size, ": ", id.world_size,
+    TORCH_CHECK(id.world_size >= 1, "accel: invalid ", names.world_size, ": ", id.world_size,
                 " (expected at least 1)");
-    TORCH_CHECK(id.rank >= 0 && id.rank < id.world_size, "Invalid ", names.rank, ": ", id.rank,
-                " (expected 0 <= rank < ", names.world_size, " = ", id.world_size, ")");
+    TORCH_CHECK(id.rank >= 0 && id.rank < id.world_size, "accel: invalid ", names.rank, ": ",
+                id.rank, " (expected 0 <= rank < ", names.world_size, " = ", id.world_size, ")");
     id.local_rank = env_int(env, names.local_rank).value_or(id.rank);
     std::optional<int64_t> local_world;
     if (id.source == "slurm") {
@@ -122,7 +124,7 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
       local_world = env_int(env, names.local_world_size);
     }
     id.local_world_size = local_world.value_or(id.world_size);
-    TORCH_CHECK(id.local_rank >= 0 && id.local_rank < id.local_world_size, "Invalid ",
+    TORCH_CHECK(id.local_rank >= 0 && id.local_rank < id.local_world_size, "accel: invalid ",
                 names.local_rank, ": ", id.local_rank, " (expected 0 <= local rank < ",
                 id.local_world_size, ")");
     break;
@@ -133,7 +135,8 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
     if (auto nodes = env_string(env, "SLURM_NODELIST")) id.master_addr = first_slurm_host(*nodes);
   }
   if (auto port = env_int(env, "MASTER_PORT")) {
-    TORCH_CHECK(*port > 0 && *port < 65536, "Invalid MASTER_PORT: ", *port, " (expected 1..65535)");
+    TORCH_CHECK(*port > 0 && *port < 65536, "accel: invalid MASTER_PORT: ", *port,
+                " (expected 1..65535)");
     id.master_port = *port;
   }
   return id;

@@ -1,8 +1,12 @@
 #include "flight_recorder.h"
 
+#include "collectives.h"
+
 #include "util/collective_label.h"
+#include "util/durable_file.h"
 
 #include "accel_common/contract.h"
+#include "accel_common/flight_record.h"
 
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
@@ -15,7 +19,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -46,32 +50,6 @@ struct GroupRecord {
   uint64_t reported_stuck = 0;  // the last sequence number reported as stuck
 };
 
-std::string shapes_of(const std::vector<at::Tensor>& tensors) {
-  std::ostringstream out;
-  for (size_t i = 0; i < tensors.size() && i < 4; ++i) {
-    if (i > 0) out << ' ';
-    const auto& t = tensors[i];
-    if (!t.defined()) {
-      out << "undefined";
-      continue;
-    }
-    out << c10::toString(t.scalar_type()) << t.sizes();
-  }
-  if (tensors.size() > 4) out << " +" << tensors.size() - 4;
-  return out.str();
-}
-
-// Writes `text` to `path` whole: a reader sees the old record or the new one, never half.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text;
-    if (!out) return;
-  }
-  std::rename(temporary.c_str(), path.c_str());
-}
-
 class Recorder {
  public:
   static Recorder& instance() {
@@ -87,13 +65,13 @@ class Recorder {
     configured_ = true;
     settings_ = settings;
     if (!settings_.record_dir.empty())
-      record_base_ = settings_.record_dir + "/rank-" + std::to_string(settings_.rank);
+      writer_ = std::make_unique<FlightRecordWriter>(settings_.record_dir, settings_.rank);
     if (settings_.capacity > 0) std::thread([this] { watch(); }).detach();
     // Gloo throws a peer's reset connection on its own threads, where the exception ends the
     // process before any collective's callback can record it, often between collectives: it is
     // recorded as a failure on the way out, so the launcher can tell a process that died of a
     // peer's end from the one that failed first.
-    if (!record_base_.empty()) previous_terminate_ = std::set_terminate(&Recorder::on_terminate);
+    if (writer_) previous_terminate_ = std::set_terminate(&Recorder::on_terminate);
   }
   bool enabled() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -124,32 +102,31 @@ class Recorder {
   }
 
   void end(size_t group, uint64_t seq, std::string error) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++version_;
     auto& entries = groups_[group].entries;
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
       if (it->seq != seq) continue;
       it->end_ms = now_ms();
       it->error = std::move(error);
-      if (!it->error.empty()) {
-        if (!record_base_.empty()) {
-          // Written here, not left to the watchdog thread: the process may end with the
-          // collective's exception before that thread runs.
-          const std::string text = text_locked({});
-          write_atomically(record_base_ + ".record", text);
-          write_atomically(record_base_ + ".alert", text);
-        } else {
-          urgent_ = true;  // the watchdog thread prints the record
-          wake_.notify_one();
-        }
+      if (it->error.empty()) break;
+      if (!writer_) {
+        urgent_ = true;  // the watchdog thread prints the record
+        wake_.notify_one();
+        break;
       }
+      // Written here, not left to the watchdog thread: the process may end with the
+      // collective's exception before that thread runs.
+      const auto record = snapshot_locked({});
+      lock.unlock();
+      writer_->write(record, /*alert=*/true);
       break;
     }
-    ++version_;
   }
 
   std::string text() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return text_locked({});
+    return flight::format_flight_record(snapshot_locked({}));
   }
 
   /// std::terminate's handler: a connection to a peer lost on Gloo's threads is recorded as a
@@ -199,29 +176,28 @@ class Recorder {
       }
       if (version_ == written_version && stuck.empty() && !failed) continue;
       written_version = version_;
-      const std::string text = text_locked(stuck);
+      const auto record = snapshot_locked(stuck);
       lock.unlock();
-      if (record_base_.empty()) {
+      if (!writer_) {
         if (!stuck.empty() || failed) {
           const std::string report =
               "accel: rank " + std::to_string(settings_.rank) +
               (failed ? ": a collective failed"
                       : ": a collective has waited past " + std::string(contract::kHangWatchdog)) +
-              "; the last collectives of this process:\n" + text;
+              "; the last collectives of this process:\n" + flight::format_flight_record(record);
           [[maybe_unused]] const auto written =
               ::write(STDERR_FILENO, report.data(), report.size());
         }
         continue;
       }
-      write_atomically(record_base_ + ".record", text);
-      if (!stuck.empty()) write_atomically(record_base_ + ".alert", text);
+      writer_->write(record, /*alert=*/!stuck.empty());
       if (!stuck.empty() && !announced) {
         announced = true;
         // One write, so that the other processes' lines do not cut into it.
         std::ostringstream line;
         line << "accel: rank " << settings_.rank << " has waited more than "
              << settings_.watchdog.count() / 1000.0 << " s in a collective (" << stuck.front()
-             << "); its record is in " << record_base_ << ".record\n";
+             << "); its record is in " << writer_->record_path() << "\n";
         const std::string text_line = line.str();
         [[maybe_unused]] const auto written =
             ::write(STDERR_FILENO, text_line.data(), text_line.size());
@@ -255,33 +231,47 @@ class Recorder {
       lost.error = error;
       record.entries.push_back(std::move(lost));
     }
-    write_atomically(record_base_ + ".record", text_locked({}));
+    ++version_;
+    const auto snapshot = snapshot_locked({});
+    lock.unlock();
+    // On the way out: a watchdog write under way gets a second to finish, never a deadlock.
+    writer_->write(snapshot, /*alert=*/false, std::chrono::seconds(1));
   }
 
-  std::string text_locked(const std::vector<std::string>& stuck) const {
-    std::ostringstream out;
-    out << "accel-flight-record 1\n"
-        << "rank " << settings_.rank << "\npid " << ::getpid() << "\nwritten_ms " << now_ms()
-        << "\nwatchdog_ms " << settings_.watchdog.count() << "\n";
-    for (const auto& s : stuck) out << "stuck " << s << "\n";
-    for (const auto& record : groups_) {
-      for (const auto& e : record.entries) {
-        const char* state = e.end_ms < 0 ? "waiting" : e.error.empty() ? "done" : "failed";
-        std::string error = e.error.substr(0, e.error.find('\n'));
-        std::replace(error.begin(), error.end(), '\t', ' ');
-        out << "entry\t" << record.name << '\t' << e.seq << '\t' << e.op << '\t' << e.start_ms
-            << '\t' << e.end_ms << '\t' << state << '\t' << e.call << '\t' << e.shapes << '\t'
-            << error << "\n";
+  /// The record as it stands (the caller holds the lock), numbered by version_.
+  flight::FlightRecord snapshot_locked(const std::vector<std::string>& stuck) const {
+    flight::FlightRecord record;
+    record.rank = static_cast<int>(settings_.rank);
+    record.pid = ::getpid();
+    record.version = version_;
+    record.written_ms = now_ms();
+    record.watchdog_ms = settings_.watchdog.count();
+    record.stuck = stuck;
+    for (const auto& group : groups_) {
+      for (const auto& e : group.entries) {
+        flight::FlightEntry entry;
+        entry.group = group.name;
+        entry.seq = e.seq;
+        entry.op = e.op;
+        entry.call = e.call;
+        entry.shapes = e.shapes;
+        entry.error = e.error;
+        entry.start_ms = e.start_ms;
+        entry.end_ms = e.end_ms;
+        entry.state = e.end_ms < 0      ? flight::EntryState::waiting
+                      : e.error.empty() ? flight::EntryState::done
+                                        : flight::EntryState::failed;
+        record.entries.push_back(std::move(entry));
       }
     }
-    return out.str();
+    return record;
   }
 
   std::mutex mutex_;
   std::condition_variable wake_;
   bool configured_ = false, urgent_ = false;
   FlightSettings settings_;
-  std::string record_base_;  // RECORD_DIR/rank-R, or empty without the launcher
+  std::unique_ptr<FlightRecordWriter> writer_;  // null without the launcher's record folder
   std::vector<GroupRecord> groups_;
   uint64_t version_ = 0;
   std::terminate_handler previous_terminate_ = nullptr;
@@ -414,14 +404,14 @@ class RecordingBackend final : public c10d::Backend {
                                Issue&& issue) {
     auto& recorder = Recorder::instance();
     std::string call = describe_collective_call(op);
-    std::string shapes = shapes_of(tensors);
+    std::string shapes = describe_tensors(tensors);
     const std::string fingerprint = !checker_        ? std::string()
                                     : shapes.empty() ? call
                                                      : call + " [" + shapes + "]";
     const uint64_t seq = recorder.begin(group_, op, std::move(call), std::move(shapes));
     c10::intrusive_ptr<Work> work;
     try {
-      if (checker_) check_same_collective(seq, fingerprint);
+      if (checker_) compare_with_others(seq, fingerprint);
       work = issue();
     } catch (const std::exception& e) {
       recorder.end(group_, seq, e.what());
@@ -445,7 +435,7 @@ class RecordingBackend final : public c10d::Backend {
   // ACCEL_DEBUG: every process describes the collective it is about to enter, through a Gloo
   // backend of its own (as c10d's ProcessGroupWrapper checks), and all compare: two processes in
   // different calls, or with different shapes, fail here with both named instead of hanging.
-  void check_same_collective(uint64_t seq, const std::string& fingerprint) {
+  void compare_with_others(uint64_t seq, const std::string& fingerprint) {
     constexpr int64_t kBytes = 512;
     auto mine = torch::zeros({kBytes}, torch::kUInt8);
     std::memcpy(mine.data_ptr(), fingerprint.data(),
@@ -456,14 +446,7 @@ class RecordingBackend final : public c10d::Backend {
     checker_->allgather(outputs, inputs)->wait();
     std::vector<std::string> all;
     for (const auto& t : outputs[0]) all.emplace_back(static_cast<const char*>(t.data_ptr()));
-    if (std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == all[0]; }))
-      return;
-    std::ostringstream message;
-    message << "accel: collective #" << seq
-            << " differs between processes (found by ACCEL_DEBUG): they would wait in it "
-               "forever or exchange the wrong data;";
-    for (size_t r = 0; r < all.size(); ++r) message << " rank " << r << " is in " << all[r] << ";";
-    TORCH_CHECK(false, message.str());
+    detail::check_same_collective(all, "#" + std::to_string(seq));
   }
 
   c10::intrusive_ptr<c10d::Backend> inner_;
@@ -471,44 +454,50 @@ class RecordingBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> checker_;
 };
 
-size_t parse_count(const std::string& name, const std::string& text) {
-  size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TORCH_CHECK(used == text.size() && value >= 0, "accel: ", name,
-              " must be a whole number of collectives to keep (0 turns the recorder off), not '",
-              text, "'");
-  return static_cast<size_t>(value);
-}
-
-std::chrono::milliseconds parse_seconds(const std::string& name, const std::string& text) {
-  size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  TORCH_CHECK(used == text.size() && value > 0 && value < 1e9, "accel: ", name,
-              " must be a number of seconds above 0 (how long a collective may wait before "
-              "every process's record is written), not '",
-              text, "'");
-  return std::chrono::milliseconds(static_cast<int64_t>(value * 1000));
-}
-
 }  // namespace
+
+FlightRecordWriter::FlightRecordWriter(const std::string& dir, int64_t rank)
+    : record_path_(flight::record_path(dir, rank)), alert_path_(flight::alert_path(dir, rank)) {}
+
+bool FlightRecordWriter::write(const flight::FlightRecord& record, bool alert,
+                               std::optional<std::chrono::milliseconds> patience) {
+  std::unique_lock<std::timed_mutex> lock(mutex_, std::defer_lock);
+  if (patience) {
+    if (!lock.try_lock_for(*patience)) return false;
+  } else {
+    lock.lock();
+  }
+  if (written_any_ && record.version < written_version_) return false;
+  const std::string text = flight::format_flight_record(record);
+  try {
+    write_file_durably(record_path_, text);
+    if (alert) write_file_durably(alert_path_, text);
+  } catch (const std::exception&) {
+    return false;  // the previous record stays whole; the next write tries again
+  }
+  written_any_ = true;
+  written_version_ = record.version;
+  return true;
+}
 
 FlightSettings flight_settings_from(const EnvLookup& env, int64_t rank) {
   FlightSettings settings;
   settings.rank = rank;
-  if (auto text = env_string(env, contract::kFlightRecorder))
-    settings.capacity = parse_count(contract::kFlightRecorder, *text);
-  if (auto text = env_string(env, contract::kHangWatchdog))
-    settings.watchdog = parse_seconds(contract::kHangWatchdog, *text);
+  if (auto text = env_string(env, contract::kFlightRecorder)) {
+    const auto count = contract::parse_integer(*text);
+    TORCH_CHECK(count && *count >= 0, "accel: ", contract::kFlightRecorder,
+                " must be a whole number of collectives to keep (0 turns the recorder off), not '",
+                *text, "'");
+    settings.capacity = static_cast<size_t>(*count);
+  }
+  if (auto text = env_string(env, contract::kHangWatchdog)) {
+    const auto seconds = contract::parse_seconds(*text);
+    TORCH_CHECK(seconds, "accel: ", contract::kHangWatchdog,
+                " must be a number of seconds above 0 (how long a collective may wait before "
+                "every process's record is written), not '",
+                *text, "'");
+    settings.watchdog = *seconds;
+  }
   if (auto dir = env_string(env, contract::kFlightRecordDir)) settings.record_dir = *dir;
   return settings;
 }

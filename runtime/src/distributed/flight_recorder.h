@@ -15,10 +15,14 @@
 
 #include "environment.h"
 
+#include "accel_common/flight_record.h"
+
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 
 namespace accel {
@@ -46,8 +50,30 @@ c10::intrusive_ptr<c10d::Backend> record_collectives(
     c10::intrusive_ptr<c10d::Backend> inner, const std::string& name,
     c10::intrusive_ptr<c10d::Backend> checker = {});
 
-/// The record as text (the format the launcher reads; see flight_record.h in the launcher).
+/// The record as text (the format the launcher reads: accel_common/flight_record.h).
 std::string flight_record_text();
+
+/// Writes one process's record files (flight::record_path, alert_path) for the recorder's two
+/// writers, its watchdog thread and a failed collective's callback: each file whole
+/// (util/durable_file.h, a temporary name per write), one write at a time, and never an older
+/// record over a newer one (each carries its version).
+class FlightRecordWriter {
+ public:
+  FlightRecordWriter(const std::string& dir, int64_t rank);
+
+  /// Writes `record`, and with `alert` the alert file too, unless a newer version is written
+  /// already; waits for a write under way at most `patience` (none: as long as it takes). False
+  /// when nothing was written; never throws (a failed write leaves the previous record).
+  bool write(const flight::FlightRecord& record, bool alert,
+             std::optional<std::chrono::milliseconds> patience = std::nullopt);
+  const std::string& record_path() const { return record_path_; }
+
+ private:
+  const std::string record_path_, alert_path_;
+  std::timed_mutex mutex_;
+  bool written_any_ = false;
+  uint64_t written_version_ = 0;
+};
 
 }  // namespace detail
 }  // namespace accel

@@ -1,10 +1,11 @@
 // The optimizer's shards: units cut from its parameter groups, the step on them and the
 // all-gather after it (ZeRO-1 and -2), and the layout a checkpoint reads. See
-// optimizer_shards.h; gradients reach the shards in gradient_reduction.cpp, FULL_SHARD's
+// optimizer_shards.h; gradients reach the shards through gradient_pipeline.h, FULL_SHARD's
 // parameters are gathered in unit_gather.cpp.
 
 #include "optimizer_shards.h"
 
+#include "gradient_pipeline.h"
 #include "optimizer_state_tensors.h"
 #include "shard_unit.h"
 #include "sharded_parameter.h"
@@ -129,7 +130,6 @@ OptimizerShards::Unit OptimizerShards::make_unit(int64_t group_index,
 
 OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer, const ShardingPlan& plan)
     : process_group_(plan.group()),
-      replicate_group_(plan.replicate_group()),
       reduction_(plan.reduction()),
       through_all_reduce_(plan.collectives() == ShardCollectives::all_reduce),
       shard_parameters_(plan.shard_parameters()),
@@ -137,7 +137,7 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer, const Shard
       device_of_empty_(plan.device_of_empty_weights()) {
   TORCH_CHECK(!shard_parameters_ || reduction_ == GradientReduction::reduce_scatter,
               "accel: sharded parameters need their gradients reduce-scattered");
-  TORCH_CHECK(!replicate_group_ || reduction_ == GradientReduction::reduce_scatter,
+  TORCH_CHECK(!plan.replicate_group() || reduction_ == GradientReduction::reduce_scatter,
               "accel: replicated shards need their gradients reduce-scattered");
   if (shard_parameters_) window_ = std::make_shared<GatherWindow>();
   TORCH_CHECK(dynamic_cast<torch::optim::LBFGS*>(&optimizer) == nullptr,
@@ -146,7 +146,6 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer, const Shard
   TORCH_CHECK(optimizer.state().empty(),
               "accel: a sharded optimizer must be prepared before its first step (its state "
               "would have to be cut into shards)");
-  const int64_t processes = process_group_->getSize();
   torch::NoGradGuard no_grad;
   for (size_t group_index = 0; group_index < optimizer.param_groups().size(); ++group_index) {
     auto& param_group = optimizer.param_groups()[group_index];
@@ -159,21 +158,11 @@ OptimizerShards::OptimizerShards(torch::optim::Optimizer& optimizer, const Shard
     }
     param_group.params() = shards;
   }
-  for (const auto& unit : units_) {
-    largest_unit_ = std::max(largest_unit_, unit.shard_size * processes);
-  }
-
-  send_buffers_.resize(units_in_flight(shard_parameters_));
-  // Backward finishes the last parameters first: their units are sent first.
-  for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
-  if (reduction_ == GradientReduction::reduce_scatter) install_hooks();
+  gradients_ = std::make_unique<GradientPipeline>(units_, plan, units_in_flight(shard_parameters_));
 }
 
 OptimizerShards::~OptimizerShards() {
-  for (auto& [node, key] : hooks_) node->del_post_hook(key);
-  for (auto& unit : units_) {
-    if (unit.work) unit.work->wait();
-  }
+  gradients_.reset();  // its hooks and collectives refer to the units
 }
 
 void OptimizerShards::ensure_bound() {

@@ -35,8 +35,8 @@
 // processes) and each group of the job holds the same slices: a reduce-scattered slice is summed
 // with its replicas over `replicate_group` before it is averaged over every process.
 //
-// Gradients reach the shards in gradient_reduction.cpp (ZeRO-2's reduce-scatter during backward,
-// or a slice of ZeRO-1's all-reduced gradients).
+// Gradients reach the shards through its GradientPipeline (gradient_pipeline.h: ZeRO-2's
+// reduce-scatter during backward, or a slice of ZeRO-1's all-reduced gradients).
 
 #include <accel/detail/sharded_step.h>
 
@@ -164,7 +164,7 @@ class OptimizerShards : public ShardedStep {
   /// the same points, so collectives stay in one order.
   void set_prefetch(bool forward, bool backward);
   /// Bytes this process has sent in reduce-scatters so far (each unit's send buffer).
-  int64_t reduce_scattered_bytes() const { return reduce_scattered_bytes_; }
+  int64_t reduce_scattered_bytes() const;
   /// FULL_SHARD: the parameters are sharded parameters.
   bool shards_parameters() const { return shard_parameters_; }
   /// CPU offload: the shards are host tensors.
@@ -219,6 +219,7 @@ class OptimizerShards : public ShardedStep {
 
  private:
   struct Unit;
+  class GradientPipeline;  // gradient_pipeline.h
   class Gathered;
   class GatherWindow;
   class UnitParameter;
@@ -233,19 +234,9 @@ class OptimizerShards : public ShardedStep {
   /// FP8 (no layout when none of its weights is).
   struct Fp8Plan;
   Fp8Plan plan_fp8_gather(const Unit& unit) const;
-  void install_hooks();
-  void gradient_ready(size_t unit, size_t param);
-  /// Sends the next unit in launch order (waiting for the oldest when too many are under way).
-  void send_next();
-  /// Waits for the oldest unit under way and adds its slice to its shard's gradient.
-  void collect_next();
-  void launch(Unit& unit, const at::Tensor& buffer);
-  void wait_and_deliver(Unit& unit);
-  void deliver(Unit& unit, at::Tensor mine);
   void ensure_bound();
 
   c10::intrusive_ptr<c10d::ProcessGroup> process_group_;
-  c10::intrusive_ptr<c10d::ProcessGroup> replicate_group_;  // HYBRID_SHARD: the other machines
   GradientReduction reduction_;
   bool through_all_reduce_;  // ShardCollectives::all_reduce
   bool shard_parameters_;
@@ -262,17 +253,9 @@ class OptimizerShards : public ShardedStep {
     bool had_state = false;                           // the optimizer had state for the shard
   };
   std::vector<Unstepped> unstepped_;
-  std::vector<size_t> launch_order_;  // units in the order their gradients are sent
-  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
-  std::vector<at::Tensor> send_buffers_;  // one per unit in flight, of the largest unit's size
-  int64_t largest_unit_ = 0;
-  std::optional<c10::ScalarType> reduce_dtype_;  // the parameters' dtype when unset
-  std::optional<c10::Device> device_of_empty_;   // where meta parameters' shards go
-  int64_t reduce_scattered_bytes_ = 0;
-  std::mutex mutex_;  // autograd may run hooks on its device threads
-  bool armed_ = false;
-  size_t next_launch_ = 0;   // launch_order_ index of the next unit to send
-  size_t next_deliver_ = 0;  // ... and of the next whose result to collect
+  std::optional<c10::Device> device_of_empty_;  // where meta parameters' shards go
+  /// The gradients' way onto the shards (made once units_ is complete; it refers to it).
+  std::unique_ptr<GradientPipeline> gradients_;
   bool bound_ = true;
 };
 

@@ -80,7 +80,7 @@ HttpSettings settings_from(const EnvLookup& env, const std::string& uri) {
   settings.insecure_tls = env_bool(env, "MLFLOW_TRACKING_INSECURE_TLS").value_or(false);
   settings.ca_bundle = env_string(env, "MLFLOW_TRACKING_SERVER_CERT_PATH");
   if (auto timeout = env_int(env, "MLFLOW_HTTP_REQUEST_TIMEOUT")) {
-    TORCH_CHECK(*timeout > 0, "Invalid MLFLOW_HTTP_REQUEST_TIMEOUT: ", *timeout,
+    TORCH_CHECK(*timeout > 0, "accel: invalid MLFLOW_HTTP_REQUEST_TIMEOUT: ", *timeout,
                 " (expected seconds > 0)");
     settings.timeout_seconds = static_cast<long>(*timeout);
   }
@@ -203,7 +203,7 @@ class MlflowTracker final : public GeneralTracker {
   /// POST to the API; the answer's JSON, or a c10::Error naming the server and its status.
   json call(const std::string& method, const json& body) {
     const HttpResponse response = client_->post_json(kApi + method, body.dump());
-    TORCH_CHECK(response.ok(), "mlflow: ", uri_, " ", method, ": ", response.describe());
+    TORCH_CHECK(response.ok(), "accel: mlflow: ", uri_, " ", method, ": ", response.describe());
     return json::parse(response.body, nullptr, false);
   }
 
@@ -213,16 +213,16 @@ class MlflowTracker final : public GeneralTracker {
           std::string(kApi) + "experiments/get-by-name?experiment_name=" + client_->escape(name));
       if (found.ok()) {
         const json answer = json::parse(found.body, nullptr, false);
-        TORCH_CHECK(answer.contains("experiment"), "mlflow: ", uri_,
+        TORCH_CHECK(answer.contains("experiment"), "accel: mlflow: ", uri_,
                     " answered experiments/get-by-name without an experiment: ", found.body);
         const json& experiment = answer["experiment"];
-        TORCH_CHECK(experiment.value("lifecycle_stage", "active") == "active", "mlflow: ", uri_,
-                    " has experiment '", name,
+        TORCH_CHECK(experiment.value("lifecycle_stage", "active") == "active",
+                    "accel: mlflow: ", uri_, " has experiment '", name,
                     "' deleted; restore it in MLflow or choose another name "
                     "(MLFLOW_EXPERIMENT_NAME)");
         return experiment.at("experiment_id").get<std::string>();
       }
-      TORCH_CHECK(found.status == 404, "mlflow: ", uri_,
+      TORCH_CHECK(found.status == 404, "accel: mlflow: ", uri_,
                   " experiments/get-by-name: ", found.describe());
       const HttpResponse created =
           client_->post_json(std::string(kApi) + "experiments/create", json{{"name", name}}.dump());
@@ -231,9 +231,10 @@ class MlflowTracker final : public GeneralTracker {
       }
       // Another program created it between the two requests: look it up again.
       TORCH_CHECK(created.body.find("RESOURCE_ALREADY_EXISTS") != std::string::npos,
-                  "mlflow: ", uri_, " experiments/create: ", created.describe());
+                  "accel: mlflow: ", uri_, " experiments/create: ", created.describe());
     }
-    TORCH_CHECK(false, "mlflow: ", uri_, " neither finds nor creates experiment '", name, "'");
+    TORCH_CHECK(false, "accel: mlflow: ", uri_, " neither finds nor creates experiment '", name,
+                "'");
     return {};  // not reached
   }
 
@@ -265,7 +266,7 @@ class MlflowTracker final : public GeneralTracker {
     // MLFLOW_TAGS: a JSON object of more tags, as Accelerate reads it.
     if (auto extra = env_string(env_, "MLFLOW_TAGS")) {
       const json parsed = json::parse(*extra, nullptr, false);
-      TORCH_CHECK(parsed.is_object(), "Invalid MLFLOW_TAGS: '", *extra,
+      TORCH_CHECK(parsed.is_object(), "accel: invalid MLFLOW_TAGS: '", *extra,
                   "' (expected a JSON object of tag names to values)");
       for (const auto& [key, value] : parsed.items()) {
         tag(key, value.is_string() ? value.get<std::string>() : value.dump());
@@ -276,7 +277,8 @@ class MlflowTracker final : public GeneralTracker {
                     {"tags", std::move(tags)}};
     if (run_name) request["run_name"] = *run_name;
     const json answer = call("runs/create", request);
-    TORCH_CHECK(answer.contains("run"), "mlflow: ", uri_, " answered runs/create without a run");
+    TORCH_CHECK(answer.contains("run"), "accel: mlflow: ", uri_,
+                " answered runs/create without a run");
     run_id_ = answer["run"].at("info").at("run_id").get<std::string>();
   }
 

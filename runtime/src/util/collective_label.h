@@ -5,8 +5,20 @@
 // Scopes nest ("save_state > gather_object"); each counts the collectives issued inside it.
 // Costs a few stores on a thread-local array: no allocation, no lock.
 
+#include "accel_common/accelerator_methods.h"
+
 #include <cstdint>
 #include <string>
+
+/// Opens the label of an Accelerator call for the rest of the scope: `name` (a string literal)
+/// must be one of its public methods in accel_common/accelerator_methods.h, the table
+/// accel-migrate reads too (checked when compiled).
+#define ACCEL_METHOD_LABEL(name)                                             \
+  static_assert(::accel::contract::find_accelerator_method(name) != nullptr, \
+                "ACCEL_METHOD_LABEL(" name                                   \
+                "): not a public Accelerator method listed in "              \
+                "accel_common/accelerator_methods.h");                       \
+  ::accel::detail::CollectiveLabel collective_label(name)
 
 namespace accel {
 namespace detail {

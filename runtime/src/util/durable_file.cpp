@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,9 +15,20 @@
 
 namespace accel {
 namespace detail {
+namespace {
+
+/// A temporary sibling of `path` no other write uses: the process's id and a number of its own,
+/// so two threads (the flight recorder's watchdog and a failed collective's callback) writing one
+/// destination never share a temporary file.
+std::string temporary_sibling(const std::string& path) {
+  static std::atomic<uint64_t> writes{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++writes);
+}
+
+}  // namespace
 
 DurableFile::DurableFile(std::string path)
-    : path_(std::move(path)), temp_path_(path_ + ".tmp." + std::to_string(::getpid())) {
+    : path_(std::move(path)), temp_path_(temporary_sibling(path_)) {
   file_ = std::fopen(temp_path_.c_str(), "wb");
   TORCH_CHECK(file_ != nullptr, "accel: cannot write ", path_, ": ", std::strerror(errno));
 }

@@ -12,7 +12,8 @@ namespace detail {
 
 class DurableFile {
  public:
-  /// Opens a temporary sibling of `path` for writing. Throws c10::Error naming `path`.
+  /// Opens a temporary sibling of `path` for writing, named for this write alone
+  /// (`path.tmp.<pid>.<n>`). Throws c10::Error naming `path`.
   explicit DurableFile(std::string path);
   DurableFile(const DurableFile&) = delete;
   DurableFile& operator=(const DurableFile&) = delete;

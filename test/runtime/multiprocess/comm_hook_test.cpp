@@ -5,6 +5,8 @@
 
 #include <accel/accel.h>
 
+#include "core/accelerator_access.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -21,7 +23,7 @@ int64_t world_size() { return std::atoll(std::getenv("WORLD_SIZE")); }
 
 struct Run {
   std::vector<torch::Tensor> gradients;  // the first step's, averaged
-  accel::Accelerator::GradientBytes bytes;
+  accel::detail::CompressedGradientBytes bytes;
   std::vector<double> losses;
 };
 
@@ -49,7 +51,7 @@ Run train(const std::string& strategy, const std::string& hook) {
     optimizer.zero_grad();
     run.losses.push_back(loss.item<double>());
   }
-  run.bytes = accelerator.compressed_gradient_bytes();
+  run.bytes = accel::detail::compressed_gradient_bytes(accelerator);
   return run;
 }
 

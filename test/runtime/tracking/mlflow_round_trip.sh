@@ -71,9 +71,9 @@ read_back continued accel-mlflow "$run_id" 11
 #    message naming the server, and the program finishes.
 MLFLOW_TRACKING_PASSWORD=wrong "$writer" 2 -1 0.001 > "$work/unauthorized.out" 2>&1 ||
   { cat "$work/unauthorized.out" >&2; fail "the program stopped on a refused password"; }
-expect_in "$work/unauthorized.out" "tracker 'mlflow' failed in init_trackers: mlflow: $MLFLOW_TRACKING_URI experiments/get-by-name: HTTP 401"
+expect_in "$work/unauthorized.out" "tracker 'mlflow' failed in init_trackers: accel: mlflow: $MLFLOW_TRACKING_URI experiments/get-by-name: HTTP 401"
 down="http://127.0.0.1:$(free_port)"
 MLFLOW_TRACKING_URI=$down "$writer" 2 -1 0.001 > "$work/down.out" 2>&1 ||
   { cat "$work/down.out" >&2; fail "the program stopped on a server that is down"; }
-expect_in "$work/down.out" "tracker 'mlflow' failed in init_trackers: mlflow: $down experiments/get-by-name: no answer"
+expect_in "$work/down.out" "tracker 'mlflow' failed in init_trackers: accel: mlflow: $down experiments/get-by-name: no answer"
 echo "mlflow round trip: all checks passed"

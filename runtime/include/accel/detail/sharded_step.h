@@ -39,7 +39,8 @@ class ShardedStep {
 /// A program cannot make one.
 class ShardedStepKey {
   ShardedStepKey() = default;
-  friend class accel::Accelerator;
+  template <typename Derived>
+  friend class OptimizerPreparation;
   friend struct ShardedStepAccess;
 };
 

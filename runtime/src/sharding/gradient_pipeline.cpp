@@ -1,9 +1,8 @@
-// Gradients onto the shards: ZeRO-2's reduce-scatter of each unit as soon as backward has
-// finished its gradients (hooks on the parameters' accumulators, at most units_in_flight() under
-// way), or a slice of gradients backward all-reduced whole (ZeRO-1); then averaged, summed over
-// HYBRID_SHARD's replicas first. See optimizer_shards.h.
+// Gradients onto the shards (gradient_pipeline.h): ZeRO-2's reduce-scatter of each unit as soon
+// as backward has finished its gradients, or a slice of gradients backward all-reduced whole
+// (ZeRO-1); then averaged, summed over HYBRID_SHARD's replicas first.
 
-#include "optimizer_shards.h"
+#include "gradient_pipeline.h"
 
 #include "shard_unit.h"
 #include "util/collective_label.h"
@@ -22,7 +21,31 @@
 namespace accel {
 namespace detail {
 
-void OptimizerShards::install_hooks() {
+OptimizerShards::GradientPipeline::GradientPipeline(std::vector<Unit>& units,
+                                                    const ShardingPlan& plan,
+                                                    size_t units_in_flight)
+    : units_(units),
+      process_group_(plan.group()),
+      replicate_group_(plan.replicate_group()),
+      reduction_(plan.reduction()),
+      through_all_reduce_(plan.collectives() == ShardCollectives::all_reduce) {
+  for (const auto& unit : units_) {
+    largest_unit_ = std::max(largest_unit_, unit.shard_size * process_group_->getSize());
+  }
+  send_buffers_.resize(units_in_flight);
+  // Backward finishes the last parameters first: their units are sent first.
+  for (size_t u = units_.size(); u-- > 0;) launch_order_.push_back(u);
+  if (reduction_ == GradientReduction::reduce_scatter) install_hooks();
+}
+
+OptimizerShards::GradientPipeline::~GradientPipeline() {
+  for (auto& [node, key] : hooks_) node->del_post_hook(key);
+  for (auto& unit : units_) {
+    if (unit.work) unit.work->wait();
+  }
+}
+
+void OptimizerShards::GradientPipeline::install_hooks() {
   for (size_t u = 0; u < units_.size(); ++u) {
     for (size_t i = 0; i < units_[u].params.size(); ++i) {
       // The accumulator is held: the variable keeps it only weakly, and a new one would not
@@ -39,7 +62,7 @@ void OptimizerShards::install_hooks() {
   }
 }
 
-void OptimizerShards::arm() {
+void OptimizerShards::GradientPipeline::arm() {
   if (reduction_ != GradientReduction::reduce_scatter) return;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& unit : units_) {
@@ -50,7 +73,7 @@ void OptimizerShards::arm() {
   armed_ = true;
 }
 
-void OptimizerShards::gradient_ready(size_t u, size_t i) {
+void OptimizerShards::GradientPipeline::gradient_ready(size_t u, size_t i) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!armed_) return;
   auto& unit = units_[u];
@@ -71,7 +94,7 @@ void OptimizerShards::gradient_ready(size_t u, size_t i) {
   }
 }
 
-void OptimizerShards::send_next() {
+void OptimizerShards::GradientPipeline::send_next() {
   // At most units_in_flight() units are under way, each in its own send buffer: backward waits for
   // the oldest rather than hold every unit's gradients twice (FSDP limits its in-flight
   // collectives alike), and the buffers are reused step after step rather than allocated afresh.
@@ -85,9 +108,11 @@ void OptimizerShards::send_next() {
   launch(units_[launch_order_[next_launch_++]], buffer);
 }
 
-void OptimizerShards::collect_next() { wait_and_deliver(units_[launch_order_[next_deliver_++]]); }
+void OptimizerShards::GradientPipeline::collect_next() {
+  wait_and_deliver(units_[launch_order_[next_deliver_++]]);
+}
 
-void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
+void OptimizerShards::GradientPipeline::launch(Unit& unit, const torch::Tensor& buffer) {
   torch::NoGradGuard no_grad;
   const int64_t processes = process_group_->getSize();
   // This process's gradients laid out flat (zeros for parameters without one, and for the
@@ -118,7 +143,7 @@ void OptimizerShards::launch(Unit& unit, const torch::Tensor& buffer) {
   unit.work = process_group_->_reduce_scatter_base(unit.received, unit.sent, options);
 }
 
-void OptimizerShards::deliver(Unit& unit, torch::Tensor mine) {
+void OptimizerShards::GradientPipeline::deliver(Unit& unit, torch::Tensor mine) {
   torch::NoGradGuard no_grad;
   if (mine.device() != unit.shard.device()) {
     // CPU offload: the averaged slice goes to the host, where the optimizer steps.
@@ -134,7 +159,7 @@ void OptimizerShards::deliver(Unit& unit, torch::Tensor mine) {
   }
 }
 
-void OptimizerShards::wait_and_deliver(Unit& unit) {
+void OptimizerShards::GradientPipeline::wait_and_deliver(Unit& unit) {
   unit.work->wait();
   unit.work.reset();
   if (through_all_reduce_) {
@@ -158,7 +183,7 @@ void OptimizerShards::wait_and_deliver(Unit& unit) {
   deliver(unit, std::move(mine));
 }
 
-void OptimizerShards::finish_backward(bool completed) {
+void OptimizerShards::GradientPipeline::finish_backward(bool completed) {
   if (reduction_ != GradientReduction::reduce_scatter) return;
   std::lock_guard<std::mutex> lock(mutex_);
   if (!armed_) return;
@@ -183,7 +208,10 @@ void OptimizerShards::reduce_gradients() {
   ensure_bound();
   const bool any = std::any_of(units_.begin(), units_.end(),
                                [](const Unit& unit) { return unit.any_gradient(); });
-  if (!any) return;
+  if (any) gradients_->reduce_whole_gradients();
+}
+
+void OptimizerShards::GradientPipeline::reduce_whole_gradients() {
   torch::NoGradGuard no_grad;
   if (reduction_ == GradientReduction::reduce_scatter) {
     // Gradients left whole: backward did not go through accelerator.backward (or accumulated
@@ -211,6 +239,15 @@ void OptimizerShards::reduce_gradients() {
   }
 }
 
+void OptimizerShards::arm() { gradients_->arm(); }
+void OptimizerShards::finish_backward(bool completed) { gradients_->finish_backward(completed); }
+void OptimizerShards::set_reduce_dtype(c10::ScalarType dtype) {
+  gradients_->set_reduce_dtype(dtype);
+}
+int64_t OptimizerShards::reduce_scattered_bytes() const {
+  return gradients_->reduce_scattered_bytes();
+}
+
 void OptimizerShards::scale_gradients(double factor) {
   torch::NoGradGuard no_grad;
   for (auto& unit : units_) {
@@ -219,7 +256,7 @@ void OptimizerShards::scale_gradients(double factor) {
   }
 }
 
-void OptimizerShards::set_reduce_dtype(c10::ScalarType dtype) {
+void OptimizerShards::GradientPipeline::set_reduce_dtype(c10::ScalarType dtype) {
   TORCH_CHECK(c10::isFloatingType(dtype),
               "accel: gradients are reduce-scattered in a floating "
               "dtype, not ",
