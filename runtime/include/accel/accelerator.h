@@ -28,6 +28,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -106,7 +107,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   GradScaler* scaler() const;
 
   // ---- prepare ---------------------------------------------------------------------------------
-  // Optimizers and schedulers: OptimizerPreparation's; loaders: DataLoaderPreparation's.
+  // Loaders: DataLoaderPreparation's.
   using detail::OptimizerPreparation<Accelerator>::prepare;
   using detail::DataLoaderPreparation<Accelerator>::prepare;
 
@@ -139,6 +140,23 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                   "prepare(model, plan) works in place: pass the model itself, not a temporary");
     prepare_model(detail::module_ref(model), &plan);
   }
+
+  /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
+  /// micro-steps. Build it from the parameters of the model (prepared before or after).
+  template <typename O, typename = std::enable_if_t<
+                            std::is_base_of<torch::optim::Optimizer, std::decay_t<O>>::value>>
+  AcceleratedOptimizer<std::decay_t<O>> prepare(O&& optimizer) {
+    static_assert(!std::is_lvalue_reference<O>::value,
+                  "prepare(optimizer) takes the optimizer by value: "
+                  "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
+    move_optimizer_state(optimizer);
+    AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
+    prepared.set_sharded_step(detail::ShardedStepKey(), shard_optimizer(prepared));
+    report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
+                          detail::step_kernel(prepared), &prepared);
+    return prepared;
+  }
+  // Optimizers held by pointer and schedulers: OptimizerPreparation's.
 
   /// Context parallelism (Accelerate's maybe_context_parallel): while the result lives, each of
   /// `buffers` is this process's shard of its dimension `buffer_seq_dims[i]` and
@@ -277,13 +295,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   using CollectiveMethods::reduce;
   /// Pads `tensor` along `options.dim()` to the largest size any process has.
   torch::Tensor pad_across_processes(const torch::Tensor& tensor, const PadOptions& options = {});
-  [[deprecated(
-      "use pad_across_processes(tensor, PadOptions().dim(...).pad_index(...))")]] torch::Tensor
-  pad_across_processes(const torch::Tensor& tensor, int64_t dim, double pad_index = 0,
-                       bool pad_first = false) {
-    return pad_across_processes(tensor,
-                                PadOptions().dim(dim).pad_index(pad_index).pad_first(pad_first));
-  }
+  using CollectiveMethods::pad_across_processes;  // the deprecated positional form
   /// Overwrites `tensor` with process `from`'s and returns it.
   torch::Tensor broadcast(const torch::Tensor& tensor, int64_t from = 0);
   /// This process's contiguous share of `values`' first dimension (see ProcessControl for

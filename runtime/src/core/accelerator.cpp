@@ -75,6 +75,23 @@ void check_mixed_precision_available(MixedPrecision mixed_precision, const torch
   }
 }
 
+/// What sharding/ needs of the options.
+sharding::ShardingSettings sharding_settings(const ResolvedOptions& options, bool distributed) {
+  sharding::ShardingSettings settings;
+  settings.strategy = options.sharding_strategy;
+  settings.distributed = distributed;
+  settings.offload = options.fsdp_offload_params;
+  settings.wrap_classes = options.fsdp_transformer_layer_cls_to_wrap;
+  settings.min_num_params = options.fsdp_min_num_params;
+  settings.units_by_use = *options.ddp.find_unused_parameters() || *options.ddp.static_graph();
+  settings.unit_bytes = options.ddp.bucket_cap_mb() << 20;
+  if (options.fsdp_reduce_dtype == ReduceDtype::Bf16) settings.reduce_dtype = at::kBFloat16;
+  if (options.fsdp_reduce_dtype == ReduceDtype::Fp16) settings.reduce_dtype = at::kHalf;
+  settings.forward_prefetch = options.fsdp_forward_prefetch;
+  settings.backward_prefetch = options.fsdp_backward_prefetch;
+  return settings;
+}
+
 }  // namespace
 
 Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
@@ -82,11 +99,13 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   impl_->dist = detail::DistributedState::get(impl_->group_settings());
   impl_->project = impl_->options.project_config;
   impl_->device = impl_->dist->device(impl_->options.cpu);
-  impl_->sharding = sharding::ShardingSetup(impl_->options, impl_->distributed());
+  impl_->sharding =
+      sharding::ShardingSetup(sharding_settings(impl_->options, impl_->distributed()));
   impl_->trackers = tracking::Trackers(is_main_process());
-  TORCH_CHECK(!(impl_->dist->backend() == "nccl" && impl_->device.is_cpu()),
-              "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
-              "Accelerator with cpu=true cannot share it");
+  TORCH_CHECK(
+      !(impl_->dist->backend() == detail::CollectiveBackend::nccl && impl_->device.is_cpu()),
+      "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
+      "Accelerator with cpu=true cannot share it");
 #ifdef ACCEL_WITH_CUDA
   if (impl_->device.is_cuda()) c10::cuda::set_device(impl_->device.index());
 #endif

@@ -41,7 +41,7 @@ std::shared_ptr<detail::ShardedStep> Accelerator::shard_optimizer(
   sharding::ShardingSetup::Placement placement;
   placement.shard_group = impl_->shard_group();
   placement.replicate_group = impl_->replicate_group();
-  placement.gloo = impl_->dist->backend() == "gloo";
+  placement.gloo = impl_->dist->backend() == detail::CollectiveBackend::gloo;
   placement.device = impl_->device;
   return impl_->sharding.shard(optimizer, impl_->models.modules(), placement);
 }

@@ -14,6 +14,18 @@
 
 namespace accel {
 namespace detail {
+
+const char* to_string(CollectiveBackend backend) {
+  switch (backend) {
+    case CollectiveBackend::gloo:
+      return "gloo";
+    case CollectiveBackend::nccl:
+      return "nccl";
+    case CollectiveBackend::none:
+      break;
+  }
+  return "none";
+}
 namespace {
 
 std::mutex process_state_mutex;
@@ -100,7 +112,7 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
   groups.host = make_process_group(store, rank, size, gloo);
   if (!nccl) {
     groups.device = groups.host;
-    groups.backend = "gloo";
+    groups.backend = CollectiveBackend::gloo;
     return groups;
   }
 #ifdef USE_C10D_NCCL
@@ -109,7 +121,7 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
       name + "nccl", checker("nccl-check"));
   keep_process_state_past_exit();
   groups.device = make_process_group(store, rank, size, gloo, backend);
-  groups.backend = "nccl";
+  groups.backend = CollectiveBackend::nccl;
   return groups;
 #else
   TORCH_CHECK(false,

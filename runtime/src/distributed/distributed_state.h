@@ -25,11 +25,15 @@ class Device;
 namespace accel {
 namespace detail {
 
+/// What carries the device group's collectives: nothing (one process), Gloo, or NCCL.
+enum class CollectiveBackend { none, gloo, nccl };
+const char* to_string(CollectiveBackend backend);
+
 /// The process groups of one job (see DistributedState).
 struct JobGroups {
   c10::intrusive_ptr<c10d::ProcessGroup> device;
   c10::intrusive_ptr<c10d::ProcessGroup> host;
-  std::string backend = "none";
+  CollectiveBackend backend = CollectiveBackend::none;
 };
 
 /// Builds a job's groups over `store`: one Gloo backend shared by both groups, and with `nccl` an
@@ -68,8 +72,8 @@ class DistributedState {
   /// Gloo alone, for the runtime's own CPU-side collectives (object gathers, model checks,
   /// triggers, loader state), which an NCCL-only group would reject. Null in a one-process job.
   const c10::intrusive_ptr<c10d::ProcessGroup>& host_group() const { return groups_.host; }
-  /// The device group's backend for device tensors: "gloo", "nccl", or "none" for one process.
-  const std::string& backend() const { return groups_.backend; }
+  /// The device group's backend for device tensors (none for one process).
+  CollectiveBackend backend() const { return groups_.backend; }
 
   /// HYBRID_SHARD's two levels, as device groups: `shard` holds the processes of this machine,
   /// `replicate` the processes of the same local rank on every machine.

@@ -12,48 +12,44 @@ namespace accel {
 namespace sharding {
 
 bool ShardingSetup::sharded() const {
-  return options_ != nullptr && (distributed_ || options_->fsdp_offload_params) &&
-         options_->sharding_strategy != ShardingStrategy::NoShard;
+  return (settings_.distributed || settings_.offload) &&
+         settings_.strategy != ShardingStrategy::NoShard;
 }
 
 bool ShardingSetup::shards_parameters() const {
-  return sharded() && (options_->sharding_strategy == ShardingStrategy::FullShard || hybrid());
+  return sharded() && (settings_.strategy == ShardingStrategy::FullShard || hybrid());
 }
 
 bool ShardingSetup::hybrid() const {
-  return sharded() && options_->sharding_strategy == ShardingStrategy::HybridShard;
+  return sharded() && settings_.strategy == ShardingStrategy::HybridShard;
 }
 
 ShardingStrategy ShardingSetup::effective_strategy() const {
-  return sharded() ? options_->sharding_strategy : ShardingStrategy::NoShard;
+  return sharded() ? settings_.strategy : ShardingStrategy::NoShard;
 }
 
 std::shared_ptr<detail::OptimizerShards> ShardingSetup::shard(
     torch::optim::Optimizer& optimizer, const std::vector<torch::nn::Module*>& models,
     const Placement& placement) {
-  const auto& options = *options_;
   const bool full_shard = shards_parameters();
   const auto plan =
       detail::ShardingPlan(placement.shard_group)
-          .reduction(options.sharding_strategy == ShardingStrategy::ShardOptimizerState
+          .reduction(settings_.strategy == ShardingStrategy::ShardOptimizerState
                          ? detail::GradientReduction::slice_all_reduced
                          : detail::GradientReduction::reduce_scatter)
           // Gradients are sent in units as large as DDP's buckets.
-          .unit_bytes(options.ddp.bucket_cap_mb() << 20)
+          .unit_bytes(settings_.unit_bytes)
           .collectives(placement.gloo ? detail::ShardCollectives::all_reduce
                                       : detail::ShardCollectives::native)
           .shard_parameters(full_shard)
           .unit_of(units(optimizer, models))
           .replicate_group(placement.replicate_group)
-          .offload_to_host(options.fsdp_offload_params)
+          .offload_to_host(settings_.offload)
           .device_of_empty_weights(full_shard ? std::optional<torch::Device>(placement.device)
                                               : std::nullopt);
   auto shards = std::make_shared<detail::OptimizerShards>(optimizer, plan);
-  if (options.fsdp_reduce_dtype != ReduceDtype::Fp32) {
-    shards->set_reduce_dtype(options.fsdp_reduce_dtype == ReduceDtype::Bf16 ? at::kBFloat16
-                                                                            : at::kHalf);
-  }
-  shards->set_prefetch(options.fsdp_forward_prefetch, options.fsdp_backward_prefetch);
+  if (settings_.reduce_dtype) shards->set_reduce_dtype(*settings_.reduce_dtype);
+  shards->set_prefetch(settings_.forward_prefetch, settings_.backward_prefetch);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
   shards_.erase(std::remove_if(shards_.begin(), shards_.end(),
                                [](const auto& weak) { return weak.expired(); }),
@@ -72,16 +68,15 @@ std::vector<std::shared_ptr<detail::OptimizerShards>> ShardingSetup::live() cons
 
 detail::ShardUnitOf ShardingSetup::units(const torch::optim::Optimizer& optimizer,
                                          const std::vector<torch::nn::Module*>& models) const {
-  const auto& options = *options_;
   // Each parameter's model: sharded parameters are served to every process's operators alike,
   // so they must be the same everywhere first, as prepare(model) makes them.
   std::unordered_map<const c10::TensorImpl*, int64_t> units;
-  const auto& classes = options.fsdp_transformer_layer_cls_to_wrap;
-  const int64_t min_num_params = options.fsdp_min_num_params;
+  const auto& classes = settings_.wrap_classes;
+  const int64_t min_num_params = settings_.min_num_params;
   const bool by_size = min_num_params > 0;
   // ZeRO-1 and -2 send gradients in runs of about a bucket, unless a unit's parameters must be
   // the ones a forward uses or leaves out together.
-  const bool conditional = *options.ddp.find_unused_parameters() || *options.ddp.static_graph();
+  const bool conditional = settings_.units_by_use;
   if (!shards_parameters() && !conditional) return nullptr;
   const bool by_module = classes.empty() && !by_size && conditional;
   const bool by_policy = !classes.empty() || by_size || by_module;
@@ -101,7 +96,7 @@ detail::ShardUnitOf ShardingSetup::units(const torch::optim::Optimizer& optimize
   }
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) {
-      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0, "accel: ", options.sharding_strategy,
+      TORCH_CHECK(units.count(p.unsafeGetTensorImpl()) != 0, "accel: ", settings_.strategy,
                   " shards the parameters of prepared models: prepare the model before its "
                   "optimizer (an optimizer parameter belongs to no prepared model)");
     }

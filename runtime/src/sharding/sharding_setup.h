@@ -7,24 +7,47 @@
 
 #include "optimizer_shards.h"
 
-#include <accel/options.h>
+#include <accel/sharding_strategy.h>
+
+#include <c10/core/ScalarType.h>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace accel {
 namespace sharding {
 
+/// What the run's options say about sharding (core fills it from its ResolvedOptions).
+struct ShardingSettings {
+  ShardingStrategy strategy = ShardingStrategy::NoShard;
+  /// The job has several processes.
+  bool distributed = false;
+  /// fsdp_offload_params: the optimizer's side lives on the host.
+  bool offload = false;
+  /// FULL_SHARD's wrap policy: units by layer class, or by size (0: not set).
+  std::vector<std::string> wrap_classes;
+  int64_t min_num_params = 0;
+  /// find_unused_parameters or static_graph: a unit's parameters must be used or left out
+  /// together, so every strategy shards by units.
+  bool units_by_use = false;
+  /// Gradients are sent in units of about this many bytes (DDP's bucket_cap_mb).
+  int64_t unit_bytes = 25 << 20;
+  /// fsdp_reduce_dtype; none: the parameters' own.
+  std::optional<c10::ScalarType> reduce_dtype;
+  bool forward_prefetch = false, backward_prefetch = false;
+};
+
 class ShardingSetup {
  public:
   ShardingSetup() = default;
-  /// `distributed`: the job has several processes.
-  ShardingSetup(const ResolvedOptions& options, bool distributed)
-      : options_(&options), distributed_(distributed) {}
+  explicit ShardingSetup(ShardingSettings settings) : settings_(std::move(settings)) {}
 
   /// A strategy in effect: one, on several processes, or on one with CPU offload (which then
   /// moves the optimizer's side to the host).
@@ -61,8 +84,7 @@ class ShardingSetup {
   detail::ShardUnitOf units(const torch::optim::Optimizer& optimizer,
                             const std::vector<torch::nn::Module*>& models) const;
 
-  const ResolvedOptions* options_ = nullptr;
-  bool distributed_ = false;
+  ShardingSettings settings_;
   std::vector<std::weak_ptr<detail::OptimizerShards>> shards_;
 };
 

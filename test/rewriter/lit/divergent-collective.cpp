@@ -59,6 +59,11 @@ int main() {
     accelerator.save_state("checkpoints/first");
   // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: save_state() communicates with every process, but only the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-2]]:7 holds reach it, and that condition differs between processes (it depends on is_main_process()): the others never enter it, and the job hangs until the timeout. Call it on every process, and keep under the condition only what does not communicate (save_state() writes its files from the main process alone already) [accel-migrate-divergent-collective]
 
+  // Every identity method of accel_common/accelerator_methods.h counts, the mesh's ranks too.
+  if (accelerator.tensor_parallel_rank() == 0)
+    accelerator.wait_for_everyone();
+  // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: wait_for_everyone() communicates with every process, but only the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-2]]:7 holds reach it, and that condition differs between processes (it depends on tensor_parallel_rank()){{.*}} [accel-migrate-divergent-collective]
+
   // Through a variable, and into a function of this file.
   const bool main_process = accelerator.is_main_process();
   if (main_process) {

@@ -52,7 +52,7 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   auto groups = accel::detail::make_job_groups(
       store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
       std::chrono::seconds(60));
-  EXPECT_EQ(groups.backend, "nccl");
+  EXPECT_EQ(groups.backend, accel::detail::CollectiveBackend::nccl);
   EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
   EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
   EXPECT_EQ(groups.host->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");

@@ -105,6 +105,15 @@ class CollectiveMethods {
     return self().broadcast_ivalue(c10::IValue(value), from).template to<T>();
   }
 
+  /// pad_across_processes with the padding's settings in order; PadOptions names them.
+  [[deprecated(
+      "use pad_across_processes(tensor, PadOptions().dim(...).pad_index(...))")]] torch::Tensor
+  pad_across_processes(const torch::Tensor& tensor, int64_t dim, double pad_index = 0,
+                       bool pad_first = false) {
+    return self().pad_across_processes(
+        tensor, PadOptions().dim(dim).pad_index(pad_index).pad_first(pad_first));
+  }
+
  protected:
   CollectiveMethods() = default;
 

@@ -1,7 +1,7 @@
 #pragma once
 
-// Accelerator::prepare for optimizers and learning-rate schedulers, in every form a program holds
-// them (by value, raw pointer, unique_ptr, shared_ptr).
+// Accelerator::prepare for optimizers held by pointer (raw, unique_ptr, shared_ptr) and for
+// learning-rate schedulers.
 
 #include <accel/optimizer.h>
 
@@ -17,27 +17,12 @@ namespace accel {
 namespace detail {
 
 /// Accelerator derives from OptimizerPreparation<Accelerator>: these use its options(),
-/// gradient_state(), and its optimizer hooks (move_optimizer_state, shard_optimizer,
-/// report_optimizer_path).
+/// gradient_state() and num_processes(), and its prepare(optimizer) by value, which stays in
+/// accelerator.h: a base's prepare(O&&) would be hidden there by prepare(M&& model), whose
+/// parameter list is the same.
 template <typename Derived>
 class OptimizerPreparation {
  public:
-  /// Prepares an optimizer: the result is an `O` whose step() and zero_grad() skip accumulation
-  /// micro-steps. Build it from the parameters of the model (prepared before or after).
-  template <typename O, typename = std::enable_if_t<
-                            std::is_base_of<torch::optim::Optimizer, std::decay_t<O>>::value>>
-  AcceleratedOptimizer<std::decay_t<O>> prepare(O&& optimizer) {
-    static_assert(!std::is_lvalue_reference<O>::value,
-                  "prepare(optimizer) takes the optimizer by value: "
-                  "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
-    self().move_optimizer_state(optimizer);
-    AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), self().gradient_state());
-    prepared.set_sharded_step(ShardedStepKey(), self().shard_optimizer(prepared));
-    self().report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
-                                 step_kernel(prepared), &prepared);
-    return prepared;
-  }
-
   /// Prepares an optimizer the program holds by pointer: the prepared optimizer takes the given
   /// one's place (the given object is taken over and deleted) and the caller owns the result as it
   /// owned the original, so `optimizer = accelerator.prepare(new torch::optim::Adam(...));` keeps
@@ -47,7 +32,7 @@ class OptimizerPreparation {
   AcceleratedOptimizer<O>* prepare(O* optimizer) {
     TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
     std::unique_ptr<O> given(optimizer);
-    return new AcceleratedOptimizer<O>(prepare(std::move(*given)));
+    return new AcceleratedOptimizer<O>(self().prepare(std::move(*given)));
   }
   /// The same for a `std::unique_ptr` (the result converts to `std::unique_ptr<O>`).
   template <typename O, typename = std::enable_if_t<std::is_base_of_v<torch::optim::Optimizer, O>>>
@@ -61,7 +46,7 @@ class OptimizerPreparation {
     TORCH_CHECK(optimizer != nullptr, "accel: prepare() was given a null optimizer");
     TORCH_CHECK(optimizer.use_count() == 1,
                 "accel: prepare() replaces the optimizer; it must be the only owner of it");
-    return std::make_shared<AcceleratedOptimizer<O>>(prepare(std::move(*optimizer)));
+    return std::make_shared<AcceleratedOptimizer<O>>(self().prepare(std::move(*optimizer)));
   }
 
   /// Prepares a learning-rate scheduler built on a prepared optimizer. `stepping` says whether

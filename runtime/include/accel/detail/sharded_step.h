@@ -39,8 +39,7 @@ class ShardedStep {
 /// A program cannot make one.
 class ShardedStepKey {
   ShardedStepKey() = default;
-  template <typename Derived>
-  friend class OptimizerPreparation;
+  friend class accel::Accelerator;
   friend struct ShardedStepAccess;
 };
 
