@@ -132,19 +132,34 @@ bool parseAndCheck(const tooling::CompilationDatabase &Database, const std::stri
 /// cached preamble when the file can use one. A program in several files is one program: each
 /// file's migration tells the others what they must know of it (ProgramSummary), and a file is
 /// migrated again while what it is told changes (a call chain through N files takes N rounds).
-std::vector<TranslationUnitResult>
-runChecks(const tooling::CompilationDatabase &Database, std::vector<std::string> &Inputs,
-          const MigratorOptions &Options, const std::vector<std::string> &Extra,
-          std::optional<PreambleCache> &Cache, llvm::raw_ostream &Err) {
-  std::vector<TranslationUnitResult> Results(Inputs.size());
-  MigrateOptions Checks = Options.Checks;
-  if (Checks.WorkingDirectory.empty()) {
-    llvm::SmallString<256> Current, Real;
-    if (!llvm::sys::fs::current_path(Current) && !llvm::sys::fs::real_path(Current, Real) &&
-        Real != "/")
-      Checks.WorkingDirectory = Real.str().str();
+class CheckRun {
+public:
+  CheckRun(const tooling::CompilationDatabase &Database, std::vector<std::string> &Inputs,
+           const MigratorOptions &Options, const std::vector<std::string> &Extra,
+           std::optional<PreambleCache> &Cache, llvm::raw_ostream &Err)
+      : Database(Database), Inputs(Inputs), Options(Options), Extra(Extra), Cache(Cache), Err(Err),
+        Results(Inputs.size()), Checks(Options.Checks),
+        Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs))) {
+    if (Checks.WorkingDirectory.empty()) {
+      llvm::SmallString<256> Current, Real;
+      if (!llvm::sys::fs::current_path(Current) && !llvm::sys::fs::real_path(Current, Real) &&
+          Real != "/")
+        Checks.WorkingDirectory = Real.str().str();
+    }
+    FileChecks.assign(Inputs.size(), Checks);
   }
-  auto Migrate = [&](size_t I, const MigrateOptions &FileChecks) {
+
+  std::vector<TranslationUnitResult> run() {
+    Pending.resize(Inputs.size());
+    std::iota(Pending.begin(), Pending.end(), 0);
+    runRounds();
+    if (Options.ProgramFromDatabase)
+      addCallersFromDatabase();
+    return std::move(Results);
+  }
+
+private:
+  void migrate(size_t I, const MigrateOptions &With) {
     Results[I] = TranslationUnitResult();
     if (Cache) {
       const std::string Pch = Cache->preambleFor(preambleRequest(Database, Inputs[I], Extra));
@@ -152,33 +167,29 @@ runChecks(const tooling::CompilationDatabase &Database, std::vector<std::string>
         std::vector<std::string> WithPch = Extra;
         // No error count either: a file that fails here is parsed again, and reported then.
         WithPch.insert(WithPch.end(), {"-include-pch", Pch, "-fno-caret-diagnostics"});
-        MigrateOptions WithPreamble = FileChecks;
+        MigrateOptions WithPreamble = With;
         WithPreamble.CachedPreamble = true;
         std::string Diagnostics;
         if (parseAndCheck(Database, Inputs[I], WithPch, WithPreamble, Results[I], &Diagnostics))
           return;
         // The same file parsed whole decides: a real error is reported from there.
         TranslationUnitResult Whole;
-        if (parseAndCheck(Database, Inputs[I], Extra, FileChecks, Whole, nullptr))
+        if (parseAndCheck(Database, Inputs[I], Extra, With, Whole, nullptr))
           Cache->discard(Pch, displayPath(Inputs[I]),
                          llvm::StringRef(Diagnostics).split('\n').first.str());
         Results[I] = std::move(Whole);
         return;
       }
     }
-    parseAndCheck(Database, Inputs[I], Extra, FileChecks, Results[I], nullptr);
-  };
+    parseAndCheck(Database, Inputs[I], Extra, With, Results[I], nullptr);
+  }
 
-  llvm::ThreadPool Pool(llvm::hardware_concurrency(std::max(1u, Options.Jobs)));
-  std::vector<MigrateOptions> FileChecks(Inputs.size(), Checks);
-  std::vector<size_t> Pending(Inputs.size());
-  std::iota(Pending.begin(), Pending.end(), 0);
-  auto runRounds = [&] {
+  void runRounds() {
     // Each round can only add to what the files know, and what they know is bounded by the
     // program: the bound on rounds is a guard, not the way out.
     for (unsigned Round = 0; !Pending.empty() && Round < 8; ++Round) {
       for (size_t I : Pending)
-        Pool.async([&, I] { Migrate(I, FileChecks[I]); });
+        Pool.async([&, I] { migrate(I, FileChecks[I]); });
       Pool.wait();
       Pending.clear();
       for (size_t I = 0; I < Inputs.size() && Inputs.size() > 1; ++I) {
@@ -195,65 +206,85 @@ runChecks(const tooling::CompilationDatabase &Database, std::vector<std::string>
         }
       }
     }
-  };
-  runRounds();
-  if (!Options.ProgramFromDatabase)
-    return Results;
-  // With a compile database, the program is more than the files given: when they do not define
-  // main but changed what their callers must do, the database's files that call them are
-  // migrated with them.
-  ProgramSummary Given;
-  for (const TranslationUnitResult &Result : Results)
-    if (!Result.Failed)
-      Given.merge(Result.Summary);
-  std::set<std::string> Wanted(Given.TakeAccelerator.begin(), Given.TakeAccelerator.end());
-  for (const auto &Parameter : Given.TrainedModelParameters)
-    Wanted.insert(Parameter.first);
-  if (Given.DefinesMain || Wanted.empty())
-    return Results;
-  std::vector<std::string> Candidates;
-  for (const std::string &File : Database.getAllFiles()) {
-    const std::string Path = absolutePath(File);
-    if (std::find(Inputs.begin(), Inputs.end(), Path) == Inputs.end() &&
-        std::find(Candidates.begin(), Candidates.end(), Path) == Candidates.end())
-      Candidates.push_back(Path);
   }
-  const size_t First = Inputs.size();
-  Inputs.insert(Inputs.end(), Candidates.begin(), Candidates.end());
-  Results.resize(Inputs.size());
-  FileChecks.resize(Inputs.size(), Checks);
-  for (size_t I = First; I < Inputs.size(); ++I)
-    Pool.async([&, I] { Migrate(I, FileChecks[I]); });
-  Pool.wait();
-  // Keep the callers; the other files of the database are none of this run's business.
-  std::vector<std::string> KeptInputs(Inputs.begin(), Inputs.begin() + First);
-  std::vector<TranslationUnitResult> KeptResults;
-  for (size_t I = 0; I < First; ++I)
-    KeptResults.push_back(std::move(Results[I]));
-  std::vector<MigrateOptions> KeptChecks(FileChecks.begin(), FileChecks.begin() + First);
-  for (size_t I = First; I < Inputs.size(); ++I) {
-    const bool Calls = !Results[I].Failed && llvm::any_of(Wanted, [&](const std::string &Usr) {
-      return Results[I].Summary.called(Usr);
-    });
-    if (!Calls)
-      continue;
-    if (!Options.Quiet)
-      Err << "accel-migrate: note: " << displayPath(Inputs[I])
-          << " (from the compile database) calls what the given files change; it is migrated "
-             "with them\n";
-    KeptInputs.push_back(Inputs[I]);
-    KeptResults.push_back(std::move(Results[I]));
-    KeptChecks.push_back(Checks);
+
+  /// With a compile database, the program is more than the files given: when they do not define
+  /// main but changed what their callers must do, the database's files that call them are
+  /// migrated with them.
+  void addCallersFromDatabase() {
+    ProgramSummary Given;
+    for (const TranslationUnitResult &Result : Results)
+      if (!Result.Failed)
+        Given.merge(Result.Summary);
+    std::set<std::string> Wanted(Given.TakeAccelerator.begin(), Given.TakeAccelerator.end());
+    for (const auto &Parameter : Given.TrainedModelParameters)
+      Wanted.insert(Parameter.first);
+    if (Given.DefinesMain || Wanted.empty())
+      return;
+    const size_t First = Inputs.size();
+    for (const std::string &File : Database.getAllFiles()) {
+      const std::string Path = absolutePath(File);
+      if (std::find(Inputs.begin(), Inputs.end(), Path) == Inputs.end())
+        Inputs.push_back(Path);
+    }
+    Results.resize(Inputs.size());
+    FileChecks.resize(Inputs.size(), Checks);
+    for (size_t I = First; I < Inputs.size(); ++I)
+      Pool.async([&, I] { migrate(I, FileChecks[I]); });
+    Pool.wait();
+    keepCallers(First, Wanted);
+    if (Inputs.size() > First) {
+      Pending.assign(Inputs.size(), 0);
+      std::iota(Pending.begin(), Pending.end(), 0);
+      runRounds();
+    }
   }
-  Inputs = std::move(KeptInputs);
-  Results = std::move(KeptResults);
-  FileChecks = std::move(KeptChecks);
-  if (Inputs.size() > First) {
-    Pending.assign(Inputs.size(), 0);
-    std::iota(Pending.begin(), Pending.end(), 0);
-    runRounds();
+
+  /// Of the database's files from `First` on, keeps those that call what the given files
+  /// change (`Wanted`, by USR); the others are none of this run's business.
+  void keepCallers(size_t First, const std::set<std::string> &Wanted) {
+    std::vector<std::string> KeptInputs(Inputs.begin(), Inputs.begin() + First);
+    std::vector<TranslationUnitResult> KeptResults;
+    for (size_t I = 0; I < First; ++I)
+      KeptResults.push_back(std::move(Results[I]));
+    std::vector<MigrateOptions> KeptChecks(FileChecks.begin(), FileChecks.begin() + First);
+    for (size_t I = First; I < Inputs.size(); ++I) {
+      const bool Calls = !Results[I].Failed && llvm::any_of(Wanted, [&](const std::string &Usr) {
+        return Results[I].Summary.called(Usr);
+      });
+      if (!Calls)
+        continue;
+      if (!Options.Quiet)
+        Err << "accel-migrate: note: " << displayPath(Inputs[I])
+            << " (from the compile database) calls what the given files change; it is migrated "
+               "with them\n";
+      KeptInputs.push_back(Inputs[I]);
+      KeptResults.push_back(std::move(Results[I]));
+      KeptChecks.push_back(Checks);
+    }
+    Inputs = std::move(KeptInputs);
+    Results = std::move(KeptResults);
+    FileChecks = std::move(KeptChecks);
   }
-  return Results;
+
+  const tooling::CompilationDatabase &Database;
+  std::vector<std::string> &Inputs;
+  const MigratorOptions &Options;
+  const std::vector<std::string> &Extra;
+  std::optional<PreambleCache> &Cache;
+  llvm::raw_ostream &Err;
+  std::vector<TranslationUnitResult> Results;
+  MigrateOptions Checks;
+  std::vector<MigrateOptions> FileChecks;
+  std::vector<size_t> Pending;
+  llvm::ThreadPool Pool;
+};
+
+std::vector<TranslationUnitResult>
+runChecks(const tooling::CompilationDatabase &Database, std::vector<std::string> &Inputs,
+          const MigratorOptions &Options, const std::vector<std::string> &Extra,
+          std::optional<PreambleCache> &Cache, llvm::raw_ostream &Err) {
+  return CheckRun(Database, Inputs, Options, Extra, Cache, Err).run();
 }
 
 /// Phase 3: one result per file. A header seen by several inputs is edited once; an input that

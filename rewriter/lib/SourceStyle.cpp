@@ -109,13 +109,41 @@ bool alignsWith(llvm::StringRef Previous, unsigned Column) {
 
 } // namespace
 
+/// How a file's declarations place `&` and `*`: `auto& x` (left), `auto &x` (right), `auto & x`
+/// (middle), counted line by line.
+struct PointerSpacing {
+  unsigned Left = 0, Right = 0, Middle = 0;
+
+  /// The declarators of one line's text (without its indentation).
+  void count(llvm::StringRef Body) {
+    for (size_t Pos = 0; (Pos = Body.find_first_of("&*", Pos)) != llvm::StringRef::npos; ++Pos) {
+      if (Pos == 0 || Pos + 1 >= Body.size() || Body[Pos + 1] == '&' || Body[Pos + 1] == '=' ||
+          Body[Pos - 1] == '&' || Body[Pos - 1] == '(')
+        continue;
+      const bool SpaceBefore = Body[Pos - 1] == ' ', SpaceAfter = Body[Pos + 1] == ' ';
+      const char Before = SpaceBefore ? (Pos >= 2 ? Body[Pos - 2] : ' ') : Body[Pos - 1];
+      const char After = SpaceAfter ? (Pos + 2 < Body.size() ? Body[Pos + 2] : ' ') : Body[Pos + 1];
+      // A type name (or > of a template) before, an identifier after: a declarator.
+      if (!(std::isalnum(static_cast<unsigned char>(Before)) || Before == '>' || Before == '_') ||
+          !(std::isalpha(static_cast<unsigned char>(After)) || After == '_'))
+        continue;
+      if (!SpaceBefore && SpaceAfter)
+        ++Left;
+      else if (SpaceBefore && !SpaceAfter)
+        ++Right;
+      else if (SpaceBefore && SpaceAfter)
+        ++Middle; // also `a * b` and `a & b`; counts only if nothing else is seen
+    }
+  }
+};
+
 format::FormatStyle derivedStyle(llvm::StringRef Code) {
   format::FormatStyle Style = format::getLLVMStyle();
   Style.InheritsParentConfig = false; // clang 14 leaves it unset, and copying an unset bool is UB
   std::map<unsigned, unsigned> StepCounts; // indentation increase between lines -> count
   unsigned TabLines = 0, SpaceLines = 0;
   std::vector<unsigned> Widths;
-  unsigned PointerLeft = 0, PointerRight = 0, PointerMiddle = 0;
+  PointerSpacing Pointers;
   std::map<unsigned, unsigned> ContinuationCounts; // the same after a line that goes on
   unsigned PreviousIndent = 0;
   llvm::StringRef PreviousLine;
@@ -149,25 +177,7 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
                                 Statement.startswith("for ") || Statement.startswith("for(") ||
                                 Statement.startswith("while ") || Statement.startswith("while(") ||
                                 Statement.startswith("else if")));
-    // `auto& x`, `auto &x`, `auto & x` (and `*`) where a declaration names a variable.
-    for (size_t Pos = 0; (Pos = Body.find_first_of("&*", Pos)) != llvm::StringRef::npos; ++Pos) {
-      if (Pos == 0 || Pos + 1 >= Body.size() || Body[Pos + 1] == '&' || Body[Pos + 1] == '=' ||
-          Body[Pos - 1] == '&' || Body[Pos - 1] == '(')
-        continue;
-      const bool SpaceBefore = Body[Pos - 1] == ' ', SpaceAfter = Body[Pos + 1] == ' ';
-      const char Before = SpaceBefore ? (Pos >= 2 ? Body[Pos - 2] : ' ') : Body[Pos - 1];
-      const char After = SpaceAfter ? (Pos + 2 < Body.size() ? Body[Pos + 2] : ' ') : Body[Pos + 1];
-      // A type name (or > of a template) before, an identifier after: a declarator.
-      if (!(std::isalnum(static_cast<unsigned char>(Before)) || Before == '>' || Before == '_') ||
-          !(std::isalpha(static_cast<unsigned char>(After)) || After == '_'))
-        continue;
-      if (!SpaceBefore && SpaceAfter)
-        ++PointerLeft;
-      else if (SpaceBefore && !SpaceAfter)
-        ++PointerRight;
-      else if (SpaceBefore && SpaceAfter)
-        ++PointerMiddle; // also `a * b` and `a & b`; counts only if nothing else is seen
-    }
+    Pointers.count(Body);
   }
   if (TabLines > SpaceLines) {
     Style.UseTab = format::FormatStyle::UT_Always;
@@ -180,9 +190,9 @@ format::FormatStyle derivedStyle(llvm::StringRef Code) {
   if (!ContinuationCounts.empty() && TabLines <= SpaceLines)
     Style.ContinuationIndentWidth = std::clamp(mostCommon(ContinuationCounts), 1u, 16u);
   Style.AccessModifierOffset = -static_cast<int>(Style.IndentWidth) / 2;
-  if (PointerLeft > PointerRight)
+  if (Pointers.Left > Pointers.Right)
     Style.PointerAlignment = format::FormatStyle::PAS_Left;
-  else if (PointerRight > 0 || PointerMiddle == 0)
+  else if (Pointers.Right > 0 || Pointers.Middle == 0)
     Style.PointerAlignment = format::FormatStyle::PAS_Right;
   else
     Style.PointerAlignment = format::FormatStyle::PAS_Middle;
