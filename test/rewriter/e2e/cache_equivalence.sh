@@ -8,7 +8,7 @@
 #  - every way the preamble scan ends (test/rewriter/e2e/preamble): a macro before the first
 #    include (no preamble), a conditional block after LibTorch (a shorter one), a project header
 #    that is not found (none, and the same error), and a forced include on the command line.
-# A parse without the cache costs about 12 s a file, so the rest of the examples and the corpus
+# A parse without the cache costs about 24 s a file (torch 2.11's headers), so the rest of the examples and the corpus
 # run with the cache only (their own tests build and run what it gives, and lit checks its output
 # against CHECK lines written before the cache existed).
 #   cache_equivalence.sh BUILD_DIR SOURCE_DIR
@@ -66,7 +66,7 @@ for i in "${!sample[@]}"; do
   dir=${sample[$i]%%|*}
   read -r -a args <<< "${sample[$i]#*|}"
   # Without the cache the migrated program is not parsed again (--testing-no-verify: a second
-  # whole parse, 12 s a file); the run with the cache verifies the same text.
+  # whole parse, 24 s a file); the run with the cache verifies the same text.
   run "plain$i" "$dir" --no-cache --testing-no-verify "${args[@]}"
   run "cached$i" "$dir" --cache-dir="$work/cache" "${args[@]}"
   if ! grep -q 'building a cached preamble' "$work/cached$i.raw" && [ "$i" -eq 0 ]; then
