@@ -1,8 +1,11 @@
 #include "accel_common/flight_record.h"
 
+#include "accel_common/name_table.h"
+
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace accel {
 namespace flight {
@@ -20,18 +23,17 @@ std::vector<std::string> split_tabs(const std::string& line) {
   return fields;
 }
 
-std::optional<EntryState> parse_state(const std::string& text) {
-  for (auto state : {EntryState::waiting, EntryState::done, EntryState::failed}) {
-    if (text == to_string(state)) return state;
-  }
-  return std::nullopt;
-}
+constexpr std::pair<EntryState, const char*> kStates[] = {
+    {EntryState::waiting, "waiting"},
+    {EntryState::done, "done"},
+    {EntryState::failed, "failed"},
+};
 
 /// One entry line's fields; false when one is missing or not a number where one is expected.
 bool parse_entry(const std::string& line, FlightEntry& entry) {
   const auto f = split_tabs(line);
   if (f.size() < kEntryFields) return false;
-  const auto state = parse_state(f[6]);
+  const auto state = value_in<EntryState>(kStates, f[6]);
   if (!state) return false;
   try {
     size_t used = 0;
@@ -72,17 +74,7 @@ bool parse_field(const std::string& line, FlightRecord& record) {
 
 }  // namespace
 
-const char* to_string(EntryState state) {
-  switch (state) {
-    case EntryState::waiting:
-      return "waiting";
-    case EntryState::done:
-      return "done";
-    case EntryState::failed:
-      return "failed";
-  }
-  return "waiting";
-}
+const char* to_string(EntryState state) { return name_in(kStates, state); }
 
 std::string format_flight_record(const FlightRecord& record) {
   std::ostringstream out;

@@ -19,6 +19,8 @@ import shutil
 import sys
 import tempfile
 
+from layout_check import report, run_self_test
+
 TABLE = "common/include/accel_common/accelerator_methods.h"
 # The Accelerator and the groups of methods it inherits (accel::detail::X<Accelerator>).
 CLASSES = [
@@ -161,15 +163,7 @@ def self_test(root):
          planted(core_source('void f() { detail::CollectiveLabel collective_label("save"); }\n')),
          1),
     ]
-    failed = False
-    for name, copy, expected in cases:
-        got = problems(copy)
-        if len(got) != expected:
-            print(f"self-test: {name}: {len(got)} problems, expected {expected}: {got}")
-            failed = True
-        shutil.rmtree(copy)
-    print("self-test:", "FAILED" if failed else "ok")
-    return 1 if failed else 0
+    return run_self_test(cases, problems)
 
 
 def main():
@@ -178,12 +172,7 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    found = problems(sys.argv[1])
-    for problem in found:
-        print(problem)
-    if not found:
-        print("accelerator methods: ok")
-    return 1 if found else 0
+    return report(problems(sys.argv[1]), "accelerator methods")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import re
 import sys
 import tempfile
 
+from layout_check import report, run_self_test
+
 HEADER = "runtime/include/accel/accelerator.h"
 SOURCE = "runtime/src/core/accelerator.cpp"
 BUDGETS = {HEADER: 500, SOURCE: 450}
@@ -70,14 +72,7 @@ def self_test():
         ("a loader reached through another header",
          tree(10, 10, "#include <accel/stream_loader.h>\n"), 1),
     ]
-    failed = False
-    for name, root, expected in cases:
-        got = len(problems(root))
-        if got != expected:
-            print(f"self-test: {name}: {got} problems, expected {expected}")
-            failed = True
-    print("self-test:", "FAILED" if failed else "ok")
-    return 1 if failed else 0
+    return run_self_test(cases, problems)
 
 
 def main():
@@ -86,12 +81,7 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    found = problems(sys.argv[1])
-    for problem in found:
-        print(problem)
-    if not found:
-        print("header budget: ok")
-    return 1 if found else 0
+    return report(problems(sys.argv[1]), "header budget")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 #include "flight_recorder.h"
 #include "util/torch_compat.h"
 
+#include <accel_common/name_table.h>
+
 #include <torch/cuda.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -11,21 +13,18 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 namespace accel {
 namespace detail {
 
-const char* to_string(CollectiveBackend backend) {
-  switch (backend) {
-    case CollectiveBackend::gloo:
-      return "gloo";
-    case CollectiveBackend::nccl:
-      return "nccl";
-    case CollectiveBackend::none:
-      break;
-  }
-  return "none";
-}
+constexpr std::pair<CollectiveBackend, const char*> kBackends[] = {
+    {CollectiveBackend::gloo, "gloo"},
+    {CollectiveBackend::nccl, "nccl"},
+    {CollectiveBackend::none, "none"},
+};
+
+const char* to_string(CollectiveBackend backend) { return name_in(kBackends, backend); }
 namespace {
 
 std::mutex process_state_mutex;

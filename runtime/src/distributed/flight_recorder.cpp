@@ -36,18 +36,11 @@ int64_t now_ms() {
       .count();
 }
 
-struct Entry {
-  uint64_t seq = 0;
-  const char* op = "";
-  std::string call, shapes, error;
-  int64_t start_ms = 0, end_ms = -1;
-};
-
 struct GroupRecord {
   std::string name;
   uint64_t next_seq = 0;
-  std::deque<Entry> entries;
-  uint64_t reported_stuck = 0;  // the last sequence number reported as stuck
+  std::deque<flight::FlightEntry> entries;  // each in the record's own form, state kept current
+  uint64_t reported_stuck = 0;              // the last sequence number reported as stuck
 };
 
 class Recorder {
@@ -87,7 +80,8 @@ class Recorder {
   uint64_t begin(size_t group, const char* op, std::string call, std::string shapes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& record = groups_[group];
-    Entry entry;
+    flight::FlightEntry entry;
+    entry.group = record.name;
     entry.seq = ++record.next_seq;
     entry.op = op;
     entry.call = std::move(call);
@@ -109,6 +103,7 @@ class Recorder {
       if (it->seq != seq) continue;
       it->end_ms = now_ms();
       it->error = std::move(error);
+      it->state = it->error.empty() ? flight::EntryState::done : flight::EntryState::failed;
       if (it->error.empty()) break;
       if (!writer_) {
         urgent_ = true;  // the watchdog thread prints the record
@@ -218,17 +213,20 @@ class Recorder {
         if (entry.end_ms >= 0) continue;
         entry.end_ms = now;
         entry.error = error;
+        entry.state = flight::EntryState::failed;
         any = true;
       }
     }
     if (!any) {
       auto& record = groups_.front();
-      Entry lost;
+      flight::FlightEntry lost;
+      lost.group = record.name;
       lost.seq = ++record.next_seq;
       lost.op = "connection";
       lost.call = "between collectives";
       lost.start_ms = lost.end_ms = now;
       lost.error = error;
+      lost.state = flight::EntryState::failed;
       record.entries.push_back(std::move(lost));
     }
     ++version_;
@@ -247,23 +245,8 @@ class Recorder {
     record.written_ms = now_ms();
     record.watchdog_ms = settings_.watchdog.count();
     record.stuck = stuck;
-    for (const auto& group : groups_) {
-      for (const auto& e : group.entries) {
-        flight::FlightEntry entry;
-        entry.group = group.name;
-        entry.seq = e.seq;
-        entry.op = e.op;
-        entry.call = e.call;
-        entry.shapes = e.shapes;
-        entry.error = e.error;
-        entry.start_ms = e.start_ms;
-        entry.end_ms = e.end_ms;
-        entry.state = e.end_ms < 0      ? flight::EntryState::waiting
-                      : e.error.empty() ? flight::EntryState::done
-                                        : flight::EntryState::failed;
-        record.entries.push_back(std::move(entry));
-      }
-    }
+    for (const auto& group : groups_)
+      record.entries.insert(record.entries.end(), group.entries.begin(), group.entries.end());
     return record;
   }
 

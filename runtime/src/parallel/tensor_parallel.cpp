@@ -7,6 +7,8 @@
 #include "tp_kernels.h"
 #include "util/torch_compat.h"
 
+#include <accel_common/name_table.h>
+
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -223,42 +225,28 @@ std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
 
 }  // namespace
 
+namespace {
+
+// Each style's own name first (to_string's), then the names torch's plans also use.
+constexpr std::pair<TpStyle, const char*> kTpStyles[] = {
+    {TpStyle::colwise, "colwise"},
+    {TpStyle::colwise_gather_output, "colwise_gather_output"},
+    {TpStyle::rowwise, "rowwise"},
+    {TpStyle::rowwise_split_input, "rowwise_split_input"},
+    {TpStyle::embedding_rowwise, "embedding_rowwise"},
+    {TpStyle::replicate, "replicate"},
+    {TpStyle::sequence_parallel, "sequence_parallel"},
+    {TpStyle::colwise_gather_output, "colwise_rep"},
+    {TpStyle::rowwise_split_input, "rowwise_rep"},
+};
+
+}  // namespace
+
 std::optional<TpStyle> parse_tp_style(const std::string& name) {
-  static const std::map<std::string, TpStyle> styles{
-      {"colwise", TpStyle::colwise},
-      {"colwise_rep", TpStyle::colwise_gather_output},
-      {"colwise_gather_output", TpStyle::colwise_gather_output},
-      {"rowwise", TpStyle::rowwise},
-      {"rowwise_rep", TpStyle::rowwise_split_input},
-      {"rowwise_split_input", TpStyle::rowwise_split_input},
-      {"embedding_rowwise", TpStyle::embedding_rowwise},
-      {"replicate", TpStyle::replicate},
-      {"sequence_parallel", TpStyle::sequence_parallel},
-  };
-  auto it = styles.find(name);
-  if (it == styles.end()) return std::nullopt;
-  return it->second;
+  return value_in<TpStyle>(kTpStyles, name);
 }
 
-const char* to_string(TpStyle style) {
-  switch (style) {
-    case TpStyle::colwise:
-      return "colwise";
-    case TpStyle::colwise_gather_output:
-      return "colwise_gather_output";
-    case TpStyle::rowwise:
-      return "rowwise";
-    case TpStyle::rowwise_split_input:
-      return "rowwise_split_input";
-    case TpStyle::embedding_rowwise:
-      return "embedding_rowwise";
-    case TpStyle::replicate:
-      return "replicate";
-    case TpStyle::sequence_parallel:
-      return "sequence_parallel";
-  }
-  return "?";
-}
+const char* to_string(TpStyle style) { return name_in(kTpStyles, style); }
 
 void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorParallelPlan& plan,
                                 int64_t tp) {

@@ -2,7 +2,7 @@
 
 #include "fp8_linear.h"
 
-#include "util/name_table.h"
+#include <accel_common/name_table.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>

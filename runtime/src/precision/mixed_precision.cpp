@@ -2,7 +2,7 @@
 
 #include <accel/mixed_precision.h>
 
-#include "util/name_table.h"
+#include <accel_common/name_table.h>
 
 #include <array>
 #include <utility>
@@ -20,10 +20,10 @@ constexpr std::array<std::pair<MixedPrecision, const char*>, 4> kPrecisions = {{
 
 }  // namespace
 
-const char* to_string(MixedPrecision precision) { return detail::name_in(kPrecisions, precision); }
+const char* to_string(MixedPrecision precision) { return name_in(kPrecisions, precision); }
 
 std::optional<MixedPrecision> parse_mixed_precision(std::string_view text) {
-  return detail::value_in<MixedPrecision>(kPrecisions, text);
+  return value_in<MixedPrecision>(kPrecisions, text);
 }
 
 }  // namespace accel

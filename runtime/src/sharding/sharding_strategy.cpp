@@ -3,7 +3,7 @@
 
 #include <accel/sharding_strategy.h>
 
-#include "util/name_table.h"
+#include <accel_common/name_table.h>
 
 #include <array>
 #include <utility>
@@ -27,15 +27,15 @@ constexpr std::array<std::pair<StateDictType, const char*>, 2> kStateDictTypes =
 
 }  // namespace
 
-const char* to_string(ShardingStrategy strategy) { return detail::name_in(kStrategies, strategy); }
-const char* to_string(StateDictType type) { return detail::name_in(kStateDictTypes, type); }
+const char* to_string(ShardingStrategy strategy) { return name_in(kStrategies, strategy); }
+const char* to_string(StateDictType type) { return name_in(kStateDictTypes, type); }
 
 std::optional<ShardingStrategy> parse_sharding_strategy(std::string_view text) {
-  return detail::value_in<ShardingStrategy>(kStrategies, text);
+  return value_in<ShardingStrategy>(kStrategies, text);
 }
 
 std::optional<StateDictType> parse_state_dict_type(std::string_view text) {
-  return detail::value_in<StateDictType>(kStateDictTypes, text);
+  return value_in<StateDictType>(kStateDictTypes, text);
 }
 
 }  // namespace accel

@@ -1,12 +1,14 @@
 #pragma once
 
 // An enum's spellings as a table of (value, name) pairs, looked up both ways: for the choices
-// parsed from text once (options, config files, the environment) and written back as text.
+// parsed from text once (options, config files, the environment, the flight record) and written
+// back as text. A value spelled more than one way lists its own name first: name_in returns the
+// first, value_in accepts every one.
 
 #include <optional>
 #include <string_view>
 
-namespace accel::detail {
+namespace accel {
 
 /// The name of `value` in `table` ("?" for a value the table lacks).
 template <typename Table, typename Value>
@@ -26,4 +28,4 @@ std::optional<Value> value_in(const Table& table, std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace accel::detail
+}  // namespace accel
