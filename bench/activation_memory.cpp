@@ -64,7 +64,7 @@ int main(int argc, char** argv) try {
   // The gradients' memory is there before the measured step, as in a training loop's second step.
   for (auto& p : model->parameters()) p.mutable_grad() = torch::zeros_like(p);
 
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   const int64_t live_before = counter.live_bytes();
   reset_peak_resident();
   const int64_t resident_before = status_kib("VmRSS");

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   };
 
   auto plain = c10::make_intrusive<InstantBackend>();
-  auto recorded = accel::detail::record_collectives(plain, "bench");
+  auto recorded = accel::distributed::record_collectives(plain, "bench");
   if (recorded.get() == plain.get()) {
     std::fprintf(stderr, "the flight recorder is off (ACCEL_FLIGHT_RECORDER=0?)\n");
     return 2;
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 2; ++i) step();  // warm-up, and the reducer's bucket rebuild
   // Collectives per step, from the recorder's own record of the job's backends.
   auto count_entries = [] {
-    const std::string text = accel::detail::flight_record_text();
+    const std::string text = accel::distributed::flight_record_text();
     size_t n = 0;
     for (size_t at = text.find("\nentry\t"); at != std::string::npos;
          at = text.find("\nentry\t", at + 1))

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "run with: accel launch --num_processes 2 %s\n", argv[0]);
     return 2;
   }
-  auto& group = *accel::detail::DistributedState::existing()->device_group();
+  auto& group = *accel::distributed::DistributedState::existing()->device_group();
   const auto x = torch::randn({32, width});
 
   auto prepared = accel_bench::grad_sync_model(width, layers);
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   // 25 MiB after that.
   std::vector<torch::Tensor> buckets;
   {
-    int64_t cap = accel::detail::kFirstBucketBytes, filled = 0;
+    int64_t cap = accel::distributed::kFirstBucketBytes, filled = 0;
     auto params = prepared->parameters();
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       filled += it->numel() * it->element_size();
@@ -93,10 +93,10 @@ int main(int argc, char** argv) {
     naive->forward(x).sum().backward();
     for (auto& p : naive->parameters()) {
       auto grad = p.grad();
-      accel::detail::all_reduce(group, grad, accel::Reduction::Mean);
+      accel::distributed::all_reduce(group, grad, accel::Reduction::Mean);
     }
   };
-  auto flat_allreduce = [&] { accel::detail::all_reduce(group, flat, accel::Reduction::Sum); };
+  auto flat_allreduce = [&] { accel::distributed::all_reduce(group, flat, accel::Reduction::Sum); };
   auto minor_faults = [] {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       mode == "cp" ? accel::ParallelismConfig().cp_size(n) : accel::ParallelismConfig().tp_size(n);
   accel::Accelerator accelerator(accel::AcceleratorOptions().parallelism_config(config));
   // Every tensor allocated from here on is counted: the memory figure below is the allocator's.
-  accel::detail::CountingCpuAllocator counted;
+  accel::util::CountingCpuAllocator counted;
   torch::manual_seed(0);
   Gpt model;
   int64_t whole = 0;
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                                                        {"blocks.*.down", "rowwise"},
                                                        {"head", "colwise_rep"}});
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters()));
-  auto& traffic = accel::detail::parallel_traffic();
+  auto& traffic = accel::parallel::parallel_traffic();
   std::vector<double> tp_bytes, cp_bytes;
   int64_t state_bytes = 0;  // live after a step, before zero_grad: weights, gradients, AdamW
   for (int step = 0; step <= steps; ++step) {

@@ -38,7 +38,7 @@ namespace {
 
 constexpr int64_t kWidth = 4096, kDepth = 6, kBatch = 16;
 bool on_gpu = false;  // --device cuda
-accel::detail::CountingCpuAllocator* host_counter = nullptr;
+accel::util::CountingCpuAllocator* host_counter = nullptr;
 
 /// Bytes the caching allocator has handed out on this process's GPU: now, and at most since the
 /// last reset.
@@ -107,7 +107,7 @@ struct Run {
       c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
     };
     if (on_gpu) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
-    auto* shards = accel::detail::shards_of(*optimizer).get();
+    auto* shards = accel::sharding::shards_of(*optimizer).get();
     if (shards != nullptr) shards->reset_gather_peak();
     host_counter->reset_peak();
     const int64_t host_before = host_counter->live_bytes();
@@ -170,7 +170,7 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) {
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   host_counter = &counter;
   int rounds = 5;
   for (int i = 1; i < argc; ++i) {

@@ -160,7 +160,7 @@ def self_test(root):
         ("a call label naming no entry",
          planted(core_source('void f() { ACCEL_METHOD_LABEL("reduce_number"); }\n')), 1),
         ("a call label written around the table",
-         planted(core_source('void f() { detail::CollectiveLabel collective_label("save"); }\n')),
+         planted(core_source('void f() { util::CollectiveLabel collective_label("save"); }\n')),
          1),
     ]
     return run_self_test(cases, problems)

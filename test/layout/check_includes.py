@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """layout.includes: runtime/src's subsystems include each other only as their README.md allows.
 
-Each folder's README.md ends with three lines (a line may wrap onto the next):
+Each folder's README.md ends with four lines (a line may wrap onto the next):
+    Namespace: the namespace of the folder's internals (accel::<name>)
     Public headers: the headers of runtime/include/accel this folder implements (or "none")
     Interface: the headers of this folder that other folders may include (or "none")
     May include: the folders whose interface and public headers this one uses
@@ -9,7 +10,9 @@ Every public header has exactly one owner. In runtime/src, every `#include "fold
 must name a folder its includer may include and a header of that folder's interface (a folder
 includes its own headers by their bare name), and every `#include <accel/header.h>` a public
 header of the includer's own folder or of one it may include. The May include rules must not
-form a cycle: a subsystem that another uses does not use it back.
+form a cycle: a subsystem that another uses does not use it back. A folder's internals are in
+its own namespace: its files open no other folder's namespace but to declare what they only name
+(`accel::detail` is the public headers' own, for what they declare there).
 
     check_includes.py RUNTIME_SRC [--graph]   (--graph: print the folders' include graph)
 """
@@ -19,7 +22,9 @@ import sys
 
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 PUBLIC_INCLUDE = re.compile(r'^\s*#\s*include\s*<accel/([^>]+)>', re.M)
-FIELDS = ("Public headers", "Interface", "May include")
+FIELDS = ("Namespace", "Public headers", "Interface", "May include")
+NAMESPACE_OPEN = re.compile(r"^namespace (?:accel::)?(\w+) \{$", re.M)
+FORWARD_DECLARATION = re.compile(r"^(?:class|struct) \w+;$")
 
 
 def readme_fields(src, name):
@@ -40,7 +45,7 @@ def readme_fields(src, name):
 
 
 def rules(src):
-    """folder -> (public headers, interface headers, folders it may include)"""
+    """folder -> (public headers, interface headers, folders it may include, namespace)"""
     folders = {}
     for name in sorted(os.listdir(src)):
         if not os.path.isdir(os.path.join(src, name)):
@@ -48,7 +53,8 @@ def rules(src):
         fields = readme_fields(src, name)
         folders[name] = (set(re.findall(r"[\w/]+\.h", fields["Public headers"])),
                          set(re.findall(r"[\w]+\.h", fields["Interface"])),
-                         set(re.findall(r"\w+", fields["May include"])))
+                         set(re.findall(r"\w+", fields["May include"])),
+                         fields["Namespace"].strip().strip("`").split("::")[-1])
     return folders
 
 
@@ -61,7 +67,7 @@ def owners(src, folders):
             if file.endswith(".h"):
                 headers.add(os.path.relpath(os.path.join(root, file), include_root))
     owner, problems = {}, []
-    for name, (public, _, _) in folders.items():
+    for name, (public, _, _, _) in folders.items():
         for header in sorted(public):
             if header not in headers:
                 problems.append(f"{name}/README.md names accel/{header}, which does not exist")
@@ -104,7 +110,7 @@ def find_cycle(edges):
 def check_file(src, name, path, folders, owner, used):
     problems, crossings = [], 0
     text = open(os.path.join(src, path)).read()
-    _, _, allowed = folders[name]
+    _, _, allowed, _ = folders[name]
     for target in LOCAL_INCLUDE.findall(text):
         if "/" not in target:
             if not os.path.exists(os.path.join(src, name, target)) and not target.endswith(".pb.h"):
@@ -134,14 +140,38 @@ def check_file(src, name, path, folders, owner, used):
             problems.append(f"{path}: includes <accel/{header}>, {folder}/'s public header, but "
                             f"{name}/ may include only "
                             f"{', '.join(sorted(allowed & set(folders))) or 'nothing'}")
+    problems += check_namespaces(path, text, name, folders)
     return problems, crossings
+
+
+def check_namespaces(path, text, name, folders):
+    """A folder's namespace blocks: its own; another folder's only to declare what it names."""
+    own = folders[name][3]
+    others = {namespace: folder for folder, (_, _, _, namespace) in folders.items()
+              if folder != name}
+    problems = []
+    for match in NAMESPACE_OPEN.finditer(text):
+        opened = match.group(1)
+        if opened not in others:
+            continue
+        close = re.compile(rf"^\}}  // namespace (?:accel::)?{opened}$", re.M).search(text, match.end())
+        if close is None:
+            continue  # a foreign namespace closed without our comment (torch::optim)
+        body = text[match.end():close.start()]
+        lines = [line.strip() for line in body.splitlines() if line.strip()]
+        if all(FORWARD_DECLARATION.match(line) for line in lines):
+            continue
+        problems.append(f"{path}: opens accel::{opened}, {others[opened]}/'s namespace; "
+                        f"{name}/'s internals are in accel::{own}")
+    return problems
 
 
 def main():
     src = sys.argv[1]
     folders = rules(src)
     owner, problems = owners(src, folders)
-    rule_edges = {name: allowed & set(folders) - {name} for name, (_, _, allowed) in folders.items()}
+    rule_edges = {name: allowed & set(folders) - {name}
+                  for name, (_, _, allowed, _) in folders.items()}
     cycle = find_cycle(rule_edges)
     if cycle:
         problems.append("the READMEs' May include rules form a cycle: " + " -> ".join(cycle))

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """layout.includes_catches: check_includes.py passes on runtime/ as it is and fails, naming the
 problem, on a copy with one fault planted: a folder that includes another's private header
-without the rule, a public header of a folder it may not use, rules that form a cycle, and a
-public header nobody owns.
+without the rule, a public header of a folder it may not use, rules that form a cycle, a
+definition in another folder's namespace, and a public header nobody owns.
 
     check_includes_test.py RUNTIME_DIR
 """
@@ -47,6 +47,11 @@ PLANTS = [
     ("a rule back from tracking to core",
      lambda r: add_to_may_include(r, "tracking", "core"),
      "the READMEs' May include rules form a cycle: core -> tracking -> core"),
+    ("a definition in another folder's namespace",
+     lambda r: append(os.path.join(r, "src/tracking/tracking.cpp"),
+                      "\nnamespace accel {\nnamespace core {\nint planted() { return 1; }\n"
+                      "}  // namespace core\n}  // namespace accel\n"),
+     "tracking/tracking.cpp: opens accel::core, core/'s namespace"),
     ("a public header without an owner",
      lambda r: append(os.path.join(r, "include/accel/unowned.h"), "#pragma once\n"),
      "accel/unowned.h has no owner"),

@@ -4,6 +4,7 @@
 #include <accel/detail/batch_prefetcher.h>
 #include <accel/detail/gradient_state.h>
 #include <accel/detail/loader_preparation.h>
+#include <accel/detail/pass_position.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/data/dataloader_options.h>
@@ -71,23 +72,6 @@ Batch to_device(Batch batch, const torch::Device& device) {
     return tensor.defined() ? tensor.to(device) : tensor;
   });
 }
-
-/// Where a prepared loader stands, as save_state writes it and load_state reads it back (one set
-/// of keys for both loaders): the pass, the batches this process has taken of it, the processes
-/// that shared it, and the generator state the pass's order was drawn from.
-struct SavedPosition {
-  size_t epoch = 0;
-  size_t batches_done = 0;
-  int64_t num_processes = -1;  // -1: a checkpoint that did not say
-  torch::Tensor generator;     // undefined: none
-};
-/// `generator_key`: "epoch_generator" (a map-style loader's order) or "pass_generator" (a
-/// stream's); `stream` marks a streamed loader's state.
-void write_position(torch::serialize::OutputArchive& archive, const SavedPosition& position,
-                    const char* generator_key, bool stream = false);
-SavedPosition read_position(torch::serialize::InputArchive& archive, const char* generator_key);
-/// A whole number a loader's save_state wrote into `archive` as a one-element tensor.
-int64_t read_count(torch::serialize::InputArchive& archive, const char* key);
 
 /// The input iterator of a prepared loader: the batch the loader holds now (its `current_`),
 /// and its `advance()` to the next; the end is a loader that holds none.
@@ -162,9 +146,9 @@ class DataLoader : private detail::StatefulPart {
   /// Starts an epoch: plans this process's batches and reads the first.
   Iterator begin() {
     const size_t size = *dataset_.size();
-    plan_ = detail::shard_batches(draw_epoch_order(size), epoch_sharding());
-    position_ = std::min(skip_, plan_.size());
-    skip_ = 0;
+    const auto start = pass_.start_pass(context_);
+    plan_ = detail::shard_batches(draw_epoch_order(size, start.resumed), epoch_sharding());
+    position_ = std::min(start.skip, plan_.size());
     context_.state->remainder = detail::sharding_remainder(size, epoch_sharding());
     if (prefetcher_) prefetcher_->start(plan_, position_);
     load_current();
@@ -180,43 +164,43 @@ class DataLoader : private detail::StatefulPart {
   }
 
   /// The epoch the next (or current) iteration reads; it advances when an iteration completes.
-  size_t epoch() const { return epoch_; }
-  void set_epoch(size_t epoch) { epoch_ = epoch; }
+  size_t epoch() const { return pass_.epoch(); }
+  void set_epoch(size_t epoch) { pass_.set_epoch(epoch); }
 
   /// The next iteration starts at batch `n` of its epoch (for resuming mid-epoch).
-  void skip_first_batches(size_t n) { skip_ = n; }
+  void skip_first_batches(size_t n) { pass_.skip_first_batches(n); }
 
   /// Batches consumed so far in the current iteration.
   size_t position() const { return position_; }
 
   /// Batches of the current epoch already handed out (the one being processed included), or
   /// those a pending skip_first_batches() will skip: where a resumed run continues.
-  size_t batches_done() const { return current_.has_value() ? position_ + 1 : skip_; }
+  size_t batches_done() const {
+    return current_.has_value() ? position_ + 1 : pass_.pending_skip();
+  }
 
   const Dataset& dataset() const { return dataset_; }
   const torch::data::FullDataLoaderOptions& options() const { return options_; }
 
  private:
-  std::vector<size_t> draw_epoch_order(size_t size) {
-    const torch::Tensor resume_from = std::exchange(resume_generator_, torch::Tensor());
-    const bool resumed = std::exchange(resumed_mid_pass_, false) && skip_ > 0;
-    // A pass that starts afresh, not one resumed mid-way (whose generators load_state put back as
-    // they were at the save): rng_types' generators start it alike on every process.
-    if (!resumed && context_.synchronize_generators) context_.synchronize_generators();
-    if (context_.seed) return detail::epoch_order(sampler_, size, *context_.seed + epoch_);
-    // Resuming mid-epoch: the order this epoch was drawn with; the generators were restored by
-    // load_state to where they were at the save, past that draw.
-    if (resumed && resume_from.defined()) return detail::epoch_order(sampler_, size, resume_from);
-    epoch_generator_ = detail::default_generator_state();
+  /// The epoch's order: drawn afresh, or on a pass `resumed` mid-way, the order the saved pass
+  /// was drawn with (load_state put the generators back as they were at the save, past that draw).
+  std::vector<size_t> draw_epoch_order(size_t size, bool resumed) {
+    if (context_.seed) return detail::epoch_order(sampler_, size, *context_.seed + pass_.epoch());
+    if (resumed && pass_.generator().defined()) {
+      return detail::epoch_order(sampler_, size, pass_.generator());
+    }
+    const torch::Tensor drawn_from = detail::default_generator_state();
+    pass_.set_generator(drawn_from);
     auto order = detail::drain_sampler(sampler_, size);
     // A sampler that drew from the generator shuffles: every process takes the main process's
     // order. (Samplers are alike on every process, so all of them take part or none.)
     if (context_.main_process_state &&
-        !torch::equal(detail::default_generator_state(), epoch_generator_)) {
-      const torch::Tensor main_state = context_.main_process_state(epoch_generator_);
-      if (!torch::equal(main_state, epoch_generator_)) {
+        !torch::equal(detail::default_generator_state(), drawn_from)) {
+      const torch::Tensor main_state = context_.main_process_state(drawn_from);
+      if (!torch::equal(main_state, drawn_from)) {
         order = detail::epoch_order(sampler_, size, main_state);
-        epoch_generator_ = main_state;
+        pass_.set_generator(main_state);
       }
     }
     return order;
@@ -236,7 +220,7 @@ class DataLoader : private detail::StatefulPart {
       current_.reset();
       context_.state->end_of_dataloader = false;
       context_.state->remainder = -1;
-      ++epoch_;
+      pass_.finish_pass();
       plan_.clear();
       return;
     }
@@ -252,22 +236,10 @@ class DataLoader : private detail::StatefulPart {
   }
 
   void save_state(torch::serialize::OutputArchive& archive) const override {
-    detail::write_position(
-        archive, {epoch_, batches_done(), context_.sharding.num_processes, epoch_generator_},
-        "epoch_generator");
+    pass_.save(archive, batches_done(), context_.sharding);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    const auto saved = detail::read_position(archive, "epoch_generator");
-    epoch_ = saved.epoch;
-    skip_ = saved.batches_done;
-    if (!context_.sharding.split_batches && saved.num_processes > 0) {
-      // Each process takes every n-th batch: the saved run had started batches_done * n_saved of
-      // the epoch's batches, and this one resumes at the round holding the first unstarted one.
-      skip_ = skip_ * static_cast<size_t>(saved.num_processes) /
-              static_cast<size_t>(context_.sharding.num_processes);
-    }
-    if (saved.generator.defined()) resume_generator_ = saved.generator;
-    resumed_mid_pass_ = true;
+    pass_.load(archive, context_.sharding);
     current_.reset();
     plan_.clear();
   }
@@ -279,11 +251,7 @@ class DataLoader : private detail::StatefulPart {
   detail::LoaderContext context_;
   std::vector<std::vector<size_t>> plan_;
   size_t position_ = 0;
-  size_t skip_ = 0;
-  size_t epoch_ = 0;
-  torch::Tensor epoch_generator_;   // the state this epoch's order was drawn from
-  torch::Tensor resume_generator_;  // the same, read by load_state
-  bool resumed_mid_pass_ = false;   // load_state ran: the next pass continues a saved one
+  detail::PassPosition pass_{detail::PassPosition::Kind::map_style};
   std::optional<BatchType> current_;
   detail::StatefulRegistration registration_;
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)

@@ -30,6 +30,7 @@
 // a preloader thread), make the order depend on thread timing.
 
 #include <accel/data_loader.h>
+#include <accel/detail/pass_position.h>
 
 #include <ATen/core/ivalue.h>
 #include <torch/arg.h>
@@ -234,8 +235,7 @@ class StreamLoader : private detail::StatefulPart {
   }
 
   Iterator begin() {
-    start_pass();
-    const size_t skip = std::exchange(skip_, 0);
+    const size_t skip = start_pass();
     for (size_t i = 0; i < skip && read_round(); ++i) {
     }
     rounds_done_ = skip;
@@ -250,12 +250,14 @@ class StreamLoader : private detail::StatefulPart {
   Iterator end() { return Iterator(nullptr); }
 
   /// The pass the next (or current) iteration reads; it advances when an iteration completes.
-  size_t epoch() const { return epoch_; }
-  void set_epoch(size_t epoch) { epoch_ = epoch; }
+  size_t epoch() const { return pass_.epoch(); }
+  void set_epoch(size_t epoch) { pass_.set_epoch(epoch); }
   /// The next pass starts at this process's batch `n` (for resuming mid-pass).
-  void skip_first_batches(size_t n) { skip_ = n; }
+  void skip_first_batches(size_t n) { pass_.skip_first_batches(n); }
   /// Batches of the current pass already handed out to this process (the current one included).
-  size_t batches_done() const { return current_.has_value() ? rounds_done_ + 1 : skip_; }
+  size_t batches_done() const {
+    return current_.has_value() ? rounds_done_ + 1 : pass_.pending_skip();
+  }
   Dataset& dataset() { return dataset_; }
 
  private:
@@ -268,21 +270,21 @@ class StreamLoader : private detail::StatefulPart {
   };
 
   /// Resets a StatefulDataset, drawing its chunk order from the generator state every process
-  /// shares: the seed's, the saved one on a resumed pass, or the main process's.
-  void start_pass() {
+  /// shares: the seed's, the saved one on a resumed pass, or the main process's. Returns the
+  /// batches the pass skips.
+  size_t start_pass() {
     examples_this_pass_ = 0;
     last_real_examples_ = -1;
     first_batches_.clear();
-    const bool loaded = std::exchange(resumed_mid_pass_, false);
-    const bool resumed = loaded && skip_ > 0;
-    if (!resumed && context_.synchronize_generators) context_.synchronize_generators();
+    const auto start = pass_.start_pass(context_);
+    const size_t epoch = pass_.epoch();
     // Dispatched: only the main process reads, so only its dataset starts a pass.
-    if (mode_ == Mode::dispatch && context_.sharding.process_index != 0) return;
+    if (mode_ == Mode::dispatch && context_.sharding.process_index != 0) return start.skip;
     if constexpr (!kStateful) {
       // A StreamDataset has no reset: a fresh one starts at its first example, so a loaded state
       // first reads past the passes that were done before it.
-      if (loaded && options_.epoch_size()) {
-        for (size_t pass = 0; pass < epoch_; ++pass) {
+      if (start.loaded && options_.epoch_size()) {
+        for (size_t pass = 0; pass < epoch; ++pass) {
           while (read_one()) {
           }
           examples_this_pass_ = 0;
@@ -291,24 +293,25 @@ class StreamLoader : private detail::StatefulPart {
     }
     if constexpr (kStateful) {
       if constexpr (detail::ReadsChunksPerProcess<Dataset>::value) {
-        dataset_->chunk_sampler().set_epoch(context_.seed ? *context_.seed + epoch_ : epoch_);
+        dataset_->chunk_sampler().set_epoch(context_.seed ? *context_.seed + epoch : epoch);
       }
       torch::Tensor state;
-      if (resumed && pass_generator_.defined()) {
-        state = pass_generator_;
+      if (start.resumed && pass_.generator().defined()) {
+        state = pass_.generator();
       } else if (context_.seed) {
-        detail::ScopedDefaultGenerator seeded(*context_.seed + epoch_);
+        detail::ScopedDefaultGenerator seeded(*context_.seed + epoch);
         state = detail::default_generator_state();
       } else if (mode_ == Mode::slices && context_.main_process_state) {
         state = context_.main_process_state(detail::default_generator_state());
       }
       // Without a shared state the pass draws from this process's own generator, advancing it
       // as a plain LibTorch loader would; the state it drew from is kept for a resume.
-      pass_generator_ = state.defined() ? state : detail::default_generator_state();
+      pass_.set_generator(state.defined() ? state : detail::default_generator_state());
       std::optional<detail::ScopedDefaultGenerator> shared;
       if (state.defined()) shared.emplace(state);
       dataset_.reset();
     }
+    return start.skip;
   }
 
   /// One get_batch of this process's dataset; none at the end of the pass. A failure is rethrown
@@ -332,11 +335,11 @@ class StreamLoader : private detail::StatefulPart {
         return batch;
       }
     } catch (const c10::Error& error) {
-      TORCH_CHECK(false, "accel: reading the prepared stream failed (pass ", epoch_,
+      TORCH_CHECK(false, "accel: reading the prepared stream failed (pass ", pass_.epoch(),
                   ", after this process's batch ", rounds_done_,
                   "): ", error.what_without_backtrace());
     } catch (const std::exception& error) {
-      TORCH_CHECK(false, "accel: reading the prepared stream failed (pass ", epoch_,
+      TORCH_CHECK(false, "accel: reading the prepared stream failed (pass ", pass_.epoch(),
                   ", after this process's batch ", rounds_done_, "): ", error.what());
     }
     return std::nullopt;  // not reached
@@ -447,7 +450,7 @@ class StreamLoader : private detail::StatefulPart {
         round.mine = std::move(mine);
       } else {
         TORCH_CHECK(!first_batches_.empty(), "accel: process ", context_.sharding.process_index,
-                    " read nothing in pass ", epoch_,
+                    " read nothing in pass ", pass_.epoch(),
                     " of the prepared stream while others did; give it more chunks than "
                     "processes");
         round.mine = first_batches_.front();
@@ -463,7 +466,7 @@ class StreamLoader : private detail::StatefulPart {
     if (!current_) {
       state.end_of_dataloader = false;
       state.remainder = -1;
-      ++epoch_;
+      pass_.finish_pass();
       return;
     }
     state.end_of_dataloader = !pending_.has_value();
@@ -483,20 +486,10 @@ class StreamLoader : private detail::StatefulPart {
   }
 
   void save_state(torch::serialize::OutputArchive& archive) const override {
-    detail::write_position(
-        archive, {epoch_, batches_done(), context_.sharding.num_processes, pass_generator_},
-        "pass_generator", /*stream=*/true);
+    pass_.save(archive, batches_done(), context_.sharding);
   }
   void load_state(torch::serialize::InputArchive& archive) override {
-    const auto saved = detail::read_position(archive, "pass_generator");
-    TORCH_CHECK(saved.num_processes == context_.sharding.num_processes,
-                "accel: a prepared stream was saved on ", saved.num_processes,
-                " processes and resumes on ", context_.sharding.num_processes,
-                "; its rounds hold one batch per process, so resume it on ", saved.num_processes);
-    epoch_ = saved.epoch;
-    skip_ = saved.batches_done;
-    if (saved.generator.defined()) pass_generator_ = saved.generator;
-    resumed_mid_pass_ = true;
+    pass_.load(archive, context_.sharding);
     current_.reset();
     pending_.reset();
   }
@@ -509,13 +502,10 @@ class StreamLoader : private detail::StatefulPart {
   std::optional<BatchType> current_;
   std::optional<BatchType> pending_;  // read ahead, so that the last batch is known as such
   std::vector<BatchType> first_batches_;
-  size_t epoch_ = 0;
-  size_t skip_ = 0;
+  detail::PassPosition pass_{detail::PassPosition::Kind::stream};
   size_t rounds_done_ = 0;
   size_t examples_this_pass_ = 0;
   int64_t last_real_examples_ = -1;
-  torch::Tensor pass_generator_;
-  bool resumed_mid_pass_ = false;
   detail::StatefulRegistration registration_;
 };
 

@@ -230,7 +230,7 @@ std::map<std::string, int64_t> compute_module_sizes(const torch::nn::Module& mod
                                                     std::optional<torch::ScalarType> dtype) {
   std::map<std::string, int64_t> sizes;
   sizes[""] = 0;
-  for (const auto& entry : detail::module_tensors(model)) {
+  for (const auto& entry : sharding::module_tensors(model)) {
     const torch::Tensor& tensor = entry.second;
     int64_t element = static_cast<int64_t>(c10::elementSize(tensor.scalar_type()));
     const bool converts =

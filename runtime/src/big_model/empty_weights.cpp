@@ -13,11 +13,11 @@ namespace {
 /// Every parameter (and buffer, with `buffers`) of `module` becomes a meta tensor.
 void empty_module(torch::nn::Module& module, bool buffers) {
   for (const auto& parameter : module.parameters()) {
-    if (parameter.defined() && !parameter.is_meta()) empty_in_place(parameter);
+    if (parameter.defined() && !parameter.is_meta()) big_model::empty_in_place(parameter);
   }
   if (!buffers) return;
   for (const auto& buffer : module.buffers()) {
-    if (buffer.defined() && !buffer.is_meta()) empty_in_place(buffer);
+    if (buffer.defined() && !buffer.is_meta()) big_model::empty_in_place(buffer);
   }
 }
 
@@ -26,14 +26,15 @@ void empty_module(torch::nn::Module& module, bool buffers) {
 void build_with_empty_weights(const std::function<torch::nn::Module&()>& build,
                               const EmptyWeightsOptions& options) {
   if (options.include_buffers()) {
-    FactoryRouter everything_to_meta([](int64_t) { return true; }, /*remember_results=*/false);
+    big_model::FactoryRouter everything_to_meta([](int64_t) { return true; },
+                                                /*remember_results=*/false);
     empty_module(build(), /*buffers=*/true);
     return;
   }
   // First run, all meta: which factory calls made the parameters?
   std::set<int64_t> parameter_calls;
   {
-    FactoryRouter probe([](int64_t) { return true; }, /*remember_results=*/true);
+    big_model::FactoryRouter probe([](int64_t) { return true; }, /*remember_results=*/true);
     torch::nn::Module& model = build();
     for (const auto& parameter : model.parameters()) {
       const int64_t call = probe.call_that_made(parameter);
@@ -41,8 +42,9 @@ void build_with_empty_weights(const std::function<torch::nn::Module&()>& build,
     }
   }
   // Second run: only those go to meta; buffers and everything else are made for real.
-  FactoryRouter parameters_to_meta([&](int64_t call) { return parameter_calls.count(call) != 0; },
-                                   /*remember_results=*/false);
+  big_model::FactoryRouter parameters_to_meta(
+      [&](int64_t call) { return parameter_calls.count(call) != 0; },
+      /*remember_results=*/false);
   empty_module(build(), /*buffers=*/false);
 }
 

@@ -37,7 +37,7 @@ struct StoredTensor {
 
 struct Checkpoint {
   std::vector<std::string> shards;
-  std::vector<std::shared_ptr<const detail::PositionalFile>> files;
+  std::vector<std::shared_ptr<const util::PositionalFile>> files;
   std::map<std::string, StoredTensor> tensors;
 
   const std::string& file_of(const std::string& name) const {
@@ -80,7 +80,7 @@ Checkpoint open_checkpoint(const std::string& path) {
       TORCH_CHECK(false, "accel: ", e.what());
     }
     for (auto& entry : header.tensors) {
-      const auto type = detail::safetensors_torch_dtype(entry.second.dtype);
+      const auto type = util::safetensors_torch_dtype(entry.second.dtype);
       TORCH_CHECK(type.has_value(), "accel: ", shard, ": tensor '", entry.first, "' has dtype ",
                   entry.second.dtype, ", which LibTorch does not have");
       auto found = checkpoint.tensors.find(entry.first);
@@ -91,7 +91,7 @@ Checkpoint open_checkpoint(const std::string& path) {
       checkpoint.tensors.emplace(entry.first,
                                  StoredTensor{i, entry.second, 8 + header.header_bytes, *type});
     }
-    checkpoint.files.push_back(std::make_shared<detail::PositionalFile>(shard));
+    checkpoint.files.push_back(std::make_shared<util::PositionalFile>(shard));
   }
   return checkpoint;
 }
@@ -226,7 +226,7 @@ void settle_offloaded_places(const torch::nn::Module& model, const NamedTensors&
 
 /// Makes `weight` read from disk at each use: from the checkpoint's file where the dtype is the
 /// checkpoint's, else from a copy converted once into the offload folder.
-void point_at_disk(detail::OffloadedWeight& weight, const Checkpoint& checkpoint,
+void point_at_disk(big_model::OffloadedWeight& weight, const Checkpoint& checkpoint,
                    const StoredTensor& stored, const DispatchOptions& options) {
   if (weight.dtype == stored.dtype) {
     weight.file = checkpoint.files[stored.shard];
@@ -238,7 +238,7 @@ void point_at_disk(detail::OffloadedWeight& weight, const Checkpoint& checkpoint
   const std::string copy =
       (fs::path(options.offload_folder()) / (weight.name + ".safetensors")).string();
   save_safetensors(copy, {{weight.name, read_stored(checkpoint, weight.name).to(weight.dtype)}});
-  weight.file = std::make_shared<detail::PositionalFile>(copy);
+  weight.file = std::make_shared<util::PositionalFile>(copy);
   weight.offset = 8 + detail::read_safetensors_header(copy).header_bytes;
   weight.stored_dtype = weight.dtype;
 }
@@ -261,7 +261,7 @@ namespace detail {
 DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path,
                                const DispatchOptions& options) {
   const Checkpoint checkpoint = open_checkpoint(path);
-  const NamedTensors tensors = module_tensors(model);
+  const NamedTensors tensors = sharding::module_tensors(model);
   check_checkpoint_matches(checkpoint, tensors, path);
   DispatchResult result;
   result.device_map = choose_device_map(model, options);
@@ -279,14 +279,14 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     const int64_t bytes = entry.second.numel() * static_cast<int64_t>(c10::elementSize(dtype));
     result.bytes_per_device[device] += bytes;
 
-    OffloadedWeight weight;
+    big_model::OffloadedWeight weight;
     weight.name = name;
     weight.sizes = stored.entry.shape;
     weight.dtype = dtype;
     weight.execution_device = result.execution_device;
     if (device == "disk") {
       point_at_disk(weight, checkpoint, stored, options);
-      offload_in_place(entry.second, std::move(weight));
+      big_model::offload_in_place(entry.second, std::move(weight));
       continue;
     }
     torch::Tensor value;
@@ -301,10 +301,10 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
     const torch::Device home = device_of(device);
     if (value.device() != home) value = value.to(home);
     if (home == result.execution_device) {
-      assign_in_place(entry.second, value);
+      big_model::assign_in_place(entry.second, value);
     } else {
       weight.held = value;  // on the CPU or another GPU: fetched for each use
-      offload_in_place(entry.second, std::move(weight));
+      big_model::offload_in_place(entry.second, std::move(weight));
     }
   }
   return result;
@@ -314,7 +314,7 @@ DispatchResult dispatch_module(torch::nn::Module& model, const std::string& path
 LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, const std::string& path,
                                                   const LoadCheckpointOptions& options) {
   const Checkpoint checkpoint = open_checkpoint(path);
-  const NamedTensors tensors = module_tensors(model);
+  const NamedTensors tensors = sharding::module_tensors(model);
   LoadCheckpointResult result;
   std::set<std::string> in_model;
   for (const auto& entry : tensors) {
@@ -342,7 +342,7 @@ LoadCheckpointResult detail::load_checkpoint_into(torch::nn::Module& model, cons
   for (const auto& entry : tensors) {
     if (checkpoint.tensors.count(entry.first) == 0) continue;
     auto target = entry.second;
-    if (auto* source = detail::source_of(target)) {
+    if (auto* source = sharding::source_of(target)) {
       // A FULL_SHARD parameter: this process reads the bytes of the elements it keeps, and
       // nothing else (every process its own part: no collective, no whole copy). A piece at a
       // time, so that what a load holds beside the shards (the bytes read and their cast to the

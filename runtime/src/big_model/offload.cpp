@@ -19,7 +19,7 @@
 #include <mutex>
 
 namespace accel {
-namespace detail {
+namespace big_model {
 namespace {
 
 thread_local FactoryRouter* t_router = nullptr;
@@ -39,7 +39,8 @@ Counters& counters() {
 void delete_offloaded_weight(void* context) { delete static_cast<OffloadedWeight*>(context); }
 
 const OffloadedWeight* offloaded_weight(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.key_set().has(kOffloadDispatchKey) || !tensor.has_storage()) {
+  if (!tensor.defined() || !tensor.key_set().has(util::kOffloadDispatchKey) ||
+      !tensor.has_storage()) {
     return nullptr;
   }
   const auto& data = tensor.storage().data_ptr();
@@ -136,7 +137,7 @@ at::Tensor materialise(const OffloadedWeight& weight) {
 /// with the last result that refers to them.
 void run_with_materialised_weights(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
   std::optional<c10::Device> execution;
-  for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+  util::for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
     const OffloadedWeight* weight = offloaded_weight(tensor);
     if (weight == nullptr) return false;
     execution = weight->execution_device;
@@ -144,7 +145,7 @@ void run_with_materialised_weights(const c10::OperatorHandle& op, std::vector<c1
     return true;
   });
   if (execution && !execution->is_cpu()) {
-    for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+    util::for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
       if (!tensor.defined() || tensor.device() == *execution) return false;
       if (tensor.is_cpu() && tensor.dim() == 0) return false;  // scalars mix with any device
       tensor = tensor.to(*execution);
@@ -155,7 +156,7 @@ void run_with_materialised_weights(const c10::OperatorHandle& op, std::vector<c1
 }
 
 void offload_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
-  c10::impl::ExcludeDispatchKeyGuard no_reentry(kOffloadDispatchKey);
+  c10::impl::ExcludeDispatchKeyGuard no_reentry(util::kOffloadDispatchKey);
   if (t_router != nullptr) {
     t_router->route(op, stack);
   } else {
@@ -165,8 +166,8 @@ void offload_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
 
 const torch::Library& fallback_registration() {
   static const auto* library = [] {
-    auto* lib =
-        new torch::Library(torch::Library::IMPL, "_", kOffloadDispatchKey, __FILE__, __LINE__);
+    auto* lib = new torch::Library(torch::Library::IMPL, "_", util::kOffloadDispatchKey, __FILE__,
+                                   __LINE__);
     lib->fallback(torch::CppFunction::makeFromBoxedFunction<&offload_fallback>());
     return lib;
   }();
@@ -190,7 +191,8 @@ void offload_in_place(const at::Tensor& tensor, OffloadedWeight weight) {
       c10::DataPtr(nullptr, context, &delete_offloaded_weight, c10::Device(c10::kMeta)),
       /*allocator=*/nullptr, /*resizable=*/false);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet({kOffloadDispatchKey, c10::DispatchKey::Meta}), type);
+      std::move(storage), c10::DispatchKeySet({util::kOffloadDispatchKey, c10::DispatchKey::Meta}),
+      type);
   impl->set_sizes_contiguous(sizes);
   tensor.unsafeGetTensorImpl()->shallow_copy_from(impl);
 }
@@ -209,7 +211,7 @@ FactoryRouter::FactoryRouter(std::function<bool(int64_t)> to_meta, bool remember
     : to_meta_(std::move(to_meta)),
       remember_results_(remember_results),
       previous_(t_router),
-      route_factories_(kOffloadDispatchKey) {
+      route_factories_(util::kOffloadDispatchKey) {
   fallback_registration();
   t_router = this;
 }
@@ -223,7 +225,7 @@ int64_t FactoryRouter::call_that_made(const at::Tensor& tensor) const {
 
 void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
   bool has_tensor_argument = false;
-  for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
+  util::for_each_tensor_argument(op, stack, [&](at::Tensor& tensor) {
     has_tensor_argument = has_tensor_argument || tensor.defined();
     return false;
   });
@@ -275,10 +277,10 @@ void FactoryRouter::route(const c10::OperatorHandle& op, std::vector<c10::IValue
   }
 }
 
-}  // namespace detail
+}  // namespace big_model
 
 OffloadStatistics offload_statistics() {
-  auto& c = detail::counters();
+  auto& c = big_model::counters();
   OffloadStatistics s;
   s.materialisations = c.materialisations.load();
   s.bytes_read = c.bytes_read.load();
@@ -288,14 +290,14 @@ OffloadStatistics offload_statistics() {
 }
 
 void reset_offload_statistics() {
-  auto& c = detail::counters();
+  auto& c = big_model::counters();
   c.materialisations = 0;
   c.bytes_read = 0;
   c.peak_live_bytes = c.live_bytes.load();
 }
 
 bool is_offloaded(const torch::Tensor& tensor) {
-  return detail::offloaded_weight(tensor) != nullptr;
+  return big_model::offloaded_weight(tensor) != nullptr;
 }
 
 bool is_empty_weight(const torch::Tensor& tensor) { return tensor.defined() && tensor.is_meta(); }

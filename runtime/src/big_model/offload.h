@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace big_model {
 
 /// Where an offloaded weight's bytes are: a range of a file (the checkpoint, or a converted copy
 /// in the offload folder), or a tensor held in memory on a device other than the executing one.
@@ -28,7 +28,7 @@ struct OffloadedWeight {
   std::vector<int64_t> sizes;
   c10::ScalarType dtype = c10::ScalarType::Float;  // what operators receive
   c10::Device execution_device = c10::kCPU;
-  std::shared_ptr<const PositionalFile> file;  // on disk ...
+  std::shared_ptr<const util::PositionalFile> file;  // on disk ...
   uint64_t offset = 0;
   c10::ScalarType stored_dtype = c10::ScalarType::Float;
   at::Tensor held;  // ... or in memory elsewhere
@@ -73,5 +73,5 @@ class FactoryRouter {
   c10::impl::IncludeDispatchKeyGuard route_factories_;
 };
 
-}  // namespace detail
+}  // namespace big_model
 }  // namespace accel

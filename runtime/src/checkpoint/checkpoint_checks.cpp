@@ -6,7 +6,7 @@
 #include <c10/util/Type.h>
 
 namespace accel {
-namespace detail {
+namespace checkpoints {
 
 std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
   std::string name = c10::demangle(typeid(optimizer).name());
@@ -17,18 +17,18 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
   return name;
 }
 
-nlohmann::json describe_optimizers(const GradientState& state,
-                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                                   int64_t tp_size) {
+nlohmann::json describe_optimizers(
+    const detail::GradientState& state,
+    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size) {
   nlohmann::json described = nlohmann::json::array();
   for (auto* gate : state.gates) {
-    OpenedGate open(*gate);
+    detail::OpenedGate open(*gate);
     const auto& optimizer = *gate->optimizer();
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& group : optimizer.param_groups()) groups.push_back(group.params().size());
     described.push_back({{"type", optimizer_type(optimizer)},
                          {"param_groups", groups},
-                         {"layout", layout_of(optimizer, shards, tp_size).to_json()}});
+                         {"layout", sharding::layout_of(optimizer, shards, tp_size).to_json()}});
   }
   return described;
 }
@@ -74,5 +74,5 @@ void check_accumulation(const nlohmann::json& summary, const std::string& state_
               "allow_process_count_change, on another process count)");
 }
 
-}  // namespace detail
+}  // namespace checkpoints
 }  // namespace accel

@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace checkpoints {
 
 /// The optimizer's class, without the AcceleratedOptimizer around it ("torch::optim::AdamW").
 std::string optimizer_type(const torch::optim::Optimizer& optimizer);
@@ -26,9 +26,9 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer);
 /// Each prepared optimizer's class, the sizes of its parameter groups and its layout (how its
 /// parameters are cut from the model's: optimizer_resharding.h), as accel_state.json records
 /// them.
-nlohmann::json describe_optimizers(const GradientState& state,
-                                   const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                                   int64_t tp_size);
+nlohmann::json describe_optimizers(
+    const detail::GradientState& state,
+    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size);
 
 /// The run's optimizers (`run`, from describe_optimizers) are of the `saved` classes, with as
 /// many parameter groups; with `same_layout` (the saved strategy and process count) the groups
@@ -45,5 +45,5 @@ void check_accumulation(const nlohmann::json& summary, const std::string& state_
                         int64_t saved_processes, bool window, const LoadStateOptions& options,
                         int64_t processes, int64_t steps);
 
-}  // namespace detail
+}  // namespace checkpoints
 }  // namespace accel

@@ -26,7 +26,7 @@ void save_archive(const fs::path& path,
                   const std::function<void(torch::serialize::OutputArchive&)>& fill) {
   torch::serialize::OutputArchive archive;
   fill(archive);
-  detail::DurableFile file(path.string());
+  util::DurableFile file(path.string());
   archive.save_to([&](const void* data, size_t size) {
     file.write(data, size);
     return size;

@@ -67,7 +67,7 @@ fs::path folder_to_load(ProjectConfiguration& project, const std::string& reques
     dir = folders.back().second;
     project.iteration(folders.back().first + 1);
   }
-  return detail::committed_folder(dir.string(), kStateFile);
+  return util::committed_folder(dir.string(), kStateFile);
 }
 
 void remove_oldest_checkpoints(const ProjectConfiguration& project) {

@@ -66,26 +66,26 @@ void save_model(const torch::nn::Module& module, const std::string& dir,
   TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
               max_shard_size, "'");
   // FULL_SHARD: every process takes part in gathering the weights; the main one keeps them.
-  const bool sharded = detail::has_sharded_parameters(module);
+  const bool sharded = sharding::has_sharded_parameters(module);
   TORCH_CHECK(!sharded || safe_serialization,
               "accel: save_model of a FULL_SHARD model writes safetensors only "
               "(safe_serialization=true)");
   NamedTensors gathered;
-  if (sharded) gathered = detail::module_tensors_to_save(module, main_process);
+  if (sharded) gathered = sharding::module_tensors_to_save(module, main_process);
   if (main_process) {
     fs::create_directories(dir);
     const fs::path folder(dir);
     if (!safe_serialization) {
       torch::serialize::OutputArchive archive;
       module.save(archive);
-      detail::DurableFile file((folder / "model.pt").string());
+      util::DurableFile file((folder / "model.pt").string());
       archive.save_to([&](const void* data, size_t size) {
         file.write(data, size);
         return size;
       });
       file.commit();
     } else {
-      const auto tensors = sharded ? std::move(gathered) : detail::module_tensors(module);
+      const auto tensors = sharded ? std::move(gathered) : sharding::module_tensors(module);
       const auto shards = split_into_shards(tensors, max_shard_bytes);
       const std::map<std::string, std::string> metadata = {{"format", "pt"}};
       std::set<std::string> written;
@@ -103,7 +103,7 @@ void save_model(const torch::nn::Module& module, const std::string& dir,
         nlohmann::json index = {{"metadata", {{"total_size", safetensors_data_bytes(tensors)}}},
                                 {"weight_map", weight_map}};
         // The index last: a reader never finds one naming shards that are not there yet.
-        detail::write_file_durably((folder / kIndexName).string(), index.dump(2) + "\n");
+        util::write_file_durably((folder / kIndexName).string(), index.dump(2) + "\n");
         written.insert(kIndexName);
       }
       remove_stale_weights(folder, written);

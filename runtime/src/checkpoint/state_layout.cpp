@@ -29,7 +29,7 @@ using checkpoint_folder::model_file;
 
 /// The index of model i's SHARDED_STATE_DICT files, beside `path` (a file of the folder).
 fs::path sharded_index_beside(const fs::path& path, size_t i) {
-  return path.parent_path() / detail::sharded_index_name(model_file(i));
+  return path.parent_path() / sharding::sharded_index_name(model_file(i));
 }
 
 /// How the models are written: each process its shards, or the coordinator the whole tensors.
@@ -50,9 +50,9 @@ void set_model_writing(Part& part, const std::vector<torch::nn::Module*>& models
     for (int64_t r = 0; r < sharded.processes; ++r) {
       files.push_back(per_process_file(model_file(i), r));
     }
-    detail::save_sharded_model(*models[i], sharded.shards, path.string(),
-                               sharded_index_beside(path, i).string(), files, sharded.rank,
-                               sharded.processes);
+    sharding::save_sharded_model(*models[i], sharded.shards, path.string(),
+                                 sharded_index_beside(path, i).string(), files, sharded.rank,
+                                 sharded.processes);
   };
 }
 
@@ -67,23 +67,23 @@ void set_model_reading(Part& part, const std::vector<torch::nn::Module*>& models
     part.load = [&models, &layout](const fs::path& path, size_t i) {
       const auto index = sharded_index_beside(path, i).string();
       if (layout.sharded) {
-        detail::load_sharded_model(*models[i], layout.sharded->shards, index);
+        sharding::load_sharded_model(*models[i], layout.sharded->shards, index);
       } else {
-        detail::load_whole_from_sharded_model(*models[i], index);
+        sharding::load_whole_from_sharded_model(*models[i], index);
       }
     };
     part.check = [&models](const fs::path& path, size_t i) {
-      detail::check_sharded_model(*models[i], sharded_index_beside(path, i).string());
+      sharding::check_sharded_model(*models[i], sharded_index_beside(path, i).string());
     };
     return;
   }
   part.file = model_file;
   part.load = [&models](const fs::path& path, size_t i) {
-    detail::read_module_tensors(*models[i], path.string());
+    sharding::read_module_tensors(*models[i], path.string());
   };
   part.check = [&models](const fs::path& path, size_t i) {
     TORCH_CHECK(fs::is_regular_file(path), "accel: the checkpoint has no ", path.string());
-    detail::check_module_file(*models[i], path.string());
+    sharding::check_module_file(*models[i], path.string());
   };
 }
 

@@ -58,7 +58,7 @@ struct Part {
 /// SHARDED_STATE_DICT in effect: every process saves its shards of the models (under
 /// HYBRID_SHARD, the processes of the first machine: the others hold the same shards).
 struct ShardedModels {
-  std::vector<std::shared_ptr<detail::OptimizerShards>> shards;
+  std::vector<std::shared_ptr<sharding::OptimizerShards>> shards;
   int64_t rank = 0, processes = 1;  // among the processes the shards are cut among
   bool writes = true;
 };

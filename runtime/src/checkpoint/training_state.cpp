@@ -62,10 +62,10 @@ std::vector<NamedTensors> whole_models(const std::vector<torch::nn::Module*>& mo
   std::vector<NamedTensors> gathered(models.size());
   for (size_t i = 0; i < models.size(); ++i) {
     const auto& module = *models[i];
-    if (detail::has_sharded_parameters(module)) {
-      gathered[i] = detail::module_tensors_to_save(module, coordinator);
+    if (sharding::has_sharded_parameters(module)) {
+      gathered[i] = sharding::module_tensors_to_save(module, coordinator);
     } else if (coordinator) {
-      gathered[i] = detail::module_tensors(module);
+      gathered[i] = sharding::module_tensors(module);
     }
   }
   return gathered;
@@ -99,13 +99,13 @@ void write_parts(const CheckpointInputs& run, const std::vector<Part>& parts,
 void write_window(const CheckpointInputs& run, const fs::path& staging) {
   const auto& state = *run.gradient_state;
   AllGatesOpen open(state);
-  auto accumulated = detail::window_gradients(run.models, gated_optimizers(state));
+  auto accumulated = checkpoints::window_gradients(run.models, gated_optimizers(state));
   // backward(loss_sum, num_items): the items this process counted in the window so far.
   const auto& items = *run.item_window;
   if (items.open && items.counts_items) {
     accumulated.emplace_back(kWindowItems, torch::tensor({items.items}, torch::kInt64));
   }
-  save_safetensors((staging / detail::window_gradients_file(run.process_index)).string(),
+  save_safetensors((staging / checkpoints::window_gradients_file(run.process_index)).string(),
                    accumulated);
 }
 
@@ -125,7 +125,7 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
       {"micro_step", run.gradient_state->step},
       {"window_gradients", in_window},
       {"optimizer_layout",
-       detail::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp)}};
+       checkpoints::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp)}};
   if (run.mesh.configured) {
     const auto& mesh = run.mesh;
     summary["parallelism"] = {{"dp_replicate_size", mesh.dp_replicate},
@@ -162,7 +162,7 @@ Summary read_summary(const fs::path& dir) {
   TORCH_CHECK(fs::is_regular_file(summary.path), "accel: ", dir.string(),
               " is not a complete checkpoint (it has no ", kStateFile, ")");
   try {
-    summary.json = nlohmann::json::parse(detail::read_file(summary.path.string()));
+    summary.json = nlohmann::json::parse(util::read_file(summary.path.string()));
   } catch (const nlohmann::json::exception& e) {
     TORCH_CHECK(false, "accel: ", summary.path.string(), " is not valid JSON: ", e.what());
   }
@@ -290,7 +290,7 @@ void check_part_counts(const std::vector<Part>& parts, const Summary& summary,
 
 /// An optimizer to re-split on load, and the saved files its state comes from.
 struct Resplit {
-  detail::ResplitPlan plan;
+  sharding::ResplitPlan plan;
   bool per_process = false;
   std::string where;  // for errors
   std::vector<std::string> files;
@@ -307,9 +307,9 @@ std::vector<std::optional<Resplit>> plan_resplits(const CheckpointInputs& run,
     detail::OpenedGate open(*state.gates[i]);
     const std::string where = (dir / numbered("optimizer", i, ".pt")).string();
     auto plan =
-        detail::plan_resplit(*state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
-                             saved.optimizers.at(i).at("layout"),
-                             saved.processes == run.num_processes, state_path, where);
+        sharding::plan_resplit(*state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
+                               saved.optimizers.at(i).at("layout"),
+                               saved.processes == run.num_processes, state_path, where);
     if (!plan) continue;
     // Sharded or tensor-parallel state is in each process's file, else in the main one's.
     const bool per_process = saved.strategy != ShardingStrategy::NoShard || plan->saved.tp > 1;
@@ -346,7 +346,7 @@ void check_files_present(const fs::path& dir, const std::vector<Part>& parts,
     }
   }
   if (rank < saved.processes) expect(random_states_file(rank));
-  if (saved.window) expect(detail::window_gradients_file(rank));
+  if (saved.window) expect(checkpoints::window_gradients_file(rank));
   TORCH_CHECK(missing.empty(), "accel: ", dir.string(), " is missing process ", rank,
               "'s files: ", c10::Join(", ", missing));
 }
@@ -358,10 +358,12 @@ std::vector<std::optional<Resplit>> check_before_loading(
     const SavedLayout& saved, const std::vector<Part>& parts, const LoadStateOptions& options) {
   check_part_counts(parts, summary, dir);
   const bool same_processes = saved.processes == run.num_processes;
-  detail::check_accumulation(summary.json, summary.path.string(), saved.processes, saved.window,
-                             options, run.num_processes, run.gradient_accumulation_steps);
-  detail::check_optimizers(
-      saved.optimizers, detail::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp),
+  checkpoints::check_accumulation(summary.json, summary.path.string(), saved.processes,
+                                  saved.window, options, run.num_processes,
+                                  run.gradient_accumulation_steps);
+  checkpoints::check_optimizers(
+      saved.optimizers,
+      checkpoints::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp),
       summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
       same_processes && saved.strategy == run.sharding_strategy);
   for (const auto& part : parts) {
@@ -384,7 +386,7 @@ void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vec
         detail::OpenedGate open(*state.gates[i]);
         auto& optimizer = *state.gates[i]->optimizer();
         const auto& plan = resplit->plan;
-        detail::load_resplit(
+        sharding::load_resplit(
             optimizer, plan.live, plan.rank, plan.part, plan.saved,
             [&](int64_t process) {
               load_archive(dir / optimizer_slice_file(i, process, resplit->per_process),
@@ -406,7 +408,7 @@ void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vec
 void restore_window(const CheckpointInputs& run, const fs::path& dir, bool window) {
   auto& state = *run.gradient_state;
   AllGatesOpen open(state);
-  const auto file = dir / detail::window_gradients_file(run.process_index);
+  const auto file = dir / checkpoints::window_gradients_file(run.process_index);
   auto accumulated =
       window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{};
   // A window of backward(loss_sum, num_items) goes on counting from what it had counted.
@@ -416,7 +418,8 @@ void restore_window(const CheckpointInputs& run, const fs::path& dir, bool windo
     *run.item_window = {true, true, items->second.item<int64_t>()};
     accumulated.erase(items);
   }
-  detail::restore_window_gradients(run.models, gated_optimizers(state), accumulated, file.string());
+  checkpoints::restore_window_gradients(run.models, gated_optimizers(state), accumulated,
+                                        file.string());
 }
 
 }  // namespace
@@ -427,7 +430,7 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
   // The process that assembles and swaps the folder: the main one, or each machine's first with
   // save_on_each_node (no shared filesystem).
   const bool coordinator = project.save_on_each_node() ? run.local_main_process : run.main_process;
-  const fs::path staging = detail::staging_folder_of(dir.string());
+  const fs::path staging = util::staging_folder_of(dir.string());
   if (coordinator) {
     fs::remove_all(staging);
     fs::create_directories(staging);
@@ -451,10 +454,10 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
 
   if (coordinator) {
     // Written last: a folder without it was never completed.
-    detail::write_file_durably((staging / kStateFile).string(),
-                               summary_of(run, parts, in_window).dump(2) + "\n");
+    util::write_file_durably((staging / kStateFile).string(),
+                             summary_of(run, parts, in_window).dump(2) + "\n");
     if (!dir.parent_path().empty()) fs::create_directories(dir.parent_path());
-    detail::commit_folder(staging.string(), dir.string());
+    util::commit_folder(staging.string(), dir.string());
     // Old checkpoints go only after the new one is in place, so a crash never leaves none.
     if (requested_dir.empty()) remove_oldest_checkpoints(project);
   }

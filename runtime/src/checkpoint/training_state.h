@@ -45,7 +45,7 @@ struct CheckpointInputs {
   // optimizers' shards, and the registered objects and pre-hooks.
   std::vector<torch::nn::Module*> models;
   detail::GradientState* gradient_state = nullptr;
-  std::vector<std::shared_ptr<detail::OptimizerShards>> shards;
+  std::vector<std::shared_ptr<sharding::OptimizerShards>> shards;
   std::vector<detail::CheckpointHooks>* custom_objects = nullptr;
   const std::map<int64_t, SaveStatePreHook>* save_pre_hooks = nullptr;
   const std::map<int64_t, LoadStatePreHook>* load_pre_hooks = nullptr;

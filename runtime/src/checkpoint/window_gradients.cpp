@@ -7,7 +7,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace checkpoints {
 namespace {
 
 /// Every parameter that can hold a window gradient, under its checkpoint name.
@@ -85,5 +85,5 @@ void restore_window_gradients(const std::vector<torch::nn::Module*>& models,
   }
 }
 
-}  // namespace detail
+}  // namespace checkpoints
 }  // namespace accel

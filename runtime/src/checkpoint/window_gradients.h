@@ -21,7 +21,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace checkpoints {
 
 /// This process's file of window gradients in a checkpoint folder.
 std::string window_gradients_file(int64_t process);
@@ -40,5 +40,5 @@ void restore_window_gradients(const std::vector<torch::nn::Module*>& models,
                               const std::map<std::string, torch::Tensor>& saved,
                               const std::string& path);
 
-}  // namespace detail
+}  // namespace checkpoints
 }  // namespace accel

@@ -59,7 +59,7 @@ void check_mixed_precision_available(MixedPrecision mixed_precision, const torch
                 device.str(), "; available here: no, bf16");
   }
   if (mixed_precision == MixedPrecision::Bf16 || mixed_precision == MixedPrecision::Fp8) {
-    TORCH_CHECK(detail::autocast_supports(device.type(), c10::ScalarType::BFloat16),
+    TORCH_CHECK(util::autocast_supports(device.type(), c10::ScalarType::BFloat16),
                 "accel: mixed_precision '", to_string(mixed_precision), "' is not available on ",
                 device.str(), " in this LibTorch; available: no");
 #ifdef ACCEL_WITH_CUDA
@@ -96,14 +96,14 @@ sharding::ShardingSettings sharding_settings(const ResolvedOptions& options, boo
 
 Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = resolve_options(options);
-  impl_->dist = detail::DistributedState::get(impl_->group_settings());
+  impl_->dist = distributed::DistributedState::get(impl_->group_settings());
   impl_->project = impl_->options.project_config;
   impl_->device = impl_->dist->device(impl_->options.cpu);
   impl_->sharding =
       sharding::ShardingSetup(sharding_settings(impl_->options, impl_->distributed()));
   impl_->trackers = tracking::Trackers(is_main_process());
   TORCH_CHECK(
-      !(impl_->dist->backend() == detail::CollectiveBackend::nccl && impl_->device.is_cpu()),
+      !(impl_->dist->backend() == distributed::CollectiveBackend::nccl && impl_->device.is_cpu()),
       "accel: this process's group uses NCCL (created by an earlier Accelerator); an "
       "Accelerator with cpu=true cannot share it");
 #ifdef ACCEL_WITH_CUDA
@@ -120,7 +120,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
   if (impl_->distributed()) {
     impl_->gradient_state->refuse_unaveraged = !impl_->options.allow_unprepared_parameters;
     if (impl_->options.debug) {
-      impl_->gradient_state->compare_after_step = detail::parameter_comparison(impl_->dist);
+      impl_->gradient_state->compare_after_step = core::parameter_comparison(impl_->dist);
     }
   }
   if (impl_->options.mixed_precision == MixedPrecision::Fp16) {
@@ -129,7 +129,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
       // Each process checks only its own gradient shard; all must skip or step together.
       impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
         auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
-        detail::all_reduce(*dist->host_group(), flag, Reduction::Max);
+        distributed::all_reduce(*dist->host_group(), flag, Reduction::Max);
         return flag.item<int64_t>() > 0;
       });
     }
@@ -209,7 +209,7 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
   core::PreparedModel prepared;
   prepared.module = &model;
   if (impl_->distributed()) {
-    detail::record_averaged_parameters(*impl_->gradient_state, model, impl_->models.size());
+    core::record_averaged_parameters(*impl_->gradient_state, model, impl_->models.size());
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
     // backward; the other strategies all-reduce them during it.
     const auto strategy = impl_->options.sharding_strategy;
@@ -218,7 +218,7 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
     // A gradient group of one process (tensor parallelism over the whole job) has nothing to
     // average: no reducer, whose buckets would hold a second copy of the gradients.
     if (impl_->gradient_group()->getSize() > 1) {
-      prepared.sync = std::make_unique<detail::GradientSynchronizer>(
+      prepared.sync = std::make_unique<distributed::GradientSynchronizer>(
           model, impl_->gradient_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
     }
   }
@@ -229,7 +229,7 @@ void Accelerator::Impl::apply_tensor_parallel(torch::nn::Module& model,
                                               const TensorParallelPlan& plan) {
   if (mesh == nullptr || !mesh->config().tp_enabled()) {
     // Ignored where nothing is split, so one program runs on every layout; still checked.
-    detail::check_tensor_parallel_plan(model, plan, 1);
+    parallel::check_tensor_parallel_plan(model, plan, 1);
     return;
   }
   // Every process splits the same whole tensors: rank 0's, as prepare() gives every process.
@@ -240,11 +240,11 @@ void Accelerator::Impl::apply_tensor_parallel(torch::nn::Module& model,
     torch::NoGradGuard no_grad;
     c10d::broadcast_coalesced(dist->device_group(), states, 1 << 24, 0);
   }
-  detail::apply_tensor_parallel_plan(model, plan, mesh->group(detail::MeshGroup::tp));
+  parallel::apply_tensor_parallel_plan(model, plan, mesh->group(distributed::MeshGroup::tp));
 }
 
 const c10::intrusive_ptr<c10d::ProcessGroup>& Accelerator::Impl::shard_group() const {
-  if (mesh != nullptr) return mesh->group(detail::MeshGroup::shard);
+  if (mesh != nullptr) return mesh->group(distributed::MeshGroup::shard);
   if (sharding.hybrid()) return dist->hybrid_groups(group_settings()).shard;
   // One process has a group only to shard (CPU offload); null otherwise, as the job's groups.
   return distributed() || !sharding.sharded() ? dist->device_group()
@@ -253,7 +253,7 @@ const c10::intrusive_ptr<c10d::ProcessGroup>& Accelerator::Impl::shard_group() c
 
 c10::intrusive_ptr<c10d::ProcessGroup> Accelerator::Impl::replicate_group() const {
   if (mesh != nullptr) {
-    return sharding.hybrid() ? mesh->group(detail::MeshGroup::dp_replicate) : nullptr;
+    return sharding.hybrid() ? mesh->group(distributed::MeshGroup::dp_replicate) : nullptr;
   }
   return sharding.hybrid() ? dist->hybrid_groups(group_settings()).replicate : nullptr;
 }

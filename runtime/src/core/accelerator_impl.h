@@ -25,11 +25,11 @@ namespace accel {
 
 struct Accelerator::Impl {
   ResolvedOptions options;
-  std::shared_ptr<detail::DistributedState> dist;
+  std::shared_ptr<distributed::DistributedState> dist;
   torch::Device device = torch::kCPU;
   std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
   /// The device mesh, with a parallelism config on several processes; null otherwise.
-  const detail::DeviceMesh* mesh = nullptr;
+  const distributed::DeviceMesh* mesh = nullptr;
 
   core::PreparedModels models;
   core::AccumulationWindow window{options, *gradient_state, models};
@@ -52,12 +52,12 @@ struct Accelerator::Impl {
 
   /// The group of `kind` on the mesh, or `fallback` without one.
   const c10::intrusive_ptr<c10d::ProcessGroup>& mesh_group(
-      detail::MeshGroup kind, const c10::intrusive_ptr<c10d::ProcessGroup>& fallback) const {
+      distributed::MeshGroup kind, const c10::intrusive_ptr<c10d::ProcessGroup>& fallback) const {
     return mesh != nullptr ? mesh->group(kind) : fallback;
   }
   /// Where data-parallel gradients average: the mesh's dp_replicate × dp_shard × cp, else all.
   const c10::intrusive_ptr<c10d::ProcessGroup>& gradient_group() const {
-    return mesh_group(detail::MeshGroup::gradient, dist->device_group());
+    return mesh_group(distributed::MeshGroup::gradient, dist->device_group());
   }
   /// The processes that read different batches: the mesh's data ranks, else all.
   int64_t data_parallel_size() const {
@@ -67,13 +67,13 @@ struct Accelerator::Impl {
   /// Where gather() and gather_together() go: the device group, or the mesh's data group inside
   /// gather_for_metrics.
   const c10::intrusive_ptr<c10d::ProcessGroup>& tensor_gather_group() const {
-    return gather_over_data_ranks ? mesh_group(detail::MeshGroup::data, dist->device_group())
+    return gather_over_data_ranks ? mesh_group(distributed::MeshGroup::data, dist->device_group())
                                   : dist->device_group();
   }
   /// Where gather_object() goes: the host group, or the mesh's data group (whose Gloo backend
   /// takes CPU tensors) inside gather_for_metrics.
   const c10::intrusive_ptr<c10d::ProcessGroup>& object_gather_group() const {
-    return gather_over_data_ranks ? mesh_group(detail::MeshGroup::data, dist->host_group())
+    return gather_over_data_ranks ? mesh_group(distributed::MeshGroup::data, dist->host_group())
                                   : dist->host_group();
   }
   /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
@@ -85,7 +85,7 @@ struct Accelerator::Impl {
   bool distributed() const { return dist->world_size() > 1; }
   bool tensor_parallel() const { return mesh != nullptr && mesh->config().tp_enabled(); }
   /// What the job's process groups are made with.
-  detail::GroupSettings group_settings() const {
+  distributed::GroupSettings group_settings() const {
     return {options.cpu, options.timeout, options.debug};
   }
   /// The processes among which the shards are cut: the mesh's dp_shard × cp; without a mesh,
@@ -100,7 +100,7 @@ struct Accelerator::Impl {
   /// Forms the device mesh of options.parallelism_config (constructor).
   void form_mesh();
   /// This process's coordinate along a mesh dimension; throws, naming `method`, without a mesh.
-  int64_t mesh_coordinate(detail::MeshDim dim, const char* method) const;
+  int64_t mesh_coordinate(distributed::MeshDim dim, const char* method) const;
   /// prepare(model, plan)'s split: the plan applied over the mesh's tp group, or checked only.
   void apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan);
   /// save_state and load_state refuse SHARDED_STATE_DICT of tensor-parallel slices (`call`

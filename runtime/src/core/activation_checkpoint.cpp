@@ -97,20 +97,20 @@ class AutocastState {
   static AutocastState capture() {
     AutocastState state;
     for (size_t i = 0; i < kTypes.size(); ++i) {
-      state.enabled_[i] = autocast_enabled(kTypes[i]);
-      state.dtype_[i] = autocast_dtype(kTypes[i]);
+      state.enabled_[i] = util::autocast_enabled(kTypes[i]);
+      state.dtype_[i] = util::autocast_dtype(kTypes[i]);
     }
-    state.fp8_ = fp8_scope_open();
+    state.fp8_ = precision::fp8_scope_open();
     return state;
   }
   /// Sets this state, and returns the one it replaced.
   AutocastState apply() const {
     AutocastState previous = capture();
     for (size_t i = 0; i < kTypes.size(); ++i) {
-      set_autocast_enabled(kTypes[i], enabled_[i]);
-      set_autocast_dtype(kTypes[i], dtype_[i]);
+      util::set_autocast_enabled(kTypes[i], enabled_[i]);
+      util::set_autocast_dtype(kTypes[i], dtype_[i]);
     }
-    set_fp8_scope(fp8_);
+    precision::set_fp8_scope(fp8_);
     return previous;
   }
 
@@ -132,7 +132,7 @@ struct BlockState : torch::CustomClassHolder {
   std::optional<std::vector<at::Tensor>> parameters;
   CheckpointOptions options;
   /// With options.save_matmuls: the matmuls' outputs of the forward, for the recompute.
-  MatmulRecord matmuls;
+  core::MatmulRecord matmuls;
   /// With options.offload: the CUDA inputs' copies in pinned host memory (undefined for inputs
   /// kept as they are), the devices they came from and whether they needed a gradient.
   std::vector<at::Tensor> offloaded;
@@ -190,8 +190,9 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
     state->autocast = AutocastState::capture();
     variable_list outputs;
     {
-      std::optional<MatmulScope> record;
-      if (state->options.save_matmuls()) record.emplace(state->matmuls, MatmulScope::Kind::Record);
+      std::optional<core::MatmulScope> record;
+      if (state->options.save_matmuls())
+        record.emplace(state->matmuls, core::MatmulScope::Kind::Record);
       outputs = state->block(inputs);
     }
     bool differentiable = false;
@@ -223,15 +224,15 @@ struct CheckpointNode : public torch::autograd::Function<CheckpointNode> {
       const auto previous_autocast = state->autocast.apply();
       try {
         torch::AutoGradMode with_gradients(true);
-        std::optional<MatmulScope> replay;
+        std::optional<core::MatmulScope> replay;
         if (state->options.save_matmuls())
-          replay.emplace(state->matmuls, MatmulScope::Kind::Replay);
+          replay.emplace(state->matmuls, core::MatmulScope::Kind::Replay);
         outputs = state->block(inputs);
         TORCH_CHECK(state->matmuls.replayed == state->matmuls.outputs.size(),
                     "accel::checkpoint: the block computed ", state->matmuls.replayed,
                     " matmuls when run again in backward and ", state->matmuls.outputs.size(),
                     " in forward; with save_matmuls it must compute the same thing both times");
-        state->matmuls = MatmulRecord();
+        state->matmuls = core::MatmulRecord();
       } catch (...) {
         previous_autocast.apply();
         now.restore();
@@ -268,26 +269,6 @@ const at::Tensor& takes_part() {
 
 }  // namespace
 
-void check_checkpoint_policy(const CheckpointPolicy& policy) {
-  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective" || policy.mode() == "op",
-              "accel: CheckpointPolicy.mode '", policy.mode(),
-              "' is not a checkpointing policy; choices: full (every block), selective (every "
-              "k-th block, CheckpointPolicy.every), op (every block, keeping its matmuls' "
-              "outputs)");
-  TORCH_CHECK(policy.every() >= 1, "accel: CheckpointPolicy.every is ", policy.every(),
-              "; it checkpoints every k-th block for k >= 1");
-}
-
-std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autograd::Node& node) {
-  const auto* block = dynamic_cast<const torch::autograd::CppNode<CheckpointNode>*>(&node);
-  if (block == nullptr) return std::nullopt;
-  auto found = block->ctx_.saved_data.find("state");
-  if (found == block->ctx_.saved_data.end()) return CheckpointedParameters{};
-  const auto state = c10::static_intrusive_pointer_cast<BlockState>(found->second.toCapsule());
-  if (!state->parameters) return CheckpointedParameters{};
-  return CheckpointedParameters{*state->parameters, true};
-}
-
 std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
                                          const std::vector<at::Tensor>& inputs,
                                          const std::optional<std::vector<at::Tensor>>& parameters,
@@ -304,14 +285,14 @@ std::vector<at::Tensor> checkpoint_block(CheckpointedBlock block,
 int64_t apply_activation_checkpointing(torch::nn::Module& model,
                                        const std::vector<std::string>& classes,
                                        const CheckpointPolicy& policy) {
-  check_checkpoint_policy(policy);
+  core::check_checkpoint_policy(policy);
   const int64_t every = policy.mode() == "selective" ? policy.every() : 1;
   auto block_options = policy.block();
   if (policy.mode() == "op") block_options.save_matmuls(true);
   int64_t seen = 0;
   auto matches = [&](const torch::nn::Module& module) {
     for (const auto& wanted : classes) {
-      if (class_name_matches(module.name(), wanted)) return true;
+      if (sharding::class_name_matches(module.name(), wanted)) return true;
     }
     return false;
   };
@@ -360,6 +341,31 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
 }
 
 }  // namespace detail
+
+namespace core {
+
+void check_checkpoint_policy(const CheckpointPolicy& policy) {
+  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective" || policy.mode() == "op",
+              "accel: CheckpointPolicy.mode '", policy.mode(),
+              "' is not a checkpointing policy; choices: full (every block), selective (every "
+              "k-th block, CheckpointPolicy.every), op (every block, keeping its matmuls' "
+              "outputs)");
+  TORCH_CHECK(policy.every() >= 1, "accel: CheckpointPolicy.every is ", policy.every(),
+              "; it checkpoints every k-th block for k >= 1");
+}
+
+std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autograd::Node& node) {
+  const auto* block = dynamic_cast<const torch::autograd::CppNode<detail::CheckpointNode>*>(&node);
+  if (block == nullptr) return std::nullopt;
+  auto found = block->ctx_.saved_data.find("state");
+  if (found == block->ctx_.saved_data.end()) return CheckpointedParameters{};
+  const auto state =
+      c10::static_intrusive_pointer_cast<detail::BlockState>(found->second.toCapsule());
+  if (!state->parameters) return CheckpointedParameters{};
+  return CheckpointedParameters{*state->parameters, true};
+}
+
+}  // namespace core
 
 CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child,
                                              CheckpointOptions options)

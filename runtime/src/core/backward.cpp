@@ -24,9 +24,9 @@ namespace accel {
 
 using core::PreparedModel;
 
-using Shards = std::vector<std::shared_ptr<detail::OptimizerShards>>;
+using Shards = std::vector<std::shared_ptr<sharding::OptimizerShards>>;
 
-namespace detail {
+namespace core {
 
 /// The parameters a loss reaches, found once (a walk of the graph) if some filter needs them.
 /// Checkpoint blocks' parameters join when the block knows them (a CheckpointWrapper's); a block
@@ -38,8 +38,8 @@ class ReachedParameters {
   const std::unordered_set<const c10::TensorImpl*>& get() {
     if (reached_) return *reached_;
     std::vector<torch::Tensor> in_blocks;
-    reached_ = detail::autograd_leaves(loss_, [&](const torch::autograd::Node& node) {
-      auto block = detail::checkpointed_parameters(node);
+    reached_ = distributed::autograd_leaves(loss_, [&](const torch::autograd::Node& node) {
+      auto block = core::checkpointed_parameters(node);
       if (!block) return;
       partial_ = partial_ || !block->known;
       in_blocks.insert(in_blocks.end(), block->parameters.begin(), block->parameters.end());
@@ -56,7 +56,7 @@ class ReachedParameters {
   bool partial_ = false;
 };
 
-}  // namespace detail
+}  // namespace core
 
 namespace {
 
@@ -116,7 +116,7 @@ struct FinishBackward {
 /// The sharded optimizers that take this backward's gradients (those the loss reaches).
 Shards shards_to_arm(const sharding::ShardingSetup& sharding, core::PreparedModels& models,
                      bool distributed, const std::vector<PreparedModel*>& syncing,
-                     detail::ReachedParameters& reached) {
+                     core::ReachedParameters& reached) {
   // One process that shards (CPU offload) has no synchronisers: its shards take the gradients
   // on every backward outside no_sync.
   const bool one_process_syncs = !distributed && sharding.sharded() && models.take_any_syncing();
@@ -195,7 +195,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   torch::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (auto* scaler = this->scaler()) scaled = scaler->scale(scaled);
 
-  detail::ReachedParameters reached(scaled);
+  core::ReachedParameters reached(scaled);
   const auto syncing = impl_->models.to_sync([&]() -> const auto& { return reached.get(); });
   // Under join_uneven_inputs, the processes that ran out of batches wait in the scope's end for
   // this count to learn whether a backward is coming that they must shadow.
@@ -210,7 +210,7 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   const Shards sharded =
       shards_to_arm(impl_->sharding, impl_->models, impl_->distributed(), syncing, reached);
   for (auto& shards : sharded) shards->arm();
-  detail::release_shared_input();
+  parallel::release_shared_input();
   {
     FinishBackward finish{syncing, sharded};
     scaled.backward(gradient, retain_graph, create_graph);

@@ -47,7 +47,7 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   if (const auto& config = options.parallelism_config) {
     run.mesh = {config->dp_replicate_size(), config->dp_shard_size(), config->cp_size(),
                 config->tp_size(), true};
-    if (mesh != nullptr) run.tp_rank = mesh->group(detail::MeshGroup::tp)->getRank();
+    if (mesh != nullptr) run.tp_rank = mesh->group(distributed::MeshGroup::tp)->getRank();
   }
   run.project = &project;
   run.step = window.saved_step();
@@ -79,7 +79,7 @@ void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) c
   // Checked alike on every process (each holds slices of the same parameters): none hangs.
   for (const auto* module : models.modules()) {
     for (const auto& p : module->parameters()) {
-      TORCH_CHECK(!detail::is_tensor_parallel_slice(p), "accel: ", call,
+      TORCH_CHECK(!parallel::is_tensor_parallel_slice(p), "accel: ", call,
                   " of a tensor-parallel model with fsdp_state_dict_type SHARDED_STATE_DICT is "
                   "not supported (its shards would be cut from the tensor-parallel slices); use "
                   "FULL_STATE_DICT, which writes the weights whole and loads on any layout");
@@ -124,7 +124,7 @@ bool Accelerator::writes_files() const {
 void Accelerator::write_saved(const std::string& path, const std::string& bytes) {
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  detail::write_file_durably(path, bytes);
+  util::write_file_durably(path, bytes);
 }
 
 void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
@@ -137,10 +137,10 @@ void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
 
 NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
   ACCEL_METHOD_LABEL("get_state_dict");
-  if (detail::has_sharded_parameters(module)) {
-    return detail::module_tensors_to_save(module, is_main_process());
+  if (sharding::has_sharded_parameters(module)) {
+    return sharding::module_tensors_to_save(module, is_main_process());
   }
-  NamedTensors tensors = detail::module_tensors(module);
+  NamedTensors tensors = sharding::module_tensors(module);
   for (auto& entry : tensors) entry.second = entry.second.detach();
   return tensors;
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace core {
 
 struct CheckpointedParameters {
   std::vector<at::Tensor> parameters;  // those the block uses, as far as known
@@ -25,5 +25,5 @@ void check_checkpoint_policy(const CheckpointPolicy& policy);
 /// For a checkpoint block's node, the parameters the block uses; std::nullopt for any other node.
 std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autograd::Node& node);
 
-}  // namespace detail
+}  // namespace core
 }  // namespace accel

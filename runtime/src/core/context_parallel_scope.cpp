@@ -26,7 +26,7 @@ ContextParallelScope::ContextParallelScope(ContextParallelScope&& other) noexcep
     : state_(std::move(other.state_)) {}
 ContextParallelScope::~ContextParallelScope() {
   if (!state_) return;
-  detail::set_context_group(state_->previous);
+  parallel::set_context_group(state_->previous);
   for (size_t i = 0; i < state_->buffers.size(); ++i) {
     if (state_->restore[i]) *state_->buffers[i] = std::move(state_->originals[i]);
   }
@@ -39,14 +39,14 @@ ContextParallelScope Accelerator::maybe_context_parallel(
               buffers.size(), " buffers and ", buffer_seq_dims.size(),
               " sequence dimensions; give one dimension per buffer");
   if (impl_->mesh == nullptr || !impl_->mesh->config().cp_enabled()) return ContextParallelScope();
-  auto& group = *impl_->mesh->group(detail::MeshGroup::cp);
+  auto& group = *impl_->mesh->group(distributed::MeshGroup::cp);
   const int64_t cp = group.getSize(), rank = group.getRank();
   // Every shard is computed before any buffer changes: a refusal leaves them all as they were.
   std::vector<torch::Tensor> shards;
   for (size_t i = 0; i < buffers.size(); ++i) {
     TORCH_CHECK(buffers[i] != nullptr && buffers[i]->defined(),
                 "accel: maybe_context_parallel's buffer ", i, " is empty");
-    shards.push_back(detail::load_balanced_shard(*buffers[i], buffer_seq_dims[i], rank, cp, i));
+    shards.push_back(parallel::load_balanced_shard(*buffers[i], buffer_seq_dims[i], rank, cp, i));
   }
   auto state = std::make_unique<ContextParallelScope::State>();
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -55,7 +55,7 @@ ContextParallelScope Accelerator::maybe_context_parallel(
     state->restore.push_back(std::find(no_restore_buffers.begin(), no_restore_buffers.end(),
                                        buffers[i]) == no_restore_buffers.end());
   }
-  state->previous = detail::set_context_group(&group);
+  state->previous = parallel::set_context_group(&group);
   return ContextParallelScope(std::move(state));
 }
 

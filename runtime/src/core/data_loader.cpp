@@ -129,32 +129,6 @@ int64_t sharding_remainder(size_t dataset_size, const ShardingOptions& options) 
   return static_cast<int64_t>(dataset_size % global_batch);
 }
 
-void write_position(torch::serialize::OutputArchive& archive, const SavedPosition& position,
-                    const char* generator_key, bool stream) {
-  archive.write("epoch", torch::tensor(static_cast<int64_t>(position.epoch)));
-  archive.write("batches_done", torch::tensor(static_cast<int64_t>(position.batches_done)));
-  archive.write("num_processes", torch::tensor(position.num_processes));
-  if (stream) archive.write("stream", torch::tensor(int64_t{1}));
-  if (position.generator.defined()) archive.write(generator_key, position.generator);
-}
-
-SavedPosition read_position(torch::serialize::InputArchive& archive, const char* generator_key) {
-  SavedPosition position;
-  position.epoch = static_cast<size_t>(read_count(archive, "epoch"));
-  position.batches_done = static_cast<size_t>(read_count(archive, "batches_done"));
-  torch::Tensor processes;
-  if (archive.try_read("num_processes", processes))
-    position.num_processes = processes.item<int64_t>();
-  archive.try_read(generator_key, position.generator);
-  return position;
-}
-
-int64_t read_count(torch::serialize::InputArchive& archive, const char* key) {
-  torch::Tensor value;
-  archive.read(key, value);
-  return value.item<int64_t>();
-}
-
 ScopedDefaultGenerator::ScopedDefaultGenerator(uint64_t seed)
     : saved_state_(default_generator_state()) {
   auto generator = at::detail::getDefaultCPUGenerator();

@@ -21,7 +21,7 @@ torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
   ACCEL_METHOD_LABEL("gather");
   if (!impl_->distributed()) return tensor;
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
-  return torch::cat(detail::all_gather(*impl_->tensor_gather_group(), input), 0);
+  return torch::cat(distributed::all_gather(*impl_->tensor_gather_group(), input), 0);
 }
 
 bool Accelerator::gather_over_data_ranks(bool over) {
@@ -37,7 +37,7 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
     TORCH_CHECK(tensor.device() == tensors[0].device(),
                 "gather_for_metrics: the tensors gathered together must be on one device (",
                 tensors[0].device(), " and ", tensor.device(), ")");
-    if (impl_->options.debug) detail::check_same_shapes(impl_->host_group(), "gather", tensor);
+    if (impl_->options.debug) distributed::check_same_shapes(impl_->host_group(), "gather", tensor);
     parts.push_back(tensor.contiguous().flatten().view(torch::kUInt8));
     offsets.push_back(offsets.back() + parts.back().numel());
     // Each tensor starts 16-byte aligned, so its bytes can be viewed as its dtype again.
@@ -46,7 +46,8 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
       offsets.back() += pad;
     }
   }
-  const auto per_process = detail::all_gather(*impl_->tensor_gather_group(), torch::cat(parts));
+  const auto per_process =
+      distributed::all_gather(*impl_->tensor_gather_group(), torch::cat(parts));
   std::vector<torch::Tensor> out;
   for (size_t i = 0; i < tensors.size(); ++i) {
     auto shape = tensors[i].dim() == 0 ? std::vector<int64_t>{1} : tensors[i].sizes().vec();
@@ -65,7 +66,7 @@ double Accelerator::reduce_number(double value, Reduction reduction) {
   ACCEL_METHOD_LABEL("reduce");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kFloat64);
-  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  distributed::all_reduce(impl_->host_group(), tensor, reduction);
   return tensor.item<double>();
 }
 
@@ -73,7 +74,7 @@ int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
   ACCEL_METHOD_LABEL("reduce");
   if (!impl_->distributed()) return value;
   auto tensor = torch::tensor({value}, torch::kInt64);
-  detail::all_reduce(impl_->host_group(), tensor, reduction);
+  distributed::all_reduce(impl_->host_group(), tensor, reduction);
   return tensor.item<int64_t>();
 }
 
@@ -109,7 +110,7 @@ torch::Tensor Accelerator::reduce(const torch::Tensor& tensor, Reduction reducti
   ACCEL_METHOD_LABEL("reduce");
   auto out = tensor.clone();
   if (!impl_->distributed()) return out;
-  detail::all_reduce(impl_->device_group(), out, reduction);
+  distributed::all_reduce(impl_->device_group(), out, reduction);
   return out;
 }
 
@@ -124,7 +125,7 @@ torch::Tensor Accelerator::pad_across_processes(const torch::Tensor& tensor,
   if (dim < 0) dim += tensor.dim();
   auto sizes = torch::tensor(tensor.sizes().vec(), torch::kInt64);
   int64_t longest = 0;
-  for (const auto& s : detail::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
+  for (const auto& s : distributed::all_gather(impl_->host_group(), sizes)) {  // CPU sizes
     longest = std::max(longest, s[dim].item<int64_t>());
   }
   if (longest == tensor.size(dim)) return tensor;
@@ -141,20 +142,20 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
   if (!impl_->distributed()) return tensor;
   auto target = tensor;
   TORCH_CHECK(target.is_contiguous(), "accel: broadcast needs a contiguous tensor");
-  detail::broadcast(impl_->device_group(), target, from);
+  distributed::broadcast(impl_->device_group(), target, from);
   return target;
 }
 
 std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
   ACCEL_METHOD_LABEL("gather_object");
   if (!impl_->distributed()) return {value};
-  return detail::all_gather_ivalues(*impl_->object_gather_group(), value);
+  return distributed::all_gather_ivalues(*impl_->object_gather_group(), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {
   ACCEL_METHOD_LABEL("broadcast_object");
   if (!impl_->distributed()) return value;
-  return detail::broadcast_ivalue(impl_->host_group(), value, from);
+  return distributed::broadcast_ivalue(impl_->host_group(), value, from);
 }
 
 torch::Tensor Accelerator::split_between_processes(const torch::Tensor& values,

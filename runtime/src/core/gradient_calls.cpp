@@ -43,7 +43,7 @@ namespace {
 /// The clip calls' first step on a synchronising micro-step: gradients still whole (a backward
 /// not through accelerator.backward) go to their shards, and the scaler unscales, so that what
 /// is clipped is what the optimizers will step with. Returns the live shards.
-std::vector<std::shared_ptr<detail::OptimizerShards>> synchronised_gradients(
+std::vector<std::shared_ptr<sharding::OptimizerShards>> synchronised_gradients(
     Accelerator& accelerator, const sharding::ShardingSetup& sharding) {
   auto shards = sharding.live();
   for (auto& optimizer_shards : shards) optimizer_shards->reduce_gradients();
@@ -69,7 +69,8 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
   }
   core::SplitNormGroups groups;
   if (sharded) groups.shard_group = impl_->shard_group().get();
-  if (impl_->tensor_parallel()) groups.tp_group = impl_->mesh->group(detail::MeshGroup::tp).get();
+  if (impl_->tensor_parallel())
+    groups.tp_group = impl_->mesh->group(distributed::MeshGroup::tp).get();
   return core::clip_split_grad_norm(shards, parameters, max_norm, norm_type, groups, impl_->device);
 }
 

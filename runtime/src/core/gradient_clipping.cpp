@@ -11,7 +11,7 @@
 namespace accel {
 namespace core {
 
-HeldGradients held_gradients(const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards,
+HeldGradients held_gradients(const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards,
                              const std::vector<torch::Tensor>& parameters) {
   HeldGradients held;
   std::vector<torch::Tensor> rest = parameters;
@@ -39,7 +39,7 @@ double local_grad_norm(const std::vector<torch::Tensor>& parameters, double norm
   return torch::linalg_vector_norm(torch::stack(norms), norm_type).item<double>() / scale;
 }
 
-double clip_split_grad_norm(const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards,
+double clip_split_grad_norm(const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards,
                             const std::vector<torch::Tensor>& parameters, double max_norm,
                             double norm_type, const SplitNormGroups& groups,
                             const torch::Device& device) {
@@ -52,7 +52,7 @@ double clip_split_grad_norm(const std::vector<std::shared_ptr<detail::OptimizerS
   //   the tp group, while a parameter used whole is alike on every tp process, counted once.
   std::vector<torch::Tensor> sliced_parameters, plain_parameters;
   for (const auto& p : parameters)
-    (detail::is_tensor_parallel_slice(p) ? sliced_parameters : plain_parameters).push_back(p);
+    (parallel::is_tensor_parallel_slice(p) ? sliced_parameters : plain_parameters).push_back(p);
   auto sliced = held_gradients(shards, sliced_parameters);
   auto plain = held_gradients(shards, plain_parameters);
   const bool infinity = std::isinf(norm_type);
@@ -77,10 +77,10 @@ double clip_split_grad_norm(const std::vector<std::shared_ptr<detail::OptimizerS
     add(1, plain.whole);
   }
   const auto reduction = infinity ? Reduction::Max : Reduction::Sum;
-  if (groups.shard_group != nullptr) detail::all_reduce(*groups.shard_group, terms, reduction);
+  if (groups.shard_group != nullptr) distributed::all_reduce(*groups.shard_group, terms, reduction);
   if (groups.tp_group != nullptr) {
     auto slices = terms.narrow(0, 0, 1).clone();
-    detail::all_reduce(*groups.tp_group, slices, reduction);
+    distributed::all_reduce(*groups.tp_group, slices, reduction);
     terms.narrow(0, 0, 1).copy_(slices);
   }
   const auto total = infinity ? terms.max() : terms.sum().pow(1.0 / norm_type);

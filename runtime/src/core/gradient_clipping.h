@@ -20,7 +20,7 @@ struct HeldGradients {
   std::vector<torch::Tensor> pieces;
   std::vector<torch::Tensor> whole;
 };
-HeldGradients held_gradients(const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards,
+HeldGradients held_gradients(const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards,
                              const std::vector<torch::Tensor>& parameters);
 
 /// The norm of this process's gradients of `parameters` as they are, divided by the loss scale
@@ -38,7 +38,7 @@ struct SplitNormGroups {
 
 /// clip_grad_norm_ over gradients split across processes: sharded by a strategy, sliced by
 /// tensor parallelism, or both. Returns the total norm before clipping.
-double clip_split_grad_norm(const std::vector<std::shared_ptr<detail::OptimizerShards>>& shards,
+double clip_split_grad_norm(const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards,
                             const std::vector<torch::Tensor>& parameters, double max_norm,
                             double norm_type, const SplitNormGroups& groups,
                             const torch::Device& device);

@@ -30,14 +30,14 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
     Impl* impl = impl_.get();
     context.main_process_state = [impl](const torch::Tensor& state) {
       auto shared = state.clone();
-      detail::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
+      distributed::broadcast(impl->host_group(), shared, 0);  // a CPU generator state
       return shared;
     };
     context.broadcast_from_main = [impl](const c10::IValue& value) {
-      return detail::broadcast_ivalue(impl->host_group(), value, 0);
+      return distributed::broadcast_ivalue(impl->host_group(), value, 0);
     };
     context.gather_values = [impl](const c10::IValue& value) {
-      return detail::all_gather_ivalues(impl->host_group(), value);
+      return distributed::all_gather_ivalues(impl->host_group(), value);
     };
     // rng_types: the generators every process copies from the main one as a pass starts.
     std::vector<at::Generator> generators;
@@ -52,7 +52,7 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
         for (auto& generator : generators) {
           std::lock_guard<std::mutex> lock(generator.mutex());
           auto state = generator.get_state();  // a CPU byte tensor, on every device type
-          detail::broadcast(impl->host_group(), state, 0);
+          distributed::broadcast(impl->host_group(), state, 0);
           generator.set_state(state);
         }
       };

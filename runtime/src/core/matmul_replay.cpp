@@ -22,7 +22,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace core {
 namespace {
 
 thread_local MatmulRecord* t_record = nullptr;  // the record or replay open on this thread
@@ -112,8 +112,8 @@ struct ReplayedAddmm : public torch::autograd::Function<ReplayedAddmm> {
 at::Tensor autocast_operand(const at::Tensor& tensor) {
   if (!tensor.defined()) return tensor;
   const auto type = tensor.device().type();
-  if (!autocast_enabled(type)) return tensor;
-  return at::autocast::cached_cast(autocast_dtype(type), tensor, type);
+  if (!util::autocast_enabled(type)) return tensor;
+  return at::autocast::cached_cast(util::autocast_dtype(type), tensor, type);
 }
 
 /// The next recorded output, checked against the operator asking for it.
@@ -132,13 +132,13 @@ at::Tensor next_recorded(MatmulRecord& record, const char* op, at::IntArrayRef e
 
 at::Tensor routed(const char* op, const at::Tensor& self, const at::Tensor& mat1,
                   const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha,
-                  bool batched, const Compute& compute) {
+                  bool batched, const util::Compute& compute) {
   MatmulRecord* record = t_record;
   if (record == nullptr) return compute();
-  if (mode_on(Mode::RecordMatmuls)) {
+  if (util::mode_on(util::Mode::RecordMatmuls)) {
     // Below the key: a kernel that calls the operator again (autocast's, after its casts) is
     // not recorded twice.
-    c10::impl::ExcludeDispatchKeyGuard once(kModeDispatchKey);
+    c10::impl::ExcludeDispatchKeyGuard once(util::kModeDispatchKey);
     record->outputs.push_back(compute());
     // The block gets a copy: what it does to it in place (LinearImpl adds a 3-D input's bias
     // with +=) must not reach the record.
@@ -159,33 +159,35 @@ at::Tensor routed(const char* op, const at::Tensor& self, const at::Tensor& mat1
   return ReplayedProduct::apply(a, b, batched, std::move(output));
 }
 
-at::Tensor routed_mm(const at::Tensor& self, const at::Tensor& mat2, const Compute& compute) {
+at::Tensor routed_mm(const at::Tensor& self, const at::Tensor& mat2, const util::Compute& compute) {
   return routed("mm", at::Tensor(), self, mat2, 1, 1, false, compute);
 }
-at::Tensor routed_bmm(const at::Tensor& self, const at::Tensor& mat2, const Compute& compute) {
+at::Tensor routed_bmm(const at::Tensor& self, const at::Tensor& mat2,
+                      const util::Compute& compute) {
   return routed("bmm", at::Tensor(), self, mat2, 1, 1, true, compute);
 }
 at::Tensor routed_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
-                        const c10::Scalar& beta, const c10::Scalar& alpha, const Compute& compute) {
+                        const c10::Scalar& beta, const c10::Scalar& alpha,
+                        const util::Compute& compute) {
   return routed("addmm", self, mat1, mat2, beta, alpha, false, compute);
 }
 
-void use_routes() { set_matmul_routes({&routed_mm, &routed_bmm, &routed_addmm}); }
+void use_routes() { util::set_matmul_routes({&routed_mm, &routed_bmm, &routed_addmm}); }
 
 }  // namespace
 
 MatmulScope::MatmulScope(MatmulRecord& record, Kind kind) : previous_(t_record) {
   use_routes();
   t_record = &record;
-  was_recording_ = set_mode(Mode::RecordMatmuls, kind == Kind::Record);
-  was_replaying_ = set_mode(Mode::ReplayMatmuls, kind == Kind::Replay);
+  was_recording_ = util::set_mode(util::Mode::RecordMatmuls, kind == Kind::Record);
+  was_replaying_ = util::set_mode(util::Mode::ReplayMatmuls, kind == Kind::Replay);
 }
 
 MatmulScope::~MatmulScope() {
   t_record = previous_;
-  set_mode(Mode::RecordMatmuls, was_recording_);
-  set_mode(Mode::ReplayMatmuls, was_replaying_);
+  util::set_mode(util::Mode::RecordMatmuls, was_recording_);
+  util::set_mode(util::Mode::ReplayMatmuls, was_replaying_);
 }
 
-}  // namespace detail
+}  // namespace core
 }  // namespace accel

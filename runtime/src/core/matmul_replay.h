@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace core {
 
 /// The matmuls' outputs of one block's forward, in the order computed.
 struct MatmulRecord {
@@ -39,5 +39,5 @@ class MatmulScope {
   bool was_replaying_;
 };
 
-}  // namespace detail
+}  // namespace core
 }  // namespace accel

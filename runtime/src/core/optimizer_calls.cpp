@@ -27,7 +27,7 @@ void Accelerator::move_optimizer_state(torch::optim::Optimizer& optimizer) {
   for (auto& entry : optimizer.state()) {
     const auto found = devices.find(entry.first);
     const torch::Device device = found != devices.end() ? found->second : impl_->device;
-    const auto tensors = detail::elementwise_state(*entry.second);
+    const auto tensors = sharding::elementwise_state(*entry.second);
     if (!tensors) continue;
     for (auto* t : *tensors) {
       if (t->defined()) *t = t->to(device);
@@ -41,7 +41,7 @@ std::shared_ptr<detail::ShardedStep> Accelerator::shard_optimizer(
   sharding::ShardingSetup::Placement placement;
   placement.shard_group = impl_->shard_group();
   placement.replicate_group = impl_->replicate_group();
-  placement.gloo = impl_->dist->backend() == detail::CollectiveBackend::gloo;
+  placement.gloo = impl_->dist->backend() == distributed::CollectiveBackend::gloo;
   placement.device = impl_->device;
   return impl_->sharding.shard(optimizer, impl_->models.modules(), placement);
 }
@@ -66,7 +66,7 @@ void Accelerator::report_optimizer_path(const char* mangled_type, bool fused,
   }
   std::string why;
   if (fused && kernel == detail::StepKernel::none && optimizer != nullptr) {
-    why = detail::exact_cpu_step_refusal(*optimizer);
+    why = optim::exact_cpu_step_refusal(*optimizer);
     if (!why.empty()) why = "; the CPU's exact kernels are not used: " + why;
   }
   std::fprintf(stderr, "accel: prepared optimizer %s steps %s%s\n",

@@ -47,17 +47,17 @@ auto parsed(Parse parse, const char* option, const std::string& text,
 }
 
 /// The training loop's options: placement, batching, accumulation, precision, seed, timeout.
-void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvLookup& env,
+void resolve_training_loop(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                            ResolvedOptions& out) {
-  out.device_placement =
-      pick(options.device_placement(), detail::env_bool(env, contract::kDevicePlacement), true);
+  out.device_placement = pick(options.device_placement(),
+                              distributed::env_bool(env, contract::kDevicePlacement), true);
   out.split_batches =
-      pick(options.split_batches(), detail::env_bool(env, contract::kSplitBatches), false);
+      pick(options.split_batches(), distributed::env_bool(env, contract::kSplitBatches), false);
   out.even_batches =
-      pick(options.even_batches(), detail::env_bool(env, contract::kEvenBatches), true);
+      pick(options.even_batches(), distributed::env_bool(env, contract::kEvenBatches), true);
   out.gradient_accumulation_steps =
       pick(options.gradient_accumulation_steps(),
-           detail::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
+           distributed::env_int(env, contract::kGradientAccumulationSteps), int64_t{1});
   out.sync_each_batch = options.sync_each_batch();
   out.allow_unprepared_parameters = options.allow_unprepared_parameters();
   out.sync_with_dataloader = options.sync_with_dataloader();
@@ -68,42 +68,42 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
     out.synchronize_cuda_generator |= type == "cuda";
   }
   out.autocast = options.autocast();
-  out.cpu = pick(options.cpu(), detail::env_bool(env, contract::kUseCpu), false);
+  out.cpu = pick(options.cpu(), distributed::env_bool(env, contract::kUseCpu), false);
   out.mixed_precision =
       parsed(parse_mixed_precision, "mixed_precision",
-             pick(options.mixed_precision(), detail::env_string(env, contract::kMixedPrecision),
-                  std::string("no")),
+             pick(options.mixed_precision(),
+                  distributed::env_string(env, contract::kMixedPrecision), std::string("no")),
              contract::mixed_precision_choices());
   out.step_scheduler_with_optimizer =
       pick(options.step_scheduler_with_optimizer(),
-           detail::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
+           distributed::env_bool(env, contract::kStepSchedulerWithOptimizer), true);
   out.fused_optimizer =
-      pick(options.fused_optimizer(), detail::env_bool(env, contract::kFusedOptimizer), true);
+      pick(options.fused_optimizer(), distributed::env_bool(env, contract::kFusedOptimizer), true);
   if (options.seed()) {
     out.seed = options.seed();
-  } else if (auto seed = detail::env_int(env, contract::kSeed)) {
+  } else if (auto seed = distributed::env_int(env, contract::kSeed)) {
     TORCH_CHECK(*seed >= 0, "accel: invalid ACCEL_SEED: ", *seed,
                 " (expected a non-negative integer)");
     out.seed = static_cast<uint64_t>(*seed);
   }
   if (options.timeout()) {
     out.timeout = *options.timeout();
-  } else if (auto text = detail::env_string(env, contract::kTimeout)) {
+  } else if (auto text = distributed::env_string(env, contract::kTimeout)) {
     const auto seconds = contract::parse_seconds(*text);
     TORCH_CHECK(seconds, "accel: invalid ", contract::kTimeout, ": '", *text,
                 "' (expected seconds > 0)");
     out.timeout = *seconds;
   }
-  out.debug = detail::env_bool(env, contract::kDebug).value_or(false);
+  out.debug = distributed::env_bool(env, contract::kDebug).value_or(false);
   out.grad_scaler = options.grad_scaler();
   out.ddp = options.ddp();
-  out.ddp.find_unused_parameters(pick(options.ddp().find_unused_parameters(),
-                                      detail::env_bool(env, contract::kDdpFindUnusedParameters),
-                                      false));
-  out.ddp.static_graph(
-      pick(options.ddp().static_graph(), detail::env_bool(env, contract::kDdpStaticGraph), false));
-  out.ddp.comm_hook(pick(options.ddp().comm_hook(), detail::env_string(env, contract::kDdpCommHook),
-                         std::string("no")));
+  out.ddp.find_unused_parameters(
+      pick(options.ddp().find_unused_parameters(),
+           distributed::env_bool(env, contract::kDdpFindUnusedParameters), false));
+  out.ddp.static_graph(pick(options.ddp().static_graph(),
+                            distributed::env_bool(env, contract::kDdpStaticGraph), false));
+  out.ddp.comm_hook(pick(options.ddp().comm_hook(),
+                         distributed::env_string(env, contract::kDdpCommHook), std::string("no")));
   TORCH_CHECK(contract::is_one_of(*out.ddp.comm_hook(), {"no", "fp16", "bf16"}),
               "accel: invalid ddp.comm_hook: '", *out.ddp.comm_hook(),
               "' (expected one of no, fp16, bf16; accel has no PowerSGD hook)");
@@ -116,20 +116,20 @@ void resolve_training_loop(const AcceleratorOptions& options, const detail::EnvL
 }
 
 /// The sharding strategy and FSDP's options: state dict type, offload, wrap policy.
-void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup& env,
+void resolve_sharding(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                       ResolvedOptions& out) {
-  out.sharding_strategy =
-      parsed(parse_sharding_strategy, "sharding_strategy",
-             pick(options.sharding_strategy(), detail::env_string(env, contract::kShardingStrategy),
-                  std::string("NO_SHARD")),
-             contract::sharding_strategy_choices());
-  out.fsdp_state_dict_type = parsed(
-      parse_state_dict_type, "fsdp_state_dict_type",
-      pick(options.fsdp_state_dict_type(), detail::env_string(env, contract::kFsdpStateDictType),
-           std::string("FULL_STATE_DICT")),
-      contract::state_dict_type_choices());
+  out.sharding_strategy = parsed(
+      parse_sharding_strategy, "sharding_strategy",
+      pick(options.sharding_strategy(), distributed::env_string(env, contract::kShardingStrategy),
+           std::string("NO_SHARD")),
+      contract::sharding_strategy_choices());
+  out.fsdp_state_dict_type = parsed(parse_state_dict_type, "fsdp_state_dict_type",
+                                    pick(options.fsdp_state_dict_type(),
+                                         distributed::env_string(env, contract::kFsdpStateDictType),
+                                         std::string("FULL_STATE_DICT")),
+                                    contract::state_dict_type_choices());
   out.fsdp_offload_params = pick(options.fsdp_offload_params(),
-                                 detail::env_bool(env, contract::kFsdpOffloadParams), false);
+                                 distributed::env_bool(env, contract::kFsdpOffloadParams), false);
   TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != ShardingStrategy::NoShard,
               "accel: fsdp_offload_params keeps the shards of a sharded run in host memory, and "
               "sharding_strategy is NO_SHARD; choose SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, "
@@ -137,14 +137,14 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
   out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
   if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
     out.fsdp_transformer_layer_cls_to_wrap =
-        names_in(detail::env_string(env, contract::kFsdpClassesToWrap));
+        names_in(distributed::env_string(env, contract::kFsdpClassesToWrap));
   }
   if (options.fsdp_min_num_params()) {
     out.fsdp_min_num_params = *options.fsdp_min_num_params();
     TORCH_CHECK(out.fsdp_min_num_params >= 1,
                 "accel: invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
                 " (expected an integer >= 1)");
-  } else if (auto count = detail::env_int(env, contract::kFsdpMinNumParams)) {
+  } else if (auto count = distributed::env_int(env, contract::kFsdpMinNumParams)) {
     TORCH_CHECK(*count >= 1, "accel: invalid ", contract::kFsdpMinNumParams, ": ", *count,
                 " (expected an integer >= 1)");
     out.fsdp_min_num_params = *count;
@@ -156,14 +156,14 @@ void resolve_sharding(const AcceleratorOptions& options, const detail::EnvLookup
 
 /// The trackers and resuming. Tracker names are checked here, so a typo fails at construction
 /// rather than at init_trackers.
-void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail::EnvLookup& env,
-                                 ResolvedOptions& out) {
+void resolve_tracking_and_resume(const AcceleratorOptions& options,
+                                 const distributed::EnvLookup& env, ResolvedOptions& out) {
   std::vector<std::string> log_with = options.log_with();
-  if (log_with.empty()) log_with = names_in(detail::env_string(env, contract::kLogWith));
+  if (log_with.empty()) log_with = names_in(distributed::env_string(env, contract::kLogWith));
   for (const auto& name : log_with) {
-    const auto& known = detail::builtin_tracker_names();
+    const auto& known = tracking::builtin_tracker_names();
     if (name == "all") {
-      out.log_with = detail::all_tracker_names(env);
+      out.log_with = tracking::all_tracker_names(env);
       break;
     }
     const bool available = std::find(known.begin(), known.end(), name) != known.end();
@@ -183,7 +183,7 @@ void resolve_tracking_and_resume(const AcceleratorOptions& options, const detail
   out.trackers = options.trackers();
   if (options.resume()) {
     out.resume = *options.resume();
-  } else if (auto resume = detail::env_string(env, contract::kResume)) {
+  } else if (auto resume = distributed::env_string(env, contract::kResume)) {
     TORCH_CHECK(*resume == "auto" || *resume == "no", "accel: invalid ", contract::kResume, ": '",
                 *resume, "' (expected auto or no)");
     out.resume = *resume == "auto";
@@ -208,18 +208,18 @@ void check_ranges(const ResolvedOptions& out) {
 
 /// FSDP's features over the sharding: activation checkpointing, the reduce dtype, prefetch
 /// (after resolve_training_loop and resolve_sharding, whose results they read).
-void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvLookup& env,
+void resolve_fsdp_features(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                            ResolvedOptions& out) {
   out.fsdp_activation_checkpointing =
       pick(options.fsdp_activation_checkpointing(),
-           detail::env_bool(env, contract::kFsdpActivationCheckpointing), false);
+           distributed::env_bool(env, contract::kFsdpActivationCheckpointing), false);
   TORCH_CHECK(!out.fsdp_activation_checkpointing || !out.fsdp_transformer_layer_cls_to_wrap.empty(),
               "accel: fsdp_activation_checkpointing checkpoints the classes "
               "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
               "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
               "your forward");
   out.activation_checkpointing_policy = options.activation_checkpointing_policy();
-  detail::check_checkpoint_policy(out.activation_checkpointing_policy);
+  core::check_checkpoint_policy(out.activation_checkpointing_policy);
   // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
   const auto mp = out.mixed_precision;
   const std::string precision_dtype = mp == MixedPrecision::Fp16 ? "fp16"
@@ -227,7 +227,7 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
                                           ? "bf16"
                                           : "fp32";
   const std::string reduce_dtype =
-      pick(options.fsdp_reduce_dtype(), detail::env_string(env, contract::kFsdpReduceDtype),
+      pick(options.fsdp_reduce_dtype(), distributed::env_string(env, contract::kFsdpReduceDtype),
            precision_dtype);
   TORCH_CHECK(contract::is_one_of(reduce_dtype, {"fp32", "bf16", "fp16"}),
               "accel: invalid fsdp_reduce_dtype '", reduce_dtype,
@@ -235,11 +235,12 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
   out.fsdp_reduce_dtype = reduce_dtype == "bf16"   ? ReduceDtype::Bf16
                           : reduce_dtype == "fp16" ? ReduceDtype::Fp16
                                                    : ReduceDtype::Fp32;
-  out.fsdp_forward_prefetch = pick(options.fsdp_forward_prefetch(),
-                                   detail::env_bool(env, contract::kFsdpForwardPrefetch), false);
-  const std::string backward_prefetch =
-      pick(options.fsdp_backward_prefetch(),
-           detail::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
+  out.fsdp_forward_prefetch =
+      pick(options.fsdp_forward_prefetch(),
+           distributed::env_bool(env, contract::kFsdpForwardPrefetch), false);
+  const std::string backward_prefetch = pick(
+      options.fsdp_backward_prefetch(),
+      distributed::env_string(env, contract::kFsdpBackwardPrefetch), std::string("NO_PREFETCH"));
   TORCH_CHECK(
       contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
       "accel: invalid fsdp_backward_prefetch: '", backward_prefetch,
@@ -250,12 +251,13 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const detail::EnvL
 /// The device mesh: the program's, else the launcher's variables (read, as by Accelerate, only
 /// under ACCELERATE_USE_PARALLELISM_CONFIG=true); and the sharding strategy its data dimensions
 /// imply where none was chosen (after resolve_sharding).
-void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLookup& env,
+void resolve_parallelism(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                          ResolvedOptions& out) {
   out.parallelism_config = options.parallelism_config();
-  if (!out.parallelism_config && detail::env_bool(env, contract::kUseParallelismConfig) == true) {
+  if (!out.parallelism_config &&
+      distributed::env_bool(env, contract::kUseParallelismConfig) == true) {
     auto size = [&](const char* name) {
-      const auto value = detail::env_int(env, name).value_or(1);
+      const auto value = distributed::env_int(env, name).value_or(1);
       TORCH_CHECK(value >= 1, "accel: invalid ", name, ": ", value, " (expected an integer >= 1)");
       return value;
     };
@@ -287,7 +289,7 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
               "HYBRID_SHARD");
   if (!mesh.dp_shard_enabled()) return;
   const bool chosen =
-      options.sharding_strategy() || detail::env_string(env, contract::kShardingStrategy);
+      options.sharding_strategy() || distributed::env_string(env, contract::kShardingStrategy);
   if (!chosen) out.sharding_strategy = ShardingStrategy::FullShard;
   if (mesh.dp_replicate_enabled() && out.sharding_strategy == ShardingStrategy::FullShard) {
     out.sharding_strategy = ShardingStrategy::HybridShard;
@@ -296,12 +298,12 @@ void resolve_parallelism(const AcceleratorOptions& options, const detail::EnvLoo
 
 /// FP8 training's settings (after resolve_training_loop): the recipe, the backend a config
 /// names, and no fp16 loss scaling beside it.
-void resolve_fp8(const AcceleratorOptions& options, const detail::EnvLookup& env,
+void resolve_fp8(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                  ResolvedOptions& out) {
   out.fp8 = options.fp8();
   if (out.mixed_precision != MixedPrecision::Fp8) return;
-  detail::parse_fp8_recipe(out.fp8.recipe());
-  if (const auto backend = detail::env_string(env, contract::kFp8Backend)) {
+  precision::parse_fp8_recipe(out.fp8.recipe());
+  if (const auto backend = distributed::env_string(env, contract::kFp8Backend)) {
     std::string upper = *backend;
     std::transform(upper.begin(), upper.end(), upper.begin(),
                    [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -327,7 +329,7 @@ void resolve_fp8(const AcceleratorOptions& options, const detail::EnvLookup& env
 }  // namespace
 
 ResolvedOptions resolve_options(const AcceleratorOptions& options) {
-  const auto env = detail::process_environment();
+  const auto env = distributed::process_environment();
   ResolvedOptions out;
   resolve_training_loop(options, env, out);
   resolve_fp8(options, env, out);

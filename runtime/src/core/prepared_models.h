@@ -21,7 +21,7 @@ namespace core {
 struct PreparedModel {
   torch::nn::Module* module = nullptr;
   /// Null in a one-process job: nothing to synchronise, no hooks, no cost.
-  std::unique_ptr<detail::GradientSynchronizer> sync;
+  std::unique_ptr<distributed::GradientSynchronizer> sync;
   int no_sync_depth = 0;
   bool force_sync = false;
 

@@ -37,7 +37,7 @@ void Accelerator::Impl::form_mesh() {
   if (distributed()) mesh = &dist->mesh(config, group_settings());
 }
 
-int64_t Accelerator::Impl::mesh_coordinate(detail::MeshDim dim, const char* method) const {
+int64_t Accelerator::Impl::mesh_coordinate(distributed::MeshDim dim, const char* method) const {
   TORCH_CHECK(options.parallelism_config.has_value(), "accel: ", method,
               "() needs a device mesh; set AcceleratorOptions::parallelism_config, or launch "
               "with --use_parallelism_config");
@@ -45,19 +45,19 @@ int64_t Accelerator::Impl::mesh_coordinate(detail::MeshDim dim, const char* meth
 }
 
 int64_t Accelerator::data_parallel_rank() const {
-  return impl_->mesh_coordinate(detail::MeshDim::dp_replicate, "data_parallel_rank");
+  return impl_->mesh_coordinate(distributed::MeshDim::dp_replicate, "data_parallel_rank");
 }
 int64_t Accelerator::data_parallel_shard_rank() const {
-  return impl_->mesh_coordinate(detail::MeshDim::dp_shard, "data_parallel_shard_rank");
+  return impl_->mesh_coordinate(distributed::MeshDim::dp_shard, "data_parallel_shard_rank");
 }
 int64_t Accelerator::tensor_parallel_rank() const {
-  return impl_->mesh_coordinate(detail::MeshDim::tp, "tensor_parallel_rank");
+  return impl_->mesh_coordinate(distributed::MeshDim::tp, "tensor_parallel_rank");
 }
 int64_t Accelerator::context_parallel_rank() const {
-  return impl_->mesh_coordinate(detail::MeshDim::cp, "context_parallel_rank");
+  return impl_->mesh_coordinate(distributed::MeshDim::cp, "context_parallel_rank");
 }
 int64_t Accelerator::pipeline_parallel_rank() const {
-  impl_->mesh_coordinate(detail::MeshDim::dp_replicate, "pipeline_parallel_rank");
+  impl_->mesh_coordinate(distributed::MeshDim::dp_replicate, "pipeline_parallel_rank");
   return 0;  // no pipeline dimension yet
 }
 const std::optional<ParallelismConfig>& Accelerator::parallelism_config() const {
@@ -89,7 +89,7 @@ int Accelerator::puts(const char* text) { return is_main_process() ? std::puts(t
 
 void Accelerator::wait_for_everyone() {
   ACCEL_METHOD_LABEL("wait_for_everyone");
-  if (impl_->distributed()) detail::barrier(impl_->device_group());
+  if (impl_->distributed()) distributed::barrier(impl_->device_group());
 }
 
 void Accelerator::set_trigger() { impl_->trigger = true; }
@@ -98,7 +98,7 @@ bool Accelerator::check_trigger() {
   ACCEL_METHOD_LABEL("check_trigger");
   auto flag = torch::tensor({impl_->trigger ? int64_t{1} : int64_t{0}}, torch::kInt64);
   if (impl_->distributed())
-    detail::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
+    distributed::all_reduce(impl_->host_group(), flag, Reduction::Sum);  // a CPU flag
   if (flag.item<int64_t>() == 0) return false;
   impl_->trigger = false;
   return true;

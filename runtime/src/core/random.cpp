@@ -11,8 +11,8 @@ namespace accel {
 
 void set_seed(uint64_t seed, bool device_specific, bool deterministic) {
   if (device_specific) {
-    seed +=
-        static_cast<uint64_t>(detail::detect_process_identity(detail::process_environment()).rank);
+    seed += static_cast<uint64_t>(
+        distributed::detect_process_identity(distributed::process_environment()).rank);
   }
   torch::manual_seed(seed);  // the CPU generator and, when CUDA is there, every device's
   std::srand(static_cast<unsigned>(seed));

@@ -7,8 +7,8 @@ namespace accel {
 const ProcessState& state() {
   // The environment of a process does not change under it: read once (thread-safe static).
   static const ProcessState process = [] {
-    const detail::ProcessIdentity identity =
-        detail::detect_process_identity(detail::process_environment());
+    const distributed::ProcessIdentity identity =
+        distributed::detect_process_identity(distributed::process_environment());
     ProcessState s;
     s.process_index_ = identity.rank;
     s.local_process_index_ = identity.local_rank;

@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace core {
 namespace {
 
 /// FNV-1a over a tensor's bytes, on the host: equal values, equal hash.
@@ -32,7 +32,7 @@ int64_t hash_of(const torch::Tensor& tensor) {
   return out;
 }
 
-std::string name_of(const GradientState& state, const torch::Tensor& p, size_t position) {
+std::string name_of(const detail::GradientState& state, const torch::Tensor& p, size_t position) {
   const auto found = state.averaged_parameters.find(p.unsafeGetTensorImpl());
   if (found != state.averaged_parameters.end()) return found->second;
   std::ostringstream out;
@@ -42,7 +42,7 @@ std::string name_of(const GradientState& state, const torch::Tensor& p, size_t p
 
 }  // namespace
 
-void record_averaged_parameters(GradientState& state, const torch::nn::Module& model,
+void record_averaged_parameters(detail::GradientState& state, const torch::nn::Module& model,
                                 size_t index) {
   for (const auto& named : model.named_parameters()) {
     state.averaged_parameters[named.value().unsafeGetTensorImpl()] =
@@ -50,10 +50,10 @@ void record_averaged_parameters(GradientState& state, const torch::nn::Module& m
   }
 }
 
-std::function<void(const GradientState&, const torch::optim::Optimizer&)> parameter_comparison(
-    std::shared_ptr<DistributedState> dist) {
-  return [dist](const GradientState& state, const torch::optim::Optimizer& optimizer) {
-    CollectiveLabel collective_label("optimizer step check (ACCEL_DEBUG)");
+std::function<void(const detail::GradientState&, const torch::optim::Optimizer&)>
+parameter_comparison(std::shared_ptr<distributed::DistributedState> dist) {
+  return [dist](const detail::GradientState& state, const torch::optim::Optimizer& optimizer) {
+    util::CollectiveLabel collective_label("optimizer step check (ACCEL_DEBUG)");
     std::vector<torch::Tensor> params;
     for (const auto& group : optimizer.param_groups()) {
       for (const auto& p : group.params()) params.push_back(p);
@@ -62,8 +62,8 @@ std::function<void(const GradientState&, const torch::optim::Optimizer&)> parame
     auto* hashes = low.data_ptr<int64_t>();
     for (size_t i = 0; i < params.size(); ++i) hashes[i] = hash_of(params[i]);
     auto high = low.clone();
-    all_reduce(*dist->host_group(), low, Reduction::Min);
-    all_reduce(*dist->host_group(), high, Reduction::Max);
+    distributed::all_reduce(*dist->host_group(), low, Reduction::Min);
+    distributed::all_reduce(*dist->host_group(), high, Reduction::Max);
     for (size_t i = 0; i < params.size(); ++i) {
       TORCH_CHECK(low[static_cast<int64_t>(i)].item<int64_t>() ==
                       high[static_cast<int64_t>(i)].item<int64_t>(),
@@ -75,5 +75,5 @@ std::function<void(const GradientState&, const torch::optim::Optimizer&)> parame
   };
 }
 
-}  // namespace detail
+}  // namespace core
 }  // namespace accel

@@ -16,18 +16,21 @@ class Module;
 }  // namespace torch
 
 namespace accel {
-namespace detail {
-
+namespace distributed {
 class DistributedState;
+}  // namespace distributed
+
+namespace core {
 
 /// Lists `model`'s parameters as averaged, named "model `index`: name".
-void record_averaged_parameters(GradientState& state, const torch::nn::Module& model, size_t index);
+void record_averaged_parameters(detail::GradientState& state, const torch::nn::Module& model,
+                                size_t index);
 
 /// ACCEL_DEBUG's comparison after each step: a hash of each parameter a non-sharded prepared
 /// optimizer holds (whole, as NO_SHARD keeps them), compared across the processes of `dist`'s
 /// host group; a difference throws on every process, naming the first parameter that differs.
-std::function<void(const GradientState&, const torch::optim::Optimizer&)> parameter_comparison(
-    std::shared_ptr<DistributedState> dist);
+std::function<void(const detail::GradientState&, const torch::optim::Optimizer&)>
+parameter_comparison(std::shared_ptr<distributed::DistributedState> dist);
 
-}  // namespace detail
+}  // namespace core
 }  // namespace accel

@@ -35,7 +35,7 @@ void UnevenInputsJoin::count_backward(const std::vector<PreparedModel*>& syncing
   });
   if (!joined) return;
   auto still_training = torch::ones({1}, torch::kInt64);
-  detail::all_reduce(host_group, still_training, Reduction::Sum);
+  distributed::all_reduce(host_group, still_training, Reduction::Sum);
   ++backwards_;
 }
 
@@ -48,7 +48,7 @@ void UnevenInputsJoin::end(const std::vector<const torch::nn::Module*>& models,
   // any is, shadow the all-reduces of its backward; when none is, every process leaves together.
   for (;;) {
     auto still_training = torch::zeros({1}, torch::kInt64);
-    detail::all_reduce(*host_group, still_training, Reduction::Sum);
+    distributed::all_reduce(*host_group, still_training, Reduction::Sum);
     if (still_training.item<int64_t>() == 0) break;
     models_.shadow_backward(models);
   }
@@ -57,7 +57,7 @@ void UnevenInputsJoin::end(const std::vector<const torch::nn::Module*>& models,
   // equals).
   const int64_t processes = host_group->getSize();
   auto last = torch::tensor({backwards_ * processes + host_group->getRank()});
-  detail::all_reduce(*host_group, last, Reduction::Max);
+  distributed::all_reduce(*host_group, last, Reduction::Max);
   models_.broadcast_from(models, last.item<int64_t>() % processes);
 }
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 std::vector<torch::Tensor> all_gather(c10d::ProcessGroup& group, const torch::Tensor& tensor) {
   auto input = tensor.contiguous();
@@ -129,5 +129,5 @@ void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
   check_same_collective(all_gather_bytes(group, op + " [" + describe_tensors({tensor}) + "]"), op);
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 /// Every process's `tensor` (same shape everywhere), in rank order.
 std::vector<torch::Tensor> all_gather(c10d::ProcessGroup& group, const torch::Tensor& tensor);
@@ -43,5 +43,5 @@ std::string describe_tensors(const std::vector<at::Tensor>& tensors);
 void check_same_shapes(c10d::ProcessGroup& group, const std::string& op,
                        const torch::Tensor& tensor);
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 CompressionHook::CompressionHook(c10::intrusive_ptr<c10d::ProcessGroup> group,
                                  c10::ScalarType dtype, std::shared_ptr<CompressionBytes> bytes)
@@ -31,5 +31,5 @@ c10::intrusive_ptr<c10::ivalue::Future> CompressionHook::runHook(c10d::GradBucke
       c10::TensorType::get());
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -12,7 +12,7 @@
 #include <memory>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 /// Bytes the hooks of one model saw: its buckets as they are, and as they were sent.
 struct CompressionBytes {
@@ -31,5 +31,5 @@ class CompressionHook : public c10d::CppCommHookInterface<c10::intrusive_ptr<c10
   std::shared_ptr<CompressionBytes> bytes_;
 };
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

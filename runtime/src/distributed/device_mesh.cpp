@@ -10,7 +10,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 std::vector<MeshDim> dims_of(MeshGroup group) {
   switch (group) {
@@ -137,5 +137,5 @@ int64_t DeviceMesh::data_rank() const {
          coordinate(MeshDim::dp_shard);
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

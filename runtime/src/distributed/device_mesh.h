@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 /// One dimension of the mesh, in the mesh's order.
 enum class MeshDim { dp_replicate = 0, dp_shard = 1, cp = 2, tp = 3 };
@@ -88,5 +88,5 @@ class DeviceMesh {
   std::array<c10::intrusive_ptr<c10d::ProcessGroup>, kMeshGroupCount> groups_;
 };
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

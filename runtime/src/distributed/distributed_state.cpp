@@ -16,7 +16,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 constexpr std::pair<CollectiveBackend, const char*> kBackends[] = {
     {CollectiveBackend::gloo, "gloo"},
@@ -99,16 +99,16 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
   // backend of their own (see record_collectives).
   auto checker = [&](const std::string& prefix) {
     return check_collectives
-               ? make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank,
-                                   size, gloo_device, timeout)
+               ? util::make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>(prefix, store),
+                                         rank, size, gloo_device, timeout)
                : c10::intrusive_ptr<c10d::Backend>();
   };
   // The backends rendezvous under their own prefixes, so the same store serves both.
-  auto gloo =
-      record_collectives(make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store),
-                                           rank, size, gloo_device, timeout),
-                         name + "gloo", checker("gloo-check"));
-  groups.host = make_process_group(store, rank, size, gloo);
+  auto gloo = record_collectives(
+      util::make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store), rank, size,
+                              gloo_device, timeout),
+      name + "gloo", checker("gloo-check"));
+  groups.host = util::make_process_group(store, rank, size, gloo);
   if (!nccl) {
     groups.device = groups.host;
     groups.backend = CollectiveBackend::gloo;
@@ -116,10 +116,11 @@ JobGroups make_job_groups(const c10::intrusive_ptr<c10d::Store>& store, int rank
   }
 #ifdef USE_C10D_NCCL
   auto backend = record_collectives(
-      make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size, timeout),
+      util::make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store), rank, size,
+                              timeout),
       name + "nccl", checker("nccl-check"));
   keep_process_state_past_exit();
-  groups.device = make_process_group(store, rank, size, gloo, backend);
+  groups.device = util::make_process_group(store, rank, size, gloo, backend);
   groups.backend = CollectiveBackend::nccl;
   return groups;
 #else
@@ -252,5 +253,5 @@ torch::Device DistributedState::device(bool cpu) const {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(identity_.local_rank % count));
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -23,7 +23,7 @@ class Device;
 }  // namespace gloo
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 /// What carries the device group's collectives: nothing (one process), Gloo, or NCCL.
 enum class CollectiveBackend { none, gloo, nccl };
@@ -114,5 +114,5 @@ class DistributedState {
   std::unique_ptr<DeviceMesh> mesh_;
 };
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

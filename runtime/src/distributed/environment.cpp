@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 EnvLookup process_environment() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -132,7 +132,8 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
   if (auto addr = env_string(env, "MASTER_ADDR")) {
     id.master_addr = *addr;
   } else if (id.source == "slurm") {
-    if (auto nodes = env_string(env, "SLURM_NODELIST")) id.master_addr = first_slurm_host(*nodes);
+    if (auto nodes = env_string(env, "SLURM_NODELIST"))
+      id.master_addr = detail::first_slurm_host(*nodes);
   }
   if (auto port = env_int(env, "MASTER_PORT")) {
     TORCH_CHECK(*port > 0 && *port < 65536, "accel: invalid MASTER_PORT: ", *port,
@@ -142,5 +143,5 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
   return id;
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

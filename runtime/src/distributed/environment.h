@@ -10,7 +10,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
@@ -38,5 +38,5 @@ std::optional<bool> env_bool(const EnvLookup& env, const std::string& name);
 std::optional<int64_t> env_int(const EnvLookup& env, const std::string& name);
 std::optional<std::string> env_string(const EnvLookup& env, const std::string& name);
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -27,7 +27,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 namespace {
 
 int64_t now_ms() {
@@ -386,7 +386,7 @@ class RecordingBackend final : public c10d::Backend {
   c10::intrusive_ptr<Work> run(const char* op, const std::vector<at::Tensor>& tensors,
                                Issue&& issue) {
     auto& recorder = Recorder::instance();
-    std::string call = describe_collective_call(op);
+    std::string call = util::describe_collective_call(op);
     std::string shapes = describe_tensors(tensors);
     const std::string fingerprint = !checker_        ? std::string()
                                     : shapes.empty() ? call
@@ -429,7 +429,7 @@ class RecordingBackend final : public c10d::Backend {
     checker_->allgather(outputs, inputs)->wait();
     std::vector<std::string> all;
     for (const auto& t : outputs[0]) all.emplace_back(static_cast<const char*>(t.data_ptr()));
-    detail::check_same_collective(all, "#" + std::to_string(seq));
+    distributed::check_same_collective(all, "#" + std::to_string(seq));
   }
 
   c10::intrusive_ptr<c10d::Backend> inner_;
@@ -453,8 +453,8 @@ bool FlightRecordWriter::write(const flight::FlightRecord& record, bool alert,
   if (written_any_ && record.version < written_version_) return false;
   const std::string text = flight::format_flight_record(record);
   try {
-    write_file_durably(record_path_, text);
-    if (alert) write_file_durably(alert_path_, text);
+    util::write_file_durably(record_path_, text);
+    if (alert) util::write_file_durably(alert_path_, text);
   } catch (const std::exception&) {
     return false;  // the previous record stays whole; the next write tries again
   }
@@ -500,5 +500,5 @@ c10::intrusive_ptr<c10d::Backend> record_collectives(c10::intrusive_ptr<c10d::Ba
 
 std::string flight_record_text() { return Recorder::instance().text(); }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

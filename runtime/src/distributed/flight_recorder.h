@@ -26,7 +26,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 struct FlightSettings {
   size_t capacity = 64;                                         // ACCEL_FLIGHT_RECORDER; 0: off
@@ -75,5 +75,5 @@ class FlightRecordWriter {
   uint64_t written_version_ = 0;
 };
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

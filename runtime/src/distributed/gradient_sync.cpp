@@ -14,7 +14,7 @@
 #include <numeric>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 namespace {
 
 // As DistributedDataParallel's broadcast of module states at construction.
@@ -126,9 +126,9 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
       ready_order,
       {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(options.bucket_cap_mb() << 20)},
       std::vector<bool>(reduced.size(), false), indices);
-  reducer_ =
-      make_reducer(std::move(reduced), std::move(buckets), group_, options.bucket_cap_mb() << 20,
-                   kFirstBucketBytes, options.gradient_as_bucket_view());
+  reducer_ = util::make_reducer(std::move(reduced), std::move(buckets), group_,
+                                options.bucket_cap_mb() << 20, kFirstBucketBytes,
+                                options.gradient_as_bucket_view());
   gradients_are_views_ = options.gradient_as_bucket_view();
   const std::string hook = options.comm_hook().value_or("no");
   if (hook != "no") {
@@ -349,5 +349,5 @@ std::unordered_set<const c10::TensorImpl*> autograd_leaves(
   return leaves;
 }
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

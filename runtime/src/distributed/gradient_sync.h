@@ -27,7 +27,7 @@ struct Node;
 }  // namespace torch
 
 namespace accel {
-namespace detail {
+namespace distributed {
 
 struct CompressionBytes;
 
@@ -124,5 +124,5 @@ std::unordered_set<const c10::TensorImpl*> autograd_leaves(
     const torch::Tensor& loss,
     const std::function<void(const torch::autograd::Node&)>& visit = nullptr);
 
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

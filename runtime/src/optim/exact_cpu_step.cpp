@@ -41,7 +41,7 @@
 #endif
 
 namespace accel {
-namespace detail {
+namespace optim {
 namespace {
 
 // A parameter this large is split over the intra-op threads; smaller ones are one range.
@@ -223,7 +223,8 @@ void sgd_update(const at::Tensor& param, const at::Tensor& grad, const at::Tenso
 // Square roots
 
 template <typename T>
-using VmlSqrt = std::conditional_t<std::is_same_v<T, float>, VmlSqrtFloat, VmlSqrtDouble>;
+using VmlSqrt =
+    std::conditional_t<std::is_same_v<T, float>, util::VmlSqrtFloat, util::VmlSqrtDouble>;
 
 /// MKL's vector sqrt where calling it directly gives, bit for bit, what ATen's sqrt op gives on
 /// probe values (magnitudes from denormal to huge, zeros, infinity and NaN, in pieces of every
@@ -233,9 +234,9 @@ VmlSqrt<T> direct_sqrt() {
   static const VmlSqrt<T> checked = []() -> VmlSqrt<T> {
     VmlSqrt<T> sqrt_of = nullptr;
     if constexpr (std::is_same_v<T, float>) {
-      sqrt_of = mkl_vml_sqrt_float();
+      sqrt_of = util::mkl_vml_sqrt_float();
     } else {
-      sqrt_of = mkl_vml_sqrt_double();
+      sqrt_of = util::mkl_vml_sqrt_double();
     }
     if (!sqrt_of) return nullptr;
     constexpr int64_t kCount = 4099;
@@ -262,7 +263,7 @@ VmlSqrt<T> direct_sqrt() {
     for (int64_t offset = 0, length = 1; offset < kCount;
          offset += length, length = length % 67 + 1) {
       const int64_t n = std::min(length, kCount - offset);
-      sqrt_of(n, values.data() + offset, got.data() + offset, kAtenVmlMode);
+      sqrt_of(n, values.data() + offset, got.data() + offset, util::kAtenVmlMode);
     }
     if (std::memcmp(got.data(), expected.data(), sizeof(T) * kCount) != 0) return nullptr;
     return sqrt_of;
@@ -404,7 +405,7 @@ void adam_update(const at::Tensor& param, const at::Tensor& grad, const at::Tens
               adam_moments_separate<T, kDecoupled, kDecay, kAmsgrad>(args, block, block_end);
             }
             if (sqrt_of) {
-              sqrt_of(length, rooted_data + block, root, kAtenVmlMode);
+              sqrt_of(length, rooted_data + block, root, util::kAtenVmlMode);
             } else {
               auto out = roots.narrow(0, 0, length);
               at::sqrt_out(out, flat.narrow(0, block, length));
@@ -512,5 +513,5 @@ void exact_adam_update(const at::Tensor& param, const at::Tensor& grad, const at
   }
 }
 
-}  // namespace detail
+}  // namespace optim
 }  // namespace accel

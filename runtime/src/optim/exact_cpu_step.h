@@ -25,7 +25,7 @@
 #include <optional>
 
 namespace accel {
-namespace detail {
+namespace optim {
 
 /// How ATen rounds `self + alpha * other` (add with alpha) and `self + value * t1 * t2`
 /// (addcmul) in this process: `fused` where the last multiply and add round once (its AVX2 and
@@ -73,5 +73,5 @@ void exact_adam_update(const at::Tensor& param, const at::Tensor& grad, const at
                        const at::Tensor& exp_avg_sq, const at::Tensor& max_exp_avg_sq, int64_t step,
                        const AdamUpdate& update, AtenRounding rounding);
 
-}  // namespace detail
+}  // namespace optim
 }  // namespace accel

@@ -23,7 +23,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace optim {
 namespace {
 
 enum class Kind { sgd, adam, adamw };
@@ -139,7 +139,7 @@ std::string prove(Options options, c10::ScalarType dtype) {
       candidate[i].mutable_grad() = grad.clone();
     }
     libtorch.step();
-    multi_tensor_step(kernel, StepKernel::fused);
+    detail::multi_tensor_step(kernel, detail::StepKernel::fused);
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     const std::string what = "step 3, probe parameter " + std::to_string(i);
@@ -211,5 +211,5 @@ bool exact_cpu_step_proven(const torch::optim::Optimizer& optimizer) {
   return exact_cpu_step_refusal(optimizer).empty();
 }
 
-}  // namespace detail
+}  // namespace optim
 }  // namespace accel

@@ -15,7 +15,7 @@ class Optimizer;
 }  // namespace torch
 
 namespace accel {
-namespace detail {
+namespace optim {
 
 /// Whether every CPU parameter group of `optimizer` (SGD, Adam or AdamW) is of a kind proven in
 /// this process; proves the kinds not seen yet (a few hundred microseconds each, once).
@@ -25,5 +25,5 @@ bool exact_cpu_step_proven(const torch::optim::Optimizer& optimizer);
 /// every group is. For ACCEL_DEBUG's report and the tests.
 std::string exact_cpu_step_refusal(const torch::optim::Optimizer& optimizer);
 
-}  // namespace detail
+}  // namespace optim
 }  // namespace accel

@@ -63,7 +63,7 @@ bool suits_foreach(const torch::Tensor& param) {
 /// their gradients may have any strides (a contiguous copy is read).
 bool suits_fused(const torch::Tensor& param) {
   if (!param.is_contiguous()) return false;
-  if (param.device().is_cpu()) return exact_cpu_dtype(param.scalar_type());
+  if (param.device().is_cpu()) return optim::exact_cpu_dtype(param.scalar_type());
   if (!param.device().is_cuda()) return false;
   const auto& grad = param.grad();
   return !grad.defined() || grad.is_contiguous();
@@ -75,8 +75,8 @@ torch::Tensor contiguous_state(const torch::Tensor& state) {
   return state.is_contiguous() ? state : state.contiguous();
 }
 
-AtenRounding cpu_rounding(const torch::Tensor& param) {
-  const auto rounding = aten_rounding(param.scalar_type());
+optim::AtenRounding cpu_rounding(const torch::Tensor& param) {
+  const auto rounding = optim::aten_rounding(param.scalar_type());
   TORCH_CHECK(rounding,
               "accel: internal error: the exact CPU step was taken where ATen's "
               "rounding is unknown");
@@ -165,11 +165,11 @@ void adam_family_step(Optimizer& optimizer, StepKernel kernel, bool decoupled_we
         state.exp_avg_sq(contiguous_state(state.exp_avg_sq()));
         if (options.amsgrad()) state.max_exp_avg_sq(contiguous_state(state.max_exp_avg_sq()));
         const auto [beta1, beta2] = options.betas();
-        exact_adam_update(
+        optim::exact_adam_update(
             param, param.grad(), state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(),
             state.step(),
-            AdamUpdate{options.lr(), beta1, beta2, options.eps(), options.weight_decay(),
-                       options.amsgrad(), decoupled_weight_decay},
+            optim::AdamUpdate{options.lr(), beta1, beta2, options.eps(), options.weight_decay(),
+                              options.amsgrad(), decoupled_weight_decay},
             cpu_rounding(param));
         continue;
       }
@@ -249,7 +249,7 @@ StepKernel step_kernel(const torch::optim::Optimizer& optimizer) {
   }
   // The CPU's exact kernels, where this process's ATen rounds as they know and the whole step
   // has been proven against LibTorch's (exact_step_check.h); else LibTorch's own step.
-  if (fused && has_cpu_parameter(optimizer) && !exact_cpu_step_proven(optimizer)) {
+  if (fused && has_cpu_parameter(optimizer) && !optim::exact_cpu_step_proven(optimizer)) {
     return StepKernel::none;
   }
   if (fused) return StepKernel::fused;
@@ -314,10 +314,11 @@ void multi_tensor_step(torch::optim::SGD& optimizer, StepKernel kernel) {
         buffer = state.momentum_buffer();
       }
       if (kernel == StepKernel::fused && param.device().is_cpu()) {
-        exact_sgd_update(param, param.grad(), buffer, first,
-                         SgdUpdate{options.lr(), options.momentum(), options.dampening(),
-                                   options.weight_decay(), options.nesterov()},
-                         cpu_rounding(param));
+        optim::exact_sgd_update(
+            param, param.grad(), buffer, first,
+            optim::SgdUpdate{options.lr(), options.momentum(), options.dampening(),
+                             options.weight_decay(), options.nesterov()},
+            cpu_rounding(param));
         continue;
       }
       auto& lists = buckets[{bucket_of(param), kernel == StepKernel::fused && first}];

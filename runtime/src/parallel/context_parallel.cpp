@@ -11,7 +11,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 namespace {
 
 /// The cp group of the innermost context-parallel scope open on this thread; null outside one.
@@ -41,14 +41,14 @@ torch::Tensor load_balanced_shard(const torch::Tensor& tensor, int64_t dim, int6
                     dim);
 }
 
-}  // namespace detail
+}  // namespace parallel
 
 torch::Tensor scaled_dot_product_attention(const torch::Tensor& query, const torch::Tensor& key,
                                            const torch::Tensor& value,
                                            const std::optional<torch::Tensor>& attn_mask,
                                            double dropout_p, bool is_causal,
                                            std::optional<double> scale, bool enable_gqa) {
-  if (detail::t_context_group == nullptr) {
+  if (parallel::t_context_group == nullptr) {
     return torch::scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                                scale, enable_gqa);
   }
@@ -76,7 +76,7 @@ torch::Tensor scaled_dot_product_attention(const torch::Tensor& query, const tor
       "accel: scaled_dot_product_attention under context parallelism needs query, key "
       "and value of the same heads and sequence shard; got query ",
       query.sizes(), ", key ", key.sizes(), ", value ", value.sizes());
-  return detail::ring_attention(query, k, v, *detail::t_context_group, is_causal, scale);
+  return parallel::ring_attention(query, k, v, *parallel::t_context_group, is_causal, scale);
 }
 
 }  // namespace accel

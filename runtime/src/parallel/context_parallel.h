@@ -10,7 +10,7 @@
 #include <cstdint>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 /// Makes `group` the cp group accel::scaled_dot_product_attention rings over on this thread
 /// (null: none, LibTorch's attention); returns the one it replaces.
@@ -22,5 +22,5 @@ c10d::ProcessGroup* set_context_group(c10d::ProcessGroup* group);
 torch::Tensor load_balanced_shard(const torch::Tensor& tensor, int64_t dim, int64_t rank,
                                   int64_t cp, size_t index);
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

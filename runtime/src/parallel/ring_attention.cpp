@@ -24,7 +24,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -223,5 +223,5 @@ torch::Tensor ring_attention(const torch::Tensor& query, const torch::Tensor& ke
                               resolved);
 }
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

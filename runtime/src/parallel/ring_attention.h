@@ -9,7 +9,7 @@
 #include <optional>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 /// Attention of this process's queries (its load-balanced shard: chunks r and 2 * cp - 1 - r of
 /// the sequence, along dim 2 of [batch, heads, sequence, head_dim]) over every process's keys
@@ -19,5 +19,5 @@ torch::Tensor ring_attention(const torch::Tensor& query, const torch::Tensor& ke
                              const torch::Tensor& value, c10d::ProcessGroup& group, bool is_causal,
                              std::optional<double> scale);
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -26,7 +26,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 namespace {
 
 struct Registered {
@@ -144,8 +144,8 @@ void plan_splits(PlannedModule& m, int64_t tp) {
 void hold_in_place(const at::Tensor& parameter, const at::Tensor& value) {
   const auto backend = c10::computeDispatchKey(value.scalar_type(), c10::kStrided, value.device());
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      c10::Storage(value.storage()), c10::DispatchKeySet({kTensorParallelDispatchKey, backend}),
-      value.dtype());
+      c10::Storage(value.storage()),
+      c10::DispatchKeySet({util::kTensorParallelDispatchKey, backend}), value.dtype());
   impl->set_sizes_and_strides(value.sizes(), value.strides(), value.storage_offset());
   parameter.unsafeGetTensorImpl()->shallow_copy_from(impl);
 }
@@ -169,7 +169,7 @@ void register_in(const at::Tensor& parameter, std::shared_ptr<const TpSlice> sli
 }
 
 std::shared_ptr<const TpSlice> registered_slice(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.key_set().has(kTensorParallelDispatchKey) ||
+  if (!tensor.defined() || !tensor.key_set().has(util::kTensorParallelDispatchKey) ||
       !tensor.has_storage())
     return nullptr;
   std::lock_guard<std::mutex> lock(registry_mutex);
@@ -188,7 +188,7 @@ void sum_gradients_over(const torch::OrderedDict<std::string, torch::Tensor>& pa
     if (parameter == nullptr || !parameter->defined() || !parameter->requires_grad()) continue;
     const_cast<at::Tensor&>(*parameter).register_hook([group](const torch::Tensor& grad) {
       auto sum = grad.contiguous().clone();
-      all_reduce(*group, sum, Reduction::Sum);
+      distributed::all_reduce(*group, sum, Reduction::Sum);
       return sum;
     });
   }
@@ -326,8 +326,8 @@ at::Tensor whole_tensor(const at::Tensor& tensor) {
 
 at::Tensor whole_tensor(const at::Tensor& value, const TpSlice& slice) {
   if (slice.dim < 0) return value;
-  c10::impl::ExcludeDispatchKeyGuard plain(kTensorParallelDispatchKey);
-  auto parts = all_gather(*slice.group, value.detach().contiguous());
+  c10::impl::ExcludeDispatchKeyGuard plain(util::kTensorParallelDispatchKey);
+  auto parts = distributed::all_gather(*slice.group, value.detach().contiguous());
   return at::cat(parts, slice.dim);
 }
 
@@ -345,5 +345,5 @@ at::Tensor this_part_of(const at::Tensor& whole, const at::Tensor& tensor) {
   return group_part(whole, *slice->group, slice->dim);
 }
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -24,7 +24,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 enum class TpStyle {
   colwise,
@@ -102,5 +102,5 @@ std::vector<int64_t> whole_sizes(const at::Tensor& tensor);
 /// This process's part of `whole` when `tensor` is a slice of it (a view); `whole` otherwise.
 at::Tensor this_part_of(const at::Tensor& whole, const at::Tensor& tensor);
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -19,13 +19,13 @@ using torch::autograd::variable_list;
 torch::Tensor summed(const torch::Tensor& tensor, const GroupPtr& group) {
   auto out = tensor.contiguous().clone();
   parallel_traffic().tp_bytes += static_cast<int64_t>(out.nbytes());
-  all_reduce(*group, out, Reduction::Sum);
+  distributed::all_reduce(*group, out, Reduction::Sum);
   return out;
 }
 
 torch::Tensor gathered(const torch::Tensor& tensor, const GroupPtr& group, int64_t dim) {
   parallel_traffic().tp_bytes += static_cast<int64_t>(tensor.nbytes());
-  return torch::cat(all_gather(*group, tensor.contiguous()), dim);
+  return torch::cat(distributed::all_gather(*group, tensor.contiguous()), dim);
 }
 
 torch::Tensor own_slice(const torch::Tensor& tensor, const GroupPtr& group, int64_t dim) {
@@ -131,5 +131,5 @@ torch::Tensor gather_dim_for_group(const torch::Tensor& input, const GroupPtr& g
   return collective(input, group, dim, Step::gather, Step::reduce_scatter);
 }
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -9,7 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 using GroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 
@@ -39,5 +39,5 @@ torch::Tensor reduce_scatter_dim(const torch::Tensor& input, const GroupPtr& gro
 /// and keeps this process's slice (a colwise layer's input leaving a sequence-parallel region).
 torch::Tensor gather_dim_for_group(const torch::Tensor& input, const GroupPtr& group, int64_t dim);
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

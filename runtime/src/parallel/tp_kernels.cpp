@@ -23,7 +23,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 namespace {
 
 using Plain = c10::impl::ExcludeDispatchKeyGuard;
@@ -112,13 +112,13 @@ at::Tensor layer_output(const TpSlice& s, const at::Tensor& product) {
 /// Names a split layer's collectives for the flight recorder ("tensor-parallel > rowwise").
 struct LayerLabel {
   explicit LayerLabel(const TpSlice& s) : style(to_string(s.style)) {}
-  CollectiveLabel layer{"tensor-parallel"};
-  CollectiveLabel style;
+  util::CollectiveLabel layer{"tensor-parallel"};
+  util::CollectiveLabel style;
 };
 
 at::Tensor tp_linear(const at::Tensor& input, const at::Tensor& weight,
                      const std::optional<at::Tensor>& bias) {
-  Plain plain(kTensorParallelDispatchKey);
+  Plain plain(util::kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(weight, "linear");
   if (s == nullptr) return at::linear(input, weight, bias);
   LayerLabel label(*s);
@@ -133,7 +133,7 @@ at::Tensor tp_linear(const at::Tensor& input, const at::Tensor& weight,
 
 at::Tensor tp_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                     const c10::Scalar& beta, const c10::Scalar& alpha) {
-  Plain plain(kTensorParallelDispatchKey);
+  Plain plain(util::kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(mat2, "addmm");
   if (s == nullptr) return at::addmm(self, mat1, mat2, beta, alpha);
   LayerLabel label(*s);
@@ -146,7 +146,7 @@ at::Tensor tp_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Te
 }
 
 at::Tensor tp_matmul(const at::Tensor& self, const at::Tensor& other) {
-  Plain plain(kTensorParallelDispatchKey);
+  Plain plain(util::kTensorParallelDispatchKey);
   const TpSlice* s = linear_slice(other, "matmul");
   if (s == nullptr) return at::matmul(self, other);
   LayerLabel label(*s);
@@ -155,7 +155,7 @@ at::Tensor tp_matmul(const at::Tensor& self, const at::Tensor& other) {
 
 at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
                         c10::SymInt padding_idx, bool scale_grad_by_freq, bool sparse) {
-  Plain plain(kTensorParallelDispatchKey);
+  Plain plain(util::kTensorParallelDispatchKey);
   const TpSlice* s = tp_slice_of(weight);
   std::optional<LayerLabel> label;
   if (s != nullptr) label.emplace(*s);
@@ -190,14 +190,14 @@ void register_tp_kernels() {
   // long as these libraries, so the statics hold them (reachable, never destroyed at exit while
   // another library's teardown may still dispatch).
   static const torch::Library* const fallthrough = [] {
-    auto* library = new torch::Library(torch::Library::IMPL, "_", kTensorParallelDispatchKey,
+    auto* library = new torch::Library(torch::Library::IMPL, "_", util::kTensorParallelDispatchKey,
                                        __FILE__, __LINE__);
     library->fallback(torch::CppFunction::makeFallthrough());
     return library;
   }();
   static const torch::Library* const kernels = [] {
-    auto* library = new torch::Library(torch::Library::IMPL, "aten", kTensorParallelDispatchKey,
-                                       __FILE__, __LINE__);
+    auto* library = new torch::Library(torch::Library::IMPL, "aten",
+                                       util::kTensorParallelDispatchKey, __FILE__, __LINE__);
     library->impl("linear", TORCH_FN(tp_linear));
     library->impl("addmm", TORCH_FN(tp_addmm));
     library->impl("matmul", TORCH_FN(tp_matmul));
@@ -208,5 +208,5 @@ void register_tp_kernels() {
   (void)kernels;
 }
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -4,10 +4,10 @@
 // tensor_parallel.h.
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 /// Registers the kernels and the key's fallthrough, once per process.
 void register_tp_kernels();
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

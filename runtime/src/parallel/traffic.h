@@ -7,7 +7,7 @@
 #include <cstdint>
 
 namespace accel {
-namespace detail {
+namespace parallel {
 
 struct ParallelTraffic {
   /// Payload of the tensor-parallel collectives: an all-reduce's tensor, an all-gather's input.
@@ -19,5 +19,5 @@ struct ParallelTraffic {
 /// The process's counters.
 ParallelTraffic& parallel_traffic();
 
-}  // namespace detail
+}  // namespace parallel
 }  // namespace accel

@@ -18,27 +18,27 @@ AutocastGuard::AutocastGuard(c10::DeviceType device_type, std::optional<c10::Sca
     previous_cache_ = at::autocast::is_autocast_cache_enabled();
     at::autocast::set_autocast_cache_enabled(*cache_enabled);
   }
-  TORCH_CHECK(detail::autocast_supports(device_type, *dtype), "accel: autocast to ",
+  TORCH_CHECK(util::autocast_supports(device_type, *dtype), "accel: autocast to ",
               c10::toString(*dtype), " is not available on ", c10::DeviceTypeName(device_type),
               " in this LibTorch");
-  previous_enabled_ = detail::autocast_enabled(device_type);
-  previous_dtype_ = detail::autocast_dtype(device_type);
-  detail::set_autocast_enabled(device_type, true);
-  detail::set_autocast_dtype(device_type, *dtype);
+  previous_enabled_ = util::autocast_enabled(device_type);
+  previous_dtype_ = util::autocast_dtype(device_type);
+  util::set_autocast_enabled(device_type, true);
+  util::set_autocast_dtype(device_type, *dtype);
   at::autocast::increment_nesting();
-  previous_fp8_ = detail::fp8_scope_open();
-  if (fp8) detail::set_fp8_scope(true);
+  previous_fp8_ = precision::fp8_scope_open();
+  if (fp8) precision::set_fp8_scope(true);
   active_ = true;
   restores_ = true;
 }
 
 AutocastGuard AutocastGuard::disabled(c10::DeviceType device_type) {
   AutocastGuard guard(device_type, std::nullopt);
-  guard.previous_enabled_ = detail::autocast_enabled(device_type);
-  guard.previous_dtype_ = detail::autocast_dtype(device_type);
-  guard.previous_fp8_ = detail::fp8_scope_open();
-  detail::set_autocast_enabled(device_type, false);
-  detail::set_fp8_scope(false);
+  guard.previous_enabled_ = util::autocast_enabled(device_type);
+  guard.previous_dtype_ = util::autocast_dtype(device_type);
+  guard.previous_fp8_ = precision::fp8_scope_open();
+  util::set_autocast_enabled(device_type, false);
+  precision::set_fp8_scope(false);
   at::autocast::increment_nesting();
   guard.restores_ = true;
   return guard;
@@ -62,9 +62,9 @@ AutocastGuard::~AutocastGuard() {
   // As Python's autocast.__exit__: the cache of casted weights lives until the outermost scope
   // ends.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  detail::set_autocast_enabled(device_type_, previous_enabled_);
-  detail::set_autocast_dtype(device_type_, previous_dtype_);
-  detail::set_fp8_scope(previous_fp8_);
+  util::set_autocast_enabled(device_type_, previous_enabled_);
+  util::set_autocast_dtype(device_type_, previous_dtype_);
+  precision::set_fp8_scope(previous_fp8_);
   if (previous_cache_) at::autocast::set_autocast_cache_enabled(*previous_cache_);
 }
 

@@ -24,7 +24,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace precision {
 namespace {
 
 struct Fp8Layer {
@@ -85,8 +85,8 @@ std::optional<std::pair<at::Tensor, Fp8Recipe>> transposed_weight(const at::Tens
 /// Float8Linear), as given otherwise.
 at::Tensor compute_input(const at::Tensor& input) {
   const auto type = input.device().type();
-  if (!input.is_floating_point() || !autocast_enabled(type)) return input;
-  return input.to(autocast_dtype(type));
+  if (!input.is_floating_point() || !util::autocast_enabled(type)) return input;
+  return input.to(util::autocast_dtype(type));
 }
 
 bool multiples_of_16(const torch::nn::LinearImpl& linear) {
@@ -170,11 +170,11 @@ Fp8Tensor fp8_weight(const at::Tensor& weight) {
   return quantize_fp8(weight, at::kFloat8_e4m3fn);
 }
 
-bool fp8_scope_open() { return mode_on(Mode::Fp8); }
+bool fp8_scope_open() { return util::mode_on(util::Mode::Fp8); }
 
 void set_fp8_scope(bool open) {
-  if (open) set_fp8_routes({&fp8_route_linear, &fp8_route_addmm, &fp8_route_matmul});
-  set_mode(Mode::Fp8, open);
+  if (open) util::set_fp8_routes({&fp8_route_linear, &fp8_route_addmm, &fp8_route_matmul});
+  util::set_mode(util::Mode::Fp8, open);
 }
 
 std::optional<at::Tensor> fp8_route_linear(const at::Tensor& input, const at::Tensor& weight,
@@ -200,20 +200,20 @@ std::optional<at::Tensor> fp8_route_matmul(const at::Tensor& self, const at::Ten
   return fp8_linear(compute_input(self), weight->first, std::nullopt, weight->second);
 }
 
-}  // namespace detail
+}  // namespace precision
 
 std::vector<std::string> convert_to_fp8(torch::nn::Module& model, const Fp8Options& options) {
-  const auto recipe = detail::parse_fp8_recipe(options.recipe());
+  const auto recipe = precision::parse_fp8_recipe(options.recipe());
   TORCH_CHECK(options.modules().empty() || !options.module_filter(),
               "accel: Fp8Options takes modules or module_filter, not both");
-  detail::NamedLinears linears;
+  precision::NamedLinears linears;
   for (const auto& item : model.named_modules()) {
     if (const auto* linear = dynamic_cast<const torch::nn::LinearImpl*>(item.value().get())) {
       linears.emplace_back(item.key(), linear);
     }
   }
-  const auto chosen = options.modules().empty() ? detail::filtered_choice(linears, options)
-                                                : detail::named_choice(linears, options);
+  const auto chosen = options.modules().empty() ? precision::filtered_choice(linears, options)
+                                                : precision::named_choice(linears, options);
   if (chosen.empty()) {
     static std::once_flag warned;
     std::call_once(warned, [&] {
@@ -227,18 +227,18 @@ std::vector<std::string> convert_to_fp8(torch::nn::Module& model, const Fp8Optio
     });
     return chosen;
   }
-  auto& registry = detail::layers();
+  auto& registry = precision::layers();
   std::lock_guard<std::mutex> lock(registry.mutex);
   for (const auto& [name, linear] : linears) {
     if (std::find(chosen.begin(), chosen.end(), name) == chosen.end()) continue;
     const auto& weight = linear->weight;
     registry.by_weight[weight.unsafeGetTensorImpl()] = {
         c10::weak_intrusive_ptr<c10::TensorImpl>(weight.getIntrusivePtr()), recipe,
-        recipe == detail::Fp8Recipe::Tensorwise && options.fsdp_float8_all_gather(), nullptr};
+        recipe == precision::Fp8Recipe::Tensorwise && options.fsdp_float8_all_gather(), nullptr};
   }
   return chosen;
 }
 
-bool is_fp8_converted(const at::Tensor& weight) { return detail::recipe_of(weight).has_value(); }
+bool is_fp8_converted(const at::Tensor& weight) { return precision::recipe_of(weight).has_value(); }
 
 }  // namespace accel

@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace precision {
 namespace {
 
 constexpr std::array<std::pair<Fp8Recipe, const char*>, 2> kRecipes = {{
@@ -187,5 +187,5 @@ at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight,
   return output;
 }
 
-}  // namespace detail
+}  // namespace precision
 }  // namespace accel

@@ -14,7 +14,7 @@
 #include <string_view>
 
 namespace accel {
-namespace detail {
+namespace precision {
 
 enum class Fp8Recipe {
   Tensorwise,  ///< one scale per tensor; e4m3 inputs and weights, e5m2 output gradients
@@ -87,5 +87,5 @@ std::optional<at::Tensor> fp8_route_matmul(const at::Tensor& self, const at::Ten
 at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight,
                       const std::optional<at::Tensor>& bias, Fp8Recipe recipe);
 
-}  // namespace detail
+}  // namespace precision
 }  // namespace accel

@@ -5,11 +5,11 @@
 // keeps the state its block ran under for the recompute.
 
 namespace accel {
-namespace detail {
+namespace precision {
 
 bool fp8_scope_open();
 /// Opens or closes the scope on this thread (registering the kernels on first use).
 void set_fp8_scope(bool open);
 
-}  // namespace detail
+}  // namespace precision
 }  // namespace accel

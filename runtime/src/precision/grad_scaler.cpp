@@ -21,7 +21,7 @@ namespace {
 void check_and_unscale(std::vector<torch::Tensor>& grads, torch::Tensor& found_inf,
                        double inv_scale) {
   const auto device = grads.front().device();
-  if (detail::fused_unscale_available(device.type())) {
+  if (util::fused_unscale_available(device.type())) {
     auto inv = torch::full({1}, inv_scale, torch::dtype(torch::kFloat32).device(device));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv);
     return;

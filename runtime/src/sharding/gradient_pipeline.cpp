@@ -19,7 +19,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 OptimizerShards::GradientPipeline::GradientPipeline(std::vector<Unit>& units,
                                                     const ShardingPlan& plan,
@@ -131,7 +131,7 @@ void OptimizerShards::GradientPipeline::launch(Unit& unit, const torch::Tensor& 
     grad.reset();
   }
   reduce_scattered_bytes_ += static_cast<int64_t>(unit.sent.nbytes());
-  CollectiveLabel collective_label("gradient reduce-scatter of unit", &unit - units_.data());
+  util::CollectiveLabel collective_label("gradient reduce-scatter of unit", &unit - units_.data());
   if (through_all_reduce_) {
     std::vector<torch::Tensor> tensors{unit.sent};
     unit.work = process_group_->allreduce(tensors);
@@ -266,5 +266,5 @@ void OptimizerShards::GradientPipeline::set_reduce_dtype(c10::ScalarType dtype) 
   for (auto& buffer : send_buffers_) buffer = torch::Tensor();  // made anew in the new dtype
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

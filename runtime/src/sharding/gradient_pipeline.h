@@ -20,7 +20,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 class OptimizerShards::GradientPipeline {
  public:
@@ -68,5 +68,5 @@ class OptimizerShards::GradientPipeline {
   size_t next_deliver_ = 0;  // ... and of the next whose result to collect
 };
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

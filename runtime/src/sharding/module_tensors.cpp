@@ -11,7 +11,7 @@
 #include <set>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 namespace {
 
 /// Every name with its tensor, tied duplicates included.
@@ -45,7 +45,7 @@ NamedTensors module_tensors(const torch::nn::Module& module) {
 
 bool has_sharded_parameters(const torch::nn::Module& module) {
   for (const auto& p : module.parameters()) {
-    if (is_sharded(p) || is_tensor_parallel_slice(p)) return true;
+    if (is_sharded(p) || parallel::is_tensor_parallel_slice(p)) return true;
   }
   return false;
 }
@@ -53,10 +53,10 @@ bool has_sharded_parameters(const torch::nn::Module& module) {
 NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) {
   NamedTensors out;
   for (auto& entry : module_tensors(module)) {
-    if (const TpSlice* slice = tp_slice_of(entry.second)) {
+    if (const parallel::TpSlice* slice = parallel::tp_slice_of(entry.second)) {
       // The slices of a tensor-parallel group, gathered whole (by every process of the group),
       // each first gathered from its shards under FULL_SHARD.
-      auto value = whole_tensor(
+      auto value = parallel::whole_tensor(
           is_sharded(entry.second) ? gathered_value(entry.second) : entry.second, *slice);
       if (keep) out.emplace_back(entry.first, value.to(torch::kCPU));
     } else if (is_sharded(entry.second)) {
@@ -90,11 +90,11 @@ void load_module_tensors(torch::nn::Module& module,
       continue;
     }
     // A tensor-parallel slice takes its part of the whole tensor the file holds.
-    const auto whole = whole_sizes(entry.second);
+    const auto whole = parallel::whole_sizes(entry.second);
     TORCH_CHECK(it->second.sizes().vec() == whole, "accel: ", path, ": tensor '", entry.first,
                 "' has shape ", it->second.sizes(), ", the model's has ", c10::IntArrayRef(whole));
     if (!it->second.is_same(entry.second))
-      entry.second.copy_(this_part_of(it->second, entry.second));
+      entry.second.copy_(parallel::this_part_of(it->second, entry.second));
     used.insert(entry.first);
     loaded.push_back(std::move(entry));
   }
@@ -106,23 +106,23 @@ void load_module_tensors(torch::nn::Module& module,
 
 namespace {
 
-SafetensorsHeader checked_header(const std::string& path) {
+detail::SafetensorsHeader checked_header(const std::string& path) {
   try {
-    return read_safetensors_header(path);
-  } catch (const SafetensorsError& e) {
+    return detail::read_safetensors_header(path);
+  } catch (const detail::SafetensorsError& e) {
     TORCH_CHECK(false, "accel: ", e.what());
   }
 }
 
 /// The file's names and shapes are the module's: each of its tensors (a tied one under its first
 /// name at least) and no other.
-void check_header_matches(const torch::nn::Module& module, const SafetensorsHeader& header,
+void check_header_matches(const torch::nn::Module& module, const detail::SafetensorsHeader& header,
                           const std::string& path) {
   for (const auto& entry : module_tensors(module)) {
     auto found = header.tensors.find(entry.first);
     TORCH_CHECK(found != header.tensors.end(), "accel: ", path, " has no tensor '", entry.first,
                 "', which the model has");
-    const auto whole = whole_sizes(entry.second);
+    const auto whole = parallel::whole_sizes(entry.second);
     TORCH_CHECK(found->second.shape == whole, "accel: ", path, ": tensor '", entry.first,
                 "' has shape ", c10::IntArrayRef(found->second.shape), ", the model's has ",
                 c10::IntArrayRef(whole));
@@ -142,10 +142,10 @@ void check_module_file(const torch::nn::Module& module, const std::string& path)
 }
 
 void read_module_tensors(torch::nn::Module& module, const std::string& path) {
-  const SafetensorsHeader header = checked_header(path);
+  const detail::SafetensorsHeader header = checked_header(path);
   // Before the first byte is read into the module: a file of another model changes nothing.
   check_header_matches(module, header, path);
-  const PositionalFile file(path);
+  const util::PositionalFile file(path);
   // Each tensor read straight into the module's, or else as a CPU tensor of the file's dtype.
   std::map<std::string, torch::Tensor> tensors;
   const uint64_t data_start = 8 + header.header_bytes;
@@ -155,8 +155,9 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     const auto& info = entry.second;
     torch::Tensor into;
     auto target = targets.find(entry.first);
-    const char* target_dtype =
-        target == targets.end() ? nullptr : safetensors_dtype_name(target->second.scalar_type());
+    const char* target_dtype = target == targets.end()
+                                   ? nullptr
+                                   : util::safetensors_dtype_name(target->second.scalar_type());
     const bool direct = target_dtype != nullptr && info.dtype == target_dtype &&
                         target->second.is_cpu() && !is_sharded(target->second) &&
                         target->second.is_contiguous() &&
@@ -164,7 +165,7 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     if (direct) {
       into = target->second;
     } else {
-      const auto type = safetensors_torch_dtype(info.dtype);
+      const auto type = util::safetensors_torch_dtype(info.dtype);
       TORCH_CHECK(type.has_value(), "accel: ", path, ": tensor '", entry.first, "' has dtype ",
                   info.dtype, ", which LibTorch does not have");
       into = torch::empty(info.shape, torch::dtype(*type));
@@ -179,5 +180,5 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
   load_module_tensors(module, tensors, path);
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

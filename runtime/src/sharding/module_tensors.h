@@ -11,7 +11,7 @@
 #include <optional>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// Parameters, then buffers, in the module's order. A tensor registered under several names (tied
 /// weights) appears once, under its first name: safetensors cannot store two views of one buffer.
@@ -42,5 +42,5 @@ void check_module_file(const torch::nn::Module& module, const std::string& path)
 /// intermediate copy): restoring a checkpoint runs at the speed of a plain read.
 void read_module_tensors(torch::nn::Module& module, const std::string& path);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -15,7 +15,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 namespace {
 
 using Member = OptimizerLayout::Member;
@@ -313,7 +313,7 @@ namespace {
 /// is cut.
 Member member_of(const at::Tensor& param, int64_t index, int64_t offset) {
   Member member{index, offset, param.numel(), -1, param.sizes().vec()};
-  if (is_tensor_parallel_slice(param)) member.cut_dim = tp_slice_of(param)->dim;
+  if (parallel::is_tensor_parallel_slice(param)) member.cut_dim = parallel::tp_slice_of(param)->dim;
   return member;
 }
 
@@ -521,5 +521,5 @@ std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer
   return plan;
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

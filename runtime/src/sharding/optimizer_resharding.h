@@ -31,7 +31,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 struct OptimizerLayout {
   /// A group parameter in a unit: its place in the group, where it starts in the unit, its size.
@@ -119,5 +119,5 @@ std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer
                                         bool same_processes, const std::string& state_path,
                                         const std::string& where);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -26,7 +26,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 namespace {
 
@@ -278,7 +278,7 @@ void OptimizerShards::gather_parameters() {
     // The step updated this process's slice of `flat` in place (under CPU offload, the host
     // shard: it is copied back first); the others come from their owners.
     if (offload_) unit.own_slice(rank).copy_(unit.shard.detach());
-    CollectiveLabel collective_label("parameter all-gather of unit", &unit - units_.data());
+    util::CollectiveLabel collective_label("parameter all-gather of unit", &unit - units_.data());
     if (through_all_reduce_) {
       // Everything but this process's slice zeroed, then summed: x + 0 + ... + 0 is x exactly.
       unit.flat.narrow(0, 0, rank * unit.shard_size).zero_();
@@ -352,5 +352,5 @@ void OptimizerShards::shard_gradients_of(const std::vector<torch::Tensor>& param
   }
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -69,7 +69,7 @@ class Optimizer;
 }  // namespace torch
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// How the full gradients become this process's averaged slice.
 enum class GradientReduction {
@@ -121,7 +121,7 @@ struct ShardingPlan {
   TORCH_ARG(std::optional<c10::Device>, device_of_empty_weights) = std::nullopt;
 };
 
-class OptimizerShards : public ShardedStep {
+class OptimizerShards : public detail::ShardedStep {
  public:
   /// Replaces the parameters of each of `optimizer`'s groups by this process's shards of them,
   /// cut as `plan` says.
@@ -259,19 +259,29 @@ class OptimizerShards : public ShardedStep {
   bool bound_ = true;
 };
 
-/// The runtime's own way to a prepared optimizer's sharding (see ShardedStepKey): the shards of
-/// `optimizer` (an AcceleratedOptimizer), or null when it is not sharded.
+}  // namespace sharding
+
+namespace detail {
+
+/// The runtime's own way to a prepared optimizer's sharding: the one ShardedStepKey's public
+/// header names as its friend, so in that header's namespace.
 struct ShardedStepAccess {
   template <typename PreparedOptimizer>
-  static std::shared_ptr<OptimizerShards> shards_of(const PreparedOptimizer& optimizer) {
-    return std::dynamic_pointer_cast<OptimizerShards>(optimizer.sharded_step(ShardedStepKey()));
+  static std::shared_ptr<sharding::OptimizerShards> shards_of(const PreparedOptimizer& optimizer) {
+    return std::dynamic_pointer_cast<sharding::OptimizerShards>(
+        optimizer.sharded_step(ShardedStepKey()));
   }
 };
 
+}  // namespace detail
+
+namespace sharding {
+
+/// The shards of `optimizer` (an AcceleratedOptimizer), or null when it is not sharded.
 template <typename PreparedOptimizer>
 std::shared_ptr<OptimizerShards> shards_of(const PreparedOptimizer& optimizer) {
-  return ShardedStepAccess::shards_of(optimizer);
+  return detail::ShardedStepAccess::shards_of(optimizer);
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

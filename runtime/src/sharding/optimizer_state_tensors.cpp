@@ -7,7 +7,7 @@
 #include <torch/optim/sgd.h>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 std::optional<std::vector<torch::Tensor*>> elementwise_state(
     torch::optim::OptimizerParamState& state) {
@@ -32,5 +32,5 @@ std::optional<std::vector<torch::Tensor*>> elementwise_state(
   return std::nullopt;
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// The tensors of `state` that hold one value per element of its parameter, in a fixed order per
 /// optimizer type, undefined ones included (AdamW's max_exp_avg_sq without amsgrad); none when the
@@ -18,5 +18,5 @@ namespace detail {
 std::optional<std::vector<torch::Tensor*>> elementwise_state(
     torch::optim::OptimizerParamState& state);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 struct OptimizerShards::Unit {
   std::vector<torch::Tensor> params;   // consecutive parameters of one group, whole, in order
@@ -53,7 +53,7 @@ struct OptimizerShards::Unit {
     auto place = slot(i);
     if (param.data_ptr() == place.data_ptr() && param.sizes() == place.sizes()) return;
     place.copy_(param.detach());
-    set_data_keeping_slice(param, place);
+    parallel::set_data_keeping_slice(param, place);
   }
   /// The part of parameter i inside [begin, end) of the flat range: {start in the parameter,
   /// start in the range, length}; length 0 when they do not meet.
@@ -75,5 +75,5 @@ struct OptimizerShards::Unit {
   }
 };
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 namespace {
 
 /// What a storage-less tensor stands for: a parameter, or an operator's lazy result.
@@ -35,7 +35,8 @@ class Deferred {
 void delete_deferred(void* context) { delete static_cast<Deferred*>(context); }
 
 const Deferred* deferred(const at::Tensor& tensor) {
-  if (!tensor.defined() || !tensor.key_set().has(kShardedDispatchKey) || !tensor.has_storage()) {
+  if (!tensor.defined() || !tensor.key_set().has(util::kShardedDispatchKey) ||
+      !tensor.has_storage()) {
     return nullptr;
   }
   const auto& data = tensor.storage().data_ptr();
@@ -71,19 +72,19 @@ at::Tensor make_deferred(std::unique_ptr<Deferred> what, const at::Tensor& layou
                        c10::DataPtr(nullptr, what.release(), &delete_deferred, device),
                        /*allocator=*/nullptr, /*resizable=*/false);
   const auto backend = c10::computeDispatchKey(layout.scalar_type(), c10::kStrided, device);
-  auto slice = tp_slice_handle(of);
-  auto keys = c10::DispatchKeySet({kShardedDispatchKey, backend});
-  if (slice) keys = keys.add(kTensorParallelDispatchKey);
+  auto slice = parallel::tp_slice_handle(of);
+  auto keys = c10::DispatchKeySet({util::kShardedDispatchKey, backend});
+  if (slice) keys = keys.add(util::kTensorParallelDispatchKey);
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, type);
   impl->set_sizes_and_strides(layout.sizes(), layout.strides(), layout.storage_offset());
   at::Tensor deferred_tensor(std::move(impl));
-  if (slice) register_tp_slice(deferred_tensor, std::move(slice));
+  if (slice) parallel::register_tp_slice(deferred_tensor, std::move(slice));
   return deferred_tensor;
 }
 
 /// Replaces every storage-less argument by its value.
 void replace_by_values(std::vector<c10::IValue>& arguments, size_t first) {
-  for_each_tensor_in(arguments, first, [](at::Tensor& tensor) {
+  util::for_each_tensor_in(arguments, first, [](at::Tensor& tensor) {
     if (deferred(tensor) == nullptr) return false;
     tensor = value_of(tensor);
     return true;
@@ -139,7 +140,7 @@ class LazyResult final : public Deferred {
       : op_(std::move(op)), arguments_(std::move(arguments)) {}
   at::Tensor value() const override {
     // Values are real tensors: the operator runs below this key.
-    c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+    c10::impl::ExcludeDispatchKeyGuard below(util::kShardedDispatchKey);
     if (const auto dtype = floating_cast(op_, arguments_)) {
       // Autocast's cast of a parameter (or a view of one) asks its source for the value in
       // that dtype: a unit gathered as bf16 shards, the same bits for half the bytes.
@@ -152,9 +153,9 @@ class LazyResult final : public Deferred {
   }
   at::Tensor value_as(c10::ScalarType dtype) const override {
     if (!commutes_with_casts(op_)) return value().to(dtype);
-    c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+    c10::impl::ExcludeDispatchKeyGuard below(util::kShardedDispatchKey);
     auto stack = arguments_;
-    for_each_tensor_in(stack, 0, [dtype](at::Tensor& tensor) {
+    util::for_each_tensor_in(stack, 0, [dtype](at::Tensor& tensor) {
       const Deferred* d = deferred(tensor);
       if (d == nullptr) return false;
       tensor = d->value_as(dtype);
@@ -255,7 +256,7 @@ void write_through(const c10::OperatorHandle& op, std::vector<c10::IValue>* stac
 }
 
 void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack) {
-  c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+  c10::impl::ExcludeDispatchKeyGuard below(util::kShardedDispatchKey);
   const auto& schema = op.schema();
   const size_t count = schema.arguments().size();
   const size_t first = stack->size() - count;
@@ -268,7 +269,7 @@ void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
     }
     bool into_sharded = false;
     std::vector<c10::IValue> argument{value};
-    for_each_tensor_in(argument, 0, [&](at::Tensor& tensor) {
+    util::for_each_tensor_in(argument, 0, [&](at::Tensor& tensor) {
       into_sharded = into_sharded || deferred(tensor) != nullptr;
       return false;
     });
@@ -289,8 +290,8 @@ void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
 
 const torch::Library& fallback_registration() {
   static const auto* library = [] {
-    auto* lib =
-        new torch::Library(torch::Library::IMPL, "_", kShardedDispatchKey, __FILE__, __LINE__);
+    auto* lib = new torch::Library(torch::Library::IMPL, "_", util::kShardedDispatchKey, __FILE__,
+                                   __LINE__);
     lib->fallback(torch::CppFunction::makeFromBoxedFunction<&sharded_fallback>());
     return lib;
   }();
@@ -306,9 +307,9 @@ void shard_in_place(const at::Tensor& parameter, std::shared_ptr<ParameterSource
   fallback_registration();
   auto sharded = make_deferred(std::make_unique<ShardedParameter>(std::move(source)), parameter,
                                device, parameter);
-  auto slice = tp_slice_handle(sharded);
+  auto slice = parallel::tp_slice_handle(sharded);
   parameter.unsafeGetTensorImpl()->shallow_copy_from(sharded.getIntrusivePtr());
-  if (slice) register_tp_slice(parameter, std::move(slice));
+  if (slice) parallel::register_tp_slice(parameter, std::move(slice));
 }
 
 bool is_sharded(const at::Tensor& tensor) { return deferred(tensor) != nullptr; }
@@ -319,9 +320,9 @@ ParameterSource* source_of(const at::Tensor& tensor) {
 }
 
 at::Tensor gathered_value(const at::Tensor& tensor) {
-  c10::impl::ExcludeDispatchKeyGuard below(kShardedDispatchKey);
+  c10::impl::ExcludeDispatchKeyGuard below(util::kShardedDispatchKey);
   return value_of(tensor);
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -31,7 +31,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// Where a sharded parameter's value is.
 class ParameterSource {
@@ -68,5 +68,5 @@ bool is_sharded(const at::Tensor& tensor);
 /// The value of a sharded parameter or lazy result (collective); `tensor` itself otherwise.
 at::Tensor gathered_value(const at::Tensor& tensor);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

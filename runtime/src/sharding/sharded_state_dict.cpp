@@ -20,7 +20,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 namespace {
 
 namespace fs = std::filesystem;
@@ -68,7 +68,7 @@ nlohmann::json read_index(const std::string& path) {
               " (the index of a SHARDED_STATE_DICT model)");
   nlohmann::json index;
   try {
-    index = nlohmann::json::parse(read_file(path));
+    index = nlohmann::json::parse(util::read_file(path));
   } catch (const nlohmann::json::exception& e) {
     TORCH_CHECK(false, "accel: ", path, " is not valid JSON: ", e.what());
   }
@@ -110,14 +110,14 @@ void save_sharded_model(const torch::nn::Module& module,
     described.push_back(
         {{index_key::kUnitKey, unit.key},
          {index_key::kShardElements, unit.layout.shard.numel()},
-         {index_key::kDtype, safetensors_dtype_name(unit.layout.shard.scalar_type())},
+         {index_key::kDtype, util::safetensors_dtype_name(unit.layout.shard.scalar_type())},
          {index_key::kParameters, parameters}});
   }
   const nlohmann::json index = {
       {index_key::kFormat, kFormat}, {index_key::kNumProcesses, processes},
       {index_key::kFiles, files},    {index_key::kUnits, described},
       {index_key::kWhole, whole},    {index_key::kOrder, order}};
-  write_file_durably(index_file, index.dump(2) + "\n");
+  util::write_file_durably(index_file, index.dump(2) + "\n");
 }
 
 namespace {
@@ -303,5 +303,5 @@ void load_whole_from_sharded_model(torch::nn::Module& module, const std::string&
   load_module_tensors(module, tensors, index_path);
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -26,7 +26,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// The index's file name beside a model's weights file ("model.safetensors" ->
 /// "model.shards.json").
@@ -56,5 +56,5 @@ void load_sharded_model(torch::nn::Module& module,
 /// described by `index_file`.
 void load_whole_from_sharded_model(torch::nn::Module& module, const std::string& index_file);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

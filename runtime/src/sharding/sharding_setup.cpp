@@ -28,26 +28,26 @@ ShardingStrategy ShardingSetup::effective_strategy() const {
   return sharded() ? settings_.strategy : ShardingStrategy::NoShard;
 }
 
-std::shared_ptr<detail::OptimizerShards> ShardingSetup::shard(
+std::shared_ptr<sharding::OptimizerShards> ShardingSetup::shard(
     torch::optim::Optimizer& optimizer, const std::vector<torch::nn::Module*>& models,
     const Placement& placement) {
   const bool full_shard = shards_parameters();
   const auto plan =
-      detail::ShardingPlan(placement.shard_group)
+      sharding::ShardingPlan(placement.shard_group)
           .reduction(settings_.strategy == ShardingStrategy::ShardOptimizerState
-                         ? detail::GradientReduction::slice_all_reduced
-                         : detail::GradientReduction::reduce_scatter)
+                         ? sharding::GradientReduction::slice_all_reduced
+                         : sharding::GradientReduction::reduce_scatter)
           // Gradients are sent in units as large as DDP's buckets.
           .unit_bytes(settings_.unit_bytes)
-          .collectives(placement.gloo ? detail::ShardCollectives::all_reduce
-                                      : detail::ShardCollectives::native)
+          .collectives(placement.gloo ? sharding::ShardCollectives::all_reduce
+                                      : sharding::ShardCollectives::native)
           .shard_parameters(full_shard)
           .unit_of(units(optimizer, models))
           .replicate_group(placement.replicate_group)
           .offload_to_host(settings_.offload)
           .device_of_empty_weights(full_shard ? std::optional<torch::Device>(placement.device)
                                               : std::nullopt);
-  auto shards = std::make_shared<detail::OptimizerShards>(optimizer, plan);
+  auto shards = std::make_shared<sharding::OptimizerShards>(optimizer, plan);
   if (settings_.reduce_dtype) shards->set_reduce_dtype(*settings_.reduce_dtype);
   shards->set_prefetch(settings_.forward_prefetch, settings_.backward_prefetch);
   // Optimizers destroyed since leave expired entries; they go as new ones come.
@@ -58,16 +58,16 @@ std::shared_ptr<detail::OptimizerShards> ShardingSetup::shard(
   return shards;
 }
 
-std::vector<std::shared_ptr<detail::OptimizerShards>> ShardingSetup::live() const {
-  std::vector<std::shared_ptr<detail::OptimizerShards>> live;
+std::vector<std::shared_ptr<sharding::OptimizerShards>> ShardingSetup::live() const {
+  std::vector<std::shared_ptr<sharding::OptimizerShards>> live;
   for (const auto& weak : shards_) {
     if (auto shard = weak.lock()) live.push_back(std::move(shard));
   }
   return live;
 }
 
-detail::ShardUnitOf ShardingSetup::units(const torch::optim::Optimizer& optimizer,
-                                         const std::vector<torch::nn::Module*>& models) const {
+sharding::ShardUnitOf ShardingSetup::units(const torch::optim::Optimizer& optimizer,
+                                           const std::vector<torch::nn::Module*>& models) const {
   // Each parameter's model: sharded parameters are served to every process's operators alike,
   // so they must be the same everywhere first, as prepare(model) makes them.
   std::unordered_map<const c10::TensorImpl*, int64_t> units;
@@ -86,9 +86,9 @@ detail::ShardUnitOf ShardingSetup::units(const torch::optim::Optimizer& optimize
       for (const auto& p : model->parameters()) units[p.unsafeGetTensorImpl()] = 0;
       continue;
     }
-    const auto policy = by_module ? detail::units_by_module(*model, next)
-                        : by_size ? detail::units_by_size(*model, min_num_params, next)
-                                  : detail::units_by_class(*model, classes, next);
+    const auto policy = by_module ? sharding::units_by_module(*model, next)
+                        : by_size ? sharding::units_by_size(*model, min_num_params, next)
+                                  : sharding::units_by_class(*model, classes, next);
     for (const auto& [param, unit] : policy) {
       units[param] = unit;
       next = std::max(next, unit + 1);

@@ -71,21 +71,21 @@ class ShardingSetup {
   };
   /// This process's shards of `optimizer`'s parameters (those of `models`, the prepared ones),
   /// which then replace them in it. Only where sharded().
-  std::shared_ptr<detail::OptimizerShards> shard(torch::optim::Optimizer& optimizer,
-                                                 const std::vector<torch::nn::Module*>& models,
-                                                 const Placement& placement);
+  std::shared_ptr<sharding::OptimizerShards> shard(torch::optim::Optimizer& optimizer,
+                                                   const std::vector<torch::nn::Module*>& models,
+                                                   const Placement& placement);
   /// The live shards, in the order their optimizers were prepared.
-  std::vector<std::shared_ptr<detail::OptimizerShards>> live() const;
+  std::vector<std::shared_ptr<sharding::OptimizerShards>> live() const;
 
  private:
   /// The sharded unit of each of `optimizer`'s parameters: FULL_SHARD's wrap policy (null: by
   /// size). Under find_unused_parameters or static_graph, every sharded strategy's, and with no
   /// wrap policy a unit per module, so that parameters used together are stepped together.
-  detail::ShardUnitOf units(const torch::optim::Optimizer& optimizer,
-                            const std::vector<torch::nn::Module*>& models) const;
+  sharding::ShardUnitOf units(const torch::optim::Optimizer& optimizer,
+                              const std::vector<torch::nn::Module*>& models) const;
 
   ShardingSettings settings_;
-  std::vector<std::weak_ptr<detail::OptimizerShards>> shards_;
+  std::vector<std::weak_ptr<sharding::OptimizerShards>> shards_;
 };
 
 }  // namespace sharding

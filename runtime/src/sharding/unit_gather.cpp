@@ -12,7 +12,7 @@
 #include <thread>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 void OptimizerShards::GatherWindow::release(torch::Tensor& value) {
   if (!value.defined()) return;
@@ -71,7 +71,7 @@ bool OptimizerShards::GatherWindow::note_use(Gathered* unit) {
 }
 
 void OptimizerShards::GatherWindow::prefetch_after(const Gathered* unit) {
-  const bool on = in_backward() ? prefetch_backward : prefetch_forward;
+  const bool on = util::in_backward() ? prefetch_backward : prefetch_forward;
   // Where this use is in the last step's order: the next place, or the order is left.
   if (diverged || position >= recorded.size() || recorded[position].lock().get() != unit) {
     diverged = true;
@@ -109,7 +109,7 @@ OptimizerShards::Fp8Plan OptimizerShards::plan_fp8_gather(const Unit& unit) cons
   plan.scale_index.assign(n, -1);
   plan.rest_index.resize(n);
   std::vector<bool> converted(n, false);
-  for (size_t i = 0; i < n; ++i) converted[i] = gathers_in_fp8(unit.params[i]);
+  for (size_t i = 0; i < n; ++i) converted[i] = precision::gathers_in_fp8(unit.params[i]);
   if (std::none_of(converted.begin(), converted.end(), [](bool c) { return c; })) return plan;
   plan.layout = std::make_shared<Fp8UnitLayout>();
   auto& layout = *plan.layout;
@@ -153,7 +153,7 @@ OptimizerShards::Fp8Plan OptimizerShards::plan_fp8_gather(const Unit& unit) cons
 
 void OptimizerShards::Gathered::start_in_fp8() {
   torch::NoGradGuard no_grad;
-  CollectiveLabel collective_label("FULL_SHARD parameter gather in fp8");
+  util::CollectiveLabel collective_label("FULL_SHARD parameter gather in fp8");
   const auto& layout = *fp8_;
   const int64_t size = shard_.numel(), rank = group_->getRank();
   const int64_t processes = group_->getSize();
@@ -172,13 +172,13 @@ void OptimizerShards::Gathered::start_in_fp8() {
     largest.reduceOp = c10d::ReduceOp::MAX;
     group_->allreduce(amaxes, largest)->wait();
   }
-  scales_ = fp8_scale_for(amax, torch::kFloat8_e4m3fn, /*power_of_2=*/false);
+  scales_ = precision::fp8_scale_for(amax, torch::kFloat8_e4m3fn, /*power_of_2=*/false);
   // One byte per element: the converted weights' FP8 bytes, zeros elsewhere. (Gloo refuses
   // float8 tensors; their bytes as uint8 go through.)
   staging_ = torch::zeros({size}, torch::dtype(torch::kByte).device(device));
   for (const auto& piece : layout.mine_converted) {
-    const auto cast = quantize_fp8_with_amax(shard.narrow(0, piece.shard_begin, piece.length),
-                                             amax[piece.at], torch::kFloat8_e4m3fn);
+    const auto cast = precision::quantize_fp8_with_amax(
+        shard.narrow(0, piece.shard_begin, piece.length), amax[piece.at], torch::kFloat8_e4m3fn);
     staging_.narrow(0, piece.shard_begin, piece.length).copy_(cast.data.view(torch::kByte));
   }
   // The other parameters' elements in bf16, each process's in a slot of the same length.
@@ -236,9 +236,9 @@ void OptimizerShards::shard_unit_parameters(Unit& unit, bool empty) {
     if (as_fp8) {
       source->serve_from_fp8(as_fp8, fp8.scale_index[i], fp8.rest_index[i]);
       if (fp8.scale_index[i] >= 0) {
-        set_fp8_weight_gather(
+        precision::set_fp8_weight_gather(
             unit.params[i],
-            [weak = std::weak_ptr<UnitParameter>(source)]() -> std::optional<Fp8Tensor> {
+            [weak = std::weak_ptr<UnitParameter>(source)]() -> std::optional<precision::Fp8Tensor> {
               if (auto alive = weak.lock()) return alive->fp8_part();
               return std::nullopt;
             });
@@ -289,5 +289,5 @@ void OptimizerShards::set_units_whole(size_t units) {
   window_->make_room(0);
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

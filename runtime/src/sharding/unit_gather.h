@@ -23,7 +23,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// Where a unit holding FP8-converted weights puts its elements when gathered in FP8
 /// (Fp8Options.fsdp_float8_all_gather, as torchao's float8 all-gather): every element travels as
@@ -154,7 +154,7 @@ class OptimizerShards::Gathered : public std::enable_shared_from_this<Gathered> 
       return;
     }
     torch::NoGradGuard no_grad;
-    CollectiveLabel collective_label("FULL_SHARD parameter gather");
+    util::CollectiveLabel collective_label("FULL_SHARD parameter gather");
     const int64_t size = shard_.numel(), rank = group_->getRank();
     int64_t staging_bytes = 0;
     if (through_all_reduce_) {
@@ -290,13 +290,13 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
     rest_index_ = std::move(rest_index);
   }
   /// The converted weight's FP8 cast, gathered; none for another parameter.
-  std::optional<Fp8Tensor> fp8_part() {
+  std::optional<precision::Fp8Tensor> fp8_part() {
     if (!as_fp8_ || scale_index_ < 0) return std::nullopt;
     const auto parts = as_fp8_->whole_parts();
     auto data = parts.value.narrow(0, offset_, c10::multiply_integers(sizes_))
                     .view(torch::kFloat8_e4m3fn)
                     .view(sizes_);
-    return Fp8Tensor{std::move(data), parts.scales.select(0, scale_index_)};
+    return precision::Fp8Tensor{std::move(data), parts.scales.select(0, scale_index_)};
   }
   torch::Tensor gather() override { return part_of(*unit_); }
   torch::Tensor gather_as(c10::ScalarType dtype) override {
@@ -346,5 +346,5 @@ class OptimizerShards::UnitParameter final : public ParameterSource {
   std::vector<int64_t> sizes_;
 };
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

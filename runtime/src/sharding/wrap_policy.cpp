@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 namespace {
 
 /// "ns::BlockImpl" -> "Block": the last component, without TORCH_MODULE's suffix.
@@ -115,5 +115,5 @@ std::unordered_map<const c10::TensorImpl*, int64_t> units_by_module(const torch:
   return units;
 }
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace sharding {
 
 /// FSDP's transformer auto-wrap policy over `model`: every submodule whose class is one of
 /// `classes` is a unit (the innermost one wins for a parameter inside two); the model's other
@@ -39,5 +39,5 @@ std::unordered_map<const c10::TensorImpl*, int64_t> units_by_module(const torch:
 /// or without its namespace and TORCH_MODULE's "Impl" suffix.
 bool class_name_matches(const std::string& module_name, const std::string& wanted);
 
-}  // namespace detail
+}  // namespace sharding
 }  // namespace accel

@@ -15,7 +15,7 @@
 #include <memory>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 namespace fs = std::filesystem;
@@ -146,10 +146,11 @@ const std::vector<std::string>& builtin_tracker_names() {
   return names;
 }
 
-std::vector<std::string> all_tracker_names(const EnvLookup& env) {
+std::vector<std::string> all_tracker_names(const distributed::EnvLookup& env) {
   std::vector<std::string> names;
   for (const auto& name : builtin_tracker_names()) {
-    if (name != "mlflow" || env_string(env, "MLFLOW_TRACKING_URI")) names.push_back(name);
+    if (name != "mlflow" || distributed::env_string(env, "MLFLOW_TRACKING_URI"))
+      names.push_back(name);
   }
   return names;
 }
@@ -191,8 +192,8 @@ void write_config_json(const std::string& run_folder, const TrackerValues& confi
   if (config.empty()) return;
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [key, value] : config) object[key] = to_json(value);
-  write_file_durably((fs::path(run_folder) / "config.json").string(), object.dump(2) + "\n");
+  util::write_file_durably((fs::path(run_folder) / "config.json").string(), object.dump(2) + "\n");
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 
 /// "tensorboard" (when built with protobuf), "csv", "jsonl", "mlflow" (when built with libcurl):
 /// what log_with accepts besides "all".
@@ -32,11 +32,11 @@ std::unique_ptr<GeneralTracker> make_jsonl_tracker();
 /// MLflow: one run of the experiment named by init_trackers (or MLFLOW_EXPERIMENT_NAME) on the
 /// tracking server MLFLOW_TRACKING_URI names, over MLflow's REST API. `env` is where the MLFLOW_*
 /// variables are read (the process's environment when empty).
-std::unique_ptr<GeneralTracker> make_mlflow_tracker(EnvLookup env = {});
+std::unique_ptr<GeneralTracker> make_mlflow_tracker(distributed::EnvLookup env = {});
 
 /// The trackers "all" starts: the file trackers; MLflow only where MLFLOW_TRACKING_URI names a
 /// server (Accelerate's "all" takes the trackers that can run).
-std::vector<std::string> all_tracker_names(const EnvLookup& env);
+std::vector<std::string> all_tracker_names(const distributed::EnvLookup& env);
 
 /// Seconds since the epoch, as trackers stamp what they write.
 double wall_time_now();
@@ -49,5 +49,5 @@ std::string make_run_folder(const std::string& tracker, const std::string& loggi
 /// `config` written to <run_folder>/config.json (durably) unless empty.
 void write_config_json(const std::string& run_folder, const TrackerValues& config);
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -9,7 +9,7 @@
 #include <cstring>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 /// The byte-at-a-time table of the reflected Castagnoli polynomial 0x82F63B78.
@@ -79,5 +79,5 @@ void EventFileWriter::close() {
               std::strerror(synced ? errno : saved));
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -10,7 +10,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 
 /// CRC-32C (Castagnoli) of `size` bytes, as TFRecord uses it.
 uint32_t crc32c(const void* data, size_t size);
@@ -37,5 +37,5 @@ class EventFileWriter {
   std::FILE* file_ = nullptr;
 };
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

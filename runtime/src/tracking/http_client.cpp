@@ -8,7 +8,7 @@
 #include <mutex>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 size_t append_to_string(char* data, size_t size, size_t count, void* out) {
@@ -133,5 +133,5 @@ HttpResponse HttpClient::perform(const std::string& path, const std::string* jso
   return response;
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 
 /// What a request came back with.
 struct HttpResponse {
@@ -69,5 +69,5 @@ class HttpClient {
   void* curl_ = nullptr;  // CURL*, kept so the connection is reused
 };
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

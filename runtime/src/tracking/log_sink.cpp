@@ -13,7 +13,7 @@
 #include <mutex>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 #ifdef ACCEL_WITH_SPDLOG
@@ -79,5 +79,5 @@ void write_log_line(int level, const std::string& logger_name, int64_t rank,
 #endif
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -9,12 +9,12 @@
 #include <string_view>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 
 /// Writes "[time] [rank R] [level] name: message" to stderr, coloured when stderr is a terminal.
 /// `level` is a Python logging level number (LogLevel's values). Thread-safe.
 void write_log_line(int level, const std::string& logger_name, int64_t rank,
                     std::string_view message);
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

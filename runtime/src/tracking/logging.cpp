@@ -23,7 +23,7 @@ namespace detail {
 struct LoggerState {
   std::string name;
   std::atomic<int> level{static_cast<int>(LogLevel::Info)};
-  ProcessIdentity identity;
+  distributed::ProcessIdentity identity;
 };
 
 }  // namespace detail
@@ -32,9 +32,9 @@ namespace {
 
 // ACCEL_LOG_LEVEL, else Accelerate's ACCELERATE_LOG_LEVEL; a bad value names its variable.
 std::optional<LogLevel> level_from_environment() {
-  const auto env = detail::process_environment();
+  const auto env = distributed::process_environment();
   for (const char* variable : {contract::kLogLevel, "ACCELERATE_LOG_LEVEL"}) {
-    auto value = detail::env_string(env, variable);
+    auto value = distributed::env_string(env, variable);
     if (!value) continue;
     try {
       return parse_log_level(*value);
@@ -69,7 +69,7 @@ Logger get_logger(const std::string& name, std::optional<LogLevel> level) {
   if (!state) {
     state = std::make_shared<detail::LoggerState>();
     state->name = name;
-    state->identity = detail::detect_process_identity(detail::process_environment());
+    state->identity = distributed::detect_process_identity(distributed::process_environment());
   }
   if (level) state->level = static_cast<int>(*level);
   return Logger(state);
@@ -90,18 +90,18 @@ void Logger::take_turn(LogWhere where, LogLevel level, std::optional<std::string
   auto write = [&] {
     if (!message) return;
     progress_bar::LiveLineClearance clear_progress_bar;
-    detail::write_log_line(static_cast<int>(level), state_->name, identity.rank, *message);
+    tracking::write_log_line(static_cast<int>(level), state_->name, identity.rank, *message);
   };
   if (where.main_process_only || !where.in_order || identity.world_size == 1) return write();
 
   // Accelerate's order: each process in turn writes, then every process waits for the others.
-  const auto distributed = detail::DistributedState::existing();
+  const auto distributed = distributed::DistributedState::existing();
   TORCH_CHECK(distributed && distributed->host_group(), "accel: logger '", state_->name,
               "': lines logged in_rank_order wait for the other processes through the "
               "Accelerator's process group; create the Accelerator before logging them");
   for (int64_t turn = 0; turn < identity.world_size; ++turn) {
     if (turn == identity.rank) write();
-    detail::barrier(*distributed->host_group());  // host group: Gloo in every job
+    distributed::barrier(*distributed->host_group());  // host group: Gloo in every job
   }
 }
 

@@ -21,7 +21,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 using nlohmann::json;
@@ -69,17 +69,18 @@ std::optional<std::string> why_key_is_refused(const std::string& key) {
 }
 
 /// The settings MLflow's clients take from the environment.
-HttpSettings settings_from(const EnvLookup& env, const std::string& uri) {
+HttpSettings settings_from(const distributed::EnvLookup& env, const std::string& uri) {
   HttpSettings settings;
   settings.base_url = uri;
   while (!settings.base_url.empty() && settings.base_url.back() == '/')
     settings.base_url.pop_back();
-  settings.bearer_token = env_string(env, "MLFLOW_TRACKING_TOKEN");
-  settings.username = env_string(env, "MLFLOW_TRACKING_USERNAME");
-  settings.password = env_string(env, "MLFLOW_TRACKING_PASSWORD");
-  settings.insecure_tls = env_bool(env, "MLFLOW_TRACKING_INSECURE_TLS").value_or(false);
-  settings.ca_bundle = env_string(env, "MLFLOW_TRACKING_SERVER_CERT_PATH");
-  if (auto timeout = env_int(env, "MLFLOW_HTTP_REQUEST_TIMEOUT")) {
+  settings.bearer_token = distributed::env_string(env, "MLFLOW_TRACKING_TOKEN");
+  settings.username = distributed::env_string(env, "MLFLOW_TRACKING_USERNAME");
+  settings.password = distributed::env_string(env, "MLFLOW_TRACKING_PASSWORD");
+  settings.insecure_tls =
+      distributed::env_bool(env, "MLFLOW_TRACKING_INSECURE_TLS").value_or(false);
+  settings.ca_bundle = distributed::env_string(env, "MLFLOW_TRACKING_SERVER_CERT_PATH");
+  if (auto timeout = distributed::env_int(env, "MLFLOW_HTTP_REQUEST_TIMEOUT")) {
     TORCH_CHECK(*timeout > 0, "accel: invalid MLFLOW_HTTP_REQUEST_TIMEOUT: ", *timeout,
                 " (expected seconds > 0)");
     settings.timeout_seconds = static_cast<long>(*timeout);
@@ -89,7 +90,7 @@ HttpSettings settings_from(const EnvLookup& env, const std::string& uri) {
 
 class MlflowTracker final : public GeneralTracker {
  public:
-  explicit MlflowTracker(EnvLookup env) : env_(std::move(env)) {}
+  explicit MlflowTracker(distributed::EnvLookup env) : env_(std::move(env)) {}
 
   ~MlflowTracker() override {
     // A program that ends without end_training still closes its run: failed when leaving by an
@@ -106,7 +107,7 @@ class MlflowTracker final : public GeneralTracker {
 
   void start(const std::string& project, const std::string&,
              const TrackerValues& options) override {
-    std::optional<std::string> uri = env_string(env_, "MLFLOW_TRACKING_URI");
+    std::optional<std::string> uri = distributed::env_string(env_, "MLFLOW_TRACKING_URI");
     std::optional<std::string> run_name;
     std::optional<std::string> description;
     for (const auto& [key, value] : options) {
@@ -133,15 +134,16 @@ class MlflowTracker final : public GeneralTracker {
     uri_ = *uri;
     client_ = std::make_unique<HttpClient>(settings_from(env_, uri_));
 
-    const std::string experiment = env_string(env_, "MLFLOW_EXPERIMENT_NAME").value_or(project);
+    const std::string experiment =
+        distributed::env_string(env_, "MLFLOW_EXPERIMENT_NAME").value_or(project);
     experiment_id_ = find_or_create_experiment(experiment);
-    if (auto run_id = env_string(env_, "MLFLOW_RUN_ID")) {
+    if (auto run_id = distributed::env_string(env_, "MLFLOW_RUN_ID")) {
       continue_run(*run_id);
       return;
     }
     // A group restarted by `accel launch --max_restarts` continues its first start's run.
-    const auto launch = env_string(env_, contract::kRunId);
-    if (launch && env_int(env_, contract::kRestartCount).value_or(0) > 0) {
+    const auto launch = distributed::env_string(env_, contract::kRunId);
+    if (launch && distributed::env_int(env_, contract::kRestartCount).value_or(0) > 0) {
       if (auto run_id = find_run_of_launch(*launch)) {
         continue_run(*run_id);
         return;
@@ -260,11 +262,11 @@ class MlflowTracker final : public GeneralTracker {
       tags.push_back({{"key", key}, {"value", value}});
     };
     tag("mlflow.source.type", "LOCAL");
-    if (auto user = env_string(env_, "USER")) tag("mlflow.user", *user);
+    if (auto user = distributed::env_string(env_, "USER")) tag("mlflow.user", *user);
     if (launch) tag(kLaunchTag, *launch);
     if (description) tag("mlflow.note.content", *description);
     // MLFLOW_TAGS: a JSON object of more tags, as Accelerate reads it.
-    if (auto extra = env_string(env_, "MLFLOW_TAGS")) {
+    if (auto extra = distributed::env_string(env_, "MLFLOW_TAGS")) {
       const json parsed = json::parse(*extra, nullptr, false);
       TORCH_CHECK(parsed.is_object(), "accel: invalid MLFLOW_TAGS: '", *extra,
                   "' (expected a JSON object of tag names to values)");
@@ -319,7 +321,7 @@ class MlflowTracker final : public GeneralTracker {
     return true;
   }
 
-  EnvLookup env_;
+  distributed::EnvLookup env_;
   std::string uri_;
   std::unique_ptr<HttpClient> client_;
   std::string experiment_id_;
@@ -332,9 +334,9 @@ class MlflowTracker final : public GeneralTracker {
 
 }  // namespace
 
-std::unique_ptr<GeneralTracker> make_mlflow_tracker(EnvLookup env) {
-  return std::make_unique<MlflowTracker>(env ? std::move(env) : process_environment());
+std::unique_ptr<GeneralTracker> make_mlflow_tracker(distributed::EnvLookup env) {
+  return std::make_unique<MlflowTracker>(env ? std::move(env) : distributed::process_environment());
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

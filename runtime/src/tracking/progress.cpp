@@ -16,7 +16,7 @@ ProgressBar::ProgressBar(std::optional<int64_t> total, ProgressOptions options) 
   settings.enabled = !options.disable();
   if (settings.enabled && options.main_process_only()) {
     settings.enabled =
-        detail::detect_process_identity(detail::process_environment()).local_rank == 0;
+        distributed::detect_process_identity(distributed::process_environment()).local_rank == 0;
   }
   renderer_ = std::make_unique<progress_bar::Renderer>(std::move(settings));
   if (options.initial() > 0) renderer_->update(options.initial());

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace tensorboard_events {
 namespace {
 
@@ -104,5 +104,5 @@ std::string hparams_end(double wall_time) {
 }
 
 }  // namespace tensorboard_events
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace tensorboard_events {
 
 /// A hyperparameter for the hparams plugin.
@@ -35,5 +35,5 @@ std::vector<std::string> hparams_start(double wall_time, const std::vector<HPara
 std::string hparams_end(double wall_time);
 
 }  // namespace tensorboard_events
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

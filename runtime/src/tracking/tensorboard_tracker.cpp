@@ -10,7 +10,7 @@
 #include <memory>
 
 namespace accel {
-namespace detail {
+namespace tracking {
 namespace {
 
 namespace events = tensorboard_events;
@@ -89,5 +89,5 @@ std::unique_ptr<GeneralTracker> make_tensorboard_tracker() {
   return std::make_unique<TensorBoardTracker>();
 }
 
-}  // namespace detail
+}  // namespace tracking
 }  // namespace accel

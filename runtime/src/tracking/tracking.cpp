@@ -97,7 +97,7 @@ void Trackers::init(const TrackerStart& start) {
 
   std::vector<std::shared_ptr<GeneralTracker>> candidates;
   for (const auto& builtin : start.builtin) {
-    candidates.push_back(detail::make_builtin_tracker(builtin));
+    candidates.push_back(tracking::make_builtin_tracker(builtin));
   }
   for (const auto& tracker : start.custom) {
     TORCH_CHECK(tracker != nullptr, "accel: AcceleratorOptions::trackers holds a null tracker");

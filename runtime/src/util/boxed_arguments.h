@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 /// Calls `visit(tensor)` on every tensor among `values[first..]` (plain, in tensor lists, in
 /// lists of optional tensors); where it returns true, the tensor it left is put in place.
@@ -48,5 +48,5 @@ void for_each_tensor_argument(const c10::OperatorHandle& op, std::vector<c10::IV
   for_each_tensor_in(*stack, stack->size() - op.schema().arguments().size(), std::move(visit));
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

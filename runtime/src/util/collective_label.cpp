@@ -5,7 +5,7 @@
 #include <cstring>
 
 namespace accel {
-namespace detail {
+namespace util {
 namespace {
 
 struct OpenScope {
@@ -60,5 +60,5 @@ std::string describe_collective_call(const char* op) {
   return text + ", " + op + (number > 0 ? " " + std::to_string(number + 1) : std::string());
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -18,10 +18,10 @@
                 "ACCEL_METHOD_LABEL(" name                                   \
                 "): not a public Accelerator method listed in "              \
                 "accel_common/accelerator_methods.h");                       \
-  ::accel::detail::CollectiveLabel collective_label(name)
+  ::accel::util::CollectiveLabel collective_label(name)
 
 namespace accel {
-namespace detail {
+namespace util {
 
 class CollectiveLabel {
  public:
@@ -38,5 +38,5 @@ class CollectiveLabel {
 /// as seen from another thread (autograd's device threads run the Reducer's hooks).
 std::string describe_collective_call(const char* op);
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -11,7 +11,7 @@
 #include <utility>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 namespace {
 // SetCPUAllocator keeps the allocator of the highest priority set so far; the counter must win
@@ -93,5 +93,5 @@ void CountingCpuAllocator::copy_data(void* dest, const void* src, std::size_t co
   default_copy_data(dest, src, count);
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

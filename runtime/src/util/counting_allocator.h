@@ -14,7 +14,7 @@
 #include <memory>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 class CountingCpuAllocator final : public c10::Allocator {
  public:
@@ -52,5 +52,5 @@ class CountingCpuAllocator final : public c10::Allocator {
   std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
 };
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

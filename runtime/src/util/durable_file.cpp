@@ -14,7 +14,7 @@
 #include <sstream>
 
 namespace accel {
-namespace detail {
+namespace util {
 namespace {
 
 /// A temporary sibling of `path` no other write uses: the process's id and a number of its own,
@@ -117,5 +117,5 @@ std::string committed_folder(const std::string& dir, const std::string& marker) 
   return dir;
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 class DurableFile {
  public:
@@ -58,5 +58,5 @@ void commit_folder(const std::string& staging, const std::string& dir);
 /// `marker` (the file a complete folder is written with last), the backup.
 std::string committed_folder(const std::string& dir, const std::string& marker);
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -12,7 +12,7 @@
 #include <mutex>
 
 namespace accel {
-namespace detail {
+namespace util {
 namespace {
 
 thread_local uint8_t t_modes = 0;
@@ -138,5 +138,5 @@ void set_matmul_routes(const MatmulRoutes& routes) {
   });
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

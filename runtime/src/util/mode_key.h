@@ -15,7 +15,7 @@
 #include <optional>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 enum class Mode : uint8_t {
   Fp8 = 1,
@@ -55,5 +55,5 @@ struct MatmulRoutes {
 };
 void set_matmul_routes(const MatmulRoutes& routes);
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

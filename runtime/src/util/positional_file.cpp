@@ -9,7 +9,7 @@
 #include <cstring>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 PositionalFile::PositionalFile(std::string path) : path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -32,5 +32,5 @@ void PositionalFile::read_at(void* into, uint64_t bytes, uint64_t offset,
   }
 }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -7,7 +7,7 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 class PositionalFile {
  public:
@@ -27,5 +27,5 @@ class PositionalFile {
   int fd_ = -1;
 };
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

@@ -34,14 +34,14 @@ constexpr DtypeName kDtypes[] = {{torch::kBool, "BOOL"},   {torch::kUInt8, "U8"}
 
 }  // namespace
 
-const char* detail::safetensors_dtype_name(torch::ScalarType type) {
+const char* util::safetensors_dtype_name(torch::ScalarType type) {
   for (const auto& d : kDtypes) {
     if (d.type == type) return d.name;
   }
   return nullptr;
 }
 
-std::optional<torch::ScalarType> detail::safetensors_torch_dtype(const std::string& name) {
+std::optional<torch::ScalarType> util::safetensors_torch_dtype(const std::string& name) {
   for (const auto& d : kDtypes) {
     if (name == d.name) return d.type;
   }
@@ -99,7 +99,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                 ": the tensor name '", entry.first, "' appears twice");
     TORCH_CHECK(entry.second.defined(), "accel: cannot write ", path, ": tensor '", entry.first,
                 "' is undefined");
-    TORCH_CHECK(detail::safetensors_dtype_name(entry.second.scalar_type()) != nullptr,
+    TORCH_CHECK(util::safetensors_dtype_name(entry.second.scalar_type()) != nullptr,
                 "accel: cannot write ", path, ": tensor '", entry.first, "' has dtype ",
                 entry.second.scalar_type(), ", which safetensors cannot store");
     ordered.push_back(&entry);
@@ -113,7 +113,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   for (const auto* entry : ordered) {
     const auto& t = entry->second;
     const auto bytes = static_cast<uint64_t>(t.numel() * t.element_size());
-    header[entry->first] = {{"dtype", detail::safetensors_dtype_name(t.scalar_type())},
+    header[entry->first] = {{"dtype", util::safetensors_dtype_name(t.scalar_type())},
                             {"shape", t.sizes().vec()},
                             {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -127,7 +127,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     n >>= 8;
   }
 
-  detail::DurableFile file(path);
+  util::DurableFile file(path);
   file.write(length, sizeof length);
   file.write(json);
   for (const auto* entry : ordered) {
@@ -152,7 +152,7 @@ std::map<std::string, torch::Tensor> load_safetensors(const std::string& path) {
 
   std::map<std::string, torch::Tensor> out;
   for (const auto& entry : header.tensors) {
-    const auto type = detail::safetensors_torch_dtype(entry.second.dtype);
+    const auto type = util::safetensors_torch_dtype(entry.second.dtype);
     TORCH_CHECK(type.has_value(), "accel: ", path, ": tensor '", entry.first, "' has dtype ",
                 entry.second.dtype, ", which LibTorch does not have");
     const auto options = torch::TensorOptions().dtype(*type);

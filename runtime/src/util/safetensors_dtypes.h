@@ -9,12 +9,12 @@
 #include <string>
 
 namespace accel {
-namespace detail {
+namespace util {
 
 /// The safetensors name of a LibTorch dtype ("F32", "BF16", ...); null when it has none.
 const char* safetensors_dtype_name(c10::ScalarType type);
 /// The LibTorch dtype of a safetensors name; none for names LibTorch lacks (U16, F8_*, ...).
 std::optional<c10::ScalarType> safetensors_torch_dtype(const std::string& name);
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

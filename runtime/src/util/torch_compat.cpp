@@ -10,10 +10,10 @@ __attribute__((weak)) void vmdSqrt(long long n, const double* in, double* out, l
 }
 
 namespace accel {
-namespace detail {
+namespace util {
 
 VmlSqrtFloat mkl_vml_sqrt_float() { return &vmsSqrt; }
 VmlSqrtDouble mkl_vml_sqrt_double() { return &vmdSqrt; }
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

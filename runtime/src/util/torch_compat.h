@@ -35,7 +35,7 @@
 #endif
 
 namespace accel {
-namespace detail {
+namespace util {
 
 // ---- c10d ---------------------------------------------------------------------------------------
 
@@ -177,5 +177,5 @@ VmlSqrtDouble mkl_vml_sqrt_double();
 /// VML_HA | VML_FTZDAZ_OFF | VML_ERRMODE_IGNORE, the mode ATen's vml.h passes.
 constexpr long long kAtenVmlMode = 0x2 | 0x140000 | 0x100;
 
-}  // namespace detail
+}  // namespace util
 }  // namespace accel

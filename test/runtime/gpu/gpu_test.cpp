@@ -49,51 +49,51 @@ class Gpu : public ::testing::Test {
 
 TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto groups = accel::detail::make_job_groups(
+  auto groups = accel::distributed::make_job_groups(
       store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
       std::chrono::seconds(60));
-  EXPECT_EQ(groups.backend, accel::detail::CollectiveBackend::nccl);
+  EXPECT_EQ(groups.backend, accel::distributed::CollectiveBackend::nccl);
   EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
   EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
   EXPECT_EQ(groups.host->getBackend(c10::DeviceType::CPU)->getBackendName(), "gloo");
 
   // CUDA tensors through NCCL, CPU tensors through Gloo, in the same device group.
   auto on_gpu = torch::arange(4, torch::dtype(torch::kFloat).device(torch::kCUDA, 0));
-  accel::detail::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
+  accel::distributed::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
   EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::arange(4, torch::kFloat)));
   auto on_cpu = torch::arange(4, torch::kFloat);
-  accel::detail::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
+  accel::distributed::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
   EXPECT_TRUE(torch::equal(on_cpu, torch::arange(4, torch::kFloat)));
   // The runtime's own CPU-side collectives go through the host group.
-  const auto gathered = accel::detail::all_gather_bytes(*groups.host, "rank 0");
+  const auto gathered = accel::distributed::all_gather_bytes(*groups.host, "rank 0");
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_EQ(gathered[0], "rank 0");
-  accel::detail::barrier(*groups.device);
+  accel::distributed::barrier(*groups.device);
 }
 
 // The flight recorder wraps NCCL as it wraps Gloo: collectives of both go through, and each is
 // recorded as done with its shapes under its backend's name.
 TEST_F(Gpu, FlightRecorderWrapsNcclAndGloo) {
-  accel::detail::FlightSettings settings;
+  accel::distributed::FlightSettings settings;
   settings.capacity = 8;
-  accel::detail::configure_flight_recorder(settings);
+  accel::distributed::configure_flight_recorder(settings);
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto groups = accel::detail::make_job_groups(
+  auto groups = accel::distributed::make_job_groups(
       store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
       std::chrono::seconds(60), "recorded/");
   EXPECT_EQ(groups.device->getBackend(c10::DeviceType::CUDA)->getBackendName(), "nccl");
   auto on_gpu = torch::arange(4, torch::dtype(torch::kFloat).device(torch::kCUDA, 0));
   for (int i = 0; i < 10; ++i)
-    accel::detail::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
+    accel::distributed::all_reduce(*groups.device, on_gpu, accel::Reduction::Sum);
   torch::cuda::synchronize();
   EXPECT_TRUE(torch::equal(on_gpu.cpu(), torch::arange(4, torch::kFloat)));
   auto on_cpu = torch::arange(4, torch::kFloat);
-  accel::detail::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
-  accel::detail::barrier(*groups.host);
+  accel::distributed::all_reduce(*groups.device, on_cpu, accel::Reduction::Sum);
+  accel::distributed::barrier(*groups.host);
   // NCCL completes a work's future from its own thread: give it a moment.
   std::string record;
   for (int i = 0; i < 50; ++i) {
-    record = accel::detail::flight_record_text();
+    record = accel::distributed::flight_record_text();
     if (record.find("\twaiting\t") == std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -121,7 +121,7 @@ void expect_host_state_and_cuda_weights(const torch::optim::Optimizer& optimizer
   }
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    const auto value = accel::detail::gathered_value(got[i]).detach();
+    const auto value = accel::sharding::gathered_value(got[i]).detach();
     EXPECT_TRUE(value.device().is_cuda());
     EXPECT_LE((value - expected[i].detach()).abs().max().item<double>(), 1e-5) << "tensor " << i;
   }
@@ -132,10 +132,10 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
   // where each part lives and that the copies between device and host give plain AdamW's
   // training. Both ZeRO-2 (parameters whole on the device) and FULL_SHARD (gathered per use).
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto groups = accel::detail::make_job_groups(
+  auto groups = accel::distributed::make_job_groups(
       store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
       std::chrono::seconds(60));
-  using Shards = accel::detail::OptimizerShards;
+  using Shards = accel::sharding::OptimizerShards;
   const auto cuda = torch::Device(torch::kCUDA, 0);
   auto make_model = [&] {
     torch::manual_seed(31);
@@ -160,7 +160,7 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
     SCOPED_TRACE(shard_parameters ? "FULL_SHARD" : "SHARD_GRAD_OP");
     auto model = make_model();
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2));
-    Shards shards(optimizer, accel::detail::ShardingPlan(groups.device)
+    Shards shards(optimizer, accel::sharding::ShardingPlan(groups.device)
                                  .unit_bytes(1 << 20)
                                  .shard_parameters(shard_parameters)
                                  .offload_to_host(true));
@@ -170,7 +170,7 @@ TEST_F(Gpu, CpuOffloadStepsPinnedHostShardsOfACudaModel) {
     }
     for (const auto& p : model->parameters()) {
       EXPECT_TRUE(p.device().is_cuda());
-      EXPECT_EQ(accel::detail::is_sharded(p), shard_parameters);
+      EXPECT_EQ(accel::sharding::is_sharded(p), shard_parameters);
     }
     for (int64_t step = 0; step < 5; ++step) {
       auto [x, y] = batch(step);
@@ -233,7 +233,7 @@ TEST_F(Gpu, OneProcessFullShardWithCpuOffloadKeepsTheModelOffTheDevice) {
   auto model = make_model();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {1e-3}));
-  ASSERT_NE(accel::detail::shards_of(optimizer), nullptr);
+  ASSERT_NE(accel::sharding::shards_of(optimizer), nullptr);
   int64_t peak = 0;
   for (int64_t step = 0; step < 3; ++step) {
     c10::cuda::CUDACachingAllocator::resetPeakStats(0);
@@ -295,13 +295,13 @@ TEST_F(Gpu, Fp8OnCuda0ComputesWhatTheCpuDoesOrIsRefusedByCapability) {
   const auto w = torch::randn({32, 64}) * 0.1;
   const auto g = torch::randn({40, 32});
   for (const auto recipe :
-       {accel::detail::Fp8Recipe::Tensorwise, accel::detail::Fp8Recipe::Rowwise}) {
+       {accel::precision::Fp8Recipe::Tensorwise, accel::precision::Fp8Recipe::Rowwise}) {
     std::vector<torch::Tensor> results[2];
     for (int on_cuda = 0; on_cuda < 2; ++on_cuda) {
       const auto device = on_cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
       auto xi = x.to(device).requires_grad_(true);
       auto wi = w.to(device).requires_grad_(true);
-      auto out = accel::detail::fp8_linear(xi, wi, std::nullopt, recipe);
+      auto out = accel::precision::fp8_linear(xi, wi, std::nullopt, recipe);
       out.backward(g.to(device));
       results[on_cuda] = {out.detach().cpu(), xi.grad().cpu(), wi.grad().cpu()};
     }
@@ -310,7 +310,7 @@ TEST_F(Gpu, Fp8OnCuda0ComputesWhatTheCpuDoesOrIsRefusedByCapability) {
       // product to bf16).
       const double scale = results[0][i].abs().max().item<double>();
       EXPECT_LT((results[0][i] - results[1][i]).abs().max().item<double>(), 1e-2 * scale)
-          << accel::detail::to_string(recipe) << " result " << i;
+          << accel::precision::to_string(recipe) << " result " << i;
     }
   }
   // Through the Accelerator: converted at prepare, FP8 inside its scopes.
@@ -793,7 +793,7 @@ TEST_F(Gpu, AModelThreeTimesTheCappedDeviceTrainsUnderFullShardOffloadAndCheckpo
   double worst = 0;
   const auto got = model->parameters();
   for (size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, (accel::detail::gathered_value(got[i]).detach().cpu() - expected[i])
+    worst = std::max(worst, (accel::sharding::gathered_value(got[i]).detach().cpu() - expected[i])
                                 .abs()
                                 .max()
                                 .item<double>());

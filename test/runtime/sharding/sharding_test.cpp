@@ -138,7 +138,7 @@ std::vector<torch::Tensor> trained_weights(
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(groups(net), {}));
   // Sharded, the optimizer holds one flat slice per group, not the model's parameters.
-  EXPECT_EQ(accel::detail::shards_of(optimizer) != nullptr, strategy != "NO_SHARD") << strategy;
+  EXPECT_EQ(accel::sharding::shards_of(optimizer) != nullptr, strategy != "NO_SHARD") << strategy;
   if (units.empty() && !min_num_params) {
     EXPECT_EQ(optimizer.param_groups()[0].params().size(), strategy == "NO_SHARD" ? 4u : 1u);
   }
@@ -150,17 +150,17 @@ std::vector<torch::Tensor> trained_weights(
   }
   // FULL_SHARD: the model's parameters hold nothing themselves.
   for (const auto& p : net->parameters()) {
-    EXPECT_EQ(accel::detail::is_sharded(p), shards_parameters(strategy)) << strategy;
+    EXPECT_EQ(accel::sharding::is_sharded(p), shards_parameters(strategy)) << strategy;
   }
   if (offload) {
-    EXPECT_TRUE(accel::detail::shards_of(optimizer)->offloads_to_host()) << strategy;
+    EXPECT_TRUE(accel::sharding::shards_of(optimizer)->offloads_to_host()) << strategy;
     // The shards are copies in host memory, not slices of the buffer the parameters live in (the
     // parameters stay on the device; here both are the CPU).
     for (const auto& group : optimizer.param_groups()) {
       for (const auto& shard : group.params()) {
         EXPECT_TRUE(shard.device().is_cpu()) << strategy;
         for (const auto& p : net->parameters()) {
-          if (!accel::detail::is_sharded(p)) {
+          if (!accel::sharding::is_sharded(p)) {
             EXPECT_FALSE(same_memory(shard, p)) << strategy;
           }
         }
@@ -402,7 +402,7 @@ TEST_F(Sharding, CpuOffloadTrainsAsDataParallel) {
 
 /// The bytes of gathered units alive, once they reach `expected` or 5 s have passed: Gloo's
 /// worker thread lets go of a collective's tensors a moment after the collective completes.
-int64_t alive_bytes_once_settled(const accel::detail::OptimizerShards& shards, int64_t expected) {
+int64_t alive_bytes_once_settled(const accel::sharding::OptimizerShards& shards, int64_t expected) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   int64_t alive = shards.gather_statistics().alive_bytes;
   while (alive != expected && std::chrono::steady_clock::now() < deadline) {
@@ -438,7 +438,7 @@ TEST_F(Sharding, FullShardGathersEachUnitForItsOperatorsAndFreesIt) {
   // Forward gives what the unsharded model gives (training equivalence is tested above).
   auto [x, y] = batch(0);
   auto expected_loss = torch::mse_loss(reference->forward(x), y);
-  auto& gathers = *accel::detail::shards_of(optimizer);
+  auto& gathers = *accel::sharding::shards_of(optimizer);
   auto loss = torch::mse_loss(net->forward(x), y);
   EXPECT_NEAR(loss.item<double>(), expected_loss.item<double>(), 1e-6);
   // Forward gathered each unit once, and what autograd saved for backward holds none of them:
@@ -547,7 +547,7 @@ int64_t held_bytes(DeepNet& net, const torch::optim::AdamW& optimizer) {
   std::map<const void*, int64_t> storages;
   auto count = [&](const torch::Tensor& t) {
     // A sharded parameter (FULL_SHARD) holds no bytes: its shard is the optimizer's.
-    if (t.defined() && !accel::detail::is_sharded(t)) {
+    if (t.defined() && !accel::sharding::is_sharded(t)) {
       storages[t.storage().data()] = t.storage().nbytes();
     }
   };
@@ -632,7 +632,7 @@ TEST_F(Sharding, CpuOffloadHoldsTheOptimizerSideInHostMemory) {
             true));
     std::map<const void*, int64_t> model_side, optimizer_side;
     auto count = [](std::map<const void*, int64_t>& side, const torch::Tensor& t) {
-      if (t.defined() && !accel::detail::is_sharded(t)) {
+      if (t.defined() && !accel::sharding::is_sharded(t)) {
         side[t.storage().data()] = static_cast<int64_t>(t.storage().nbytes());
       }
     };
@@ -677,8 +677,8 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
   // Over Gloo the Accelerator moves slices with all-reduces; NCCL uses c10d's reduce-scatter and
   // all-gather. Both, driven by hand over this job's Gloo group, train alike.
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
-  auto group = accel::detail::DistributedState::existing()->device_group();
-  using accel::detail::ShardCollectives;
+  auto group = accel::distributed::DistributedState::existing()->device_group();
+  using accel::sharding::ShardCollectives;
   std::vector<std::vector<torch::Tensor>> results;
   // Each form also with the shards in host memory (CPU offload), which adds the copies between
   // the two.
@@ -690,10 +690,10 @@ TEST_F(Sharding, NativeCollectivesAndTheirAllReduceFormsGiveTheSameTraining) {
     torch::manual_seed(21);
     Net net;
     torch::optim::AdamW optimizer(groups(net), {});
-    accel::detail::OptimizerShards shards(optimizer, accel::detail::ShardingPlan(group)
-                                                         .unit_bytes(128)
-                                                         .collectives(collectives)
-                                                         .offload_to_host(offload));
+    accel::sharding::OptimizerShards shards(optimizer, accel::sharding::ShardingPlan(group)
+                                                           .unit_bytes(128)
+                                                           .collectives(collectives)
+                                                           .offload_to_host(offload));
     for (int64_t step = 0; step < 5; ++step) {
       auto [x, y] = batch(step);
       shards.arm();

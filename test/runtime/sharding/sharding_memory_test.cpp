@@ -112,7 +112,7 @@ struct Measured {
 /// Live bytes once the frees still under way have happened: Gloo's worker thread drops its
 /// references to a finished collective's tensors (a unit's gradients, one unit of bytes) a moment
 /// after wait() returns, later on a loaded machine. Something held for good stays counted.
-int64_t settled_live_bytes(const accel::detail::CountingCpuAllocator& counter) {
+int64_t settled_live_bytes(const accel::util::CountingCpuAllocator& counter) {
   int64_t live = counter.live_bytes();
   for (int unchanged = 0, i = 0; unchanged < 5 && i < 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -125,7 +125,7 @@ int64_t settled_live_bytes(const accel::detail::CountingCpuAllocator& counter) {
 
 /// The most bytes a NO_SHARD step of `model` allocates beyond what it holds: activations and
 /// backward's temporaries (gradients exist already, as from the second step on).
-int64_t activations_of(const Case& c, accel::detail::CountingCpuAllocator& counter) {
+int64_t activations_of(const Case& c, accel::util::CountingCpuAllocator& counter) {
   auto model = c.build();
   const auto x = c.input();
   model->forward(x).pow(2).mean().backward();
@@ -140,7 +140,7 @@ int64_t activations_of(const Case& c, accel::detail::CountingCpuAllocator& count
 int64_t slack(const Measured& m) { return m.shard + (64 << 10); }
 
 Measured measure(const Case& c, size_t units_whole) {
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   Measured m;
   m.activations = activations_of(c, counter);
   accel::Accelerator accelerator(accel::AcceleratorOptions()
@@ -151,7 +151,7 @@ Measured measure(const Case& c, size_t units_whole) {
   for (const auto& p : model->parameters()) m.parameters += p.numel();
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {}));
-  auto& shards = *accel::detail::shards_of(optimizer);
+  auto& shards = *accel::sharding::shards_of(optimizer);
   shards.set_units_whole(units_whole);
   const auto x = c.input();
   auto step = [&] {
@@ -257,7 +257,7 @@ std::pair<int64_t, std::vector<torch::Tensor>> gathered_in_one_step(
     optimizer.step();
     optimizer.zero_grad();
   }
-  const auto& shards = accel::detail::shards_of(optimizer);
+  const auto& shards = accel::sharding::shards_of(optimizer);
   const int64_t gathered = shards ? shards->gather_statistics().gathered_bytes : 0;
   std::vector<torch::Tensor> weights;  // read after counting: reading gathers too
   for (const auto& p : model->parameters()) weights.push_back(p.detach().clone());
@@ -352,7 +352,7 @@ ReducedRun reduced_in(const std::string& strategy, const std::string& reduce_dty
     run.losses.push_back(
         accelerator.reduce(loss.detach().to(torch::kFloat), accel::Reduction::Mean).item<double>());
     if (step == 0) {
-      run.sent_bytes = accel::detail::shards_of(optimizer)->reduce_scattered_bytes();
+      run.sent_bytes = accel::sharding::shards_of(optimizer)->reduce_scattered_bytes();
       for (const auto& shard : optimizer.param_groups()[0].params())
         run.first_gradients.push_back(shard.grad().clone());
     }
@@ -398,7 +398,7 @@ TEST_F(ShardingMemory, UnderBf16GradientsAreReduceScatteredInBf16) {
 /// process its own batches: the weights, and under FULL_SHARD what the gathers did.
 struct TrainedMlp {
   std::vector<torch::Tensor> weights;
-  accel::detail::OptimizerShards::GatherStatistics gathers;
+  accel::sharding::OptimizerShards::GatherStatistics gathers;
 };
 TrainedMlp train_mlp(accel::AcceleratorOptions options, int steps) {
   accel::Accelerator accelerator(options.cpu(true).fsdp_transformer_layer_cls_to_wrap({"Linear"}));
@@ -413,7 +413,7 @@ TrainedMlp train_mlp(accel::AcceleratorOptions options, int steps) {
     optimizer.zero_grad();
   }
   TrainedMlp out;
-  if (const auto& shards = accel::detail::shards_of(optimizer);
+  if (const auto& shards = accel::sharding::shards_of(optimizer);
       shards && shards->shards_parameters())
     out.gathers = shards->gather_statistics();
   for (const auto& p : model->parameters()) out.weights.push_back(p.detach().clone());
@@ -466,7 +466,7 @@ TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShar
   int64_t no_shard_peak = 0;
   std::vector<torch::Tensor> reference;
   {
-    accel::detail::CountingCpuAllocator counter;
+    accel::util::CountingCpuAllocator counter;
     reference = checkpointed_run("NO_SHARD", false);
     no_shard_peak = counter.peak_bytes();
   }
@@ -474,7 +474,7 @@ TEST_F(ShardingMemory, AModelThatDoesNotFitTheCapUnderNoShardTrainsUnderFullShar
   std::vector<torch::Tensor> capped;
   int64_t full_shard_peak = 0;
   {
-    accel::detail::CountingCpuAllocator counter(cap);
+    accel::util::CountingCpuAllocator counter(cap);
     capped = checkpointed_run("FULL_SHARD", true);
     full_shard_peak = counter.peak_bytes();
   }
@@ -559,7 +559,7 @@ TEST_F(ShardingMemory, AnEmptyModelIsFilledPartByPartWithoutAWholeCopy) {
       EXPECT_NE(std::string(e.what()).find("init_empty_weights"), std::string::npos) << e.what();
     }
   }
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   accel::Accelerator accelerator(accel::AcceleratorOptions()
                                      .cpu(true)
                                      .sharding_strategy("FULL_SHARD")

@@ -203,7 +203,7 @@ double relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
 /// The counted live bytes once they are `expected`, or after a second whatever they are: a
 /// collective's worker thread may drop its hold on a temporary (a flattened broadcast, a norm's
 /// scalar) a moment after the collective has completed.
-int64_t settled_bytes(const accel::detail::CountingCpuAllocator& counted, int64_t expected) {
+int64_t settled_bytes(const accel::util::CountingCpuAllocator& counted, int64_t expected) {
   for (int attempt = 0; attempt < 200 && counted.live_bytes() != expected; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -225,7 +225,7 @@ void expect_matches_one_process(const Training& run, const accel::TensorParallel
                             accelerator.data_parallel_shard_rank();
   // The bytes the model's tensors hold, counted by the allocator: after prepare, the slices'
   // only (the whole tensors freed), whatever the code believes it holds.
-  std::optional<accel::detail::CountingCpuAllocator> counted(std::in_place);
+  std::optional<accel::util::CountingCpuAllocator> counted(std::in_place);
   torch::manual_seed(0);
   Gpt model;
   int64_t whole_numel = 0;
@@ -396,7 +396,7 @@ TEST(ContextParallel, ActivationsAreTheShardsCounted) {
   torch::nn::Linear qkv(kWidth, 3 * kWidth), out(kWidth, kWidth);
   accelerator.prepare(qkv);
   accelerator.prepare(out);
-  accel::detail::CountingCpuAllocator counted;
+  accel::util::CountingCpuAllocator counted;
   auto peak = [&](bool shard) {
     auto x = torch::randn({2, kLong, kWidth});
     const int64_t before = counted.live_bytes();
@@ -543,7 +543,7 @@ void expect_reference_weights(accel::Accelerator& accelerator, Gpt& model, int64
             << " steps: largest max|a-b|/max|b| against one process " << largest << "\n";
 }
 
-// One run of a chain on different meshes (test/runtime/multiprocess/mesh_checkpoints.sh): the
+// One run of a chain on different meshes (test/runtime/parallel/mesh_checkpoints.sh): the
 // mesh comes from `accel launch --parallelism_config_*`; it loads ACCEL_TEST_LOAD (a checkpoint
 // of another mesh) and trains optimizer steps [ACCEL_TEST_FROM, ACCEL_TEST_TO) of Gpt on the
 // same global batches whatever the mesh (4 groups of rows per step, split among the data ranks),

@@ -131,7 +131,7 @@ void expect_bitwise_libtorch(const Options& options, const std::string& label,
     // The exact kernels, proven in this process; a build whose compiler fuses what ATen rounds
     // twice is refused here (and would differ below if it were not).
     ASSERT_EQ(accel::detail::step_kernel(prepared), StepKernel::fused)
-        << label << ": " << accel::detail::exact_cpu_step_refusal(prepared);
+        << label << ": " << accel::optim::exact_cpu_step_refusal(prepared);
     plain.step();
     prepared.step();
     for (size_t i = 0; i < reference.size(); ++i) {
@@ -196,8 +196,8 @@ TEST(FusedOptimizer, KernelsAreProvenOncePerKindAndSayWhyNot) {
   half[0].mutable_grad() = torch::randn({8}).to(torch::kHalf);
   auto prepared = accelerator.prepare(torch::optim::SGD(half, torch::optim::SGDOptions(0.1)));
   EXPECT_EQ(accel::detail::step_kernel(prepared), StepKernel::none);
-  EXPECT_NE(accel::detail::exact_cpu_step_refusal(prepared).find("Half"), std::string::npos)
-      << accel::detail::exact_cpu_step_refusal(prepared);
+  EXPECT_NE(accel::optim::exact_cpu_step_refusal(prepared).find("Half"), std::string::npos)
+      << accel::optim::exact_cpu_step_refusal(prepared);
   // Proving leaves the program's random stream where it was.
   torch::manual_seed(5);
   const auto expected = torch::rand({4});
@@ -216,9 +216,9 @@ TEST(FusedOptimizer, SquareRootsComeStraightFromMklWhereAtenHasIt) {
   if (dlsym(RTLD_DEFAULT, "vmsSqrt") == nullptr || dlsym(RTLD_DEFAULT, "vmdSqrt") == nullptr) {
     GTEST_SKIP() << "this LibTorch has no MKL: the kernels call at::sqrt_out";
   }
-  EXPECT_TRUE(accel::detail::direct_square_roots(torch::kFloat));
-  EXPECT_TRUE(accel::detail::direct_square_roots(torch::kDouble));
-  EXPECT_FALSE(accel::detail::direct_square_roots(torch::kHalf));
+  EXPECT_TRUE(accel::optim::direct_square_roots(torch::kFloat));
+  EXPECT_TRUE(accel::optim::direct_square_roots(torch::kDouble));
+  EXPECT_FALSE(accel::optim::direct_square_roots(torch::kHalf));
 }
 
 TEST(FusedOptimizer, SkipsParametersWithoutGradientsAndHonoursEachGroup) {

@@ -80,13 +80,13 @@ TEST_P(OneProcessOffload, ShardsOnTheHostAndTrainsAsPlainLibTorch) {
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {2e-2}));
-  ASSERT_NE(accel::detail::shards_of(optimizer), nullptr);
-  EXPECT_TRUE(accel::detail::shards_of(optimizer)->offloads_to_host());
+  ASSERT_NE(accel::sharding::shards_of(optimizer), nullptr);
+  EXPECT_TRUE(accel::sharding::shards_of(optimizer)->offloads_to_host());
   // The optimizer steps host tensors of their own, not the model's parameters.
   const auto& shard = optimizer.param_groups()[0].params()[0];
   for (const auto& p : net->parameters()) {
-    EXPECT_EQ(accel::detail::is_sharded(p), strategy == "FULL_SHARD");
-    if (!accel::detail::is_sharded(p)) {
+    EXPECT_EQ(accel::sharding::is_sharded(p), strategy == "FULL_SHARD");
+    if (!accel::sharding::is_sharded(p)) {
       EXPECT_FALSE(shard.storage().is_alias_of(p.storage()));
     }
   }
@@ -130,7 +130,7 @@ TEST(OneProcessSharding, WithoutOffloadOneProcessDoesNotShard) {
   Net net;
   accelerator.prepare(net);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(net->parameters(), {}));
-  EXPECT_EQ(accel::detail::shards_of(optimizer), nullptr);
+  EXPECT_EQ(accel::sharding::shards_of(optimizer), nullptr);
 }
 
 TEST(OneProcessSharding, HybridShardWithOffloadOnOneProcessIsRefused) {

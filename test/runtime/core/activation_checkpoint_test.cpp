@@ -200,7 +200,7 @@ TEST(ActivationCheckpoint, ABlockWithNothingToDifferentiateIsAnError) {
 
 /// The most bytes `model` holds for backward after a forward of x, counted by the allocator.
 int64_t activation_bytes(torch::nn::Sequential& model, const torch::Tensor& x, bool checkpointed) {
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   const int64_t before = counter.live_bytes();
   torch::Tensor h = x;
   for (const auto& module : *model) {
@@ -416,7 +416,7 @@ TEST(ActivationCheckpoint, SavedMatmulsKeepTheProductsAndNothingElse) {
   auto model = blocks(kBlocks, kWidth);
   const auto x = torch::randn({kBatch, kWidth});
   auto kept = [&](const accel::CheckpointOptions& options) {
-    accel::detail::CountingCpuAllocator counter;
+    accel::util::CountingCpuAllocator counter;
     const int64_t before = counter.live_bytes();
     torch::Tensor h = x;
     for (const auto& module : *model) {
@@ -488,7 +488,7 @@ TEST(ActivationCheckpoint, ForwardAndBackwardPeakIsTheInputsAndOneBlock) {
   const auto x = torch::randn({kBatch, kWidth});
   for (auto& p : model->parameters()) p.mutable_grad() = torch::zeros_like(p);
   auto peak = [&](bool checkpointed) {
-    accel::detail::CountingCpuAllocator counter;
+    accel::util::CountingCpuAllocator counter;
     const int64_t before = counter.live_bytes();
     torch::Tensor h = x;
     for (const auto& module : *model) {

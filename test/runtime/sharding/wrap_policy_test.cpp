@@ -55,7 +55,7 @@ TEST(WrapPolicy, BySizeWrapsFromTheLeavesUpAndLeavesTheRestToTheRoot) {
   // 50: each attention layer (72) is a unit; each mlp (36) is not, and neither is what its block
   // has left (36); the ModuleList never is; the root keeps the embedding (tied to the head's
   // weight), the head's bias and both mlps.
-  auto units = accel::detail::units_by_size(*model, 50, 1);
+  auto units = accel::sharding::units_by_size(*model, 50, 1);
   // Every parameter has a unit; parameters() lists the tied one twice.
   EXPECT_EQ(model->parameters().size(), 11u);
   EXPECT_EQ(units.size(), 10u);
@@ -68,17 +68,17 @@ TEST(WrapPolicy, BySizeWrapsFromTheLeavesUpAndLeavesTheRestToTheRoot) {
     EXPECT_EQ(unit_of(units, p), 0);
   }
   // 100: a block's 108 parameters make its unit, the ModuleList's 216 do not.
-  units = accel::detail::units_by_size(*model, 100, 3);
+  units = accel::sharding::units_by_size(*model, 100, 3);
   EXPECT_EQ(unit_of(units, block0.attention->weight), 3);
   EXPECT_EQ(unit_of(units, block0.mlp->bias), 3);
   EXPECT_EQ(unit_of(units, block1.mlp->weight), 4);
   EXPECT_EQ(unit_of(units, model->embedding->weight), 0);
   // 40: the embedding is a unit; the head is left its bias (5), as the tied weight is taken.
-  units = accel::detail::units_by_size(*model, 40, 1);
+  units = accel::sharding::units_by_size(*model, 40, 1);
   EXPECT_GE(unit_of(units, model->embedding->weight), 1);
   EXPECT_EQ(unit_of(units, model->head->bias), 0);
   // Larger than the model: one unit, the root's.
-  units = accel::detail::units_by_size(*model, 1 << 20, 1);
+  units = accel::sharding::units_by_size(*model, 1 << 20, 1);
   std::set<int64_t> numbers;
   for (const auto& entry : units) numbers.insert(entry.second);
   EXPECT_EQ(numbers, std::set<int64_t>{0});
@@ -87,15 +87,15 @@ TEST(WrapPolicy, BySizeWrapsFromTheLeavesUpAndLeavesTheRestToTheRoot) {
 TEST(WrapPolicy, ByClassTakesTheInnermostAndNamesTheClassesItHas) {
   Model model;
   const auto& block0 = *model->blocks[0]->as<BlockImpl>();
-  auto units = accel::detail::units_by_class(*model, {"Block"}, 1);
+  auto units = accel::sharding::units_by_class(*model, {"Block"}, 1);
   EXPECT_EQ(unit_of(units, block0.attention->weight), unit_of(units, block0.mlp->bias));
   EXPECT_GE(unit_of(units, block0.attention->weight), 1);
   EXPECT_EQ(unit_of(units, model->embedding->weight), 0);
   // A Linear inside a Block is its own unit when both are named.
-  units = accel::detail::units_by_class(*model, {"Block", "torch::nn::Linear"}, 1);
+  units = accel::sharding::units_by_class(*model, {"Block", "torch::nn::Linear"}, 1);
   EXPECT_NE(unit_of(units, block0.attention->weight), unit_of(units, block0.mlp->weight));
   try {
-    accel::detail::units_by_class(*model, {"Layer"}, 1);
+    accel::sharding::units_by_class(*model, {"Layer"}, 1);
     ADD_FAILURE() << "a class the model does not have was accepted";
   } catch (const c10::Error& error) {
     const std::string what = error.what();
@@ -106,10 +106,10 @@ TEST(WrapPolicy, ByClassTakesTheInnermostAndNamesTheClassesItHas) {
 }
 
 TEST(WrapPolicy, ClassNamesMatchWithOrWithoutNamespaceAndImpl) {
-  EXPECT_TRUE(accel::detail::class_name_matches("torch::nn::LinearImpl", "Linear"));
-  EXPECT_TRUE(accel::detail::class_name_matches("torch::nn::LinearImpl", "torch::nn::Linear"));
-  EXPECT_TRUE(accel::detail::class_name_matches("BlockImpl", "BlockImpl"));
-  EXPECT_FALSE(accel::detail::class_name_matches("torch::nn::LinearImpl", "Bilinear"));
+  EXPECT_TRUE(accel::sharding::class_name_matches("torch::nn::LinearImpl", "Linear"));
+  EXPECT_TRUE(accel::sharding::class_name_matches("torch::nn::LinearImpl", "torch::nn::Linear"));
+  EXPECT_TRUE(accel::sharding::class_name_matches("BlockImpl", "BlockImpl"));
+  EXPECT_FALSE(accel::sharding::class_name_matches("torch::nn::LinearImpl", "Bilinear"));
 }
 
 }  // namespace

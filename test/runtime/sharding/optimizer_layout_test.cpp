@@ -10,8 +10,8 @@
 
 namespace {
 
-using accel::detail::files_to_read;
-using accel::detail::OptimizerLayout;
+using accel::sharding::files_to_read;
+using accel::sharding::OptimizerLayout;
 
 /// One parameter group of one weight [rows, cols], cut along `cut_dim` into `tp` parts (-1:
 /// whole), NO_SHARD (one unit per parameter, one slice).

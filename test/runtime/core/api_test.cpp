@@ -1,7 +1,7 @@
 // The smaller parts of the Accelerator API reference on one process: set_seed,
 // find_executable_batch_size with an injected out-of-memory error, profile()'s Chrome trace,
 // save(), get_state_dict(), load_checkpoint_in_model, the save/load state pre-hooks, clear() and
-// the process-control helpers. Their multi-process sides are in multiprocess/process_api_test.cpp.
+// the process-control helpers. Their multi-process sides are in process_api_test.cpp.
 
 #include <accel/accel.h>
 

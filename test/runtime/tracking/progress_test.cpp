@@ -1,6 +1,6 @@
 // The progress bar's lines (tqdm's layout), its pacing off a terminal, which process draws it,
 // and accel::progress over a range. The bar on a real terminal is tested by
-// test/runtime/progress/progress_in_terminal.sh (tmux).
+// test/runtime/tracking/progress/progress_in_terminal.sh (tmux).
 
 #include <accel/progress.h>
 

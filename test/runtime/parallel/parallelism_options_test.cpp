@@ -1,5 +1,5 @@
 // The device mesh's options and arithmetic, and the tensor-parallel plan's checks, in one
-// process (the multi-process behaviour is in multiprocess/parallelism_test.cpp).
+// process (the multi-process behaviour is in parallelism_test.cpp).
 
 #include <accel/accel.h>
 
@@ -14,8 +14,8 @@
 
 namespace {
 
-using accel::detail::MeshDim;
-using accel::detail::MeshLayout;
+using accel::distributed::MeshDim;
+using accel::distributed::MeshLayout;
 using accel_test::EnvGuard;
 
 /// The message of what `run` throws; empty when it throws nothing.

@@ -70,15 +70,16 @@ std::vector<torch::optim::OptimizerParamGroup> groups(Net& net) {
 
 template <typename Optimizer>
 accel::NamedTensors whole_optimizer_state(accel::Accelerator& accelerator, Optimizer& optimizer) {
-  std::vector<std::shared_ptr<accel::detail::OptimizerShards>> shards;
-  if (accel::detail::shards_of(optimizer)) shards.push_back(accel::detail::shards_of(optimizer));
-  const auto layout = accel::detail::layout_of(optimizer, shards);
+  std::vector<std::shared_ptr<accel::sharding::OptimizerShards>> shards;
+  if (accel::sharding::shards_of(optimizer))
+    shards.push_back(accel::sharding::shards_of(optimizer));
+  const auto layout = accel::sharding::layout_of(optimizer, shards);
   accel::NamedTensors out;
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     for (size_t u = 0; u < layout.groups[g].size(); ++u) {
       const auto& param = optimizer.param_groups()[g].params()[u];
       auto& state = *optimizer.state().at(param.unsafeGetTensorImpl());
-      const auto tensors = *accel::detail::elementwise_state(state);
+      const auto tensors = *accel::sharding::elementwise_state(state);
       for (size_t j = 0; j < tensors.size(); ++j) {
         if (!tensors[j]->defined()) continue;
         const auto flat = layout.slices > 1 ? accelerator.gather(tensors[j]->reshape(-1))

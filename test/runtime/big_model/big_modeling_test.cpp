@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../../examples/gpt/gpt.h"
+#include "../../../examples/gpt/gpt.h"
 #include "support/temp_dir.h"
 
 #include <chrono>

@@ -13,7 +13,7 @@
 namespace {
 
 TEST(CountingAllocator, CountsLiveAndPeakBytesOfCpuTensors) {
-  accel::detail::CountingCpuAllocator counter;
+  accel::util::CountingCpuAllocator counter;
   EXPECT_EQ(counter.live_bytes(), 0);
   {
     auto a = torch::empty({1024}, torch::kFloat);
@@ -30,12 +30,12 @@ TEST(CountingAllocator, CountsLiveAndPeakBytesOfCpuTensors) {
 TEST(CountingAllocator, TensorsMayOutliveItAndTheDefaultComesBack) {
   torch::Tensor survivor;
   {
-    accel::detail::CountingCpuAllocator counter;
+    accel::util::CountingCpuAllocator counter;
     survivor = torch::ones({100});
   }
   EXPECT_EQ(survivor.sum().item<float>(), 100.0f);
   survivor = torch::Tensor();  // freed through the counter's deleter, after it is gone
-  accel::detail::CountingCpuAllocator again;
+  accel::util::CountingCpuAllocator again;
   auto t = torch::empty({10});
   EXPECT_EQ(again.live_bytes(), 40);
 }
@@ -47,7 +47,7 @@ TEST(CountingAllocator, TrainingOverTheCapFailsNamingIt) {
   accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(model->parameters(), {}));
-  accel::detail::CountingCpuAllocator counter(6 << 20);
+  accel::util::CountingCpuAllocator counter(6 << 20);
   try {
     accelerator.backward(model->forward(torch::randn({8, 1000})).pow(2).mean());
     optimizer.step();

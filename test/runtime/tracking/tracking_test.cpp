@@ -76,11 +76,11 @@ class Recorder : public accel::GeneralTracker {
 TEST(EventFile, Crc32cIsCastagnolisAndMaskedAsTfRecord) {
   // The check value of CRC-32C, and TFRecord's mask of it.
   const std::string digits = "123456789";
-  EXPECT_EQ(accel::detail::crc32c(digits.data(), digits.size()), 0xE3069283u);
+  EXPECT_EQ(accel::tracking::crc32c(digits.data(), digits.size()), 0xE3069283u);
   const uint32_t crc = 0xE3069283u;
-  EXPECT_EQ(accel::detail::masked_crc32c(digits.data(), digits.size()),
+  EXPECT_EQ(accel::tracking::masked_crc32c(digits.data(), digits.size()),
             ((crc >> 15) | (crc << 17)) + 0xA282EAD8u);
-  EXPECT_EQ(accel::detail::crc32c("", 0), 0u);
+  EXPECT_EQ(accel::tracking::crc32c("", 0), 0u);
 }
 
 TEST_F(Tracking, ValuesReadAsTheirTypes) {
@@ -230,8 +230,8 @@ TEST_F(Tracking, AllStartsMlflowWhereAServerIsNamed) {
 }
 
 TEST_F(Tracking, MlflowSendsCredentialsAsItsClientsDo) {
-  using accel::detail::HttpClient;
-  accel::detail::HttpSettings settings;
+  using accel::tracking::HttpClient;
+  accel::tracking::HttpSettings settings;
   EXPECT_TRUE(HttpClient::auth_headers(settings).empty());
   settings.bearer_token = "tok-123";
   EXPECT_EQ(HttpClient::auth_headers(settings),

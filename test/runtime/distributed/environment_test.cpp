@@ -8,7 +8,7 @@
 #include <map>
 
 namespace accel {
-namespace detail {
+namespace distributed {
 namespace {
 
 EnvLookup env_of(std::map<std::string, std::string> values) {
@@ -105,10 +105,10 @@ TEST(ProcessIdentity, OpenMpiAndPmiVariables) {
 }
 
 TEST(ProcessIdentity, FirstSlurmHost) {
-  EXPECT_EQ(first_slurm_host("node01"), "node01");
-  EXPECT_EQ(first_slurm_host("a,b"), "a");
-  EXPECT_EQ(first_slurm_host("node[03-05,9]"), "node03");
-  EXPECT_EQ(first_slurm_host("x1,node[2-3]"), "x1");
+  EXPECT_EQ(detail::first_slurm_host("node01"), "node01");
+  EXPECT_EQ(detail::first_slurm_host("a,b"), "a");
+  EXPECT_EQ(detail::first_slurm_host("node[03-05,9]"), "node03");
+  EXPECT_EQ(detail::first_slurm_host("x1,node[2-3]"), "x1");
 }
 
 void expect_error(const std::function<void()>& fn, const std::string& needle) {
@@ -160,5 +160,5 @@ TEST(EnvValues, BooleansAndIntegers) {
 }
 
 }  // namespace
-}  // namespace detail
+}  // namespace distributed
 }  // namespace accel

@@ -63,7 +63,7 @@ Trained train(const std::string& strategy, bool checkpointing) {
   }
   Trained out;
   for (const auto& p : model->parameters()) out.weights.push_back(p.detach().clone());
-  if (const auto& shards = accel::detail::shards_of(optimizer);
+  if (const auto& shards = accel::sharding::shards_of(optimizer);
       shards && shards->shards_parameters()) {
     const auto statistics = shards->gather_statistics();
     out.gathers = statistics.gathers;

@@ -19,7 +19,7 @@
 
 namespace {
 
-using accel::detail::Fp8Recipe;
+using accel::precision::Fp8Recipe;
 
 constexpr double kE4m3Max = 448.0;
 constexpr double kE5m2Max = 57344.0;
@@ -82,7 +82,7 @@ TEST_P(Fp8Recipes, ALinearEqualsItsEmulation) {
       (torch::randn({48, 64}) * torch::logspace(-2, 2, 48).unsqueeze(1)).requires_grad_(true);
   const auto w = (torch::randn({32, 64}) * 0.1).requires_grad_(true);
   const auto g = torch::randn({48, 32}) * torch::logspace(-3, 1, 48).unsqueeze(1);
-  const auto out = accel::detail::fp8_linear(x, w, std::nullopt, GetParam());
+  const auto out = accel::precision::fp8_linear(x, w, std::nullopt, GetParam());
   out.backward(g);
   torch::NoGradGuard no_grad;
   const auto e = emulate(x.detach(), w.detach(), g, GetParam());
@@ -98,20 +98,20 @@ TEST_P(Fp8Recipes, ALinearEqualsItsEmulation) {
 
 INSTANTIATE_TEST_SUITE_P(Fp8, Fp8Recipes,
                          ::testing::Values(Fp8Recipe::Tensorwise, Fp8Recipe::Rowwise),
-                         [](const auto& info) { return accel::detail::to_string(info.param); });
+                         [](const auto& info) { return accel::precision::to_string(info.param); });
 
 TEST(Fp8, CastsSaturateAndRoundTheirScalesAsTorchao) {
   const auto x = torch::tensor({{-3.0f, 1.0f}, {0.5f, 0.0f}});
-  const auto tensorwise = accel::detail::quantize_fp8(x, torch::kFloat8_e4m3fn);
+  const auto tensorwise = accel::precision::quantize_fp8(x, torch::kFloat8_e4m3fn);
   EXPECT_FLOAT_EQ(tensorwise.scale.item<float>(), 3.0f / 448.0f);
   EXPECT_FLOAT_EQ(tensorwise.dequantized()[0][0].item<float>(), -3.0f);
-  const auto rows = accel::detail::quantize_fp8(x, torch::kFloat8_e4m3fn, 1, true);
+  const auto rows = accel::precision::quantize_fp8(x, torch::kFloat8_e4m3fn, 1, true);
   // Row 0: 448/3 rounds down to 128, a scale of 1/128; row 1: 448/0.5 = 896 down to 512.
   EXPECT_EQ(rows.scale.sizes(), (std::vector<int64_t>{2, 1}));
   EXPECT_FLOAT_EQ(rows.scale[0][0].item<float>(), 1.0f / 128.0f);
   EXPECT_FLOAT_EQ(rows.scale[1][0].item<float>(), 1.0f / 512.0f);
   // A zero tensor casts to zeros (amax clamped), not NaN.
-  const auto zeros = accel::detail::quantize_fp8(torch::zeros({4}), torch::kFloat8_e5m2);
+  const auto zeros = accel::precision::quantize_fp8(torch::zeros({4}), torch::kFloat8_e5m2);
   EXPECT_TRUE(zeros.dequantized().eq(0).all().item<bool>());
 }
 
@@ -133,11 +133,11 @@ TEST(Fp8, EveryRouteOfALinearsForwardComputesInFp8InsideTheScopeOnly) {
   const auto x3 = torch::randn({4, 5, 64});
   const auto bias = middle.bias;
   torch::NoGradGuard no_grad;
-  const auto expected2 = accel::detail::fp8_linear(x2.to(torch::kBFloat16), middle.weight, bias,
-                                                   Fp8Recipe::Tensorwise);
+  const auto expected2 = accel::precision::fp8_linear(x2.to(torch::kBFloat16), middle.weight, bias,
+                                                      Fp8Recipe::Tensorwise);
   // A 3-D input goes through matmul, and LinearImpl adds the bias in place (in fp32, rounded).
-  auto expected3 = accel::detail::fp8_linear(x3.to(torch::kBFloat16), middle.weight, std::nullopt,
-                                             Fp8Recipe::Tensorwise);
+  auto expected3 = accel::precision::fp8_linear(x3.to(torch::kBFloat16), middle.weight,
+                                                std::nullopt, Fp8Recipe::Tensorwise);
   expected3 += bias;
   torch::Tensor bf16_2;
   {

@@ -42,7 +42,7 @@ TEST(FlightRecordWriter, TwoThreadsWritingOneRecordLeaveItWholeAndNewest) {
       fs::path(::testing::TempDir()) / ("flight-writer-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  accel::detail::FlightRecordWriter writer(dir.string(), 0);
+  accel::distributed::FlightRecordWriter writer(dir.string(), 0);
   constexpr int kWritesPerThread = 150;
   std::atomic<uint64_t> next_version{0};
   std::atomic<bool> writing{true};
@@ -105,7 +105,7 @@ TEST(FlightRecordWriter, AnOlderRecordIsNotWrittenOverANewerOne) {
   const fs::path dir =
       fs::path(::testing::TempDir()) / ("flight-order-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  accel::detail::FlightRecordWriter writer(dir.string(), 3);
+  accel::distributed::FlightRecordWriter writer(dir.string(), 3);
   EXPECT_TRUE(writer.write(record_of(5), false));
   EXPECT_FALSE(writer.write(record_of(4), true));  // a snapshot taken before the failure's
   EXPECT_FALSE(fs::exists(accel::flight::alert_path(dir.string(), 3)));

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/datasets.h"
 #include "support/temp_dir.h"
 
 #include <nlohmann/json.hpp>
@@ -432,6 +433,46 @@ TEST(SaveState, SavesInsideAnAccumulationWindowHoldTheWindow) {
       EXPECT_TRUE(torch::equal(resumed[i], straight[i])) << "parameter " << i;
     }
   }
+}
+
+// A run killed twice in one epoch of a shuffled loader without a seed option: the first resume
+// continues the order the epoch was drawn with, and so does the second, from the checkpoint the
+// first resume saved. Every start but the first begins with another generator state (a fresh
+// process), which load_state puts back.
+TEST(SaveState, AShuffledLoaderResumedTwiceInOneEpochKeepsTheEpochsOrder) {
+  using Random = torch::data::samplers::RandomSampler;
+  constexpr int kEpochs = 2;
+  TempDir dir;
+  const auto options = accel::AcceleratorOptions().cpu(true);
+  std::vector<int64_t> straight;
+  {
+    torch::manual_seed(11);
+    accel::Accelerator accelerator(options);
+    auto loader = accelerator.prepare_data_loader<Random>(accel_test::RangeDataset(40), 4);
+    for (int epoch = 0; epoch < kEpochs; ++epoch) {
+      for (auto& batch : *loader) straight.insert(straight.end(), batch.begin(), batch.end());
+    }
+  }
+  std::vector<int64_t> killed;
+  // Reads `batches` batches (all that are left when 0) after loading `from`, then saves to `to`.
+  auto start = [&](uint64_t seed, const std::string& from, size_t batches, const std::string& to) {
+    torch::manual_seed(seed);
+    accel::Accelerator accelerator(options);
+    auto loader = accelerator.prepare_data_loader<Random>(accel_test::RangeDataset(40), 4);
+    if (!from.empty()) accelerator.load_state(from);
+    size_t read = 0;
+    for (auto epoch = loader->epoch(); epoch < kEpochs; ++epoch) {
+      for (auto& batch : *loader) {
+        killed.insert(killed.end(), batch.begin(), batch.end());
+        if (++read == batches) return accelerator.save_state(to);
+      }
+    }
+    return std::string();
+  };
+  const auto first = start(11, "", 3, (dir / "first").string());
+  const auto second = start(12, first, 3, (dir / "second").string());
+  start(13, second, 0, "");
+  EXPECT_EQ(killed, straight);
 }
 
 }  // namespace
