@@ -80,8 +80,7 @@ class Recorder {
   uint64_t begin(size_t group, const char* op, std::string call, std::string shapes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& record = groups_[group];
-    flight::FlightEntry entry;
-    entry.group = record.name;
+    flight::FlightEntry entry;  // its group is named when a snapshot is taken
     entry.seq = ++record.next_seq;
     entry.op = op;
     entry.call = std::move(call);
@@ -220,7 +219,6 @@ class Recorder {
     if (!any) {
       auto& record = groups_.front();
       flight::FlightEntry lost;
-      lost.group = record.name;
       lost.seq = ++record.next_seq;
       lost.op = "connection";
       lost.call = "between collectives";
@@ -245,8 +243,12 @@ class Recorder {
     record.written_ms = now_ms();
     record.watchdog_ms = settings_.watchdog.count();
     record.stuck = stuck;
-    for (const auto& group : groups_)
-      record.entries.insert(record.entries.end(), group.entries.begin(), group.entries.end());
+    for (const auto& group : groups_) {
+      for (const auto& entry : group.entries) {
+        record.entries.push_back(entry);
+        record.entries.back().group = group.name;
+      }
+    }
     return record;
   }
 
