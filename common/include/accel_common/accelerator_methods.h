@@ -135,6 +135,16 @@ constexpr const AcceleratorMethod* find_accelerator_method(std::string_view name
   return nullptr;
 }
 
+/// Whether `name` is a public method of the table. Answers without a pointer, so that it stays a
+/// constant expression under -fsanitize=undefined, whose null checks make GCC refuse a compared
+/// pointer into the table (ACCEL_METHOD_LABEL's static_assert).
+constexpr bool is_accelerator_method(std::string_view name) {
+  for (const auto& method : kAcceleratorMethods) {
+    if (method.name == name) return true;
+  }
+  return false;
+}
+
 /// Every process must call it together (collective or combining).
 constexpr bool is_collective_method(std::string_view name) {
   const auto* method = find_accelerator_method(name);

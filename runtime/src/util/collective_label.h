@@ -13,11 +13,11 @@
 /// Opens the label of an Accelerator call for the rest of the scope: `name` (a string literal)
 /// must be one of its public methods in accel_common/accelerator_methods.h, the table
 /// accel-migrate reads too (checked when compiled).
-#define ACCEL_METHOD_LABEL(name)                                             \
-  static_assert(::accel::contract::find_accelerator_method(name) != nullptr, \
-                "ACCEL_METHOD_LABEL(" name                                   \
-                "): not a public Accelerator method listed in "              \
-                "accel_common/accelerator_methods.h");                       \
+#define ACCEL_METHOD_LABEL(name)                                \
+  static_assert(::accel::contract::is_accelerator_method(name), \
+                "ACCEL_METHOD_LABEL(" name                      \
+                "): not a public Accelerator method listed in " \
+                "accel_common/accelerator_methods.h");          \
   ::accel::util::CollectiveLabel collective_label(name)
 
 namespace accel {
