@@ -6,7 +6,22 @@
 # the sanitizers protect (the runtime and its multi-process tests, accel-migrate) with
 # AddressSanitizer and UndefinedBehaviorSanitizer, and then runs those tests again.
 # Tests labelled `gpu` need a CUDA GPU: they are built here and run by scripts/gpu-check.sh.
+#
+#   scripts/test.sh                   every test (CI runs this)
+#   scripts/test.sh --full            and the long forms: the benchmarks built, layout.function_size
+#                                     over every file whatever its recorded verdict
+#   scripts/test.sh --sanitized-only  the sanitized half alone, at full priority: the check to run
+#                                     before a stop when the Release tests were run already
 set -euo pipefail
+full=OFF
+release=1
+for arg in "$@"; do
+  case $arg in
+    --full) full=ON ;;
+    --sanitized-only) release= ;;
+    *) echo "usage: $0 [--full | --sanitized-only]" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
@@ -34,8 +49,10 @@ cleanup() {
   rm -rf "$TMPDIR"
 }
 trap cleanup EXIT
-phase "format"
-scripts/check-format.sh
+if [ -n "$release" ]; then
+  phase "format"
+  scripts/check-format.sh
+fi
 
 # ccache, shared by every checkout on this machine: paths are taken relative to the checkout, so
 # a fresh clone reuses what an earlier one compiled. PCH builds need the sloppiness settings.
@@ -49,45 +66,59 @@ fi
 
 # Both trees compile their sources in batches (ACCEL_UNITY_BUILD; cmake/AccelCompileOptions.cmake
 # says why and what still compiles each source alone).
-# Release: -O2 as RelWithDebInfo, without its debug information, which costs a third of the
-# compile time of a LibTorch source here (checkpointing.cpp: 30 s with -g, 21 s without).
-phase "build (Release)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DACCEL_UNITY_BUILD=ON "${launcher[@]}"
-cmake --build build -j "$jobs"
-
-# The sanitized tree (AddressSanitizer + UndefinedBehaviorSanitizer) builds beside the Release
-# tests, at the lowest priority: it takes the cycles the tests leave idle (processes of a job
-# waiting on each other, launches waiting out a timeout) and yields the rest, so the tests run as
-# they would alone. Debug keeps LLVM's and our assertions on; -g1 keeps the line tables the
-# sanitizers' reports need and leaves out the rest of the debug information.
-# In a process group of its own (job control), so that a failed test run stops the whole build;
-# not in a session of its own (setsid): the kernel's autogroups would then give the build's
-# session as much CPU as the tests', whatever its nice value. Its configuration runs there too.
-mkdir -p build-sanitize
-set -m
-(
-  renice -n 19 -p "$BASHPID" > /dev/null
+# The sanitized tree (AddressSanitizer + UndefinedBehaviorSanitizer): Debug keeps LLVM's and our
+# assertions on; -g1 keeps the line tables the sanitizers' reports need and leaves out the rest of
+# the debug information. It builds what the sanitizers protect: the runtime, the launcher, common
+# and accel-migrate's library, with their unit and multi-process tests.
+configure_sanitized() {
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 -DACCEL_UNITY_BUILD=ON \
     -DACCEL_BUILD_BENCHMARKS=OFF -DACCEL_BUILD_REWRITER=ON "${launcher[@]}"
+}
+mkdir -p build-sanitize
+if [ -n "$release" ]; then
+  # Release: -O2 as RelWithDebInfo, without its debug information, which costs a third of the
+  # compile time of a LibTorch source here (checkpointing.cpp: 30 s with -g, 21 s without).
+  # The benchmarks only with --full: no test runs them (bench/README.md says how to).
+  phase "build (Release)"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DACCEL_UNITY_BUILD=ON \
+    -DACCEL_BUILD_BENCHMARKS=$full -DACCEL_FULL_TESTS=$full "${launcher[@]}"
+  cmake --build build -j "$jobs"
+
+  # The sanitized tree builds beside the Release tests, at the lowest priority: it takes the
+  # cycles the tests leave idle (processes of a job waiting on each other, launches waiting out a
+  # timeout) and yields the rest, so the tests run as they would alone.
+  # In a process group of its own (job control), so that a failed test run stops the whole build;
+  # not in a session of its own (setsid): the kernel's autogroups would then give the build's
+  # session as much CPU as the tests', whatever its nice value. Its configuration runs there too.
+  set -m
+  (
+    renice -n 19 -p "$BASHPID" > /dev/null
+    configure_sanitized
+    cmake --build build-sanitize -j "$jobs"
+  ) > build-sanitize/ci-build.log 2>&1 &
+  sanitized_build=$!
+  set +m
+
+  phase "tests (Release; the sanitized tree builds beside them)"
+  ctest --test-dir build --output-on-failure -j "$jobs" -LE gpu
+  echo "built, not run here (they need a CUDA GPU; scripts/gpu-check.sh runs them):"
+  ctest --test-dir build -N -L gpu | grep "Test *#" || true
+
+  phase "build (AddressSanitizer + UndefinedBehaviorSanitizer), what is left of it"
+  if ! wait "$sanitized_build"; then
+    tail -c 20000 build-sanitize/ci-build.log
+    echo "the sanitized build failed (above; whole in build-sanitize/ci-build.log)"
+    exit 1
+  fi
+  sanitized_build=
+  tail -n 1 build-sanitize/ci-build.log
+else
+  phase "build (AddressSanitizer + UndefinedBehaviorSanitizer)"
+  configure_sanitized
   cmake --build build-sanitize -j "$jobs"
-) > build-sanitize/ci-build.log 2>&1 &
-sanitized_build=$!
-set +m
-
-phase "tests (Release; the sanitized tree builds beside them)"
-ctest --test-dir build --output-on-failure -j "$jobs" -LE gpu
-echo "built, not run here (they need a CUDA GPU; scripts/gpu-check.sh runs them):"
-ctest --test-dir build -N -L gpu | grep "Test *#" || true
-
-phase "build (AddressSanitizer + UndefinedBehaviorSanitizer), what is left of it"
-if ! wait "$sanitized_build"; then
-  tail -c 20000 build-sanitize/ci-build.log
-  echo "the sanitized build failed (above; whole in build-sanitize/ci-build.log)"
-  exit 1
 fi
-sanitized_build=
-tail -n 1 build-sanitize/ci-build.log
+
 phase "tests under sanitizers"
 # ASan's shadow memory must leave the CUDA driver's mappings alone (protect_shadow_gap=0);
 # LibTorch's CUDA libraries are loaded even on a CPU run.

@@ -8,11 +8,20 @@ The runtime's sources are read through one precompiled <torch/torch.h> built by 
 runtime library's flags (CMake's own precompiled header is GCC's, which clang cannot read). Still,
 clang-tidy walks LibTorch's whole AST for each file (about 7 s of CPU a file). A function's size
 depends on its own file's text, so a source whose text, the text of our headers it includes and
-this check's settings clang-tidy has passed before is not read again: the verdicts are kept by
-content hash in ~/.cache/accel/function-size, as ccache keeps objects, and like ccache the cache
-is off with CCACHE_DISABLE set (a cold run reads every file).
+this check's settings clang-tidy has passed before is not read again, as clang-tidy-diff reads
+only what a change touched. The verdicts are kept by content hash in two places:
 
-    function_size.py BUILD_DIR SOURCE_DIR
+- test/layout/function_size.passed, in the tree: the files that passed when it was last recorded
+  (`--record`, run before a commit that changes sources of these folders). A fresh clone reads
+  only the files changed since; a change to this script (the check and its settings are in it)
+  changes every key, so the whole tree is read again.
+- ~/.cache/accel/function-size, as ccache keeps objects: what passed on this machine since. Like
+  ccache it is off with CCACHE_DISABLE set.
+
+    function_size.py BUILD_DIR SOURCE_DIR            read what no verdict covers
+    function_size.py --all BUILD_DIR SOURCE_DIR      read every file (scripts/test.sh --full)
+    function_size.py --record BUILD_DIR SOURCE_DIR   read what no verdict covers, then write every
+                                                     passing file's key to function_size.passed
 """
 import hashlib
 import json
@@ -129,12 +138,18 @@ def our_headers(file, source):
     return sorted(found)
 
 
+PASSED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "function_size.passed")
+
+
 def verdict_key(file, source):
     """A verdict holds while the file, our headers it includes (their functions are counted
-    too) and the check's settings are unchanged."""
+    too) and this check (its settings and code) are unchanged. Paths count relative to the
+    source tree, so a verdict holds in any checkout."""
     digest = hashlib.sha256(CONFIG.encode())
+    with open(os.path.abspath(__file__), "rb") as script:
+        digest.update(script.read())
     for path in [file] + our_headers(file, source):
-        digest.update(path.encode())
+        digest.update(os.path.relpath(path, source).encode())
         with open(path, "rb") as text:
             digest.update(text.read())
     return digest.hexdigest()
@@ -150,13 +165,36 @@ def text_copy_of(cmake_pch, directory, work):
     return copy
 
 
+def recorded_keys():
+    """The keys function_size.passed lists (a line: KEY PATH)."""
+    if not os.path.exists(PASSED):
+        return set()
+    with open(PASSED) as text:
+        return {line.split()[0] for line in text if line.strip() and not line.startswith("#")}
+
+
+def record(keys, source):
+    """Writes function_size.passed: each file that passed, by key, whole or not at all."""
+    lines = sorted(f"{key} {os.path.relpath(file, source)}\n" for file, key in keys.items())
+    temporary = PASSED + ".tmp"
+    with open(temporary, "w") as out:
+        out.write("# layout.function_size's verdicts (test/layout/function_size.py --record):"
+                  " files that passed, by content\n")
+        out.writelines(lines)
+    os.replace(temporary, PASSED)
+
+
 def main():
+    args = sys.argv[1:]
+    mode = args.pop(0) if args and args[0] in ("--all", "--record") else None
+    if len(args) != 2:
+        sys.exit(__doc__)
     # The PCH alone is 120 MB: the folder goes when the check ends, whatever its verdict.
     with tempfile.TemporaryDirectory(prefix="accel-function-size-") as work:
-        return check_files(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), work)
+        return check_files(os.path.abspath(args[0]), os.path.abspath(args[1]), work, mode)
 
 
-def check_files(build, source, work):
+def check_files(build, source, work, mode):
     clang, tidy = tool("clang++"), tool("clang-tidy")
     selected = entries(build, source)
     if not selected:
@@ -164,15 +202,18 @@ def check_files(build, source, work):
                  f"{', '.join(FOLDERS)}")
     # Files passed before, by content: not read again.
     cache = cache_dir()
-    passed, keys = 0, {}
-    if cache is not None:
-        # Each key once, from the text clang-tidy is about to read.
-        keys = {os.path.join(source, e[0]): verdict_key(os.path.join(source, e[0]), source)
-                for e in selected}
-        unread = [e for e in selected
-                  if not os.path.exists(os.path.join(cache, keys[os.path.join(source, e[0])]))]
-        passed = len(selected) - len(unread)
-        selected = unread
+    # Each key once, from the text clang-tidy is about to read.
+    keys = {os.path.join(source, e[0]): verdict_key(os.path.join(source, e[0]), source)
+            for e in selected}
+    known = set() if mode == "--all" else recorded_keys()
+
+    def passed_before(key):
+        return key in known or (cache is not None and mode != "--all" and
+                                os.path.exists(os.path.join(cache, key)))
+
+    unread = [e for e in selected if not passed_before(keys[os.path.join(source, e[0])])]
+    passed = len(selected) - len(unread)
+    selected = unread
     # One clang PCH for the runtime library's own flags; the files CMake's PCH served with other
     # flags include <torch/torch.h> as that PCH did, and parse it.
     runtime = [e for e in selected if e[3] and "/accel.dir/" in e[3]]
@@ -216,10 +257,12 @@ def check_files(build, source, work):
         return item["file"], found, errors
 
     jobs = max(1, len(os.sched_getaffinity(0)))
-    problems, reported = 0, set()
+    problems, reported, failed = 0, set(), set()
     with ThreadPoolExecutor(jobs) as pool:
         for file, found, errors in pool.map(check, database):
-            if cache is not None and not found and not errors:
+            if found or errors:
+                failed.add(file)
+            elif cache is not None:
                 open(os.path.join(cache, keys[file]), "w").close()
             for line in found + errors:
                 if line in reported:
@@ -230,6 +273,9 @@ def check_files(build, source, work):
     print(f"function_size: {len(database)} files of {', '.join(FOLDERS)} read by clang-tidy, "
           f"{passed} unchanged since they passed; {problems} functions over {LINE_THRESHOLD} "
           "lines or files clang-tidy could not read")
+    if mode == "--record":
+        record({file: key for file, key in keys.items() if file not in failed}, source)
+        print(f"function_size: {len(keys) - len(failed)} verdicts written to {PASSED}")
     return 1 if problems else 0
 
 

@@ -113,6 +113,7 @@ TEST_F(TwoProcesses, ObjectsPaddingAndSplitting) {
             std::vector<int64_t>{5});
 }
 
+// Own job: ACCEL_DEBUG is read by the process's first Accelerator; the mismatch breaks the group.
 TEST_F(TwoProcesses, DebugModeNamesMismatchedShapesInsteadOfHanging) {
   ::setenv("ACCEL_DEBUG", "1", 1);
   accel::Accelerator accelerator;
@@ -168,6 +169,7 @@ TEST_F(TwoProcesses, AnOptimizerOverUnpreparedParametersStopsAtItsFirstStep) {
 
 // ACCEL_DEBUG: after each step, a hash of every parameter is compared across processes, and the
 // first that differs is named (a prepared model's by its name, another by its place).
+// Own job: ACCEL_DEBUG is read by the process's first Accelerator.
 TEST_F(TwoProcesses, DebugModeNamesTheFirstParameterTheProcessesDisagreeOn) {
   ::setenv("ACCEL_DEBUG", "1", 1);
   accel::Accelerator accelerator(
