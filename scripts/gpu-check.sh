@@ -31,6 +31,8 @@ bundle() {
     { echo "gpu-check: $build is not a CUDA build of libaccel" >&2; exit 1; }
   local torch_root work=$build/gpu-bundle
   torch_root=$("$root/scripts/python-env.sh" --torch-dir)
+  # The test command leaves the benchmarks out of its tree (they are no test); three run here.
+  cmake -S "$root" -B "$build" -DACCEL_BUILD_BENCHMARKS=ON > /dev/null
   cmake --build "$build" --target accel_gpu_tests accel_bench_optimizer_step accel_bench_sharding \
     accel_bench_fp8_matmul
   rm -rf "$deps" "$work" && mkdir -p "$deps/bin" "$deps/lib" "$work"
