@@ -37,6 +37,17 @@ namespace accel {
 class Accelerator;
 namespace detail {
 struct AcceleratorAccess;  // core/accelerator_access.h: what the runtime's tests read
+
+/// Where in the program something was made: the compiler fills it in at the call that uses the
+/// default argument (`__builtin_FILE`, `__builtin_LINE`: std::source_location before C++20).
+struct SourcePlace {
+  const char* file = "";
+  int line = 0;
+  static constexpr SourcePlace here(const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
+    return {file, line};
+  }
+};
 }  // namespace detail
 
 /// The one object a training program needs to run on one device or many processes.
@@ -61,8 +72,23 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                     public detail::CheckpointMethods<Accelerator>,
                     public detail::DataLoaderPreparation<Accelerator> {
  public:
-  explicit Accelerator(AcceleratorOptions options = {});
+  /// `created_at` is filled in by the compiler: where this Accelerator is made, which current()
+  /// names once it is gone.
+  explicit Accelerator(AcceleratorOptions options = {},
+                       detail::SourcePlace created_at = detail::SourcePlace::here());
   ~Accelerator();
+
+  /// The process's Accelerator: the one constructed last of those still alive. Code that the
+  /// function creating it does not reach (a helper, a constructor, a callback, a class template's
+  /// member) uses it instead of taking the Accelerator as a parameter, as Python Accelerate's
+  /// `Accelerator()` and `PartialState()` share one state per process; accel-migrate writes
+  /// `accel::Accelerator& accelerator = accel::Accelerator::current();` there.
+  /// Throws a c10::Error when none is alive, naming where the last one was created (or saying
+  /// to create one in main first).
+  static Accelerator& current();
+  /// Whether an Accelerator is alive in this process (current() would return one).
+  static bool has_current();
+
   Accelerator(const Accelerator&) = delete;
   Accelerator& operator=(const Accelerator&) = delete;
 

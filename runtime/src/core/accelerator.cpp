@@ -10,6 +10,7 @@
 #include <accel/fp8.h>
 
 #include "accelerator_impl.h"
+#include "current_accelerator.h"
 #include "distributed/collectives.h"
 #include "parallel/tensor_parallel.h"
 #include "step_checks.h"
@@ -94,7 +95,8 @@ sharding::ShardingSettings sharding_settings(const ResolvedOptions& options, boo
 
 }  // namespace
 
-Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Impl>()) {
+Accelerator::Accelerator(AcceleratorOptions options, detail::SourcePlace created_at)
+    : impl_(std::make_unique<Impl>()) {
   impl_->options = resolve_options(options);
   impl_->dist = distributed::DistributedState::get(impl_->group_settings());
   impl_->project = impl_->options.project_config;
@@ -134,9 +136,11 @@ Accelerator::Accelerator(AcceleratorOptions options) : impl_(std::make_unique<Im
       });
     }
   }
+  core::register_accelerator(*this, created_at);
 }
 
 Accelerator::~Accelerator() {
+  core::unregister_accelerator(*this);
   try {
     end_training();
   } catch (...) {

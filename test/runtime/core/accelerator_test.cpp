@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace {
@@ -51,6 +52,47 @@ TEST(Accelerator, OneProcessOnTheCpu) {
   EXPECT_TRUE(accelerator.is_main_process());
   EXPECT_TRUE(accelerator.is_local_main_process());
   EXPECT_TRUE(accelerator.device().is_cpu());
+}
+
+// Code the creating function does not reach asks for the process's Accelerator (what
+// accel-migrate writes instead of adding a parameter): the newest one alive, then the one before
+// it; with none alive, an error saying where the last one was made.
+TEST(Accelerator, CurrentIsTheNewestAliveAndNamesWhereTheLastWasMade) {
+  ASSERT_FALSE(accel::Accelerator::has_current());
+  try {
+    accel::Accelerator::current();
+    ADD_FAILURE() << "current() with no Accelerator returned";
+  } catch (const c10::Error& error) {
+    // "has been created" in a fresh process; "is alive" after this suite's earlier tests.
+    EXPECT_NE(std::string(error.what_without_backtrace()).find("no Accelerator"), std::string::npos)
+        << error.what_without_backtrace();
+  }
+  int outer_line = 0;
+  {
+    accel::Accelerator outer;
+    outer_line = __LINE__ - 1;
+    EXPECT_EQ(&accel::Accelerator::current(), &outer);
+    {
+      accel::Accelerator inner;
+      EXPECT_EQ(&accel::Accelerator::current(), &inner);
+      EXPECT_TRUE(accel::Accelerator::has_current());
+    }
+    EXPECT_EQ(&accel::Accelerator::current(), &outer);
+    // A loader's worker thread or a callback sees the same one.
+    const accel::Accelerator* seen = nullptr;
+    std::thread([&] { seen = &accel::Accelerator::current(); }).join();
+    EXPECT_EQ(seen, &outer);
+  }
+  EXPECT_FALSE(accel::Accelerator::has_current());
+  try {
+    accel::Accelerator::current();
+    ADD_FAILURE() << "current() after the last Accelerator was destroyed returned";
+  } catch (const c10::Error& error) {
+    const std::string message = error.what_without_backtrace();
+    EXPECT_NE(message.find("accelerator_test.cpp:" + std::to_string(outer_line)), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("was destroyed"), std::string::npos) << message;
+  }
 }
 
 // An unseeded program draws its initial weights from the default generator's fixed seed: an
