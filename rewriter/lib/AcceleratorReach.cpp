@@ -11,9 +11,9 @@ using namespace clang;
 namespace accel::migrate {
 namespace {
 
-constexpr const char *kLambdaByCopy =
-    "this lambda does not capture by reference, so it cannot reach the accelerator; capture it "
-    "([&]) and migrate this line by hand";
+constexpr const char *kOutsideFunctions =
+    "this initializer runs before main creates the accelerator (a namespace-scope variable); "
+    "make it inside main and migrate again";
 
 } // namespace
 
@@ -58,44 +58,66 @@ std::string AcceleratorReach::requireAccelerator(const FunctionDecl *Fn) {
     return "accelerator";
   }
   NeedAccelerator.insert(Fn);
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(Fn);
-      Method && !Method->isStatic() && !Method->getParent()->isLambda())
-    return requireMemberAccelerator(Method->getParent());
   return "accelerator";
 }
 
-std::string AcceleratorReach::requireMemberAccelerator(const CXXRecordDecl *Class) {
-  Class = Class->getCanonicalDecl();
+std::string AcceleratorReach::acceleratorInInitializer(const CXXConstructorDecl *Ctor) const {
+  if (std::string Existing = Facts.acceleratorIn(patternOf(Ctor)); !Existing.empty())
+    return Existing;
+  return CurrentAccelerator;
+}
+
+std::string AcceleratorReach::acceleratorInClass(const CXXRecordDecl *Class) const {
   if (std::string Existing = Facts.acceleratorMemberOf(Class); !Existing.empty())
     return Existing;
-  NeedMemberAccelerator.insert(Class);
-  return "accelerator";
+  return CurrentAccelerator;
 }
 
 std::string AcceleratorReach::accelerator(const Stmt *S, std::string &Why) {
-  // Walk out to the function; a lambda on the way sees that function's accelerator only when it
-  // captures by reference.
+  // Walk out to the function whose body binds it. A lambda that captures by reference sees its
+  // enclosing function's; any other lambda binds its own (the Accelerator is not copied).
+  const FunctionDecl *ByReferenceLambda = nullptr;
   DynTypedNode Node = DynTypedNode::create(*S);
   for (unsigned Guard = 0; Guard < 256; ++Guard) {
     const auto Parents = Ctx.getParents(Node);
     if (Parents.empty())
-      return {};
+      break;
+    const DynTypedNode Child = Node;
     Node = Parents[0];
+    // A constructor reached from anything but its body: one of its member initializers (Clang
+    // 14's parent map has no CXXCtorInitializer node between them).
+    if (const auto *Ctor = Node.get<CXXConstructorDecl>();
+        Ctor && Child.get<Stmt>() && Child.get<Stmt>() != Ctor->getBody())
+      return acceleratorInInitializer(Ctor);
+    if (Node.get<CXXCtorInitializer>()) {
+      for (const auto &Up : Ctx.getParents(Node))
+        if (const auto *Ctor = Up.get<CXXConstructorDecl>())
+          return acceleratorInInitializer(Ctor);
+      return CurrentAccelerator;
+    }
+    if (const auto *Field = Node.get<FieldDecl>())
+      return acceleratorInClass(cast<CXXRecordDecl>(Field->getParent()));
+    if (const auto *Lambda = Node.get<LambdaExpr>()) {
+      if (Lambda->getCaptureDefault() != LCD_ByRef)
+        return requireAccelerator(Lambda->getCallOperator());
+      if (!ByReferenceLambda)
+        ByReferenceLambda = Lambda->getCallOperator();
+      continue;
+    }
     if (const auto *FD = Node.get<FunctionDecl>()) {
       const auto *Method = dyn_cast<CXXMethodDecl>(FD);
       if (!Method || !Method->getParent()->isLambda())
         return requireAccelerator(FD);
-      if (Method->getParent()->getLambdaCaptureDefault() == LCD_ByRef)
-        continue; // on to the lambda's enclosing function
-      Why = kLambdaByCopy;
-      return {};
-    }
-    if (const auto *Lambda = Node.get<LambdaExpr>();
-        Lambda && Lambda->getCaptureDefault() != LCD_ByRef) {
-      Why = kLambdaByCopy;
-      return {};
+      if (Method->getParent()->getLambdaCaptureDefault() != LCD_ByRef)
+        return requireAccelerator(Method);
+      if (!ByReferenceLambda)
+        ByReferenceLambda = Method;
     }
   }
+  // A lambda at namespace scope has no enclosing function to share: it binds its own.
+  if (ByReferenceLambda)
+    return requireAccelerator(ByReferenceLambda);
+  Why = kOutsideFunctions;
   return {};
 }
 

@@ -1,10 +1,15 @@
 //===- AcceleratorReach.h - Where the Accelerator must be reachable -----------------*- C++ -*-===//
 //
 // Code a check rewrites to use the Accelerator must be able to name it. The host function (where
-// the Accelerator is created) has it; any other function gets it as a parameter, and a method
-// through a member of its class. This records, as the checks ask, which functions and classes
-// need it; CreateAcceleratorCheck then adds the parameters, members and arguments. ProgramFacts
-// says what the program had before the migration (an existing accelerator, the host).
+// the Accelerator is created) has it. Any other function binds the process's Accelerator at the
+// top of its body, `accel::Accelerator &accelerator = accel::Accelerator::current();`, and an
+// initializer outside any body (a constructor's member initializer, a default member
+// initializer) calls `accel::Accelerator::current()` where it is: no signature, member or call
+// of the user's changes, so callers in other files, function pointers, callbacks and templates
+// are left as written (Python Accelerate's shared state, in the runtime's form). This records,
+// as the checks ask, which functions bind it; CreateAcceleratorCheck writes the bindings and the
+// host's Accelerator. ProgramFacts says what the program had before the migration (an existing
+// accelerator parameter, member or local, the host).
 //
 //===----------------------------------------------------------------------------------------===//
 #pragma once
@@ -20,24 +25,26 @@ namespace accel::migrate {
 
 class AcceleratorReach {
 public:
+  /// What code outside any function body calls for the process's Accelerator.
+  static constexpr const char *CurrentAccelerator = "accel::Accelerator::current()";
+
   AcceleratorReach(clang::ASTContext &Ctx, const ProgramFacts &Facts) : Ctx(Ctx), Facts(Facts) {}
 
-  /// The name under which the Accelerator is reachable at S, recording that S's function needs
-  /// it. Empty when it cannot be made reachable (a lambda capturing by copy); `Why` then says so.
+  /// The expression naming the Accelerator at S, recording the binding S's function needs.
+  /// Empty when S is in no function nor initializer (a namespace-scope variable, made before
+  /// main creates the Accelerator); `Why` then says so.
   std::string accelerator(const clang::Stmt *S, std::string &Why);
-  /// Notes that Fn needs the Accelerator; returns the name to use in it. A method reaches it
-  /// through a member of its class, so its class is noted too.
+  /// Notes that Fn's body uses the Accelerator; returns the name to use in it.
   std::string requireAccelerator(const clang::FunctionDecl *Fn);
-  /// Notes that a class must hold an accel::Accelerator& member; returns the member's name.
-  std::string requireMemberAccelerator(const clang::CXXRecordDecl *Class);
+  /// The name to use in Ctor's member initializers: its own accelerator parameter or its class's
+  /// member where the program has one, else the process's Accelerator.
+  std::string acceleratorInInitializer(const clang::CXXConstructorDecl *Ctor) const;
+  /// The name to use in a default member initializer of Class.
+  std::string acceleratorInClass(const clang::CXXRecordDecl *Class) const;
 
-  /// Functions (other than the host) that need an Accelerator parameter, in discovery order.
+  /// Functions (other than the host) that bind the process's Accelerator, in discovery order.
   const llvm::SetVector<const clang::FunctionDecl *> &functionsNeedingAccelerator() const {
     return NeedAccelerator;
-  }
-  /// Classes that need an Accelerator member, in discovery order.
-  const llvm::SetVector<const clang::CXXRecordDecl *> &classesNeedingAccelerator() const {
-    return NeedMemberAccelerator;
   }
   bool hostNeedsAccelerator() const { return HostNeedsAccelerator; }
 
@@ -51,7 +58,6 @@ private:
   clang::ASTContext &Ctx;
   const ProgramFacts &Facts;
   llvm::SetVector<const clang::FunctionDecl *> NeedAccelerator;
-  llvm::SetVector<const clang::CXXRecordDecl *> NeedMemberAccelerator;
   bool HostNeedsAccelerator = false;
 };
 

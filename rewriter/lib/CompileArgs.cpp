@@ -115,6 +115,23 @@ std::vector<std::string> defaultCompileArgs() {
   return Args;
 }
 
+std::vector<std::string> completingArgs(const std::vector<std::string> &CommandLine) {
+  bool NamesTorch = false, NamesStandard = false;
+  for (const std::string &Arg : CommandLine) {
+    const llvm::StringRef A(Arg);
+    NamesTorch = NamesTorch || A.contains("torch");
+    NamesStandard = NamesStandard || A.startswith("-std=") || A.startswith("--std=") ||
+                    A.startswith("/std:") || A == "-std" || A == "--std";
+  }
+  std::vector<std::string> Args;
+  for (const std::string &Arg : defaultCompileArgs()) {
+    const bool Standard = llvm::StringRef(Arg).startswith("-std=");
+    if (Standard ? !NamesStandard : !NamesTorch)
+      Args.push_back(Arg);
+  }
+  return Args;
+}
+
 std::vector<std::string> toolArgs() {
   std::vector<std::string> Args = {"-resource-dir=" ACCEL_CLANG_RESOURCE_DIR, "-w",
                                    "-Wno-unknown-warning-option"};

@@ -20,6 +20,11 @@ std::string torchCxxStandard(const std::vector<std::string> &IncludeDirs);
 /// and libaccel's include directories as system directories (so they are never edited).
 std::vector<std::string> defaultCompileArgs();
 
+/// What defaultCompileArgs() adds to the user's own command line (the flags after `--`): the
+/// standard only when the command line names none (`-std=`, `--std=`, `/std:`), LibTorch's
+/// include directories only when it names none of its own. The user's flags decide; this fills in.
+std::vector<std::string> completingArgs(const std::vector<std::string> &CommandLine);
+
 /// Arguments every run adds: clang's resource directory (so <stddef.h> and friends are found),
 /// no warnings (the program's own warnings are not ours to report) and accel's own headers.
 std::vector<std::string> toolArgs();

@@ -150,13 +150,7 @@ private:
   void exportSummary(MigrationContext &Context) {
     Result.Summary = Context.facts().summary();
     Result.Summary.Collectives = Context.exportedCollectives();
-    for (const FunctionDecl *Fn : Context.reach().functionsNeedingAccelerator())
-      if (!Fn->isMain())
-        if (std::string Usr = usrOf(Fn); !Usr.empty())
-          Result.Summary.TakeAccelerator.insert(std::move(Usr));
-    for (const CXXRecordDecl *Class : Context.reach().classesNeedingAccelerator())
-      if (std::string Usr = usrOf(Class->getCanonicalDecl()); !Usr.empty())
-        Result.Summary.TakeAccelerator.insert(std::move(Usr));
+    Result.Summary.BindsAccelerator = !Context.reach().functionsNeedingAccelerator().empty();
   }
 
   const MigrateOptions &Options;

@@ -216,10 +216,12 @@ private:
     for (const TranslationUnitResult &Result : Results)
       if (!Result.Failed)
         Given.merge(Result.Summary);
-    std::set<std::string> Wanted(Given.TakeAccelerator.begin(), Given.TakeAccelerator.end());
+    std::set<std::string> Wanted;
     for (const auto &Parameter : Given.TrainedModelParameters)
       Wanted.insert(Parameter.first);
-    if (Given.DefinesMain || Wanted.empty())
+    // A function that binds the process's Accelerator needs main to create one.
+    const bool WantMain = Given.BindsAccelerator;
+    if (Given.DefinesMain || (Wanted.empty() && !WantMain))
       return;
     const size_t First = Inputs.size();
     for (const std::string &File : Database.getAllFiles()) {
@@ -232,7 +234,7 @@ private:
     for (size_t I = First; I < Inputs.size(); ++I)
       Pool.async([&, I] { migrate(I, FileChecks[I]); });
     Pool.wait();
-    keepCallers(First, Wanted);
+    keepCallers(First, Wanted, WantMain);
     if (Inputs.size() > First) {
       Pending.assign(Inputs.size(), 0);
       std::iota(Pending.begin(), Pending.end(), 0);
@@ -241,17 +243,20 @@ private:
   }
 
   /// Of the database's files from `First` on, keeps those that call what the given files
-  /// change (`Wanted`, by USR); the others are none of this run's business.
-  void keepCallers(size_t First, const std::set<std::string> &Wanted) {
+  /// change (`Wanted`, by USR), and with WantMain the one defining main (which creates the
+  /// Accelerator the given files bind); the others are none of this run's business.
+  void keepCallers(size_t First, const std::set<std::string> &Wanted, bool WantMain) {
     std::vector<std::string> KeptInputs(Inputs.begin(), Inputs.begin() + First);
     std::vector<TranslationUnitResult> KeptResults;
     for (size_t I = 0; I < First; ++I)
       KeptResults.push_back(std::move(Results[I]));
     std::vector<MigrateOptions> KeptChecks(FileChecks.begin(), FileChecks.begin() + First);
     for (size_t I = First; I < Inputs.size(); ++I) {
-      const bool Calls = !Results[I].Failed && llvm::any_of(Wanted, [&](const std::string &Usr) {
-        return Results[I].Summary.called(Usr);
-      });
+      const bool Calls = !Results[I].Failed &&
+                         ((WantMain && Results[I].Summary.DefinesMain) ||
+                          llvm::any_of(Wanted, [&](const std::string &Usr) {
+                            return Results[I].Summary.called(Usr);
+                          }));
       if (!Calls)
         continue;
       if (!Options.Quiet)

@@ -177,7 +177,7 @@ public:
       return true;
     const QualType T = VD->getType();
     const Expr *Init = VD->getInit();
-    if (isAccelerator(T) && !T->isReferenceType()) {
+    if (isAccelerator(T)) { // its own, or the process's bound by reference
       Facts.AcceleratorNames[patternOf(Fn)] = VD->getNameAsString();
       return true;
     }

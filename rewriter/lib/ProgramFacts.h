@@ -45,8 +45,8 @@ public:
   /// prepares the model it passes, where that model is created.)
   const std::vector<TrainedParameter> &parametersToPrepare() const { return ParametersToPrepare; }
 
-  /// What this file tells the other files of the program (all but TakeAccelerator, which the
-  /// checks decide).
+  /// What this file tells the other files of the program (all but Collectives, which the checks
+  /// decide).
   ProgramSummary summary() const { return Summary; }
   /// This file saves (see ProgramSummary::Saves).
   void noteSaves() { Summary.Saves = true; }

@@ -9,7 +9,7 @@ namespace accel::migrate {
 
 void ProgramSummary::merge(const ProgramSummary &Other) {
   DefinesMain = DefinesMain || Other.DefinesMain;
-  TakeAccelerator.insert(Other.TakeAccelerator.begin(), Other.TakeAccelerator.end());
+  BindsAccelerator = BindsAccelerator || Other.BindsAccelerator;
   TrainedModelParameters.insert(Other.TrainedModelParameters.begin(),
                                 Other.TrainedModelParameters.end());
   Called.insert(Other.Called.begin(), Other.Called.end());
@@ -21,27 +21,21 @@ ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const Progr
   ProgramSummary Relevant;
   // Another file's main decides where the Accelerator is created, unless this file has main.
   Relevant.DefinesMain = Others.DefinesMain && !Own.DefinesMain;
+  // Code elsewhere asks for the process's Accelerator: this file's main creates it.
+  Relevant.BindsAccelerator = Others.BindsAccelerator && Own.DefinesMain;
   // A save elsewhere: this file's loads wait for it.
   Relevant.Saves = Others.Saves;
-  // Functions this file calls: it passes them the accelerator, and prepares the models it
-  // passes them to train.
-  for (const std::string &Usr : Others.TakeAccelerator)
-    if (Own.called(Usr))
-      Relevant.TakeAccelerator.insert(Usr);
+  // Functions this file calls: it prepares the models it passes them to train.
   for (const auto &[Usr, Reached] : Others.Collectives)
     if (Own.called(Usr))
       Relevant.Collectives.emplace(Usr, Reached);
   for (const auto &Parameter : Others.TrainedModelParameters)
     if (Own.called(Parameter.first))
       Relevant.TrainedModelParameters.insert(Parameter);
-  // Calls elsewhere to functions that train here (their callers prepare the model) or that take
-  // the accelerator from here on (their callers pass it).
+  // Calls elsewhere to functions that train here: their callers prepare the model.
   for (const auto &Parameter : Own.TrainedModelParameters)
     if (Others.called(Parameter.first))
       Relevant.Called.insert(Parameter.first);
-  for (const std::string &Usr : Own.TakeAccelerator)
-    if (Others.called(Usr))
-      Relevant.Called.insert(Usr);
   return Relevant;
 }
 

@@ -1,8 +1,9 @@
 //===- ProgramSummary.h - What one file tells the others of a program ---------------*- C++ -*-===//
 //
-// A program in several files is migrated one translation unit at a time, but it has one
-// Accelerator: main creates it, and every function that needs it receives it, whichever file
-// defines that function. Each translation unit therefore exports what the others must know of it
+// A program in several files is migrated one translation unit at a time, but it is one program:
+// main creates the Accelerator (every other function binds the process's), a model one file
+// trains is prepared where another creates it, a collective one file reaches is one its callers
+// elsewhere make. Each translation unit therefore exports what the others must know of it
 // (functions named by their USR, the same in every file that declares them), and the migration
 // runs again over the files that learned something (Migrator), until nothing new is learned.
 //
@@ -25,9 +26,9 @@ namespace accel::migrate {
 struct ProgramSummary {
   /// This file defines main, which creates the Accelerator: no other file creates one.
   bool DefinesMain = false;
-  /// User functions this file's migration gives the accelerator as their first parameter, and
-  /// classes it gives an accelerator member (their constructors take it first).
-  std::set<std::string> TakeAccelerator;
+  /// Functions here bind the process's Accelerator (Accelerator::current()): main must create
+  /// one, even where main itself uses none.
+  bool BindsAccelerator = false;
   /// (function, parameter index) of the models that functions defined here train: an optimizer
   /// is built from the parameter's parameters(). Their callers prepare what they pass.
   std::set<std::pair<std::string, unsigned>> TrainedModelParameters;
@@ -42,7 +43,6 @@ struct ProgramSummary {
   /// program waits for every process first, so that none reads a file still being written.
   bool Saves = false;
 
-  bool takesAccelerator(const std::string &Usr) const { return TakeAccelerator.count(Usr) != 0; }
   bool called(const std::string &Usr) const { return Called.count(Usr) != 0; }
 
   /// Adds what Other says.
@@ -52,7 +52,7 @@ struct ProgramSummary {
   static ProgramSummary relevantTo(const ProgramSummary &Own, const ProgramSummary &Others);
 
   bool operator==(const ProgramSummary &O) const {
-    return DefinesMain == O.DefinesMain && TakeAccelerator == O.TakeAccelerator &&
+    return DefinesMain == O.DefinesMain && BindsAccelerator == O.BindsAccelerator &&
            TrainedModelParameters == O.TrainedModelParameters && Called == O.Called &&
            Collectives == O.Collectives && Saves == O.Saves;
   }

@@ -256,17 +256,14 @@ int main(int argc, const char **argv) {
         std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaultCompileArgs());
   } else {
     // '--' given: the user's arguments, plus LibTorch's includes unless they name them, and the
-    // standard LibTorch needs unless they choose one.
-    bool NamesTorch = false, NamesStandard = false;
-    for (const clang::tooling::CompileCommand &Command : Database->getAllCompileCommands())
-      for (const std::string &Arg : Command.CommandLine) {
-        NamesTorch = NamesTorch || llvm::StringRef(Arg).contains("torch");
-        NamesStandard = NamesStandard || llvm::StringRef(Arg).startswith("-std=");
-      }
-    if (!NamesTorch)
-      for (const std::string &Arg : defaultCompileArgs())
-        if (!NamesStandard || !llvm::StringRef(Arg).startswith("-std="))
-          Options.ExtraArgs.push_back(Arg);
+    // standard LibTorch needs unless they choose one. (A fixed database lists no commands of its
+    // own: its command line is the one any file gets.)
+    std::vector<std::string> Given;
+    for (const clang::tooling::CompileCommand &Command :
+         Database->getCompileCommands(Files.empty() ? "input.cpp" : Files.front()))
+      Given.insert(Given.end(), Command.CommandLine.begin(), Command.CommandLine.end());
+    for (const std::string &Arg : completingArgs(Given))
+      Options.ExtraArgs.push_back(Arg);
   }
   return runMigration(*Database, Files, Options, llvm::outs(), llvm::errs());
 }

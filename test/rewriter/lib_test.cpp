@@ -2,6 +2,7 @@
 // into, the unified diff --diff prints, the atomic file writer, and the scan that decides which
 // library headers a file's cached preamble holds.
 
+#include "CompileArgs.h"
 #include "EditSet.h"
 #include "FileIO.h"
 #include "PreambleScan.h"
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -22,6 +24,29 @@ namespace {
 
 Edit replace(unsigned Offset, unsigned Length, std::string Text, std::string Check = "c") {
   return Edit{Offset, Length, std::move(Text), std::move(Check)};
+}
+
+// The user's flags after `--` decide; accel-migrate fills in only what they leave out.
+TEST(CompileArgs, TheUsersStandardAndIncludesDecide) {
+  const auto HasStandard = [](const std::vector<std::string>& Args) {
+    return std::any_of(Args.begin(), Args.end(),
+                       [](const std::string& Arg) { return Arg.rfind("-std=", 0) == 0; });
+  };
+  const std::vector<std::string> Defaults = defaultCompileArgs();
+  ASSERT_TRUE(HasStandard(Defaults));
+  // Nothing given: everything filled in.
+  EXPECT_EQ(completingArgs({"clang-tool", "-DNDEBUG"}), Defaults);
+  // A standard given, in any spelling: none added, LibTorch's includes still are.
+  for (const char* Standard : {"-std=c++20", "--std=gnu++2a", "/std:c++20"}) {
+    const auto Added = completingArgs({"clang-tool", Standard});
+    EXPECT_FALSE(HasStandard(Added)) << Standard;
+    EXPECT_EQ(Added.size(), Defaults.size() - 1) << Standard;
+  }
+  // LibTorch's includes given, no standard: only the standard added.
+  const auto Added = completingArgs({"clang-tool", "-isystem", "/opt/libtorch/include"});
+  ASSERT_EQ(Added.size(), 1u);
+  EXPECT_TRUE(HasStandard(Added));
+  EXPECT_TRUE(completingArgs({"-std=c++17", "-I/opt/libtorch/include"}).empty());
 }
 
 TEST(EditSet, IdenticalEditsAreKeptOnceAndOverlapsAreRefused) {

@@ -5,9 +5,9 @@
 
 namespace accel::migrate {
 
-/// Creates `accel::Accelerator accelerator;` at the top of the host function and passes it,
-/// as a first parameter `accel::Accelerator& accelerator`, to every other function that uses it
-/// (and to their callers' calls).
+/// Creates `accel::Accelerator accelerator;` at the top of the host function, and binds
+/// `accel::Accelerator &accelerator = accel::Accelerator::current();` at the top of every other
+/// function body that uses it (AcceleratorReach): no signature of the user's changes.
 class CreateAcceleratorCheck : public MigrationCheck {
 public:
   explicit CreateAcceleratorCheck(MigrationContext &Context)
@@ -15,19 +15,9 @@ public:
   void finish() override;
 
 private:
-  void addParameter(const clang::FunctionDecl *Fn);
-  /// `accel::Accelerator& accelerator` as Decl's first parameter; false when it cannot be edited.
-  bool insertParameter(const clang::FunctionDecl *Decl);
-  /// Acc as the first argument of Call.
-  void passFirst(const clang::CallExpr *Call, const std::string &Acc);
-  /// Item first in the list opened at Open whose items begin at Items: on a line of its own when
-  /// they stand one per line, else at Inline, followed by ", ".
-  void insertFirst(clang::SourceLocation Open, llvm::ArrayRef<clang::SourceLocation> Items,
-                   const std::string &Item, clang::SourceLocation Inline);
-  void addMember(const clang::CXXRecordDecl *Class);
-  void addConstructorParameter(const clang::CXXConstructorDecl *Ctor);
-  void bindInDefaultedConstructor(const clang::CXXConstructorDecl *Ctor);
-  void passAccelerator(const clang::Expr *Site);
+  void bindCurrent(const clang::FunctionDecl *Fn);
+  /// Statement on a line of its own before the first of Body's.
+  void insertFirstInBody(const clang::CompoundStmt *Body, const std::string &Statement);
   void createInHost();
 };
 

@@ -109,12 +109,8 @@ void MainProcessCheck::replaceStream(const Expr *Stream, const std::string &Acc)
 bool MainProcessCheck::reachesAccelerator(const FunctionDecl *Fn) {
   if (!Fn)
     return false;
-  if (Fn == Context.facts().host() || !Context.facts().acceleratorIn(Fn).empty() ||
-      Context.reach().functionsNeedingAccelerator().count(Fn))
-    return true;
-  const auto *Method = dyn_cast<CXXMethodDecl>(Fn);
-  return Method && !Method->isStatic() &&
-         Context.reach().classesNeedingAccelerator().count(Method->getParent()->getCanonicalDecl());
+  return Fn == Context.facts().host() || !Context.facts().acceleratorIn(Fn).empty() ||
+         Context.reach().functionsNeedingAccelerator().count(Fn);
 }
 
 void MainProcessCheck::guardSave(const Stmt *Save) {

@@ -379,7 +379,12 @@ void PrepareCheck::prepareMemberModel(const FieldDecl *Model) {
     if (!Body || cast<CXXConstructorDecl>(Definition)->isDelegatingConstructor() ||
         !Context.canEdit(Name, Body->getSourceRange()))
       continue;
-    const std::string Acc = Context.reach().requireAccelerator(Definition);
+    // An empty body gets the one statement, calling the process's Accelerator itself: a binding
+    // on a line of its own would be the body's only other line.
+    const std::string Acc =
+        Body->body_empty()
+            ? Context.reach().acceleratorInInitializer(cast<CXXConstructorDecl>(Definition))
+            : Context.reach().requireAccelerator(Definition);
     const std::string Statement = Acc + ".prepare(" + Model->getNameAsString() + ");";
     if (!Body->body_empty()) {
       Context.insertLineAfter(Name, Body->body_back(),
@@ -415,14 +420,14 @@ void PrepareCheck::prepareMemberOptimizerPointer(const FieldDecl *Optimizer) {
   bool Prepared = false;
   for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
     if (Context.canEdit(Name, Init->getSourceRange())) {
-      prepareExpression(Init->getInit(), Context.reach().requireAccelerator(Ctor));
+      prepareExpression(Init->getInit(), Context.reach().acceleratorInInitializer(Ctor));
       Prepared = true;
     }
   // An empty default member initializer (`T *optimizer{};`, `= nullptr`) has nothing to prepare.
   if (const Expr *InClass = Optimizer->getInClassInitializer();
       InClass && !isEmptyValue(Context.ast(), InClass) &&
       Context.canEdit(Name, InClass->getSourceRange())) {
-    prepareExpression(InClass, Context.reach().requireMemberAccelerator(Class));
+    prepareExpression(InClass, Context.reach().acceleratorInClass(Class));
     Prepared = true;
   }
   for (const Expr *Value : Context.facts().assignmentsOf(Optimizer)) {
@@ -451,8 +456,7 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
   }
   // `torch::optim::SGD optimizer_;` initialized as `optimizer_(args)` becomes
   // `accel::AcceleratedOptimizer<torch::optim::SGD> optimizer_;` initialized as
-  // `optimizer_(accelerator.prepare(torch::optim::SGD(args)))`: the member accelerator is
-  // declared before it, so it is bound by then.
+  // `optimizer_(accel::Accelerator::current().prepare(torch::optim::SGD(args)))`.
   const SourceRange TypeRange = Optimizer->getTypeSourceInfo()->getTypeLoc().getSourceRange();
   if (!Context.canEdit(Name, Optimizer->getSourceRange()))
     return;
@@ -489,9 +493,9 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
   bool Initialized = false;
   for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
     if (Context.canEdit(Name, Init->getSourceRange()))
-      Initialized |= Prepared(Init->getInit(), Context.reach().requireAccelerator(Ctor));
+      Initialized |= Prepared(Init->getInit(), Context.reach().acceleratorInInitializer(Ctor));
   if (const Expr *InClass = Optimizer->getInClassInitializer())
-    Initialized |= Prepared(InClass, Context.reach().requireMemberAccelerator(Class));
+    Initialized |= Prepared(InClass, Context.reach().acceleratorInClass(Class));
   // A constructor defined in another file initializes it there: that file's migration prepares
   // it, this one changes the member's type all the same (the header's edit is one edit).
   const bool ElsewhereToo = llvm::any_of(Class->ctors(), [](const CXXConstructorDecl *Ctor) {
@@ -503,7 +507,6 @@ void PrepareCheck::prepareMemberOptimizer(const FieldDecl *Optimizer) {
                                        "initialize it with accelerator.prepare(...)");
     return;
   }
-  Context.reach().requireMemberAccelerator(Class);
   Context.replace(Name, TypeRange, "accel::AcceleratedOptimizer<" + Type + ">");
   Context.applied(Name, Optimizer->getLocation());
 }

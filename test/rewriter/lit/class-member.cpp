@@ -4,10 +4,10 @@
 // The result compiles (a second run parses it) and has nothing left to migrate.
 // RUN: %migrate --check %t.cpp
 //
-// A class that owns its model and optimizer gets an accel::Accelerator& member, declared before
-// every other member; each constructor takes the accelerator first, binds the member, prepares
-// the model at its end and the optimizer where it is initialized; whoever constructs the class
-// passes theirs.
+// A class that owns its model and optimizer keeps its members, constructors and construction
+// sites as written: each constructor prepares the model at its end and the optimizer where it is
+// initialized with the process's Accelerator (accel::Accelerator::current()), and a method binds
+// it at the top of its body.
 #include <torch/torch.h>
 
 #include <memory>
@@ -21,18 +21,21 @@ class Trainer : public Base {
 public:
   Trainer(int64_t inputs, double lr)
       : Base(1), model_(inputs, 1), optimizer_(model_->parameters(), lr) {}
-  // CHECK: {{^}}  Trainer(accel::Accelerator &accelerator, int64_t inputs, double lr)
-  // CHECK-NEXT: {{^}}      : Base(1), accelerator(accelerator), model_(inputs, 1), optimizer_(accelerator.prepare(torch::optim::SGD(model_->parameters(), lr))) {
-  // CHECK-NEXT: {{^}}    accelerator.prepare(model_);
+  // CHECK: {{^}}  Trainer(int64_t inputs, double lr)
+  // CHECK-NEXT: {{^}}      : Base(1), model_(inputs, 1),
+  // CHECK-SAME: optimizer_(accel::Accelerator::current().prepare(torch::optim::SGD(model_->parameters(), lr))) {
+  // CHECK-NEXT: {{^}}    accel::Accelerator::current().prepare(model_);
   // CHECK-NEXT: {{^}}  }
   Trainer() : Trainer(4, 0.1) {}
-  // CHECK: {{^}}  Trainer(accel::Accelerator &accelerator) : Trainer(accelerator, 4, 0.1) {}
+  // CHECK: {{^}}  Trainer() : Trainer(4, 0.1) {}
 
   void step(torch::Tensor x) {
     optimizer_.zero_grad();
     model_->forward(x).sum().backward();
     optimizer_.step();
   }
+  // CHECK: {{^}}  void step(torch::Tensor x) {
+  // CHECK-NEXT: {{^}}    accel::Accelerator &accelerator = accel::Accelerator::current();
   // CHECK: {{^}}    accelerator.backward(model_->forward(x).sum());
 
 private:
@@ -40,7 +43,6 @@ private:
   torch::optim::SGD optimizer_;
 };
 // CHECK: {{^}}private:
-// CHECK-NEXT: {{^}}  accel::Accelerator &accelerator;
 // CHECK-NEXT: {{^}}  torch::nn::Linear model_;
 // CHECK-NEXT: {{^}}  accel::AcceleratedOptimizer<torch::optim::SGD> optimizer_;
 
@@ -48,14 +50,17 @@ private:
 // initializer list.
 struct Fitter {
   Fitter() { model->to(torch::kCPU); }
-  // CHECK: {{^}}  Fitter(accel::Accelerator &accelerator) : accelerator(accelerator) { model->to(torch::kCPU);
-  // CHECK-NEXT: {{^}}    accelerator.prepare(model); }
+  // CHECK: {{^}}  Fitter() {
+  // CHECK-NEXT: {{^}}    accel::Accelerator &accelerator = accel::Accelerator::current();
+  // CHECK-NEXT: {{^}}    model->to(torch::kCPU);
+  // CHECK-NEXT: {{^}}    accelerator.prepare(model);
+  // CHECK-NEXT: {{^}}  }
   torch::nn::Linear model{2, 1};
   torch::optim::Adam adam{model->parameters(), 1e-3};
 };
-// CHECK: {{^}}  accel::Accelerator &accelerator;
-// CHECK-NEXT: {{^}}  torch::nn::Linear model{2, 1};
-// CHECK-NEXT: {{^}}  accel::AcceleratedOptimizer<torch::optim::Adam> adam{accelerator.prepare(torch::optim::Adam{model->parameters(), 1e-3})};
+// CHECK: {{^}}  torch::nn::Linear model{2, 1};
+// CHECK-NEXT: {{^}}  accel::AcceleratedOptimizer<torch::optim::Adam> adam{
+// CHECK-SAME: accel::Accelerator::current().prepare(torch::optim::Adam{model->parameters(), 1e-3})};
 
 // A class the accelerator never reaches is left alone.
 struct Plain {
@@ -67,23 +72,23 @@ struct Plain {
 
 void train(Trainer &trainer) { trainer.step(torch::ones({3, 4})); }
 
+// CHECK: {{^}}int main() {
+// CHECK-NEXT: {{^}}  accel::Accelerator accelerator;
+// CHECK-NEXT: {{^}}  Trainer *trainer = new Trainer(4, 0.1);
+// CHECK-NEXT: {{^}}  Trainer defaults;
+// CHECK-NEXT: {{^}}  auto owned = std::make_unique<Trainer>();
+// CHECK-NEXT: {{^}}  auto shared = std::make_shared<Fitter>();
+// CHECK-NEXT: {{^}}  Plain plain;
 int main() {
-  // CHECK: {{^}}int main() {
-  // CHECK-NEXT: {{^}}  accel::Accelerator accelerator;
   Trainer *trainer = new Trainer(4, 0.1);
-  // CHECK: {{^}}  Trainer *trainer = new Trainer(accelerator, 4, 0.1);
   Trainer defaults;
-  // CHECK: {{^}}  Trainer defaults(accelerator);
   auto owned = std::make_unique<Trainer>();
-  // CHECK: {{^}}  auto owned = std::make_unique<Trainer>(accelerator);
   auto shared = std::make_shared<Fitter>();
-  // CHECK: {{^}}  auto shared = std::make_shared<Fitter>(accelerator);
   Plain plain;
-  // CHECK: {{^}}  Plain plain;
   train(*trainer);
   train(defaults);
   train(*owned);
   delete trainer;
   return plain.value + static_cast<int>(shared != nullptr);
 }
-// MSG: 17 changes (add-include 1, backward 1, create-accelerator 11, prepare 4), 0 warnings
+// MSG: 9 changes (add-include 1, backward 1, create-accelerator 3, prepare 4), 0 warnings

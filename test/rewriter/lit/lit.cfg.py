@@ -48,3 +48,6 @@ if os.geteuid() == 0:
 config.substitutions.append(("%unprivileged", unprivileged))
 # A compile command's flags for LibTorch, as a user's build gives them.
 config.substitutions.append(("%torch_flags", config.torch_flags))
+# LibTorch's include directories alone, for tests that choose their own standard.
+config.substitutions.append(
+    ("%torch_includes", " ".join(f for f in config.torch_flags.split() if not f.startswith("-std="))))

@@ -15,7 +15,8 @@ struct Net : torch::nn::Module {
 
 // A parameter read only by the placement that goes keeps its place (callers pass it) and loses
 // its name.
-// CHECK: {{^}}void train(accel::Accelerator {{&|& }}accelerator, Net &model, torch::Device /*device*/, Loader &loader,
+// CHECK: {{^}}void train(Net &model, torch::Device /*device*/, Loader &loader, torch::optim::SGD &optimizer) {
+// CHECK-NEXT: {{^}}  accel::Accelerator &accelerator = accel::Accelerator::current();
 template <typename Loader>
 void train(Net &model, torch::Device device, Loader &loader, torch::optim::SGD &optimizer) {
   for (auto &batch : loader) {

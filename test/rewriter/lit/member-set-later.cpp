@@ -8,7 +8,8 @@
 // initialisers (`T *name{};`), a defaulted constructor, and a set-up method that creates both
 // after construction: the model is prepared right after it is set (before the optimizer takes
 // its parameters), never in the constructor, where it is still null; the members' declarations
-// are left as written; the defaulted constructor binds the accelerator.
+// are left as written, and so is the defaulted constructor: the methods bind the process's
+// Accelerator.
 #include <torch/torch.h>
 
 struct Net : torch::nn::Module {
@@ -20,7 +21,7 @@ struct Net : torch::nn::Module {
 class Trainer {
  public:
   Trainer() = default;
-  // CHECK: {{^}}  Trainer(accel::Accelerator &accelerator) : accelerator(accelerator) {}
+  // CHECK: {{^}}  Trainer() = default;
   ~Trainer() {
     delete optimizer_;
     delete model_;
@@ -30,6 +31,7 @@ class Trainer {
     optimizer_ = new torch::optim::Adam(model_->parameters(), 1e-2);
   }
   // CHECK: {{^}}  void setup() {
+  // CHECK-NEXT: {{^}}    accel::Accelerator &accelerator = accel::Accelerator::current();
   // CHECK-NEXT: {{^}}    model_ = new Net();
   // CHECK-NEXT: {{^}}    accelerator.prepare(model_);
   // CHECK-NEXT: {{^}}    optimizer_ = {{(accelerator.prepare\(new torch::optim::Adam\(model_->parameters\(\), 1e-2\)\);)?}}
@@ -60,6 +62,9 @@ class Trainer {
   // CHECK-NEXT: {{^}}  torch::optim::Adam *optimizer_{};
 };
 
+// CHECK: {{^}}int main() {
+// CHECK-NEXT: {{^}}  accel::Accelerator accelerator;
+// CHECK-NEXT: {{^}}  Trainer trainer;
 int main() {
   Trainer trainer;
   trainer.setup();
