@@ -97,6 +97,30 @@ void collectParameterOwners(const Expr *Init, std::vector<const ValueDecl *> &Ow
         Variables.push_back(Var);
       return true;
     }
+    // `make_optimizer(model)`: a helper of the program's that builds the optimizer from the
+    // parameters() of a model it is given; the owner is the argument passed for that parameter.
+    bool VisitCallExpr(CallExpr *Call) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      const FunctionDecl *Definition = nullptr;
+      if (!Callee || isa<CXXMethodDecl>(Callee) || !Callee->hasBody(Definition) || Depth > 2)
+        return true;
+      Finder Inner;
+      std::vector<const ValueDecl *> Found;
+      Inner.Out = &Found;
+      Inner.Depth = Depth + 1;
+      Inner.TraverseStmt(Definition->getBody());
+      for (const ValueDecl *Owner : Found) {
+        const auto *Parameter = dyn_cast<ParmVarDecl>(Owner);
+        if (!Parameter || Parameter->getDeclContext() != Definition ||
+            Parameter->getFunctionScopeIndex() >= Call->getNumArgs())
+          continue;
+        if (const ValueDecl *Root = rootDecl(Call->getArg(Parameter->getFunctionScopeIndex()));
+            Root && isModule(Root->getType()) && llvm::find(*Out, Root) == Out->end())
+          Out->push_back(Root);
+      }
+      return true;
+    }
+    unsigned Depth = 0;
   } F;
   F.Out = &Owners;
   F.TraverseStmt(const_cast<Expr *>(Init));

@@ -549,6 +549,17 @@ bool mentions(const Stmt *S, const VarDecl *Var) {
   return F.Found;
 }
 
+const Expr *assignedValue(const Stmt *S) {
+  if (const auto *E = dyn_cast<Expr>(S))
+    S = E->IgnoreImplicit();
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_Assign)
+    return BO->getRHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+    return Op->getArg(1);
+  return nullptr;
+}
+
 const Expr *addedValue(const Stmt *S) {
   if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
     return BO->getRHS();

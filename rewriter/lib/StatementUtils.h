@@ -96,6 +96,8 @@ bool mentions(const clang::Stmt *S, const clang::VarDecl *Var);
 
 /// What `acc += value` adds (an operator+= call too): value; null for any other statement.
 const clang::Expr *addedValue(const clang::Stmt *S);
+/// The value an assignment statement (`a = b`, or an operator= call) gives; null for any other.
+const clang::Expr *assignedValue(const clang::Stmt *S);
 
 /// Source text of the arguments of Call from index First on ("" when there are none).
 std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,

@@ -247,7 +247,7 @@ void AccumulateCheck::registerMatchers(MatchFinder &Finder) {
 void AccumulateCheck::check(const MatchFinder::MatchResult &Result) {
   if (const auto *Loop = Result.Nodes.getNodeAs<Stmt>("any-loop"))
     return reportUnprovenLoop(Loop);
-  migrateTrainingLoop(Result.Nodes.getNodeAs<CXXForRangeStmt>("loop"));
+  noteTrainingLoop(Result.Nodes.getNodeAs<CXXForRangeStmt>("loop"));
 }
 
 void AccumulateCheck::reportUnprovenLoop(const Stmt *Loop) {
@@ -316,29 +316,29 @@ std::string AccumulateCheck::unprovenLoopData(const Stmt *Loop) {
          Share + "')";
 }
 
-std::string AccumulateCheck::modelsToAccumulate(const CXXForRangeStmt *Loop,
-                                                const CompoundStmt *Body) {
+std::string AccumulateCheck::modelsToAccumulate(const TrainingLoop &Seen) {
+  const CXXForRangeStmt *Loop = Seen.Loop;
   std::string Models;
-  const ModelsUsed Used = modelsUsedIn(Context, Body);
-  for (const std::string &Model : Used.Prepared)
+  for (const std::string &Model : Seen.Prepared)
     Models += (Models.empty() ? "" : ", ") + Model;
   // What is true of the loop: a model it trains that is not prepared never has its gradients
-  // averaged, whatever accumulate() is told.
-  for (const std::string &Model : Used.Unprepared)
-    warn(Loop->getBeginLoc(),
+  // averaged, whatever accumulate() is told (in any instantiation).
+  for (const std::string &Model : Seen.Unprepared)
+    if (llvm::find(Seen.Prepared, Model) == Seen.Prepared.end())
+      warn(Loop->getBeginLoc(),
          "model '" + Model +
              "' is used in this training loop but was not prepared: no "
              "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
              "trains; if it does, prepare it where it is created (accelerator.prepare(" +
              Model + ")), or its gradients are never averaged across processes");
-  if (Models.empty() && Used.Unprepared.empty())
+  if (Models.empty() && Seen.Unprepared.empty())
     warn(Loop->getBeginLoc(), "no model is used in this training loop by name, so accumulate() "
                               "cannot skip its gradient all-reduce on micro-steps; name the "
                               "model: accelerator.accumulate(model)");
   return Models;
 }
 
-void AccumulateCheck::migrateTrainingLoop(const CXXForRangeStmt *Loop) {
+void AccumulateCheck::noteTrainingLoop(const CXXForRangeStmt *Loop) {
   if (!iteratesPreparedLoader(Context, Loop) || !containsBackward(Loop->getBody()))
     return;
   const auto *Body = dyn_cast<CompoundStmt>(Loop->getBody());
@@ -355,7 +355,31 @@ void AccumulateCheck::migrateTrainingLoop(const CXXForRangeStmt *Loop) {
   const std::string Acc = accelerator(Loop);
   if (Acc.empty())
     return;
-  const std::string Models = modelsToAccumulate(Loop, Body);
+  TrainingLoop &Seen = TrainingLoops[Context.sourceManager().getFileOffset(
+      Context.sourceManager().getFileLoc(Body->getLBracLoc()))];
+  if (!Seen.Loop) {
+    Seen.Loop = Loop;
+    Seen.Accelerator = Acc;
+  }
+  const ModelsUsed Used = modelsUsedIn(Context, Body);
+  for (const std::string &Model : Used.Prepared)
+    if (llvm::find(Seen.Prepared, Model) == Seen.Prepared.end())
+      Seen.Prepared.push_back(Model);
+  for (const std::string &Model : Used.Unprepared)
+    if (llvm::find(Seen.Unprepared, Model) == Seen.Unprepared.end())
+      Seen.Unprepared.push_back(Model);
+}
+
+void AccumulateCheck::finish() {
+  for (const auto &[Offset, Seen] : TrainingLoops)
+    migrateTrainingLoop(Seen);
+}
+
+void AccumulateCheck::migrateTrainingLoop(const TrainingLoop &Seen) {
+  const CXXForRangeStmt *Loop = Seen.Loop;
+  const auto *Body = cast<CompoundStmt>(Loop->getBody());
+  const std::string &Acc = Seen.Accelerator;
+  const std::string Models = modelsToAccumulate(Seen);
   const FunctionDecl *Fn = Context.reach().enclosingFunction(Loop);
   const std::string Var = Fn && declaresName(Fn, "step") ? "accumulate_step" : "step";
   // A loop that accumulates by hand keeps its own count: its gradients are averaged across

@@ -293,15 +293,6 @@ bool isEmptyValue(ASTContext &Ctx, const Expr *E) {
          E->isNullPointerConstant(Ctx, Expr::NPC_ValueDependentIsNotNull) != Expr::NPCK_NotNull;
 }
 
-/// The value an assignment statement (`a = b`, or an operator= call) gives.
-const Expr *assignedValue(const Stmt *Assignment) {
-  if (const auto *Binary = dyn_cast<BinaryOperator>(Assignment))
-    return Binary->getRHS();
-  if (const auto *Call = dyn_cast<CXXOperatorCallExpr>(Assignment); Call && Call->getNumArgs() == 2)
-    return Call->getArg(1);
-  return nullptr;
-}
-
 } // namespace
 
 bool PrepareCheck::setAfterConstruction(const FieldDecl *Model) {

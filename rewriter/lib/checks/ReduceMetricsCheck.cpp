@@ -34,6 +34,22 @@ const VarDecl *addedTo(const Stmt *S) {
   return nullptr;
 }
 
+// Whether E is a tensor's number (`loss.item<float>()`, through casts), nothing more: a value
+// computed from it (a running minimum) is not one batch's.
+bool isItem(const Expr *E) {
+  for (unsigned Guard = 0; E && Guard < 8; ++Guard) {
+    E = stripTemporaries(E)->IgnoreParenImpCasts();
+    if (const auto *Cast = dyn_cast<ExplicitCastExpr>(E)) {
+      E = Cast->getSubExpr();
+      continue;
+    }
+    const auto *Call = dyn_cast<CXXMemberCallExpr>(E);
+    return Call && Call->getMethodDecl() && plainName(Call->getMethodDecl()) == "item" &&
+           isTensor(Call->getImplicitObjectArgument()->getType());
+  }
+  return false;
+}
+
 // The variable a statement assigns: `v = x` (a count reset before the loop, or set in it).
 const VarDecl *assignedTo(const Stmt *S) {
   if (const auto *E = dyn_cast<Expr>(S))
@@ -150,6 +166,8 @@ std::vector<const VarDecl *> candidatesBefore(const std::vector<const Stmt *> &B
 struct LoopWrites : RecursiveASTVisitor<LoopWrites> {
   const CXXForRangeStmt *Loop = nullptr;
   std::set<const VarDecl *> Added, Assigned, Counted, PerBatch, PerSample;
+  /// Set to a tensor's number (`last_loss = loss.item<float>()`): the loop's last value.
+  std::set<const VarDecl *> LastItem;
   bool VisitStmt(Stmt *S) {
     if (const VarDecl *Var = addedTo(S)) {
       Added.insert(Var);
@@ -163,8 +181,11 @@ struct LoopWrites : RecursiveASTVisitor<LoopWrites> {
              : PerSample)
             .insert(Var);
     }
-    if (const VarDecl *Var = assignedTo(S))
+    if (const VarDecl *Var = assignedTo(S)) {
       Assigned.insert(Var);
+      if (const Expr *Value = assignedValue(S); Value && isItem(Value))
+        LastItem.insert(Var);
+    }
     return true;
   }
   bool TraverseLambdaExpr(LambdaExpr *) { return true; }
@@ -231,18 +252,28 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   LoopWrites A;
   A.Loop = Loop;
   A.TraverseStmt(const_cast<Stmt *>(loopBody(LoopStmt)));
-  insertReductions(LoopStmt, Declared, toReduce(A, Evaluation, AfterLoop), AfterLoop);
+  // A training loop's last number (a loss's item() kept for a print after the loop) is one
+  // process's last batch: averaged over the processes, it is the last step's (the mean of the
+  // halves of a batch split between two processes is the whole batch's mean loss).
+  std::set<const VarDecl *> Averaged;
+  const std::set<const VarDecl *> Reduced = toReduce(A, Evaluation, AfterLoop);
+  if (!Evaluation)
+    for (const VarDecl *Var : A.LastItem)
+      if (!A.Added.count(Var) && !Reduced.count(Var))
+        Averaged.insert(Var);
+  insertReductions(LoopStmt, Declared, Reduced, Averaged, AfterLoop);
 }
 
 void ReduceMetricsCheck::insertReductions(const Stmt *LoopStmt,
                                           const std::vector<const VarDecl *> &Declared,
                                           const std::set<const VarDecl *> &Reduced,
+                                          const std::set<const VarDecl *> &Averaged,
                                           const std::vector<const Stmt *> &AfterLoop) {
+  const SourceManager &SM = Context.sourceManager();
   std::string Acc;
-  const std::string Indent = Context.source().indentation(LoopStmt->getBeginLoc());
-  std::string Lines;
-  for (const VarDecl *Var : Declared) {
-    if (!Reduced.count(Var))
+  for (const VarDecl *const &Var : Declared) {
+    const bool Mean = Averaged.count(Var) != 0;
+    if (!Reduced.count(Var) && !Mean)
       continue;
     bool ReadAfter = false, AlreadyReduced = false;
     for (const Stmt *S : AfterLoop) {
@@ -255,14 +286,28 @@ void ReduceMetricsCheck::insertReductions(const Stmt *LoopStmt,
       Acc = accelerator(LoopStmt);
     if (Acc.empty())
       return;
-    const std::string VarName = Var->getNameAsString();
-    Lines +=
-        (Lines.empty() ? "" : "\n" + Indent) + VarName + " = " + Acc + ".reduce(" + VarName + ");";
+    PendingLoop &Loop = Pending[SM.getFileOffset(SM.getFileLoc(LoopStmt->getBeginLoc()))];
+    if (!Loop.Stmt) {
+      Loop.Stmt = LoopStmt;
+      Loop.Accelerator = Acc;
+    }
+    // By its place among the candidates (declared or reset before the loop, in order): the same
+    // in a template and its instantiations.
+    Loop.Reductions.emplace(static_cast<unsigned>(&Var - Declared.data()),
+                            Reduction{Var->getNameAsString(), Mean});
   }
-  if (Lines.empty())
-    return;
-  Context.insertLineAfter(Name, LoopStmt, Indent, Lines);
-  Context.applied(Name, LoopStmt->getBeginLoc());
+}
+
+void ReduceMetricsCheck::finish() {
+  for (const auto &[Offset, Loop] : Pending) {
+    const std::string Indent = Context.source().indentation(Loop.Stmt->getBeginLoc());
+    std::string Lines;
+    for (const auto &[Declared, R] : Loop.Reductions)
+      Lines += (Lines.empty() ? "" : "\n" + Indent) + R.Variable + " = " + Loop.Accelerator +
+               ".reduce(" + R.Variable + (R.Mean ? ", accel::Reduction::Mean" : "") + ");";
+    Context.insertLineAfter(Name, Loop.Stmt, Indent, Lines);
+    Context.applied(Name, Loop.Stmt->getBeginLoc());
+  }
 }
 
 } // namespace accel::migrate
