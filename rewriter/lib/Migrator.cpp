@@ -349,10 +349,12 @@ int renderFiles(MergedFiles &Merged, llvm::raw_ostream &Err) {
     File.Original = *Content;
     std::vector<std::pair<unsigned, unsigned>> Inserted, Rewritten;
     File.Migrated = File.Result.Edits.apply(File.Original, &Inserted, &Rewritten);
-    File.Migrated = trimNewTrailingWhitespace(
-        File.Original, restoreWhitespaceOnlyChanges(
-                           File.Original, formatInserted(Path, File.Original, File.Migrated,
-                                                         Inserted, Rewritten)));
+    File.Migrated = matchLineEndings(
+        File.Original,
+        trimNewTrailingWhitespace(
+            File.Original, restoreWhitespaceOnlyChanges(
+                               File.Original, formatInserted(Path, File.Original, File.Migrated,
+                                                             Inserted, Rewritten))));
   }
   return ExitSuccess;
 }

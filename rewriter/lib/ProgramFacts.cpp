@@ -383,6 +383,7 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable,
     Collector.TraverseDecl(D);
   Collector.finish(OtherFiles);
   resolveTrainedParameters(OtherFiles, IsEditable);
+  setAsideLoadersFeedingNoModel(IsEditable);
   // A model prepared by hand counts as a model even without an optimizer in sight.
   for (const ValueDecl *D : Prepared) {
     if (const auto *VD = dyn_cast<VarDecl>(D); VD && isModule(VD->getType()))
@@ -392,6 +393,80 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable,
       if (ModelSet.insert(FD).second)
         MemberModels.push_back(FD);
   }
+}
+
+namespace {
+
+/// The range-for loops over Loader in Body (`*loader` or `loader`); false when Body names Loader
+/// anywhere else (passed to a function, iterated by hand), whose use cannot be read here.
+bool onlyLoopsOver(const VarDecl *Loader, const Stmt *Body,
+                   std::vector<const CXXForRangeStmt *> &Loops) {
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const VarDecl *Loader;
+    std::vector<const CXXForRangeStmt *> *Loops;
+    unsigned InLoops = 0, References = 0;
+    bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
+      if (rootDecl(Loop->getRangeInit()) == Loader) {
+        Loops->push_back(Loop);
+        ++InLoops;
+      }
+      return true;
+    }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      References += Ref->getDecl() == Loader;
+      return true;
+    }
+  } F;
+  F.Loader = Loader;
+  F.Loops = &Loops;
+  F.TraverseStmt(const_cast<Stmt *>(Body));
+  return !Loops.empty() && F.References == F.InLoops;
+}
+
+/// Whether what a loop's body does could reach a model: a backward, any model (variable, member
+/// or parameter of a module type) named in it, or a call into the program's own code (which may
+/// use one out of sight).
+bool feedsModel(const Stmt *Body, const ProgramFacts::EditablePredicate &IsEditable) {
+  if (containsBackward(Body))
+    return true;
+  struct Finder : RecursiveASTVisitor<Finder> {
+    const ProgramFacts::EditablePredicate *IsEditable;
+    bool Found = false;
+    bool VisitCallExpr(CallExpr *Call) {
+      const Decl *Callee = Call->getCalleeDecl();
+      Found = Found || !Callee || (*IsEditable)(Callee->getLocation());
+      return !Found;
+    }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      Found = Found || isModule(Ref->getType().getNonReferenceType());
+      return !Found;
+    }
+    bool VisitMemberExpr(MemberExpr *Member) {
+      Found = Found || isModule(Member->getType().getNonReferenceType());
+      return !Found;
+    }
+  } F;
+  F.IsEditable = &IsEditable;
+  F.TraverseStmt(const_cast<Stmt *>(Body));
+  return F.Found;
+}
+
+} // namespace
+
+void ProgramFacts::setAsideLoadersFeedingNoModel(const EditablePredicate &IsEditable) {
+  llvm::erase_if(Loaders, [&](const VarDecl *Loader) {
+    const auto *Fn = dyn_cast_or_null<FunctionDecl>(Loader->getParentFunctionOrMethod());
+    std::vector<const CXXForRangeStmt *> Loops;
+    if (!Fn || !Fn->getBody() || !onlyLoopsOver(Loader, Fn->getBody(), Loops))
+      return false;
+    if (llvm::any_of(Loops, [&](const CXXForRangeStmt *Loop) {
+          return feedsModel(Loop->getBody(), IsEditable);
+        }))
+      return false;
+    LoadersFeedingNoModel.push_back(Loader);
+    LoaderSet.erase(Loader);
+    return true;
+  });
 }
 
 void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,

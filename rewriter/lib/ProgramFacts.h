@@ -55,6 +55,13 @@ public:
   const std::vector<const clang::VarDecl *> &optimizers() const { return Optimizers; }
   const std::vector<const clang::VarDecl *> &schedulers() const { return Schedulers; }
   const std::vector<const clang::VarDecl *> &loaders() const { return Loaders; }
+  /// Loaders made here whose every use is a loop that feeds no model (no backward, no model
+  /// named in it: a pass that builds a data structure): not loaders() nor prepared, since each
+  /// process must read all of what they yield; a split and padded pass would count samples N
+  /// times or miss some.
+  const std::vector<const clang::VarDecl *> &loadersFeedingNoModel() const {
+    return LoadersFeedingNoModel;
+  }
   /// Members of classes that train: the models whose parameters() a member optimizer (or any
   /// optimizer) takes, and the member optimizers (by value or by pointer). Such a class holds
   /// the Accelerator itself.
@@ -113,6 +120,7 @@ private:
                     unsigned Depth) const;
   bool preparedModel(const clang::ValueDecl *D, unsigned Depth) const;
   bool preparedLoader(const clang::ValueDecl *D, unsigned Depth) const;
+  void setAsideLoadersFeedingNoModel(const EditablePredicate &IsEditable);
   void resolveTrainedParameters(const ProgramSummary &OtherFiles,
                                 const EditablePredicate &IsEditable);
   void noteModelArgument(const clang::CallExpr *Call, unsigned Index,
@@ -122,6 +130,7 @@ private:
   friend class FactsCollector;
   const clang::FunctionDecl *Host = nullptr;
   std::vector<const clang::VarDecl *> Models, Optimizers, Schedulers, Loaders, Unpaired;
+  std::vector<const clang::VarDecl *> LoadersFeedingNoModel;
   std::vector<const clang::FieldDecl *> MemberModels, MemberOptimizers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<MemberInitializer>> MemberInitializers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Expr *>> MemberAssignments;

@@ -386,4 +386,18 @@ unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Mi
   return planRestore(A, B).NoiseLines;
 }
 
+std::string matchLineEndings(llvm::StringRef Original, llvm::StringRef Migrated) {
+  const size_t Lines = Original.count('\n'), Windows = Original.count("\r\n");
+  if (Windows == 0 || Windows * 2 < Lines)
+    return Migrated.str();
+  std::string Out;
+  Out.reserve(Migrated.size() + Migrated.count('\n') - Migrated.count("\r\n"));
+  for (size_t I = 0; I < Migrated.size(); ++I) {
+    if (Migrated[I] == '\n' && (I == 0 || Migrated[I - 1] != '\r'))
+      Out += '\r';
+    Out += Migrated[I];
+  }
+  return Out;
+}
+
 } // namespace accel::migrate

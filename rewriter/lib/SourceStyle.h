@@ -45,6 +45,10 @@ std::string restoreWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringR
 /// never ends a line in whitespace, whatever joined it (the user's own lines keep theirs).
 std::string trimNewTrailingWhitespace(llvm::StringRef Original, llvm::StringRef Migrated);
 
+/// Migrated with Original's line endings: where most of Original's lines end in "\r\n" (a file
+/// written on Windows), every line of Migrated does, the new ones included; else Migrated as is.
+std::string matchLineEndings(llvm::StringRef Original, llvm::StringRef Migrated);
+
 /// The number of lines of Migrated that differ from a removed line of Original only in
 /// whitespace: what a reviewer would see as noise. 0 after restoreWhitespaceOnlyChanges.
 unsigned countWhitespaceOnlyChanges(llvm::StringRef Original, llvm::StringRef Migrated);

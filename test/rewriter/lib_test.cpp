@@ -132,6 +132,14 @@ TEST(SourceStyle, LinesChangedOnlyInWhitespaceArePutBack) {
   EXPECT_EQ(countWhitespaceOnlyChanges(Original, Restored), 0u);
 }
 
+TEST(SourceStyle, NewLinesTakeTheFilesLineEndings) {
+  // A file written on Windows: the new lines end as its own do, and none is doubled.
+  EXPECT_EQ(matchLineEndings("a\r\nb\r\n", "a\r\nnew\nb\r\n"), "a\r\nnew\r\nb\r\n");
+  // Unix endings, or a stray \r\n among them: left as they are.
+  EXPECT_EQ(matchLineEndings("a\nb\n", "a\nnew\nb\n"), "a\nnew\nb\n");
+  EXPECT_EQ(matchLineEndings("a\r\nb\nc\nd\n", "x\ny\n"), "x\ny\n");
+}
+
 TEST(SourceStyle, NewLinesNeverEndInWhitespace) {
   const std::string Original = "void f(  \n    int a);\nint b;   \n";
   // An insertion left "accel, " at the end of a line; the user's own line keeps its blanks.

@@ -140,6 +140,12 @@ void PrepareCheck::finish() {
       prepareByValue(Scheduler, steppedPerEpoch(Context, Scheduler)
                                     ? ", accel::SchedulerStepping::per_epoch"
                                     : "");
+  for (const VarDecl *Loader : Facts.loadersFeedingNoModel())
+    warn(Loader->getLocation(),
+         llvm::Twine("data loader '") + Loader->getName() +
+             "' feeds no model (its loops call no model and no backward): left as written, so "
+             "that every process reads all of it; if its batches are a share of the work, "
+             "prepare it by hand (accelerator.prepare_data_loader)");
   for (const VarDecl *Loader : Facts.loaders())
     prepareLoader(Loader);
   for (const FieldDecl *Model : Facts.memberModels())

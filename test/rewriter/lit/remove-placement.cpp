@@ -40,6 +40,15 @@ int main() {
     // CHECK: {{^ *}}auto kept = batch[0].data.to(torch::kCPU);
     auto own = torch::zeros({2}).to(device);
     // CHECK: {{^ *}}auto own = torch::zeros({2}).to(device);
+    plain.forward(x).sum().backward();
+  }
+  // A loader that feeds no model is left as written (every process reads all of it), and so is
+  // the placement of what it yields.
+  auto index_loader = torch::data::make_data_loader(
+      torch::data::datasets::TensorDataset({torch::ones({8, 4})}), 4);
+  for (auto &batch : *index_loader) {
+    auto kept_placement = batch[0].data.to(device);
+    // CHECK: {{^ *}}auto kept_placement = batch[0].data.to(device);
   }
 }
 // MSG: 'b' is declared in a form accel-migrate does not rewrite
