@@ -22,6 +22,9 @@ namespace {
 // and, apart, the models it uses that are not prepared (in declaration order of first use).
 struct ModelsUsed {
   std::vector<std::string> Prepared, Unprepared;
+  /// Variables named in the body whose (known) type is no model: in a template, the same name
+  /// may be a model in one instantiation and not in another.
+  std::set<std::string> NotModels;
 };
 
 ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
@@ -35,6 +38,8 @@ ModelsUsed modelsUsedIn(MigrationContext &Context, const Stmt *Body) {
     }
     bool VisitDeclRefExpr(DeclRefExpr *DRE) {
       const auto *Var = dyn_cast<VarDecl>(DRE->getDecl());
+      if (Var && !Var->getType()->isDependentType() && !isModule(Var->getType()))
+        Used.NotModels.insert(Var->getNameAsString());
       if (!Var || !isModule(Var->getType()) || isLossModule(Var->getType()))
         return true;
       note(Var->getNameAsString(), isa<ParmVarDecl>(Var) || Context->facts().isPreparedModel(Var));
@@ -319,8 +324,11 @@ std::string AccumulateCheck::unprovenLoopData(const Stmt *Loop) {
 std::string AccumulateCheck::modelsToAccumulate(const TrainingLoop &Seen) {
   const CXXForRangeStmt *Loop = Seen.Loop;
   std::string Models;
+  // A name that is a model in one instantiation and not in another cannot be accumulate()'s
+  // argument in the template they share.
   for (const std::string &Model : Seen.Prepared)
-    Models += (Models.empty() ? "" : ", ") + Model;
+    if (!Seen.NotModels.count(Model))
+      Models += (Models.empty() ? "" : ", ") + Model;
   // What is true of the loop: a model it trains that is not prepared never has its gradients
   // averaged, whatever accumulate() is told (in any instantiation).
   for (const std::string &Model : Seen.Unprepared)
@@ -368,6 +376,7 @@ void AccumulateCheck::noteTrainingLoop(const CXXForRangeStmt *Loop) {
   for (const std::string &Model : Used.Unprepared)
     if (llvm::find(Seen.Unprepared, Model) == Seen.Unprepared.end())
       Seen.Unprepared.push_back(Model);
+  Seen.NotModels.insert(Used.NotModels.begin(), Used.NotModels.end());
 }
 
 void AccumulateCheck::finish() {

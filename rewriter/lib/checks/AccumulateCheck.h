@@ -5,6 +5,7 @@
 
 #include "llvm/ADT/MapVector.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ private:
     const clang::CXXForRangeStmt *Loop = nullptr;
     std::string Accelerator;
     std::vector<std::string> Prepared, Unprepared;
+    std::set<std::string> NotModels;
   };
 
   /// backward() in a loop that does not iterate a prepared loader: reported, with what each

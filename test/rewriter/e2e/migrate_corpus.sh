@@ -80,7 +80,8 @@ end=$(date +%s.%N)
 (cd "$work/src" && eval "$migrate --check $sources")
 diff -ru "$work/original" "$work/src" > "$work/migration.diff" || true
 cat "$work/migration.diff"
-if grep -nE '^\+.*[[:space:]]$' "$work/migration.diff"; then
+# (A line's \r is the line ending of a file written on Windows, which new lines take too.)
+if sed 's/\r$//' "$work/migration.diff" | grep -nE '^\+.*[[:space:]]$'; then
   echo "the lines above end in whitespace: the migration must not leave trailing spaces"; exit 1
 fi
 python3 - "$work/stats.json" "$start" "$end" <<'PY'
