@@ -39,6 +39,8 @@ struct AcceleratorMethod {
 
 inline constexpr AcceleratorMethod kAcceleratorMethods[] = {
     // Process identity
+    {"current", MethodRole::local},
+    {"has_current", MethodRole::local},
     {"device", MethodRole::local},
     {"process_index", MethodRole::identity},
     {"local_process_index", MethodRole::identity},

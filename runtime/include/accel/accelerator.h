@@ -10,6 +10,7 @@
 #include <accel/detail/module_ref.h>
 #include <accel/detail/optimizer_preparation.h>
 #include <accel/detail/process_control.h>
+#include <accel/detail/source_place.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
@@ -37,17 +38,6 @@ namespace accel {
 class Accelerator;
 namespace detail {
 struct AcceleratorAccess;  // core/accelerator_access.h: what the runtime's tests read
-
-/// Where in the program something was made: the compiler fills it in at the call that uses the
-/// default argument (`__builtin_FILE`, `__builtin_LINE`: std::source_location before C++20).
-struct SourcePlace {
-  const char* file = "";
-  int line = 0;
-  static constexpr SourcePlace here(const char* file = __builtin_FILE(),
-                                    int line = __builtin_LINE()) {
-    return {file, line};
-  }
-};
 }  // namespace detail
 
 /// The one object a training program needs to run on one device or many processes.
@@ -72,21 +62,15 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                     public detail::CheckpointMethods<Accelerator>,
                     public detail::DataLoaderPreparation<Accelerator> {
  public:
-  /// `created_at` is filled in by the compiler: where this Accelerator is made, which current()
-  /// names once it is gone.
-  explicit Accelerator(AcceleratorOptions options = {},
-                       detail::SourcePlace created_at = detail::SourcePlace::here());
+  /// `created_at` (filled in by the compiler) is where it is made, which current() names.
+  explicit Accelerator(AcceleratorOptions options = {}, detail::SourcePlace created_at = {});
   ~Accelerator();
 
-  /// The process's Accelerator: the one constructed last of those still alive. Code that the
-  /// function creating it does not reach (a helper, a constructor, a callback, a class template's
-  /// member) uses it instead of taking the Accelerator as a parameter, as Python Accelerate's
-  /// `Accelerator()` and `PartialState()` share one state per process; accel-migrate writes
-  /// `accel::Accelerator& accelerator = accel::Accelerator::current();` there.
-  /// Throws a c10::Error when none is alive, naming where the last one was created (or saying
-  /// to create one in main first).
+  /// The newest Accelerator alive in this process, for code its creator does not reach (as
+  /// Python Accelerate's share one state per process; accel-migrate binds it where a function
+  /// would otherwise take a parameter). With none alive, a c10::Error naming where the last was
+  /// made, or saying to make one in main.
   static Accelerator& current();
-  /// Whether an Accelerator is alive in this process (current() would return one).
   static bool has_current();
 
   Accelerator(const Accelerator&) = delete;
@@ -115,17 +99,14 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   int64_t tensor_parallel_rank() const;
   int64_t context_parallel_rank() const;
   int64_t pipeline_parallel_rank() const;
-  /// The device mesh's sizes (every size set: a config left all 1 on N processes reads
-  /// dp_replicate N); none without a mesh.
+  /// The mesh's sizes, every one set (all 1 on N processes reads dp_replicate N); none without.
   const std::optional<ParallelismConfig>& parallelism_config() const;
   /// The options after the environment and the defaults were applied.
   const ResolvedOptions& options() const;
   int64_t gradient_accumulation_steps() const { return options().gradient_accumulation_steps; }
-  /// Accelerate's spelling of the mixed precision: "no", "fp16", "bf16" (options() holds the
-  /// MixedPrecision).
+  /// Accelerate's spelling of the mixed precision: "no", "fp16", "bf16", "fp8".
   std::string mixed_precision() const { return to_string(options().mixed_precision); }
-  /// The FP8 recipes followed under mixed_precision "fp8": "AO" (torchao's, accel/fp8.h); empty
-  /// otherwise (Accelerate's fp8_backend).
+  /// Accelerate's fp8_backend: "AO" (torchao's recipes, accel/fp8.h) under "fp8", else empty.
   std::string fp8_backend() const {
     return options().mixed_precision == MixedPrecision::Fp8 ? "AO" : "";
   }
@@ -138,9 +119,8 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   using detail::DataLoaderPreparation<Accelerator>::prepare;
 
   /// Prepares a model in place: moves it to `device()`, copies rank 0's parameters and buffers to
-  /// every process, and averages gradients across processes in backward().
-  /// The model may be a module holder (`torch::nn::Linear`, a TORCH_MODULE type), a shared_ptr
-  /// to a module, or the module itself.
+  /// every process, and averages gradients in backward(). A module holder (`torch::nn::Linear`, a
+  /// TORCH_MODULE type), a shared_ptr to a module, or the module itself.
   template <typename M,
             typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
   void prepare(M&& model) {
@@ -150,14 +130,12 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     prepare_model(detail::module_ref(model));
   }
 
-  /// Prepares a model for tensor parallelism: as prepare(model), then each module `plan` names
-  /// is split across this process's tensor-parallel group (see accel/tensor_parallel.h), in
-  /// place: the model's parameters() are afterwards this process's slices under unchanged names,
-  /// so build the optimizer after this call. get_state_dict and save_model give whole tensors.
-  /// Without a mesh whose tp_size is above 1 the plan is ignored, so one program runs on every
-  /// layout. A bad plan (an unknown style, a pattern that matches no module, a module the style
-  /// cannot split, sizes tp_size does not divide) is refused on every process before anything
-  /// is changed.
+  /// As prepare(model), then each module `plan` names is split in place across this process's
+  /// tensor-parallel group (accel/tensor_parallel.h): parameters() become this process's slices
+  /// under unchanged names (build the optimizer after), get_state_dict and save_model give whole
+  /// tensors; ignored without a mesh whose tp_size is above 1. A bad plan (unknown style, a
+  /// pattern matching no module, an unsplittable module, sizes tp_size does not divide) is
+  /// refused on every process before anything changes.
   template <typename M,
             typename = std::enable_if_t<detail::is_model<std::remove_reference_t<M>>::value>>
   void prepare(M&& model, const TensorParallelPlan& plan) {
@@ -231,11 +209,10 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return AccumulateScope(this, {&module_of(models)...}, sync);
   }
 
-  /// Autocast to the mixed-precision dtype on `device()` while the guard lives (bf16 or fp16);
-  /// a guard that changes nothing with mixed_precision "no". accumulate() opens one itself.
-  /// LibTorch modules have no forward hooks, so a prepared model's forward runs in mixed precision
-  /// inside these scopes, or through `forward()`, only. Inside a scope its outputs keep the
-  /// autocast dtype; `forward()` hands them back in fp32.
+  /// Autocast to the mixed-precision dtype on `device()` while the guard lives (nothing under
+  /// "no"); accumulate() opens one. LibTorch modules have no forward hooks: a prepared model runs
+  /// in mixed precision inside these scopes (outputs in the autocast dtype) or through `forward()`
+  /// (outputs in fp32) only.
   AutocastGuard autocast() const;
   /// The same with `options` in place of AcceleratorOptions::autocast for this scope
   /// (Accelerate's autocast(autocast_handler=AutocastKwargs(...))).
@@ -244,12 +221,8 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// Calls `model->forward(args...)` as Accelerate calls a prepared model: with mixed precision,
   /// under autocast, and with the fp16/bf16 tensors of the result handed back in fp32 (see
   /// `convert_to_fp32`), so a loss or metric computed from them runs in full precision. With
-  /// mixed_precision "no", exactly `model->forward(args...)`.
-  ///
-  /// Example:
-  /// ```
-  /// auto logits = accelerator.forward(model, batch.data);  // fp32, computed in bf16
-  /// ```
+  /// mixed_precision "no", exactly `model->forward(args...)`. Example:
+  /// `auto logits = accelerator.forward(model, batch.data);  // fp32, computed in bf16`
   template <typename M, typename... Args>
   auto forward(M& model, Args&&... args)
       -> std::decay_t<decltype(detail::module_ref(model).forward(std::forward<Args>(args)...))> {

@@ -59,15 +59,16 @@ Accelerator& Accelerator::current() {
   core::LiveAccelerators& registry = core::live_accelerators();
   std::lock_guard<std::mutex> lock(registry.mutex);
   if (!registry.live.empty()) return *registry.live.back().first;
-  TORCH_CHECK(!registry.last_gone,
-              "accel::Accelerator::current(): no Accelerator is alive in this process; the last "
-              "one, created at ",
-              core::where(*registry.last_gone),
-              ", was destroyed before this call. Keep it alive while the code that uses it runs");
-  TORCH_CHECK(false,
-              "accel::Accelerator::current(): no Accelerator has been created in this process "
-              "yet; create one before this call (`accel::Accelerator accelerator;` at the start "
-              "of main), and keep it alive while the code that uses it runs");
+  const std::string message =
+      registry.last_gone
+          ? "accel::Accelerator::current(): no Accelerator is alive in this process; the last "
+            "one, created at " +
+                core::where(*registry.last_gone) +
+                ", was destroyed before this call. Keep it alive while the code that uses it runs"
+          : "accel::Accelerator::current(): no Accelerator has been created in this process yet; "
+            "create one before this call (`accel::Accelerator accelerator;` at the start of "
+            "main), and keep it alive while the code that uses it runs";
+  C10_THROW_ERROR(Error, message);
 }
 
 bool Accelerator::has_current() {
