@@ -499,7 +499,7 @@ void ProgramFacts::resolveTrainedParameters(const ProgramSummary &OtherFiles,
     for (const CallExpr *Call : Sites)
       noteModelArgument(Call, Index, IsEditable);
     // No caller in sight: the function prepares what it is given, unless it was migrated already
-    // (it takes the accelerator from its caller, which prepared the model).
+    // (it names an accelerator: that migration prepared the model, here or in its caller).
     if (Sites.empty() && (Usr.empty() || !OtherFiles.called(Usr)) && acceleratorIn(Fn).empty())
       ParametersToPrepare.push_back(TrainedParameters[I]);
   }

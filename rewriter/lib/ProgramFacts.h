@@ -63,8 +63,8 @@ public:
     return LoadersFeedingNoModel;
   }
   /// Members of classes that train: the models whose parameters() a member optimizer (or any
-  /// optimizer) takes, and the member optimizers (by value or by pointer). Such a class holds
-  /// the Accelerator itself.
+  /// optimizer) takes, and the member optimizers (by value or by pointer), prepared where the
+  /// class builds or sets them.
   const std::vector<const clang::FieldDecl *> &memberModels() const { return MemberModels; }
   const std::vector<const clang::FieldDecl *> &memberOptimizers() const { return MemberOptimizers; }
   /// Where a member optimizer is initialized in a constructor's initializer list (its default
