@@ -252,11 +252,10 @@ private:
       KeptResults.push_back(std::move(Results[I]));
     std::vector<MigrateOptions> KeptChecks(FileChecks.begin(), FileChecks.begin() + First);
     for (size_t I = First; I < Inputs.size(); ++I) {
-      const bool Calls = !Results[I].Failed &&
-                         ((WantMain && Results[I].Summary.DefinesMain) ||
-                          llvm::any_of(Wanted, [&](const std::string &Usr) {
-                            return Results[I].Summary.called(Usr);
-                          }));
+      const bool Calls = !Results[I].Failed && ((WantMain && Results[I].Summary.DefinesMain) ||
+                                                llvm::any_of(Wanted, [&](const std::string &Usr) {
+                                                  return Results[I].Summary.called(Usr);
+                                                }));
       if (!Calls)
         continue;
       if (!Options.Quiet)

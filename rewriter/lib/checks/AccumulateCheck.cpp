@@ -333,12 +333,13 @@ std::string AccumulateCheck::modelsToAccumulate(const TrainingLoop &Seen) {
   // averaged, whatever accumulate() is told (in any instantiation).
   for (const std::string &Model : Seen.Unprepared)
     if (llvm::find(Seen.Prepared, Model) == Seen.Prepared.end())
-      warn(Loop->getBeginLoc(),
-         "model '" + Model +
-             "' is used in this training loop but was not prepared: no "
-             "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
-             "trains; if it does, prepare it where it is created (accelerator.prepare(" +
-             Model + ")), or its gradients are never averaged across processes");
+      warn(
+          Loop->getBeginLoc(),
+          "model '" + Model +
+              "' is used in this training loop but was not prepared: no "
+              "optimizer seen here is built from its parameters(), so accel-migrate cannot tell it "
+              "trains; if it does, prepare it where it is created (accelerator.prepare(" +
+              Model + ")), or its gradients are never averaged across processes");
   if (Models.empty() && Seen.Unprepared.empty())
     warn(Loop->getBeginLoc(), "no model is used in this training loop by name, so accumulate() "
                               "cannot skip its gradient all-reduce on micro-steps; name the "

@@ -29,10 +29,9 @@ void CreateAcceleratorCheck::bindCurrent(const FunctionDecl *Fn) {
   const auto *Body = dyn_cast_or_null<CompoundStmt>(Fn->getBody());
   if (!Body || !Context.canEdit(Name, Body->getSourceRange()))
     return;
-  const std::string Binding =
-      Context.source().referenceDeclaration(Body->getLBracLoc(), "accel::Accelerator",
-                                            "accelerator") +
-      " = " + AcceleratorReach::CurrentAccelerator + ";";
+  const std::string Binding = Context.source().referenceDeclaration(
+                                  Body->getLBracLoc(), "accel::Accelerator", "accelerator") +
+                              " = " + AcceleratorReach::CurrentAccelerator + ";";
   insertFirstInBody(Body, Binding);
 }
 
@@ -67,9 +66,8 @@ void CreateAcceleratorCheck::insertFirstInBody(const CompoundStmt *Body,
     Context.applied(Name, Body->getLBracLoc());
     return;
   }
-  const std::string Indent = Body->body_empty()
-                                 ? Source.indentation(Open) + Source.indentStep(Open)
-                                 : Source.indentation(First);
+  const std::string Indent = Body->body_empty() ? Source.indentation(Open) + Source.indentStep(Open)
+                                                : Source.indentation(First);
   // Verbatim: indented as the body's first line is, which the formatter's guess of the file's
   // indentation step may not match.
   Context.insertVerbatim(Name, Source.afterTrailingComment(AfterOpen), "\n" + Indent + Statement);
