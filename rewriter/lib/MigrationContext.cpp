@@ -178,6 +178,8 @@ void MigrationContext::removeStatement(StringRef Check, const Stmt *S, bool Supe
   size_t LineEnd = SM.getFileOffset(Source.afterTrailingComment(End));
   while (LineEnd < Buffer.size() && (Buffer[LineEnd] == ' ' || Buffer[LineEnd] == '\t'))
     ++LineEnd;
+  if (LineEnd + 1 < Buffer.size() && Buffer[LineEnd] == '\r' && Buffer[LineEnd + 1] == '\n')
+    ++LineEnd; // a file written on Windows: its line ends in \r\n
   if ((LineStart == 0 || Buffer[LineStart - 1] == '\n') &&
       (LineEnd == Buffer.size() || Buffer[LineEnd] == '\n')) {
     Begin = Begin.getLocWithOffset(static_cast<int>(LineStart) - static_cast<int>(BeginOffset));
