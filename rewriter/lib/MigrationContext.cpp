@@ -139,6 +139,8 @@ void MigrationContext::insertLineAfter(StringRef Check, const Stmt *S, StringRef
   size_t Pos = Offset;
   while (Pos < Buffer.size() && (Buffer[Pos] == ' ' || Buffer[Pos] == '\t'))
     ++Pos;
+  if (Pos + 1 < Buffer.size() && Buffer[Pos] == '\r' && Buffer[Pos + 1] == '\n')
+    ++Pos; // a Windows line's end (the new line takes it: matchLineEndings)
   if (Pos < Buffer.size() && Buffer[Pos] == '\n') {
     insert(Check, End.getLocWithOffset(static_cast<int>(Pos - Offset) + 1),
            (Indent + Line + "\n").str());
