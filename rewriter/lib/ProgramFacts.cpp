@@ -189,7 +189,7 @@ public:
     const CXXConstructorDecl *Ctor = E->getConstructor();
     if (!Ctor || Ctor->isCopyOrMoveConstructor() || !IsEditable(Ctor->getParent()->getLocation()))
       return true;
-    noteConstruction(Ctor->getParent(), E);
+    noteConstruction(Ctor->getParent());
     return true;
   }
 
@@ -260,16 +260,7 @@ public:
     return true;
   }
 
-  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-    if (const auto *Fn = dyn_cast<FunctionDecl>(Ref->getDecl());
-        Fn && !isa<CXXMethodDecl>(Fn) && IsEditable(Fn->getLocation()))
-      Facts.FunctionReferences.push_back(Ref);
-    return true;
-  }
-
   bool VisitCallExpr(CallExpr *CE) {
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(CE->getCallee()->IgnoreParenImpCasts()))
-      Facts.CalleeReferences.insert(Ref);
     if (const FunctionDecl *Callee = CE->getDirectCallee()) {
       Facts.Calls[patternOf(Callee)].push_back(CE);
       if (IsEditable(Callee->getLocation()))
@@ -282,7 +273,7 @@ public:
           (Name == "std::make_unique" || Name == "std::make_shared"))
         if (const CXXRecordDecl *Made = Args->get(0).getAsType()->getAsCXXRecordDecl();
             Made && IsEditable(Made->getLocation()))
-          noteConstruction(Made, CE);
+          noteConstruction(Made);
     }
     // accelerator.prepare(model): the model is prepared already.
     if (isAcceleratorMethodCall(CE, "prepare") && CE->getNumArgs() == 1)
@@ -354,15 +345,9 @@ private:
         Facts.MemberModels.push_back(Model);
   }
 
-  void noteConstruction(const CXXRecordDecl *Class, const Expr *E) {
+  void noteConstruction(const CXXRecordDecl *Class) {
     if (std::string Usr = usrOf(Class->getCanonicalDecl()); !Usr.empty())
       Facts.Summary.Called.insert(std::move(Usr));
-    auto &Sites = Facts.Constructions[Class->getCanonicalDecl()];
-    // A construction in a template is seen in its pattern and in each instantiation.
-    for (const Expr *Seen : Sites)
-      if (Seen->getBeginLoc() == E->getBeginLoc())
-        return;
-    Sites.push_back(E);
   }
 
   void noteHostCandidate(const FunctionDecl *Fn) {
@@ -529,29 +514,6 @@ const ValueDecl *ProgramFacts::canonical(const ValueDecl *D) {
   return D ? cast<ValueDecl>(D->getCanonicalDecl()) : nullptr;
 }
 
-const DeclRefExpr *ProgramFacts::usedAsValue(const FunctionDecl *Fn) const {
-  const FunctionDecl *Canonical = patternOf(Fn)->getCanonicalDecl();
-  for (const DeclRefExpr *Ref : FunctionReferences)
-    if (!CalleeReferences.count(Ref) &&
-        patternOf(cast<FunctionDecl>(Ref->getDecl()))->getCanonicalDecl() == Canonical)
-      return Ref;
-  return nullptr;
-}
-
-std::vector<const FunctionDecl *> ProgramFacts::calledFunctions() const {
-  std::vector<const FunctionDecl *> Functions;
-  for (const auto &Entry : Calls)
-    Functions.push_back(Entry.first);
-  return Functions;
-}
-
-std::vector<const CXXRecordDecl *> ProgramFacts::constructedClasses() const {
-  std::vector<const CXXRecordDecl *> Classes;
-  for (const auto &Entry : Constructions)
-    Classes.push_back(Entry.first);
-  return Classes;
-}
-
 const std::vector<const CallExpr *> &ProgramFacts::callsTo(const FunctionDecl *Fn) const {
   static const std::vector<const CallExpr *> None;
   auto It = Calls.find(patternOf(Fn));
@@ -575,12 +537,6 @@ ProgramFacts::initializersOf(const FieldDecl *F) const {
   static const std::vector<MemberInitializer> None;
   auto It = MemberInitializers.find(F);
   return It == MemberInitializers.end() ? None : It->second;
-}
-
-const std::vector<const Expr *> &ProgramFacts::constructionsOf(const CXXRecordDecl *RD) const {
-  static const std::vector<const Expr *> None;
-  auto It = Constructions.find(RD->getCanonicalDecl());
-  return It == Constructions.end() ? None : It->second;
 }
 
 std::string ProgramFacts::acceleratorIn(const FunctionDecl *Fn) const {

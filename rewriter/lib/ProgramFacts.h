@@ -80,10 +80,6 @@ public:
   /// The assignments (`model = new Net(...)`, `model = std::make_shared<Net>()`) to any other
   /// member in methods of its class, as written.
   const std::vector<const clang::Stmt *> &assignmentStatementsOf(const clang::FieldDecl *F) const;
-  /// Where objects of a class are created with one of its constructors: construct expressions
-  /// (`T t(args)`, `new T(args)`, `T(args)`) and `std::make_unique<T>` / `std::make_shared<T>`
-  /// calls.
-  const std::vector<const clang::Expr *> &constructionsOf(const clang::CXXRecordDecl *RD) const;
 
   /// Optimizers whose parameters come from no model variable it can see.
   const std::vector<const clang::VarDecl *> &unpairedOptimizers() const { return Unpaired; }
@@ -96,14 +92,6 @@ public:
   bool isPreparedModel(const clang::ValueDecl *D) const;
   /// The same for data loaders.
   bool isPreparedLoader(const clang::ValueDecl *D) const;
-
-  /// Every function this file calls, and every class it constructs.
-  std::vector<const clang::FunctionDecl *> calledFunctions() const;
-  std::vector<const clang::CXXRecordDecl *> constructedClasses() const;
-
-  /// Where Fn is used other than called (its address taken: a function pointer, a callback, a
-  /// std::thread's function), or null.
-  const clang::DeclRefExpr *usedAsValue(const clang::FunctionDecl *Fn) const;
 
   /// Calls whose callee is Fn or an instantiation of it.
   const std::vector<const clang::CallExpr *> &callsTo(const clang::FunctionDecl *Fn) const;
@@ -136,14 +124,11 @@ private:
   llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Expr *>> MemberAssignments;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Stmt *>>
       MemberAssignmentStatements;
-  llvm::DenseMap<const clang::CXXRecordDecl *, std::vector<const clang::Expr *>> Constructions;
   llvm::DenseMap<const clang::CXXRecordDecl *, std::string> AcceleratorMembers;
   llvm::SmallPtrSet<const clang::ValueDecl *, 16> ModelSet, LoaderSet, Prepared;
   llvm::DenseMap<const clang::FunctionDecl *, std::vector<const clang::CallExpr *>> Calls;
   llvm::DenseMap<const clang::FunctionDecl *, std::string> AcceleratorNames;
   // References to user functions, and those that are the callee of a call.
-  std::vector<const clang::DeclRefExpr *> FunctionReferences;
-  llvm::SmallPtrSet<const clang::DeclRefExpr *, 32> CalleeReferences;
   std::vector<TrainedParameter> TrainedParameters, ParametersToPrepare;
   llvm::SmallPtrSet<const clang::ParmVarDecl *, 8> TrainedParameterSet;
   ProgramSummary Summary;

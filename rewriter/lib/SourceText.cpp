@@ -54,30 +54,6 @@ std::string SourceText::indentation(SourceLocation Loc) const {
   return Buffer.substr(LineStart, End - LineStart).str();
 }
 
-std::optional<std::string> SourceText::itemLineStart(SourceLocation Open,
-                                                     llvm::ArrayRef<SourceLocation> Items) const {
-  if (Items.empty())
-    return std::nullopt;
-  std::vector<unsigned> Lines;
-  for (SourceLocation Item : Items)
-    Lines.push_back(SM.getExpansionLineNumber(Item));
-  const bool OwnLines = std::adjacent_find(Lines.begin(), Lines.end(), [](unsigned A, unsigned B) {
-                          return A >= B;
-                        }) == Lines.end();
-  const bool FirstOnOwnLine = Lines.front() > SM.getExpansionLineNumber(Open);
-  if (!OwnLines || (Items.size() == 1 && !FirstOnOwnLine))
-    return std::nullopt;
-  const SourceLocation First = SM.getFileLoc(Items.front());
-  const auto [FID, Offset] = SM.getDecomposedLoc(First);
-  const StringRef Buffer = SM.getBufferData(FID);
-  const size_t LineStart = lineStart(Buffer, Offset);
-  // Blanks for the text before the item on its line, tabs kept (they set the column).
-  std::string Start;
-  for (char C : Buffer.substr(LineStart, Offset - LineStart))
-    Start += C == '\t' ? '\t' : ' ';
-  return Start;
-}
-
 std::string SourceText::indentStep(SourceLocation Loc) const {
   const StringRef Buffer = SM.getBufferData(SM.getFileID(SM.getFileLoc(Loc)));
   // The smallest non-zero indentation of any line is the file's step.

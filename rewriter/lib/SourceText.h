@@ -38,11 +38,6 @@ public:
   std::string text(clang::CharSourceRange Range) const;
   /// The whitespace that starts Loc's line.
   std::string indentation(clang::SourceLocation Loc) const;
-  /// When the items of a list opened at Open (parameters, arguments) stand one per line, what
-  /// starts a new item's line: the first item's indentation, or blanks up to its column when it
-  /// shares Open's line. Empty when the items share lines.
-  std::optional<std::string> itemLineStart(clang::SourceLocation Open,
-                                           llvm::ArrayRef<clang::SourceLocation> Items) const;
   /// One indentation step, guessed from the file (two spaces when it cannot tell).
   std::string indentStep(clang::SourceLocation Loc) const;
   /// `Type& Name`, `Type &Name` or `Type & Name`, as the file at Loc places its references.

@@ -1,15 +1,8 @@
 //===- CreateAcceleratorCheck.cpp -----------------------------------------------------------===//
 #include "CreateAcceleratorCheck.h"
 
-#include "StatementUtils.h"
-#include "TorchPatterns.h"
-
-#include "clang/AST/DeclCXX.h"
-#include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
-#include "clang/Lex/Lexer.h"
-
-#include <algorithm>
+#include "clang/AST/Decl.h"
+#include "clang/AST/Stmt.h"
 
 using namespace clang;
 
