@@ -56,6 +56,32 @@ int definedNumber(const std::string &Path, llvm::StringRef Name) {
   return -1;
 }
 
+// The directory an include flag at CommandLine[I] names (-I, -isystem, -iquote, -idirafter,
+// /I; joined or as the next argument), or "" where CommandLine[I] is not one.
+llvm::StringRef includeDirectory(const std::vector<std::string> &CommandLine, size_t I) {
+  const llvm::StringRef A(CommandLine[I]);
+  for (llvm::StringRef Flag : {"-isystem", "-iquote", "-idirafter", "-I", "/I"}) {
+    if (!A.startswith(Flag))
+      continue;
+    if (A.size() > Flag.size())
+      return A.drop_front(Flag.size());
+    return I + 1 < CommandLine.size() ? llvm::StringRef(CommandLine[I + 1]) : llvm::StringRef();
+  }
+  return {};
+}
+
+// Whether an include directory is LibTorch's: it holds torch/torch.h, or, where it cannot be
+// read from here (relative to a build directory, or another machine's), its path names torch.
+// (Not any argument that contains "torch": a program's own torchkata.cpp or -Itorchkata/include
+// is not LibTorch.)
+bool holdsLibTorch(llvm::StringRef Dir) {
+  if (Dir.empty())
+    return false;
+  if (llvm::sys::fs::is_directory(Dir))
+    return exists(std::string(Dir), "torch/torch.h");
+  return Dir.contains("torch");
+}
+
 } // namespace
 
 std::string torchCxxStandard(const std::vector<std::string> &IncludeDirs) {
@@ -117,9 +143,9 @@ std::vector<std::string> defaultCompileArgs() {
 
 std::vector<std::string> completingArgs(const std::vector<std::string> &CommandLine) {
   bool NamesTorch = false, NamesStandard = false;
-  for (const std::string &Arg : CommandLine) {
-    const llvm::StringRef A(Arg);
-    NamesTorch = NamesTorch || A.contains("torch");
+  for (size_t I = 0; I < CommandLine.size(); ++I) {
+    const llvm::StringRef A(CommandLine[I]);
+    NamesTorch = NamesTorch || holdsLibTorch(includeDirectory(CommandLine, I));
     NamesStandard = NamesStandard || A.startswith("-std=") || A.startswith("--std=") ||
                     A.startswith("/std:") || A == "-std" || A == "--std";
   }

@@ -19,6 +19,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace accel::migrate {
@@ -88,6 +89,12 @@ public:
   const std::vector<IncludeDirective> &includesOf(const std::string &Path) const;
   void setIncludes(const IncludeIndex *Index) { Includes = Index; }
 
+  /// Variables this migration reduces across processes after a loop (`v = accelerator.reduce(v)`,
+  /// reduce-metrics'): the same on every process from there on, though the source does not say so
+  /// yet (the divergent-collective check reads them as combined).
+  void markReduced(const clang::VarDecl *Var) { Reduced.insert(Var->getCanonicalDecl()); }
+  const std::set<const clang::Decl *> &reducedVariables() const { return Reduced; }
+
   /// Functions defined here that reach a collective (ProgramSummary::Collectives).
   void exportCollectives(std::map<std::string, std::string> Functions) {
     Collectives = std::move(Functions);
@@ -116,6 +123,7 @@ private:
   mutable std::map<unsigned, bool> EditableFiles; // FileID hash -> editable
   const IncludeIndex *Includes = nullptr;
   std::map<std::string, std::string> Collectives;
+  std::set<const clang::Decl *> Reduced;
 };
 
 } // namespace accel::migrate

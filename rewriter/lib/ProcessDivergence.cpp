@@ -100,8 +100,10 @@ const Decl *targetOf(const Expr *E) {
 
 ProcessDivergence::ProcessDivergence(const ProgramFacts &Facts,
                                      const std::vector<const FunctionDecl *> &Functions,
-                                     const ProgramSummary &OtherFiles, FileOf Where)
+                                     const ProgramSummary &OtherFiles, FileOf Where,
+                                     const std::set<const Decl *> &Reduced)
     : Facts(Facts), OtherFiles(OtherFiles), Where(std::move(Where)), Functions(Functions) {
+  Combined.insert(Reduced.begin(), Reduced.end());
   for (const FunctionDecl *Fn : Functions)
     collectFlows(Fn);
   solve();

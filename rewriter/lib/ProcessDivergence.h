@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,12 @@ class ProcessDivergence {
 public:
   using FileOf = std::function<std::string(clang::SourceLocation)>;
   /// Functions: the functions with bodies to analyze (those of the files we may edit).
+  /// Reduced: variables the migration itself combines across processes (see
+  /// MigrationContext::reducedVariables), taken as the same on every process.
   ProcessDivergence(const ProgramFacts &Facts,
                     const std::vector<const clang::FunctionDecl *> &Functions,
-                    const ProgramSummary &OtherFiles, FileOf Where);
+                    const ProgramSummary &OtherFiles, FileOf Where,
+                    const std::set<const clang::Decl *> &Reduced = {});
 
   /// What the call communicates, as the report names it ("save_state()", "the forward of the
   /// prepared model `model`", "evaluate(), which calls gather_for_metrics() at f.cpp:3:5"), or ""

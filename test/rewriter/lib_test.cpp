@@ -8,6 +8,8 @@
 #include "PreambleScan.h"
 #include "SourceStyle.h"
 #include "UnifiedDiff.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <gtest/gtest.h>
 
@@ -47,6 +49,17 @@ TEST(CompileArgs, TheUsersStandardAndIncludesDecide) {
   ASSERT_EQ(Added.size(), 1u);
   EXPECT_TRUE(HasStandard(Added));
   EXPECT_TRUE(completingArgs({"-std=c++17", "-I/opt/libtorch/include"}).empty());
+  // A program whose own names hold "torch" (yngtodd/torchkata's src/torchkata.cpp and its
+  // include/) names no LibTorch: its includes are still added.
+  llvm::SmallString<128> Project;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("torchkata", Project));
+  const std::string Include = std::string(Project) + "/include";
+  ASSERT_FALSE(llvm::sys::fs::create_directories(Include));
+  EXPECT_EQ(completingArgs({"clang-tool", std::string(Project) + "/src/torchkata.cpp", "-I",
+                            Include, "-std=c++17"})
+                .size(),
+            Defaults.size() - 1);
+  llvm::sys::fs::remove_directories(Project);
 }
 
 TEST(EditSet, IdenticalEditsAreKeptOnceAndOverlapsAreRefused) {

@@ -286,7 +286,8 @@ void DivergentCollectiveCheck::finish() {
   Functions.TraverseAST(Context.ast());
   const ProcessDivergence Divergence(
       Context.facts(), Functions.Found, Context.options().OtherFiles,
-      [this](SourceLocation Loc) { return shortLocation(Context.sourceManager(), Loc); });
+      [this](SourceLocation Loc) { return shortLocation(Context.sourceManager(), Loc); },
+      Context.reducedVariables());
   std::set<unsigned> Reported;
   for (const FunctionDecl *Fn : Functions.Found)
     Walker(Context, Divergence, Name, Reported).walkFunction(Fn->getBody());

@@ -291,6 +291,7 @@ void ReduceMetricsCheck::insertReductions(const Stmt *LoopStmt,
       Loop.Stmt = LoopStmt;
       Loop.Accelerator = Acc;
     }
+    Context.markReduced(Var);
     // By its place among the candidates (declared or reset before the loop, in order): the same
     // in a template and its instantiations.
     Loop.Reductions.emplace(static_cast<unsigned>(&Var - Declared.data()),

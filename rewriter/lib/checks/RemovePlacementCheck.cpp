@@ -43,6 +43,40 @@ const Expr *throughShapeChanges(const Expr *E) {
   return E;
 }
 
+// The statement `x = x.to(device);` that Call is the value of (a batch's tensor moved in place,
+// `batch.data = batch.data.to(device);`): without the device it would read `x = x;`, so the
+// whole statement goes. Null when Call is anything else.
+const Stmt *movesInPlace(MigrationContext &Context, const CXXMemberCallExpr *Call,
+                         const Expr *Object) {
+  const Stmt *Current = Call;
+  for (unsigned Guard = 0; Guard < 8; ++Guard) {
+    const Stmt *Parent = Context.reach().parentStmt(Current);
+    if (!Parent || !isa<Expr>(Parent))
+      return nullptr;
+    const Expr *Target = nullptr;
+    if (const auto *BO = dyn_cast<BinaryOperator>(Parent); BO && BO->getOpcode() == BO_Assign)
+      Target = BO->getLHS();
+    else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Parent);
+             Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+      Target = Op->getArg(0);
+    if (!Target) {
+      // Only the wrappers of a value passed on (`x = f(x.to(device))` is not a move in place).
+      if (!isa<ImplicitCastExpr>(Parent) && !isa<MaterializeTemporaryExpr>(Parent) &&
+          !isa<CXXBindTemporaryExpr>(Parent) && !isa<CXXConstructExpr>(Parent) &&
+          !isa<ParenExpr>(Parent))
+        return nullptr;
+    } else {
+      const SourceText &Source = Context.source();
+      if (Target->getSourceRange() == Current->getSourceRange() ||
+          Source.text(Target->getSourceRange()) != Source.text(Object->getSourceRange()))
+        return nullptr;
+      return asFullStatement(Context, cast<Expr>(Parent));
+    }
+    Current = Parent;
+  }
+  return nullptr;
+}
+
 } // namespace
 
 void RemovePlacementCheck::registerMatchers(MatchFinder &Finder) {
@@ -90,6 +124,8 @@ void RemovePlacementCheck::check(const MatchFinder::MatchResult &Result) {
   if (KeepsDtype)
     Context.replace(
         Name, CharSourceRange::getCharRange(Args[0]->getBeginLoc(), Args[1]->getBeginLoc()), "");
+  else if (const Stmt *Statement = movesInPlace(Context, Call, Object))
+    Context.removeStatement(Name, Statement);
   else
     Context.replace(Name, Call->getSourceRange(), Context.source().text(Object->getSourceRange()));
   Context.applied(Name, Call->getBeginLoc());
