@@ -3,6 +3,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace accel {
 namespace core {
@@ -81,9 +82,13 @@ void PreparedModels::broadcast_from(const std::vector<const torch::nn::Module*>&
 
 void PreparedModels::scale_gradients(double factor) {
   torch::NoGradGuard no_grad;
+  // Once per tensor, however many names a module registers it under.
+  std::unordered_set<const c10::TensorImpl*> scaled;
   for (auto& m : models_) {
     for (auto& p : m.module->parameters()) {
-      if (p.grad().defined()) p.mutable_grad().mul_(factor);
+      if (p.grad().defined() && scaled.insert(p.unsafeGetTensorImpl()).second) {
+        p.mutable_grad().mul_(factor);
+      }
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_set>
 
 namespace accel {
 namespace distributed {
@@ -86,8 +87,13 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
   // tensors of a model built with init_empty_weights have none, and a load fills them alike
   // everywhere.
   std::vector<torch::Tensor> states;
+  // A tensor registered under two names (a submodule's weight registered again on its parent,
+  // as austinvhuang/libtorch-experiments' NCA does) is one parameter: DDP keeps its first name
+  // only. Twice in the reducer, its second entry would never be marked ready.
+  std::unordered_set<const c10::TensorImpl*> seen;
   for (const auto& item : module.named_parameters()) {
     const auto& p = item.value();
+    if (!seen.insert(p.unsafeGetTensorImpl()).second) continue;
     if (!p.is_meta()) states.push_back(p);
     if (p.requires_grad()) {
       parameters_.push_back(p);

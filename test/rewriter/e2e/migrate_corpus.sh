@@ -38,7 +38,7 @@ build_dir=$1 source_dir=$2 name=$3
 # shellcheck source=test/rewriter/e2e/build_program.sh
 source "$(dirname "${BASH_SOURCE[0]}")/build_program.sh"
 program="${ACCEL_CORPUS_ROOT:-$source_dir/test/rewriter/e2e/corpus}/$name"
-binary= sources= database= once=() values=() weights= rundir=. setup= warnings= checked= split= args=() refused= refused_warning= ignore= mask= split_values=() cxxflags=
+binary= sources= database= once=() values=() weights= rundir=. setup= warnings= checked= split= args=() refused= refused_warning= ignore= mask= split_values=() cxxflags= launch_env=()
 # shellcheck source=/dev/null
 source "$program/corpus.conf"
 
@@ -123,7 +123,7 @@ fi
 # addresses in an exception's stack trace) are left out of the comparison.
 # mask (a sed -E expression) rewrites what differs within a line (an epoch's time) alike in both.
 compared() {
-  if [ -n "$ignore" ]; then grep -vE -- "$ignore" "$1" || true; else cat "$1"; fi |
+  if [ -n "$ignore" ]; then grep -avE -- "$ignore" "$1" || true; else cat "$1"; fi |
     if [ -n "$mask" ]; then sed -E "$mask"; else cat; fi
 }
 if ! diff -u <(compared "$work/plain.txt") <(compared "$work/one.txt"); then
@@ -133,8 +133,10 @@ fi
 # ACCEL_DEBUG=1 (checked: a non-empty `checked`): after every optimizer step the processes compare
 # a hash of their parameters and stop naming the first that differs: ranks' weights equal, for a
 # program that does not print them.
-debug_env=()
-[ -n "$checked" ] && debug_env=(ACCEL_DEBUG=1)
+# launch_env (VAR=VALUE ...): the options a user sets for the launched runs, as the environment's
+# (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true where the runtime asks for it).
+debug_env=("${launch_env[@]}")
+[ -n "$checked" ] && debug_env+=(ACCEL_DEBUG=1)
 two_status=0
 (cd "$work/run-two/$rundir" && env "${debug_env[@]}" "$work/prefix/bin/accel" launch \
   --num_processes 2 "$work/migrated/$binary" "${args[@]}" > "$work/two.txt" 2> "$work/two.err") \
@@ -160,9 +162,11 @@ fi
 cat "$work/two.err" >&2
 cat "$work/two.txt"
 for pattern in "${once[@]}"; do
-  n=$(grep -cE -- "$pattern" "$work/two.txt" || true)
+  n=$(grep -acE -- "$pattern" "$work/two.txt" || true)
   if [ "$n" -ne 1 ]; then echo "2 processes printed '$pattern' $n times, expected once"; exit 1; fi
 done
+# (grep -a throughout: a program may print a byte that is not text, as austinvhuang's nca prints
+# torch::cuda::device_count(), an int8_t, as the character 0.)
 # compare_values RUN WHAT ENTRY...: each entry's number (its regex's first group, last match) in
 # RUN's output within its tolerance of one process's.
 compare_values() {
@@ -170,8 +174,8 @@ compare_values() {
   shift 2
   for entry in "$@"; do
     pattern=${entry%|*} tolerance=${entry##*|}
-    one=$(grep -E -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
-    two=$(grep -E -- "$pattern" "$work/$run.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    one=$(grep -aE -- "$pattern" "$work/one.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
+    two=$(grep -aE -- "$pattern" "$work/$run.txt" | tail -1 | sed -E "s#.*$pattern.*#\\1#")
     awk -v a="$one" -v b="$two" -v t="$tolerance" -v p="$pattern" -v w="$what" 'BEGIN {
       d = a - b; if (d < 0) d = -d
       printf "%s: one process %s, %s %s (tolerance %s)\n", p, a, w, b, t

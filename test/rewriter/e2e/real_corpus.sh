@@ -38,7 +38,7 @@ fi
 results=()
 for entry in "${entries[@]}"; do
   repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
-  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags= harness_files=()
+  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags= harness_files=() launch_env=()
   # shellcheck source=/dev/null
   source "$here/real/$entry.conf"
   mirror="$mirrors/${repo/\//+}/repo"
@@ -156,6 +156,7 @@ CMAKE
     printf 'split_values=('; [ ${#split_values[@]} -eq 0 ] || printf '%q ' "${split_values[@]}"
     echo ')'
     printf 'args=('; [ ${#args[@]} -eq 0 ] || printf '%q ' "${args[@]}"; echo ')'
+    printf 'launch_env=('; [ ${#launch_env[@]} -eq 0 ] || printf '%q ' "${launch_env[@]}"; echo ')'
     # (an empty array would print as one empty pattern)
     printf 'once=('; [ ${#once[@]} -eq 0 ] || printf '%q ' "${once[@]}"; echo ')'
     printf 'values=('; [ ${#values[@]} -eq 0 ] || printf '%q ' "${values[@]}"; echo ')'
@@ -166,10 +167,10 @@ CMAKE
     > "$log" 2>&1; then
     outcome=passed
   else
-    outcome="FAILED: $(grep -vE '^\s*$' "$log" | tail -1)"
+    outcome="FAILED: $(grep -avE '^\s*$' "$log" | tail -1)"
     cp "$log" "${TMPDIR:-/tmp}/real-corpus-$entry.log"
   fi
-  changes=$(grep -oE '^migration: [0-9]+ file\(s\), [0-9]+ changes, [0-9]+ warnings' "$log" |
+  changes=$(grep -aoE '^migration: [0-9]+ file\(s\), [0-9]+ changes, [0-9]+ warnings' "$log" |
     sed 's/^migration: //' || true)
   results+=("| $entry | $repo@${commit:0:7} | $shape | $changes | $outcome ($((SECONDS - start)) s) |")
   echo "${results[-1]}"

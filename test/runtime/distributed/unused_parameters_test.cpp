@@ -368,3 +368,58 @@ TEST(UnusedParameters, BothOptionsAreRefused) {
         << message;
   }
 }
+
+namespace {
+
+/// A Linear whose weight is registered a second time on the parent, under another name (as
+/// austinvhuang/libtorch-experiments' neural cellular automaton does): parameters() lists the
+/// tensor twice, and an optimizer built from it steps it twice.
+struct AliasedImpl : torch::nn::Module {
+  AliasedImpl() {
+    torch::manual_seed(5);
+    fc = register_module("fc", torch::nn::Linear(8, 1));
+    register_parameter("fc_weight", fc->weight);
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Aliased);
+
+}  // namespace
+
+TEST(UnusedParameters, AParameterRegisteredTwiceIsSynchronisedOnce) {
+  // One process: every process's batches, averaged, then one step of the optimizer that holds
+  // the weight twice.
+  Aliased reference;
+  ASSERT_EQ(reference->parameters().size(), 3u);
+  torch::optim::AdamW reference_optimizer(reference->parameters(),
+                                          torch::optim::AdamWOptions(1e-2));
+  for (int64_t micro = 0; micro < 4; ++micro) {
+    for (int64_t process = 0; process < world_size(); ++process) {
+      auto [x, y] = batch(micro, process);
+      (torch::mse_loss(reference->forward(x), y) / static_cast<double>(world_size())).backward();
+    }
+    reference_optimizer.step();
+    reference_optimizer.zero_grad();
+  }
+  // The loss as a sum over the batch's items, divided by the items of every process
+  // (backward(loss_sum, num_items)). The synchroniser, as DDP, holds the tensor once.
+  accel::Accelerator accelerator(accel::AcceleratorOptions().cpu(true));
+  Aliased model;
+  accelerator.prepare(model);
+  auto optimizer = accelerator.prepare(
+      torch::optim::AdamW(model->parameters(), torch::optim::AdamWOptions(1e-2)));
+  for (int64_t micro = 0; micro < 4; ++micro) {
+    auto [x, y] = batch(micro, rank());
+    accelerator.backward(torch::mse_loss(model->forward(x), y, torch::Reduction::Sum), kBatch);
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+  const double difference =
+      accel_test::worst_difference(accel_test::weights(model), accel_test::weights(reference));
+  EXPECT_LE(difference, 1e-6);
+  if (rank() == 0) {
+    std::printf("a weight registered twice, %lld processes: weights within %.3g of one process's\n",
+                static_cast<long long>(world_size()), difference);
+  }
+}
