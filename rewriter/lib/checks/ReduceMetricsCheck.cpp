@@ -252,15 +252,16 @@ void ReduceMetricsCheck::check(const MatchFinder::MatchResult &Result) {
   LoopWrites A;
   A.Loop = Loop;
   A.TraverseStmt(const_cast<Stmt *>(loopBody(LoopStmt)));
-  // A training loop's last number (a loss's item() kept for a print after the loop) is one
-  // process's last batch: averaged over the processes, it is the last step's (the mean of the
-  // halves of a batch split between two processes is the whole batch's mean loss).
+  // A loop's last number (a loss's item() kept for a print after the loop) is one process's
+  // last batch: averaged over the processes, it is the last step's (the mean of the halves of a
+  // batch split between two processes is the whole batch's mean loss). So in an evaluation too
+  // (sbrhss/d2l_pytorch_cpp's LeNet prints its test loop's last loss): a number taken from
+  // gathered outputs is the same everywhere, and its mean is itself.
   std::set<const VarDecl *> Averaged;
   const std::set<const VarDecl *> Reduced = toReduce(A, Evaluation, AfterLoop);
-  if (!Evaluation)
-    for (const VarDecl *Var : A.LastItem)
-      if (!A.Added.count(Var) && !Reduced.count(Var))
-        Averaged.insert(Var);
+  for (const VarDecl *Var : A.LastItem)
+    if (!A.Added.count(Var) && !Reduced.count(Var))
+      Averaged.insert(Var);
   insertReductions(LoopStmt, Declared, Reduced, Averaged, AfterLoop);
 }
 

@@ -6,7 +6,8 @@
 // A number per batch summed through item() (a model's loss) is summed across processes after
 // the loop, with the count that divides it, in evaluation as in training: gathered, the loss
 // would have one element per process and item() would throw. What the evaluation reads per
-// sample (predictions against targets) is still gathered.
+// sample (predictions against targets) is still gathered. A batch's number kept for after the
+// loop (the last batch's loss) is the processes' mean, as in training.
 #include <torch/torch.h>
 #include <cstdio>
 
@@ -33,21 +34,24 @@ int main() {
     }
     // CHECK: {{^}}    train_loss = accelerator.reduce(train_loss);
     torch::NoGradGuard no_grad;
-    double losses = 0, weighted = 0;
+    double losses = 0, weighted = 0, last = 0;
     int64_t batches = 0, correct = 0;
     for (auto& batch : *test) {
       auto loss = torch::cross_entropy_loss(model->forward(batch.data), batch.target);
       losses += loss.item<double>();
       weighted += loss.item<double>() * batch.data.size(0);
+      last = loss.item<double>();
       ++batches;
     }
     // CHECK-NOT: {{^ *}}auto {{.*}}gather_for_metrics(loss
     // CHECK: {{^}}      losses += loss.item<double>();
     // CHECK-NEXT: {{^}}      weighted += loss.item<double>() * batch.data.size(0);
+    // CHECK-NEXT: {{^}}      last = loss.item<double>();
     // CHECK-NEXT: {{^}}      ++batches;
     // CHECK-NEXT: {{^}}    }
     // CHECK-NEXT: {{^}}    losses = accelerator.reduce(losses);
     // CHECK-NEXT: {{^}}    weighted = accelerator.reduce(weighted);
+    // CHECK-NEXT: {{^}}    last = accelerator.reduce(last, accel::Reduction::Mean);
     // CHECK-NEXT: {{^}}    batches = accelerator.reduce(batches);
     for (auto& batch : *test) {
       auto output = model->forward(batch.data);
@@ -56,8 +60,8 @@ int main() {
     // CHECK: {{^}}      auto [all_output, all_target] = accelerator.gather_for_metrics(output, batch.target);
     // CHECK-NEXT: {{^}}      correct += all_output.argmax(1).eq(all_target).sum().item<int64_t>();
     // CHECK-NOT: {{^ *}}correct = accelerator.reduce
-    std::printf("epoch %d train %.6f test %.6f %.6f accuracy %.4f\n", epoch, train_loss,
-                losses / batches, weighted / 100, correct / 100.0);
+    std::printf("epoch %d train %.6f test %.6f %.6f last %.6f accuracy %.4f\n", epoch, train_loss,
+                losses / batches, weighted / 100, last, correct / 100.0);
   }
 }
 // MSG-NOT: error
