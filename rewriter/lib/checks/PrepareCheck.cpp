@@ -409,20 +409,53 @@ void PrepareCheck::prepareExpression(const Expr *Value, const std::string &Acc) 
                   Acc + ".prepare(" + Context.source().text(Value->getSourceRange()) + ")");
 }
 
+namespace {
+
+// Whether a pointer member's value makes a new optimizer (`new Adam(...)`,
+// `std::make_unique<Adam>(...)`, a smart pointer built from either), not one made elsewhere that
+// it points at as well (`current_ = adam_.get();`, `&sgd_`): that one is prepared where it is made.
+bool makesOptimizer(const Expr *Value) {
+  for (unsigned Guard = 0; Value && Guard < 8; ++Guard) {
+    Value = stripTemporaries(Value)->IgnoreParenImpCasts();
+    if (isa<CXXNewExpr>(Value))
+      return true;
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Value)) {
+      if (Construct->getNumArgs() == 0)
+        return false;
+      Value = Construct->getArg(0); // std::unique_ptr<Adam>(new Adam(...))
+      continue;
+    }
+    if (const auto *Call = dyn_cast<CallExpr>(Value)) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      const std::string Called = Callee ? Callee->getQualifiedNameAsString() : "";
+      return Called == "std::make_unique" || Called == "std::make_shared";
+    }
+    return false;
+  }
+  return false;
+}
+
+} // namespace
+
 void PrepareCheck::prepareMemberOptimizerPointer(const FieldDecl *Optimizer) {
   // Wherever the class sets it (its initializers, its methods' assignments), the new optimizer
   // is prepared: `optimizer = accelerator.prepare(new torch::optim::Adam(...))`. The member's
   // type stays `torch::optim::Adam*` (the prepared one is an Adam), and so does its `delete`.
   const auto *Class = cast<CXXRecordDecl>(Optimizer->getParent());
-  bool Prepared = false;
-  for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer))
+  bool Prepared = false, PointsElsewhere = false;
+  for (const auto &[Ctor, Init] : Context.facts().initializersOf(Optimizer)) {
+    if (!makesOptimizer(Init->getInit())) {
+      PointsElsewhere = true;
+      continue;
+    }
     if (Context.canEdit(Name, Init->getSourceRange())) {
       prepareExpression(Init->getInit(), Context.reach().acceleratorInInitializer(Ctor));
       Prepared = true;
     }
+  }
   // An empty default member initializer (`T *optimizer{};`, `= nullptr`) has nothing to prepare.
   if (const Expr *InClass = Optimizer->getInClassInitializer();
-      InClass && !isEmptyValue(Context.ast(), InClass) &&
+      InClass && !isEmptyValue(Context.ast(), InClass) && makesOptimizer(InClass) &&
       Context.canEdit(Name, InClass->getSourceRange())) {
     prepareExpression(InClass, Context.reach().acceleratorInClass(Class));
     Prepared = true;
@@ -434,9 +467,19 @@ void PrepareCheck::prepareMemberOptimizerPointer(const FieldDecl *Optimizer) {
     if (isa<CXXNullPtrLiteralExpr>(Value->IgnoreParenImpCasts()) ||
         isa<GNUNullExpr>(Value->IgnoreParenImpCasts()))
       continue; // `optimizer = nullptr` after its delete
+    if (!makesOptimizer(Value)) {
+      // DominionSoftware/LibTorchExamples' HybridOptimizer: `current_optimizer_ =
+      // adam_optimizer_.get();`, and `= sgd_optimizer_.get();` when training stalls. Prepared
+      // again there, the optimizer would be prepared twice, the second time on the processes
+      // whose loss stalled alone.
+      PointsElsewhere = true;
+      continue;
+    }
     prepareExpression(Value, Context.reach().requireAccelerator(Method));
     Prepared = true;
   }
+  if (!Prepared && PointsElsewhere)
+    return;
   if (!Prepared) {
     warn(Optimizer->getLocation(), llvm::Twine("optimizer '") + Optimizer->getName() +
                                        "' is not set where accel-migrate can see it; set it to "
