@@ -223,6 +223,12 @@ const ValueDecl *rootDecl(const Expr *E) {
       E = Temp->getSubExpr();
       continue;
     }
+    // A copy passed by value (`train(model)` to `train(std::shared_ptr<Net> model)`): the
+    // temporary's copy is bound for destruction, and still points at the same module.
+    if (const auto *Bound = dyn_cast<CXXBindTemporaryExpr>(E)) {
+      E = Bound->getSubExpr();
+      continue;
+    }
     return nullptr;
   }
   return nullptr;
