@@ -38,7 +38,7 @@ fi
 results=()
 for entry in "${entries[@]}"; do
   repo= commit= files=() binary= sources= cmake_sources= includes= shrink=() data= rundir=.
-  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags= harness_files=() launch_env=()
+  once=() values=() shape= split= args=() packages=() deps=() refused= refused_warning= ignore= mask= setup_extra= split_values=() definitions= cxxflags= harness_files=() launch_env=() libraries=
   # shellcheck source=/dev/null
   source "$here/real/$entry.conf"
   mirror="$mirrors/${repo/\//+}/repo"
@@ -120,6 +120,7 @@ set(CMAKE_CXX_STANDARD 17)
 add_executable($binary $cmake_sources corpus_seed.cpp)
 target_include_directories($binary PRIVATE . $includes)
 target_compile_definitions($binary PRIVATE $definitions)
+target_link_libraries($binary PRIVATE $libraries)
 find_package(accel QUIET)
 if (accel_FOUND)
   target_link_libraries($binary PRIVATE accel::accel)
