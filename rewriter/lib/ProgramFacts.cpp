@@ -153,6 +153,7 @@ public:
     for (const ParmVarDecl *P : FD->parameters())
       if (isAccelerator(P->getType()) && P->getType()->isReferenceType())
         Facts.AcceleratorNames[patternOf(FD)] = P->getNameAsString();
+    noteLoaderFactory(FD);
     return true;
   }
 
@@ -242,6 +243,9 @@ public:
         Facts.Loaders.push_back(VD);
         Facts.LoaderSet.insert(VD);
         noteHostCandidate(Fn);
+      } else if (const auto *Call = dyn_cast<CallExpr>(Init->IgnoreImplicit());
+                 Call && Call->getDirectCallee()) {
+        Facts.LoadersFromCalls.push_back({VD, Call->getDirectCallee()});
       }
     }
     return true;
@@ -258,6 +262,39 @@ public:
     if (Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
       noteMemberAssignment(Op->getArg(0), Op->getArg(1), Op);
     return true;
+  }
+
+  // `return make_data_loader(...)` from a function of the program's that returns a loader.
+  void noteLoaderFactory(FunctionDecl *Fn) {
+    if (!Fn->doesThisDeclarationHaveABody() || !IsEditable(Fn->getLocation()) ||
+        !isDataLoader(Fn->getReturnType()))
+      return;
+    struct Returns : RecursiveASTVisitor<Returns> {
+      std::vector<const CallExpr *> Made;
+      bool VisitReturnStmt(ReturnStmt *Return) {
+        const Expr *Value = Return->getRetValue();
+        if (const CallExpr *Make = Value ? findMakeDataLoaderCall(Value) : nullptr;
+            Make && Value->IgnoreImplicit() == Make)
+          Made.push_back(Make);
+        return true;
+      }
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    } Found;
+    Found.TraverseStmt(Fn->getBody());
+    if (Found.Made.empty())
+      return;
+    Facts.ReturnedLoaders.insert(Facts.ReturnedLoaders.end(), Found.Made.begin(), Found.Made.end());
+    // The function, and every method it overrides: a call through the interface gets it too.
+    std::vector<const FunctionDecl *> Named = {patternOf(Fn)};
+    for (size_t I = 0; I < Named.size(); ++I)
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Named[I]))
+        for (const CXXMethodDecl *Overridden : Method->overridden_methods())
+          Named.push_back(Overridden);
+    for (const FunctionDecl *F : Named)
+      if (std::string Usr = usrOf(F); !Usr.empty()) {
+        Facts.LoaderFactoryUsrs.insert(Usr);
+        Facts.Summary.LoaderFactories.insert(std::move(Usr));
+      }
   }
 
   bool VisitCallExpr(CallExpr *CE) {
@@ -368,6 +405,7 @@ void ProgramFacts::analyze(ASTContext &Ctx, const EditablePredicate &IsEditable,
     Collector.TraverseDecl(D);
   Collector.finish(OtherFiles);
   resolveTrainedParameters(OtherFiles, IsEditable);
+  resolveLoaderFactories(OtherFiles);
   setAsideLoadersFeedingNoModel(IsEditable);
   // A model prepared by hand counts as a model even without an optimizer in sight.
   for (const ValueDecl *D : Prepared) {
@@ -437,6 +475,17 @@ bool feedsModel(const Stmt *Body, const ProgramFacts::EditablePredicate &IsEdita
 }
 
 } // namespace
+
+void ProgramFacts::resolveLoaderFactories(const ProgramSummary &OtherFiles) {
+  // A loader got from a function that returns one it prepares is a prepared loader here.
+  for (const auto &[Loader, Callee] : LoadersFromCalls) {
+    const std::string Usr = usrOf(patternOf(Callee));
+    if (!Usr.empty() && (LoaderFactoryUsrs.count(Usr) || OtherFiles.LoaderFactories.count(Usr))) {
+      Prepared.insert(Loader);
+      LoaderSet.insert(Loader);
+    }
+  }
+}
 
 void ProgramFacts::setAsideLoadersFeedingNoModel(const EditablePredicate &IsEditable) {
   llvm::erase_if(Loaders, [&](const VarDecl *Loader) {

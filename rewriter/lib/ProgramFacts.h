@@ -18,6 +18,7 @@
 #include "llvm/ADT/SmallPtrSet.h"
 
 #include <functional>
+#include <set>
 #include <vector>
 
 namespace accel::migrate {
@@ -55,6 +56,9 @@ public:
   const std::vector<const clang::VarDecl *> &optimizers() const { return Optimizers; }
   const std::vector<const clang::VarDecl *> &schedulers() const { return Schedulers; }
   const std::vector<const clang::VarDecl *> &loaders() const { return Loaders; }
+  /// `return make_data_loader(...)` in a function that returns the loader it makes (a dataset
+  /// class's getDataLoader()): prepared there, and what its callers get is a prepared loader.
+  const std::vector<const clang::CallExpr *> &returnedLoaders() const { return ReturnedLoaders; }
   /// Loaders made here whose every use is a loop that feeds no model (no backward, no model
   /// named in it: a pass that builds a data structure): not loaders() nor prepared, since each
   /// process must read all of what they yield; a split and padded pass would count samples N
@@ -111,6 +115,7 @@ private:
   void setAsideLoadersFeedingNoModel(const EditablePredicate &IsEditable);
   void resolveTrainedParameters(const ProgramSummary &OtherFiles,
                                 const EditablePredicate &IsEditable);
+  void resolveLoaderFactories(const ProgramSummary &OtherFiles);
   void noteModelArgument(const clang::CallExpr *Call, unsigned Index,
                          const EditablePredicate &IsEditable);
   static const clang::ValueDecl *canonical(const clang::ValueDecl *D);
@@ -119,6 +124,11 @@ private:
   const clang::FunctionDecl *Host = nullptr;
   std::vector<const clang::VarDecl *> Models, Optimizers, Schedulers, Loaders, Unpaired;
   std::vector<const clang::VarDecl *> LoadersFeedingNoModel;
+  std::vector<const clang::CallExpr *> ReturnedLoaders;
+  // Loader variables initialized by a call (`auto loader = data->getDataLoader();`), and the
+  // USRs of the functions here that return a loader they make.
+  std::vector<std::pair<const clang::VarDecl *, const clang::FunctionDecl *>> LoadersFromCalls;
+  std::set<std::string> LoaderFactoryUsrs;
   std::vector<const clang::FieldDecl *> MemberModels, MemberOptimizers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<MemberInitializer>> MemberInitializers;
   llvm::DenseMap<const clang::FieldDecl *, std::vector<const clang::Expr *>> MemberAssignments;

@@ -15,6 +15,7 @@ void ProgramSummary::merge(const ProgramSummary &Other) {
   Called.insert(Other.Called.begin(), Other.Called.end());
   Collectives.insert(Other.Collectives.begin(), Other.Collectives.end());
   Saves = Saves || Other.Saves;
+  LoaderFactories.insert(Other.LoaderFactories.begin(), Other.LoaderFactories.end());
 }
 
 ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const ProgramSummary &Others) {
@@ -32,6 +33,10 @@ ProgramSummary ProgramSummary::relevantTo(const ProgramSummary &Own, const Progr
   for (const auto &Parameter : Others.TrainedModelParameters)
     if (Own.called(Parameter.first))
       Relevant.TrainedModelParameters.insert(Parameter);
+  // Loaders this file gets from functions elsewhere that prepare them.
+  for (const std::string &Usr : Others.LoaderFactories)
+    if (Own.called(Usr))
+      Relevant.LoaderFactories.insert(Usr);
   // Calls elsewhere to functions that train here: their callers prepare the model.
   for (const auto &Parameter : Own.TrainedModelParameters)
     if (Others.called(Parameter.first))

@@ -42,6 +42,10 @@ struct ProgramSummary {
   /// This file saves (torch::save, on the main process once migrated): a load in any file of the
   /// program waits for every process first, so that none reads a file still being written.
   bool Saves = false;
+  /// Functions defined here that return a loader they make (`return make_data_loader(...)`,
+  /// prepared there), with every method they override: a loader a caller elsewhere gets from one
+  /// is prepared.
+  std::set<std::string> LoaderFactories;
 
   bool called(const std::string &Usr) const { return Called.count(Usr) != 0; }
 
@@ -54,7 +58,7 @@ struct ProgramSummary {
   bool operator==(const ProgramSummary &O) const {
     return DefinesMain == O.DefinesMain && BindsAccelerator == O.BindsAccelerator &&
            TrainedModelParameters == O.TrainedModelParameters && Called == O.Called &&
-           Collectives == O.Collectives && Saves == O.Saves;
+           Collectives == O.Collectives && Saves == O.Saves && LoaderFactories == O.LoaderFactories;
   }
   bool operator!=(const ProgramSummary &O) const { return !(*this == O); }
 };

@@ -103,7 +103,36 @@ public:
     }
     if (isBatchValue(Stripped))
       return nullptr; // batch.data.to(device), a copy or a view: gathered as it is
-    return isPureTensorComputation(Init) ? Init : nullptr;
+    // Written again from gathered tensors only where it reads a tensor of the loop's (a batch
+    // value, or one gathered already): one stacked by hand from this process's examples
+    // (`torch::stack(targets)`, targets a std::vector) is gathered as it is.
+    return isPureTensorComputation(Init) && readsLoopTensor(Init) ? Init : nullptr;
+  }
+
+  bool readsLoopTensor(const Expr *E) const {
+    struct Finder : RecursiveASTVisitor<Finder> {
+      const EvaluationLoop *Self;
+      bool Found = false;
+      bool TraverseMemberExpr(MemberExpr *ME) {
+        if (isTensor(ME->getType()) && rootDecl(ME) == Self->Loop->getLoopVariable()) {
+          Found = true;
+          return false;
+        }
+        return RecursiveASTVisitor::TraverseMemberExpr(ME);
+      }
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+        const VarDecl *Declared = Var ? Var : decompositionOf(Ref);
+        Found = Found ||
+                (isTensor(Ref->getType()) && Declared &&
+                 (Declared == Self->Loop->getLoopVariable() || Self->declaredInLoop(Declared)));
+        return !Found;
+      }
+      bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    } F;
+    F.Self = this;
+    F.TraverseStmt(const_cast<Expr *>(E));
+    return F.Found;
   }
 
   // Rewrites E's text: batch values become their gathered names, derived variables their
@@ -249,8 +278,12 @@ private:
       std::map<unsigned, std::pair<unsigned, std::string>> *Out;
       bool TraverseCXXMemberCallExpr(CXXMemberCallExpr *Call) {
         if (const Expr *Counted = countedTensor(Call); Counted && Self->isBatchValue(Counted)) {
+          // Every gathered tensor of the batch has its samples: a count of a derived one
+          // (`fine_target = stack(targets).to(torch::kInt64)`, DominionSoftware's) is the first
+          // gathered tensor's count too, not its derivation written out again from this
+          // process's own batch.
           const std::string *Name = Self->gatheredName(Counted);
-          if (!Name && !Self->derivation(Self->varOf(Counted)) && !Self->Sources.empty())
+          if (!Name && !Self->Sources.empty())
             Name = &Self->Sources.front().Gathered;
           if (Name) {
             Self->replaceAt(*Out, Call, *Name + ".size(0)");

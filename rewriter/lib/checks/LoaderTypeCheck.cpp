@@ -39,7 +39,8 @@ void LoaderTypeCheck::check(const MatchFinder::MatchResult &Result) {
   const TemplateDecl *Template = Loc.getTypePtr()->getTemplateName().getAsTemplateDecl();
   if (!Template || Template->getName() != "StatelessDataLoader" ||
       Template->getQualifiedNameAsString() != "torch::data::StatelessDataLoader" ||
-      Context.facts().loaders().empty() || !Seen.insert(NameLoc.getRawEncoding()).second)
+      (Context.facts().loaders().empty() && Context.facts().returnedLoaders().empty()) ||
+      !Seen.insert(NameLoc.getRawEncoding()).second)
     return;
   const SourceManager &SM = Context.sourceManager();
   const auto [FID, Offset] = SM.getDecomposedLoc(NameLoc);

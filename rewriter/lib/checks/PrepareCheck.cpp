@@ -148,6 +148,9 @@ void PrepareCheck::finish() {
              "prepare it by hand (accelerator.prepare_data_loader)");
   for (const VarDecl *Loader : Facts.loaders())
     prepareLoader(Loader);
+  for (const CallExpr *Make : Facts.returnedLoaders())
+    if (prepareMakeCall(Make))
+      Context.applied(Name, Make->getBeginLoc());
   for (const FieldDecl *Model : Facts.memberModels())
     if (!Facts.alreadyPrepared(Model))
       prepareMemberModel(Model);
@@ -563,17 +566,22 @@ void PrepareCheck::prepareLoader(const VarDecl *Loader) {
                                     "with accelerator.prepare_data_loader(...)");
     return;
   }
+  if (prepareMakeCall(Make))
+    Context.applied(Name, Loader->getLocation());
+}
+
+bool PrepareCheck::prepareMakeCall(const CallExpr *Make) {
   const auto *Callee = dyn_cast<DeclRefExpr>(Make->getCallee()->IgnoreImplicit());
-  if (!Callee)
-    return;
+  if (!Callee || !Context.canEdit(Name, Make->getSourceRange()))
+    return false;
   const std::string Acc = accelerator(Make);
   if (Acc.empty())
-    return;
+    return false;
   // make_data_loader<Sampler>(dataset, options)
   //   -> acc.prepare_data_loader<Sampler>(dataset, options)
   Context.replace(Name, SourceRange(Callee->getBeginLoc(), Callee->getNameInfo().getEndLoc()),
                   Acc + ".prepare_data_loader");
-  Context.applied(Name, Loader->getLocation());
+  return true;
 }
 
 } // namespace accel::migrate

@@ -30,6 +30,8 @@ private:
   /// MoreArgs follow the object in the prepare call (", accel::SchedulerStepping::per_epoch").
   void prepareByValue(const clang::VarDecl *Var, const std::string &MoreArgs = "");
   void prepareLoader(const clang::VarDecl *Loader);
+  /// `make_data_loader(...)` -> `accelerator.prepare_data_loader(...)`; false where it cannot.
+  bool prepareMakeCall(const clang::CallExpr *Make);
   void prepareMemberModel(const clang::FieldDecl *Model);
   /// A model member empty when its object is built and set in methods afterwards (`model =
   /// new Net(...)` in a set-up method): prepared right after each time it is set.
