@@ -560,6 +560,17 @@ const Expr *assignedValue(const Stmt *S) {
   return nullptr;
 }
 
+const Expr *assignedTarget(const Stmt *S) {
+  if (const auto *E = dyn_cast<Expr>(S))
+    S = E->IgnoreImplicit();
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_Assign)
+    return BO->getLHS();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+    return Op->getArg(0);
+  return nullptr;
+}
+
 const Expr *addedValue(const Stmt *S) {
   if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_AddAssign)
     return BO->getRHS();

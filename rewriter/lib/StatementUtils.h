@@ -98,6 +98,9 @@ bool mentions(const clang::Stmt *S, const clang::VarDecl *Var);
 const clang::Expr *addedValue(const clang::Stmt *S);
 /// The value an assignment statement (`a = b`, or an operator= call) gives; null for any other.
 const clang::Expr *assignedValue(const clang::Stmt *S);
+/// What an assignment statement assigns to (`a` of `a = b`, or of an operator= call); null for
+/// any other.
+const clang::Expr *assignedTarget(const clang::Stmt *S);
 
 /// Source text of the arguments of Call from index First on ("" when there are none).
 std::string argumentsText(MigrationContext &Context, const std::vector<const clang::Expr *> &Args,

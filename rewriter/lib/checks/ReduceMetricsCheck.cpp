@@ -52,14 +52,7 @@ bool isItem(const Expr *E) {
 
 // The variable a statement assigns: `v = x` (a count reset before the loop, or set in it).
 const VarDecl *assignedTo(const Stmt *S) {
-  if (const auto *E = dyn_cast<Expr>(S))
-    S = E->IgnoreImplicit();
-  const Expr *Target = nullptr;
-  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_Assign)
-    Target = BO->getLHS();
-  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
-           Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
-    Target = Op->getArg(0);
+  const Expr *Target = assignedTarget(S);
   if (!Target)
     return nullptr;
   if (const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts()))
@@ -127,14 +120,8 @@ std::set<const VarDecl *> divisorsOf(const Stmt *S, const std::set<const VarDecl
 
 // `v = accelerator.reduce(v...)`: a previous migration already reduced v here.
 bool reducesVariable(const Stmt *S, const VarDecl *Var) {
-  if (const auto *E = dyn_cast<Expr>(S))
-    S = E->IgnoreImplicit(); // the cleanups of a tensor assignment
-  const Expr *Value = nullptr, *Target = nullptr;
-  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->getOpcode() == BO_Assign)
-    Target = BO->getLHS(), Value = BO->getRHS();
-  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
-           Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
-    Target = Op->getArg(0), Value = Op->getArg(1);
+  // (assignedTarget and assignedValue look through the cleanups of a tensor assignment.)
+  const Expr *Target = assignedTarget(S), *Value = assignedValue(S);
   if (!Target)
     return false;
   const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts());

@@ -53,12 +53,7 @@ const Stmt *movesInPlace(MigrationContext &Context, const CXXMemberCallExpr *Cal
     const Stmt *Parent = Context.reach().parentStmt(Current);
     if (!Parent || !isa<Expr>(Parent))
       return nullptr;
-    const Expr *Target = nullptr;
-    if (const auto *BO = dyn_cast<BinaryOperator>(Parent); BO && BO->getOpcode() == BO_Assign)
-      Target = BO->getLHS();
-    else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Parent);
-             Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
-      Target = Op->getArg(0);
+    const Expr *Target = assignedTarget(Parent);
     if (!Target) {
       // Only the wrappers of a value passed on (`x = f(x.to(device))` is not a move in place).
       if (!isa<ImplicitCastExpr>(Parent) && !isa<MaterializeTemporaryExpr>(Parent) &&
