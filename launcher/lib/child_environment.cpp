@@ -68,6 +68,7 @@ void set_env(const std::string& name, const std::string& value) {
     set_env(contract::kDpShardSize, std::to_string(o.parallelism->dp_shard));
     set_env(contract::kTpSize, std::to_string(o.parallelism->tp));
     set_env(contract::kCpSize, std::to_string(o.parallelism->cp));
+    set_env(contract::kPpSize, std::to_string(o.parallelism->pp));
   }
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));

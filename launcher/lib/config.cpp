@@ -204,7 +204,7 @@ void read_fsdp_config(const std::string& path, const YAML::Node& value, Config& 
   }
 }
 
-/// parallelism_config's keys: the four sizes; Accelerate's context-parallel backend and its
+/// parallelism_config's keys: the five sizes; Accelerate's context-parallel backend and its
 /// sequence-parallel (DeepSpeed Ulysses) keys are warned about, not dropped silently.
 void read_parallelism_config(const std::string& path, const YAML::Node& value, Config& c,
                              std::vector<std::string>* warnings) {
@@ -212,7 +212,8 @@ void read_parallelism_config(const std::string& path, const YAML::Node& value, C
       {"parallelism_config_dp_replicate_size", &Config::dp_replicate_size},
       {"parallelism_config_dp_shard_size", &Config::dp_shard_size},
       {"parallelism_config_tp_size", &Config::tp_size},
-      {"parallelism_config_cp_size", &Config::cp_size}};
+      {"parallelism_config_cp_size", &Config::cp_size},
+      {"parallelism_config_pp_size", &Config::pp_size}};
   for (const auto& entry : value) {
     const std::string sub = entry.first.as<std::string>();
     const std::string name = "parallelism_config." + sub;
@@ -386,12 +387,13 @@ std::string to_yaml(const Config& c) {
     put("fsdp_offload_params", c.offload_params);
     out << YAML::EndMap;
   }
-  if (c.dp_replicate_size || c.dp_shard_size || c.tp_size || c.cp_size) {
+  if (c.dp_replicate_size || c.dp_shard_size || c.tp_size || c.cp_size || c.pp_size) {
     out << YAML::Key << "parallelism_config" << YAML::Value << YAML::BeginMap;
     put("parallelism_config_dp_replicate_size", c.dp_replicate_size);
     put("parallelism_config_dp_shard_size", c.dp_shard_size);
     put("parallelism_config_tp_size", c.tp_size);
     put("parallelism_config_cp_size", c.cp_size);
+    put("parallelism_config_pp_size", c.pp_size);
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

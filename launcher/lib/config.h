@@ -70,7 +70,7 @@ struct Config {
   /// parallelism_config: the device mesh's sizes, under Accelerate 1.15's keys (which keep their
   /// prefix: parallelism_config_tp_size), exported as ACCELERATE_USE_PARALLELISM_CONFIG=true and
   /// PARALLELISM_CONFIG_*_SIZE.
-  std::optional<int> dp_replicate_size, dp_shard_size, tp_size, cp_size;
+  std::optional<int> dp_replicate_size, dp_shard_size, tp_size, cp_size, pp_size;
   /// distributed_type FSDP or DEEPSPEED (or --use_fsdp, --use_deepspeed) with no strategy given:
   /// Accelerate's default then applies (FULL_SHARD; ZeRO stage 2).
   std::optional<std::string> default_strategy;

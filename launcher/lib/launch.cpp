@@ -45,17 +45,19 @@ std::optional<std::string> validate(const LaunchOptions& o) {
   }
   if (o.parallelism) {
     const auto& m = *o.parallelism;
-    if (m.dp_replicate < 1 || m.dp_shard < 1 || m.tp < 1 || m.cp < 1) {
+    if (m.dp_replicate < 1 || m.dp_shard < 1 || m.tp < 1 || m.cp < 1 || m.pp < 1) {
       return "--parallelism_config_*_size must be at least 1 (got dp_replicate " +
              std::to_string(m.dp_replicate) + ", dp_shard " + std::to_string(m.dp_shard) + ", tp " +
-             std::to_string(m.tp) + ", cp " + std::to_string(m.cp) + ")";
+             std::to_string(m.tp) + ", cp " + std::to_string(m.cp) + ", pp " +
+             std::to_string(m.pp) + ")";
     }
     // Accelerate's rule: a mesh left all 1 is plain data parallelism over every process.
     if (m.product() != 1 && m.product() != o.num_processes) {
       return "the parallelism config's sizes (dp_replicate " + std::to_string(m.dp_replicate) +
              " x dp_shard " + std::to_string(m.dp_shard) + " x tp " + std::to_string(m.tp) +
-             " x cp " + std::to_string(m.cp) + " = " + std::to_string(m.product()) +
-             ") must multiply to --num_processes (" + std::to_string(o.num_processes) + ")";
+             " x cp " + std::to_string(m.cp) + " x pp " + std::to_string(m.pp) + " = " +
+             std::to_string(m.product()) + ") must multiply to --num_processes (" +
+             std::to_string(o.num_processes) + ")";
     }
   }
   if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {

@@ -44,11 +44,11 @@ struct LaunchOptions {
   /// ACCEL_FSDP_FORWARD_PREFETCH and ACCEL_FSDP_BACKWARD_PREFETCH.
   std::optional<bool> forward_prefetch;
   std::optional<std::string> backward_prefetch;
-  /// The device mesh (dp_replicate, dp_shard, tp, cp sizes), exported as
+  /// The device mesh (dp_replicate, dp_shard, tp, cp, pp sizes), exported as
   /// ACCELERATE_USE_PARALLELISM_CONFIG=true and PARALLELISM_CONFIG_*_SIZE; unset: none.
   struct MeshSizes {
-    int dp_replicate = 1, dp_shard = 1, tp = 1, cp = 1;
-    int product() const { return dp_replicate * dp_shard * tp * cp; }
+    int dp_replicate = 1, dp_shard = 1, tp = 1, cp = 1, pp = 1;
+    int product() const { return dp_replicate * dp_shard * tp * cp * pp; }
   };
   std::optional<MeshSizes> parallelism;
   /// "all", or the CUDA devices to use ("0,1"), exported as CUDA_VISIBLE_DEVICES.

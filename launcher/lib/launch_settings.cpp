@@ -89,14 +89,15 @@ LaunchOptions resolve_launch_options(const LaunchArgs& a, const Config& file, co
   o.static_graph = c.static_graph;
   o.comm_hook = c.comm_hook;
   o.forward_prefetch = c.forward_prefetch;
-  const bool mesh_flags =
-      a.use_parallelism_config || a.dp_replicate_size || a.dp_shard_size || a.tp_size || a.cp_size;
-  if (mesh_flags || c.dp_replicate_size || c.dp_shard_size || c.tp_size || c.cp_size) {
+  const bool mesh_flags = a.use_parallelism_config || a.dp_replicate_size || a.dp_shard_size ||
+                          a.tp_size || a.cp_size || a.pp_size;
+  if (mesh_flags || c.dp_replicate_size || c.dp_shard_size || c.tp_size || c.cp_size || c.pp_size) {
     LaunchOptions::MeshSizes mesh;
     mesh.dp_replicate = first_of(a.dp_replicate_size, c.dp_replicate_size).value_or(1);
     mesh.dp_shard = first_of(a.dp_shard_size, c.dp_shard_size).value_or(1);
     mesh.tp = first_of(a.tp_size, c.tp_size).value_or(1);
     mesh.cp = first_of(a.cp_size, c.cp_size).value_or(1);
+    mesh.pp = first_of(a.pp_size, c.pp_size).value_or(1);
     o.parallelism = mesh;
   }
   o.backward_prefetch = c.backward_prefetch;

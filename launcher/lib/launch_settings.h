@@ -29,10 +29,10 @@ struct LaunchArgs {
   double monitor_interval = 0.1;
   /// --use_fsdp, --fsdp_*, --use_deepspeed, --zero_stage, ...: over the config file's values.
   ShardingFlags sharding;
-  /// --use_parallelism_config and --parallelism_config_{dp_replicate,dp_shard,tp,cp}_size (a
+  /// --use_parallelism_config and --parallelism_config_{dp_replicate,dp_shard,tp,cp,pp}_size (a
   /// size given implies the first): over the config file's parallelism_config.
   bool use_parallelism_config = false;
-  std::optional<int> dp_replicate_size, dp_shard_size, tp_size, cp_size;
+  std::optional<int> dp_replicate_size, dp_shard_size, tp_size, cp_size, pp_size;
 };
 
 /// An environment variable's value; nullopt when unset or empty.

@@ -98,14 +98,15 @@ void add_parallelism_flags(CLI::App& launch, LaunchArgs& args) {
   static const std::string group = "Parallelism config (the device mesh)";
   launch
       .add_flag("--use_parallelism_config", args.use_parallelism_config,
-                "Lay the processes out as dp_replicate x dp_shard x cp x tp (sizes below, 1 "
+                "Lay the processes out as pp x dp_replicate x dp_shard x cp x tp (sizes below, 1 "
                 "unless given)")
       ->group(group);
   const std::pair<const char*, std::optional<int>*> sizes[] = {
       {"--parallelism_config_dp_replicate_size", &args.dp_replicate_size},
       {"--parallelism_config_dp_shard_size", &args.dp_shard_size},
       {"--parallelism_config_tp_size", &args.tp_size},
-      {"--parallelism_config_cp_size", &args.cp_size}};
+      {"--parallelism_config_cp_size", &args.cp_size},
+      {"--parallelism_config_pp_size", &args.pp_size}};
   for (const auto& [name, value] : sizes) {
     launch.add_option(name, *value, "Processes along this dimension of the mesh")->group(group);
   }

@@ -63,6 +63,7 @@ inline constexpr AcceleratorMethod kAcceleratorMethods[] = {
     // prepare
     {"prepare", MethodRole::collective},
     {"prepare_data_loader", MethodRole::collective},
+    {"prepare_pipeline", MethodRole::collective},
     {"maybe_context_parallel", MethodRole::local},
     // The training loop
     {"backward", MethodRole::collective},

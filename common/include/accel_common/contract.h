@@ -23,6 +23,7 @@ inline constexpr const char kDpReplicateSize[] = "PARALLELISM_CONFIG_DP_REPLICAT
 inline constexpr const char kDpShardSize[] = "PARALLELISM_CONFIG_DP_SHARD_SIZE";
 inline constexpr const char kTpSize[] = "PARALLELISM_CONFIG_TP_SIZE";
 inline constexpr const char kCpSize[] = "PARALLELISM_CONFIG_CP_SIZE";
+inline constexpr const char kPpSize[] = "PARALLELISM_CONFIG_PP_SIZE";
 inline constexpr const char kMixedPrecision[] = "ACCEL_MIXED_PRECISION";
 /// The FP8 backend a config or `--fp8_backend` names (Accelerate's ACCELERATE_FP8_BACKEND: TE,
 /// MSAMP or AO); accel's FP8 follows torchao's recipes ("AO") and refuses the others by name.

@@ -28,6 +28,7 @@
 #include <accel/options.h>
 #include <accel/parallelism.h>
 #include <accel/parse_size.h>
+#include <accel/pipeline.h>
 #include <accel/profiler.h>
 #include <accel/progress.h>
 #include <accel/random.h>

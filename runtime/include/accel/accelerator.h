@@ -15,6 +15,7 @@
 #include <accel/operations.h>
 #include <accel/optimizer.h>
 #include <accel/options.h>
+#include <accel/pipeline.h>
 #include <accel/profiler.h>
 #include <accel/safetensors.h>
 #include <accel/scopes.h>
@@ -91,9 +92,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// With a device mesh (AcceleratorOptions::parallelism_config), this process's coordinates on
   /// it, as Accelerate 1.15 names them: its rank along dp_replicate (data_parallel_rank) and
   /// dp_shard (data_parallel_shard_rank), tp and cp; each 0 where its dimension is 1.
-  /// pipeline_parallel_rank is 0 (no pipeline dimension yet). The batches a process reads are
-  /// its data rank's, `data_parallel_rank() * dp_shard_size + data_parallel_shard_rank()`.
-  /// Without a mesh each throws, as Accelerate's do.
+  /// pipeline_parallel_rank along pp. A process reads its data rank's batches (alike on every
+  /// stage), `data_parallel_rank() * dp_shard_size + data_parallel_shard_rank()`. Without a mesh
+  /// each throws, as Accelerate's do.
   int64_t data_parallel_rank() const;
   int64_t data_parallel_shard_rank() const;
   int64_t tensor_parallel_rank() const;
@@ -161,7 +162,9 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return prepared;
   }
   // Optimizers held by pointer and schedulers: OptimizerPreparation's.
-
+  /// Pipeline parallelism: keeps this process's stages of `model` (accel/pipeline.h).
+  Pipeline prepare_pipeline(torch::nn::Sequential& model, const PipelineOptions& options = {},
+                            const TensorParallelPlan& plan = {});
   /// Context parallelism (Accelerate's maybe_context_parallel): while the result lives, each of
   /// `buffers` is this process's shard of its dimension `buffer_seq_dims[i]` and
   /// accel::scaled_dot_product_attention is ring attention; see ContextParallelScope.
@@ -297,8 +300,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   using CollectiveMethods::pad_across_processes;  // the deprecated positional form
   /// Overwrites `tensor` with process `from`'s and returns it.
   torch::Tensor broadcast(const torch::Tensor& tensor, int64_t from = 0);
-  /// This process's contiguous share of `values`' first dimension (see ProcessControl for
-  /// vectors and maps).
+  /// This process's contiguous share of `values`' first dimension (vectors, maps: ProcessControl).
   torch::Tensor split_between_processes(const torch::Tensor& values,
                                         bool apply_padding = false) const;
   using ProcessControl::split_between_processes;
@@ -361,15 +363,13 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
     return model;
   }
 
-  /// Forgets every prepared model (releasing its gradient-synchronisation state) and returns cached
-  /// device memory to the system.
+  /// Forgets every prepared model (and its synchroniser); returns cached device memory.
   void free_memory();
   /// free_memory() (Accelerate's alias).
   void clear() { free_memory(); }
 
   // ---- Checkpointing ---------------------------------------------------------------------------
-  // save_model, register_for_checkpointing, save(value, path) and get_state_dict are
-  // CheckpointMethods'.
+  // save_model, register_for_checkpointing, save(value, path), get_state_dict: CheckpointMethods'.
   using detail::CheckpointMethods<Accelerator>::save;
 
   /// Saves everything a resumed run needs into `dir` (or, with automatic checkpoint naming and no
@@ -448,6 +448,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   friend class detail::DataLoaderPreparation<Accelerator>;
   friend class detail::OptimizerPreparation<Accelerator>;
   friend struct detail::AcceleratorAccess;
+  friend class Pipeline;
   friend class NoSyncGuard;
   friend class JoinScope;
 

@@ -132,6 +132,8 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
                               {"dp_shard_size", mesh.dp_shard},
                               {"cp_size", mesh.cp},
                               {"tp_size", mesh.tp}};
+    // Written only for a pipeline, so a checkpoint without one reads as before.
+    if (mesh.pp > 1) summary["parallelism"]["pp_size"] = mesh.pp;
   }
   for (const auto& part : parts) {
     if (part.flag) {
@@ -212,13 +214,15 @@ CheckpointInputs::Mesh read_saved_mesh(const Summary& summary) {
   mesh.dp_shard = size("dp_shard_size");
   mesh.cp = size("cp_size");
   mesh.tp = size("tp_size");
+  mesh.pp = found->contains("pp_size") ? size("pp_size") : 1;
   mesh.configured = true;
   return mesh;
 }
 
 std::string describe(const CheckpointInputs::Mesh& mesh) {
   if (!mesh.configured) return "no device mesh";
-  return "a mesh of dp_replicate " + std::to_string(mesh.dp_replicate) + " x dp_shard " +
+  return "a mesh of " + (mesh.pp > 1 ? "pp " + std::to_string(mesh.pp) + " x " : std::string()) +
+         "dp_replicate " + std::to_string(mesh.dp_replicate) + " x dp_shard " +
          std::to_string(mesh.dp_shard) + " x cp " + std::to_string(mesh.cp) + " x tp " +
          std::to_string(mesh.tp);
 }

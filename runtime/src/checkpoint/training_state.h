@@ -67,11 +67,11 @@ struct CheckpointInputs {
   /// The device mesh (all 1 and not `configured` without a parallelism config), and this
   /// process's part among the tensor-parallel processes.
   struct Mesh {
-    int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
+    int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, pp = 1;
     bool configured = false;
     bool operator==(const Mesh& other) const {
       return dp_replicate == other.dp_replicate && dp_shard == other.dp_shard && cp == other.cp &&
-             tp == other.tp;
+             tp == other.tp && pp == other.pp;
     }
   };
   Mesh mesh;

@@ -170,9 +170,26 @@ AutocastGuard Accelerator::autocast(const AutocastOptions& options) const {
 
 // ---- prepare ------------------------------------------------------------------------------------
 
+// prepare(model)'s composition, torchtitan's parallelize in the runtime's terms: each step a
+// function over its named group of the mesh, in this order (prepare_pipeline cuts the model
+// first, then gives each process's stages the same steps):
+//   place             the model on the device (or, empty, left for FULL_SHARD to fill);
+//   broadcast_model   rank 0's tensors to every process, where a split needs them alike;
+//   activation checkpointing (fsdp_activation_checkpointing);
+//   tensor parallelism, over the tp group;
+//   FP8, after the split (the slices convert);
+//   data parallelism: gradients averaged over the gradient group (dp_replicate × dp_shard × cp)
+//     in backward, or after a pipeline's schedule;
+//   sharding: prepare(optimizer) cuts the parameters and optimizer state over the shard group.
 void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPlan* plan) {
   ACCEL_METHOD_LABEL("prepare");
   if (impl_->models.contains(&model)) return;
+  impl_->place(model);
+  if (plan != nullptr && impl_->tensor_parallel()) impl_->broadcast_model(model);
+  impl_->prepare_parts(model, plan, /*pipeline=*/false);
+}
+
+void Accelerator::Impl::place(torch::nn::Module& model) {
   const auto parameters = model.parameters();
   const bool empty = std::any_of(parameters.begin(), parameters.end(),
                                  [](const torch::Tensor& p) { return p.is_meta(); });
@@ -180,69 +197,75 @@ void Accelerator::prepare_model(torch::nn::Module& model, const TensorParallelPl
     // Built with init_empty_weights: under FULL_SHARD the parameters stay empty until
     // prepare(optimizer) gives each process its zero shards on the device and a load fills them;
     // no process holds the whole model at any time.
-    TORCH_CHECK(impl_->sharding.shards_parameters(),
+    TORCH_CHECK(sharding.shards_parameters(),
                 "accel: the model has empty parameters (init_empty_weights); prepare() can take "
                 "it so only under FULL_SHARD or HYBRID_SHARD on several processes (sharding "
                 "strategy here: ",
-                impl_->sharding.effective_strategy(),
+                sharding.effective_strategy(),
                 "). Otherwise fill it first: accel::load_checkpoint_in_model, or "
                 "load_checkpoint_and_dispatch for inference");
-    if (impl_->options.device_placement) {
+    if (options.device_placement) {
       torch::NoGradGuard no_grad;
       for (auto& buffer : model.buffers()) {
-        if (!buffer.is_meta()) buffer.set_data(buffer.to(impl_->device));
+        if (!buffer.is_meta()) buffer.set_data(buffer.to(device));
       }
     }
-  } else if (impl_->options.device_placement) {
-    model.to(impl_->device);
+  } else if (options.device_placement) {
+    model.to(device);
   }
-  if (impl_->options.fsdp_activation_checkpointing) {
-    detail::apply_activation_checkpointing(model, impl_->options.fsdp_transformer_layer_cls_to_wrap,
-                                           impl_->options.activation_checkpointing_policy);
+}
+
+void Accelerator::Impl::broadcast_model(torch::nn::Module& model) {
+  if (!distributed()) return;
+  std::vector<torch::Tensor> states;
+  for (const auto& p : model.parameters()) states.push_back(p);
+  for (const auto& b : model.buffers()) states.push_back(b);
+  if (states.empty()) return;
+  torch::NoGradGuard no_grad;
+  c10d::broadcast_coalesced(dist->device_group(), states, 1 << 24, 0);
+}
+
+void Accelerator::Impl::prepare_parts(torch::nn::Module& model, const TensorParallelPlan* plan,
+                                      bool pipeline) {
+  if (options.fsdp_activation_checkpointing) {
+    detail::apply_activation_checkpointing(model, options.fsdp_transformer_layer_cls_to_wrap,
+                                           options.activation_checkpointing_policy);
   }
-  if (plan != nullptr) impl_->apply_tensor_parallel(model, *plan);
-  if (impl_->options.mixed_precision == MixedPrecision::Fp8) {
-    const auto* mesh = impl_->mesh;
-    TORCH_CHECK(plan == nullptr || mesh == nullptr || !mesh->config().tp_enabled(),
+  if (plan != nullptr) apply_tensor_parallel(model, *plan, /*checked=*/pipeline);
+  if (options.mixed_precision == MixedPrecision::Fp8) {
+    TORCH_CHECK(plan == nullptr || !tensor_parallel(),
                 "accel: mixed_precision 'fp8' with tensor parallelism (tp_size ",
-                mesh == nullptr ? 1 : mesh->config().tp_size(),
+                mesh->config().tp_size(),
                 ") is not supported yet: FP8 casts of tensor-parallel slices need their scales "
                 "reduced over the group. Train this mesh in bf16, or fp8 without tp");
-    convert_to_fp8(model, impl_->options.fp8);
+    convert_to_fp8(model, options.fp8);
   }
   core::PreparedModel prepared;
   prepared.module = &model;
-  if (impl_->distributed()) {
-    core::record_averaged_parameters(*impl_->gradient_state, model, impl_->models.size());
+  if (distributed()) {
+    core::record_averaged_parameters(*gradient_state, model, models.size());
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
-    // backward; the other strategies all-reduce them during it.
-    const auto strategy = impl_->options.sharding_strategy;
+    // backward; the other strategies all-reduce them during it. A pipeline's stages run many
+    // backwards a step: theirs are averaged after the schedule (synchronise_gradients).
+    const auto strategy = options.sharding_strategy;
     const bool all_reduce =
         strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
     // A gradient group of one process (tensor parallelism over the whole job) has nothing to
     // average: no reducer, whose buckets would hold a second copy of the gradients.
-    if (impl_->gradient_group()->getSize() > 1) {
+    if (!pipeline && gradient_group()->getSize() > 1) {
       prepared.sync = std::make_unique<distributed::GradientSynchronizer>(
-          model, impl_->gradient_group(), impl_->host_group(), impl_->options.ddp, all_reduce);
+          model, gradient_group(), host_group(), options.ddp, all_reduce);
     }
   }
-  impl_->models.add(std::move(prepared));
+  models.add(std::move(prepared));
 }
 
 void Accelerator::Impl::apply_tensor_parallel(torch::nn::Module& model,
-                                              const TensorParallelPlan& plan) {
-  if (mesh == nullptr || !mesh->config().tp_enabled()) {
+                                              const TensorParallelPlan& plan, bool checked) {
+  if (!tensor_parallel()) {
     // Ignored where nothing is split, so one program runs on every layout; still checked.
-    parallel::check_tensor_parallel_plan(model, plan, 1);
+    if (!checked) parallel::check_tensor_parallel_plan(model, plan, 1);
     return;
-  }
-  // Every process splits the same whole tensors: rank 0's, as prepare() gives every process.
-  std::vector<torch::Tensor> states;
-  for (const auto& p : model.parameters()) states.push_back(p);
-  for (const auto& b : model.buffers()) states.push_back(b);
-  if (!states.empty()) {
-    torch::NoGradGuard no_grad;
-    c10d::broadcast_coalesced(dist->device_group(), states, 1 << 24, 0);
   }
   parallel::apply_tensor_parallel_plan(model, plan, mesh->group(distributed::MeshGroup::tp));
 }

@@ -17,7 +17,9 @@
 #include "tracking/trackers.h"
 #include "uneven_inputs_join.h"
 
+#include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,9 @@ struct Accelerator::Impl {
   bool resumed = false;
   /// Inside gather_for_metrics: gathers go over the data ranks only.
   bool gather_over_data_ranks = false;
+  /// Pipelines' models (their stages on this process), with the whole model's tensor names in
+  /// its order.
+  std::map<const torch::nn::Module*, std::vector<std::string>> pipelines;
 
   // ---- The run's groups ---------------------------------------------------------------------
 
@@ -101,8 +106,23 @@ struct Accelerator::Impl {
   void form_mesh();
   /// This process's coordinate along a mesh dimension; throws, naming `method`, without a mesh.
   int64_t mesh_coordinate(distributed::MeshDim dim, const char* method) const;
-  /// prepare(model, plan)'s split: the plan applied over the mesh's tp group, or checked only.
-  void apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan);
+  /// prepare(model)'s steps (accelerator.cpp names them in order): the model on the device;
+  /// rank 0's tensors on every process; then checkpointing, the plan's split, FP8 and the
+  /// gradients' averaging (`pipeline`: after the schedule, not in backward), and the model
+  /// recorded as prepared.
+  void place(torch::nn::Module& model);
+  void broadcast_model(torch::nn::Module& model);
+  void prepare_parts(torch::nn::Module& model, const TensorParallelPlan* plan, bool pipeline);
+  /// The plan applied over the mesh's tp group, or (unless already `checked`) checked only.
+  void apply_tensor_parallel(torch::nn::Module& model, const TensorParallelPlan& plan,
+                             bool checked);
+  /// A pipeline's stages after the schedule, on a synchronising step: their gradients averaged
+  /// over each stage's data-parallel processes (or given to the sharded optimizers).
+  void synchronise_gradients(torch::nn::Module& model);
+  /// Whether the mesh has a pipeline dimension.
+  bool pipelined() const { return mesh != nullptr && mesh->config().pp_enabled(); }
+  /// The whole model's tensors for get_state_dict of a pipeline's model: every stage's, gathered.
+  NamedTensors gather_pipeline_tensors(const torch::nn::Module& module);
   /// save_state and load_state refuse SHARDED_STATE_DICT of tensor-parallel slices (`call`
   /// names which).
   void refuse_sharded_tensor_parallel_state(const char* call) const;

@@ -46,7 +46,7 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   }
   if (const auto& config = options.parallelism_config) {
     run.mesh = {config->dp_replicate_size(), config->dp_shard_size(), config->cp_size(),
-                config->tp_size(), true};
+                config->tp_size(),           config->pp_size(),       true};
     if (mesh != nullptr) run.tp_rank = mesh->group(distributed::MeshGroup::tp)->getRank();
   }
   run.project = &project;
@@ -137,6 +137,9 @@ void Accelerator::save(const std::map<std::string, torch::Tensor>& tensors,
 
 NamedTensors Accelerator::state_dict_of(const torch::nn::Module& module) {
   ACCEL_METHOD_LABEL("get_state_dict");
+  if (impl_->pipelined() && impl_->pipelines.count(&module) > 0) {
+    return impl_->gather_pipeline_tensors(module);
+  }
   if (sharding::has_sharded_parameters(module)) {
     return sharding::module_tensors_to_save(module, is_main_process());
   }

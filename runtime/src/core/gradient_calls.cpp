@@ -64,13 +64,14 @@ double Accelerator::clip_grad_norm_(const std::vector<torch::Tensor>& parameters
   }
   const auto shards = synchronised_gradients(*this, impl_->sharding);
   const bool sharded = impl_->sharding.sharded();
-  if (!sharded && !impl_->tensor_parallel()) {
+  if (!sharded && !impl_->tensor_parallel() && !impl_->pipelined()) {
     return torch::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type);
   }
   core::SplitNormGroups groups;
   if (sharded) groups.shard_group = impl_->shard_group().get();
   if (impl_->tensor_parallel())
     groups.tp_group = impl_->mesh->group(distributed::MeshGroup::tp).get();
+  if (impl_->pipelined()) groups.pp_group = impl_->mesh->group(distributed::MeshGroup::pp).get();
   return core::clip_split_grad_norm(shards, parameters, max_norm, norm_type, groups, impl_->device);
 }
 

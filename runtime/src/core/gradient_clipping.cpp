@@ -49,7 +49,8 @@ double clip_split_grad_norm(const std::vector<std::shared_ptr<sharding::Optimize
   //   (under HYBRID_SHARD the replicas hold the same pieces); gradients no shard holds are alike
   //   on all of them, and counted by the first;
   // - a tensor-parallel slice is one process's part of a whole: its term is then summed over
-  //   the tp group, while a parameter used whole is alike on every tp process, counted once.
+  //   the tp group, while a parameter used whole is alike on every tp process, counted once;
+  // - a pipeline's stages hold different parameters: both terms are summed over the pp group.
   std::vector<torch::Tensor> sliced_parameters, plain_parameters;
   for (const auto& p : parameters)
     (parallel::is_tensor_parallel_slice(p) ? sliced_parameters : plain_parameters).push_back(p);
@@ -83,6 +84,8 @@ double clip_split_grad_norm(const std::vector<std::shared_ptr<sharding::Optimize
     distributed::all_reduce(*groups.tp_group, slices, reduction);
     terms.narrow(0, 0, 1).copy_(slices);
   }
+  // Each stage of a pipeline holds its own parameters: every term is summed over the stages.
+  if (groups.pp_group != nullptr) distributed::all_reduce(*groups.pp_group, terms, reduction);
   const auto total = infinity ? terms.max() : terms.sum().pow(1.0 / norm_type);
   const auto coefficient = torch::clamp(max_norm / (total + 1e-6), std::nullopt, 1.0);
   torch::NoGradGuard no_grad;

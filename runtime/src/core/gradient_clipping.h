@@ -34,6 +34,8 @@ struct SplitNormGroups {
   c10d::ProcessGroup* shard_group = nullptr;
   /// The tensor-parallel group; null without tensor parallelism.
   c10d::ProcessGroup* tp_group = nullptr;
+  /// The pipeline's group, whose processes hold different stages; null without a pipeline.
+  c10d::ProcessGroup* pp_group = nullptr;
 };
 
 /// clip_grad_norm_ over gradients split across processes: sharded by a strategy, sliced by

@@ -265,7 +265,8 @@ void resolve_parallelism(const AcceleratorOptions& options, const distributed::E
                                  .dp_replicate_size(size(contract::kDpReplicateSize))
                                  .dp_shard_size(size(contract::kDpShardSize))
                                  .tp_size(size(contract::kTpSize))
-                                 .cp_size(size(contract::kCpSize));
+                                 .cp_size(size(contract::kCpSize))
+                                 .pp_size(size(contract::kPpSize));
   }
   if (!out.parallelism_config) return;
   const auto& mesh = *out.parallelism_config;
@@ -273,7 +274,8 @@ void resolve_parallelism(const AcceleratorOptions& options, const distributed::E
        {std::pair<const char*, int64_t>{"dp_replicate_size", mesh.dp_replicate_size()},
         {"dp_shard_size", mesh.dp_shard_size()},
         {"tp_size", mesh.tp_size()},
-        {"cp_size", mesh.cp_size()}}) {
+        {"cp_size", mesh.cp_size()},
+        {"pp_size", mesh.pp_size()}}) {
     TORCH_CHECK(value >= 1, "accel: invalid parallelism_config.", name, ": ", value,
                 " (expected an integer >= 1)");
   }

@@ -28,6 +28,8 @@ std::vector<MeshDim> dims_of(MeshGroup group) {
       return {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp};
     case MeshGroup::shard:
       return {MeshDim::dp_shard, MeshDim::cp};
+    case MeshGroup::pp:
+      return {MeshDim::pp};
   }
   return {};
 }
@@ -48,12 +50,14 @@ const char* name_of(MeshGroup group) {
       return "dp_cp";
     case MeshGroup::shard:
       return "dp_shard_cp";
+    case MeshGroup::pp:
+      return "pp";
   }
   return "?";
 }
 
 MeshLayout::MeshLayout(const ParallelismConfig& config)
-    : sizes_{config.dp_replicate_size(), config.dp_shard_size(), config.cp_size(),
+    : sizes_{config.pp_size(), config.dp_replicate_size(), config.dp_shard_size(), config.cp_size(),
              config.tp_size()} {}
 
 int64_t MeshLayout::world_size() const {
@@ -62,8 +66,8 @@ int64_t MeshLayout::world_size() const {
   return size;
 }
 
-std::array<int64_t, 4> MeshLayout::coordinates(int64_t rank) const {
-  std::array<int64_t, 4> at{};
+MeshCoordinates MeshLayout::coordinates(int64_t rank) const {
+  MeshCoordinates at{};
   for (size_t d = sizes_.size(); d-- > 0;) {
     at[d] = rank % sizes_[d];
     rank /= sizes_[d];
@@ -71,7 +75,7 @@ std::array<int64_t, 4> MeshLayout::coordinates(int64_t rank) const {
   return at;
 }
 
-int64_t MeshLayout::rank_of(const std::array<int64_t, 4>& coordinates) const {
+int64_t MeshLayout::rank_of(const MeshCoordinates& coordinates) const {
   int64_t rank = 0;
   for (size_t d = 0; d < sizes_.size(); ++d) rank = rank * sizes_[d] + coordinates[d];
   return rank;

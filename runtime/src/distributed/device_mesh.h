@@ -1,8 +1,9 @@
 #pragma once
 
 // The job's processes laid out as a mesh (accel/parallelism.h) and the c10d groups along its
-// dimensions, made once per process. The order is Accelerate's (dp_replicate, dp_shard, cp, tp:
-// tp innermost), so rank = ((replicate * dp_shard + shard) * cp + context) * tp + tensor.
+// dimensions, made once per process. The order is torchtitan's (pp, dp_replicate, dp_shard, cp,
+// tp: Accelerate's four with the pipeline outermost), so
+// rank = (((stage * dp_replicate + replicate) * dp_shard + shard) * cp + context) * tp + tensor.
 
 #include <accel/parallelism.h>
 
@@ -20,7 +21,9 @@ namespace accel {
 namespace distributed {
 
 /// One dimension of the mesh, in the mesh's order.
-enum class MeshDim { dp_replicate = 0, dp_shard = 1, cp = 2, tp = 3 };
+enum class MeshDim { pp = 0, dp_replicate = 1, dp_shard = 2, cp = 3, tp = 4 };
+inline constexpr size_t kMeshDims = 5;
+using MeshCoordinates = std::array<int64_t, kMeshDims>;
 
 /// The groups the runtime uses: one per dimension, and the combinations it needs.
 enum class MeshGroup {
@@ -31,8 +34,9 @@ enum class MeshGroup {
   data,          ///< dp_replicate × dp_shard: one process of each data rank (metrics, loaders)
   gradient,      ///< dp_replicate × dp_shard × cp: where gradients average (FSDP's dp_cp)
   shard,         ///< dp_shard × cp: where parameters are sharded (FSDP's dp_shard_cp)
+  pp,            ///< one process of each pipeline stage: activations travel along it
 };
-inline constexpr int kMeshGroupCount = 7;
+inline constexpr int kMeshGroupCount = 8;
 
 /// The dimensions a group spans, and its name (for the flight recorder and messages).
 std::vector<MeshDim> dims_of(MeshGroup group);
@@ -45,8 +49,8 @@ class MeshLayout {
   int64_t size(MeshDim dim) const { return sizes_[static_cast<size_t>(dim)]; }
   int64_t world_size() const;
   /// `rank`'s coordinate along each dimension, in the mesh's order.
-  std::array<int64_t, 4> coordinates(int64_t rank) const;
-  int64_t rank_of(const std::array<int64_t, 4>& coordinates) const;
+  MeshCoordinates coordinates(int64_t rank) const;
+  int64_t rank_of(const MeshCoordinates& coordinates) const;
   /// The ranks of `rank`'s group over `dims` (the other coordinates fixed), in rank order.
   std::vector<int64_t> group_ranks(int64_t rank, const std::vector<MeshDim>& dims) const;
   /// `rank`'s position in that group.
@@ -55,7 +59,7 @@ class MeshLayout {
   std::string group_key(int64_t rank, const std::vector<MeshDim>& dims) const;
 
  private:
-  std::array<int64_t, 4> sizes_;
+  MeshCoordinates sizes_;
 };
 
 /// This process's groups over the mesh.
@@ -84,7 +88,7 @@ class DeviceMesh {
  private:
   ParallelismConfig config_;
   MeshLayout layout_;
-  std::array<int64_t, 4> coordinates_;
+  MeshCoordinates coordinates_;
   std::array<c10::intrusive_ptr<c10d::ProcessGroup>, kMeshGroupCount> groups_;
 };
 

@@ -209,11 +209,12 @@ const DeviceMesh& DistributedState::mesh(const ParallelismConfig& config,
     const auto& made = mesh_->config();
     TORCH_CHECK(made.dp_replicate_size() == config.dp_replicate_size() &&
                     made.dp_shard_size() == config.dp_shard_size() &&
-                    made.tp_size() == config.tp_size() && made.cp_size() == config.cp_size(),
+                    made.tp_size() == config.tp_size() && made.cp_size() == config.cp_size() &&
+                    made.pp_size() == config.pp_size(),
                 "accel: this process's device mesh was formed by an earlier Accelerator as "
-                "dp_replicate ",
-                made.dp_replicate_size(), " x dp_shard ", made.dp_shard_size(), " x cp ",
-                made.cp_size(), " x tp ", made.tp_size(),
+                "pp ",
+                made.pp_size(), " x dp_replicate ", made.dp_replicate_size(), " x dp_shard ",
+                made.dp_shard_size(), " x cp ", made.cp_size(), " x tp ", made.tp_size(),
                 "; an Accelerator with another parallelism_config cannot share it");
     return *mesh_;
   }

@@ -267,11 +267,12 @@ using c10d::Work;
 // A backend that records every collective it passes on (c10d's ProcessGroupWrapper's shape).
 class RecordingBackend final : public c10d::Backend {
  public:
-  RecordingBackend(c10::intrusive_ptr<c10d::Backend> inner, size_t group,
+  RecordingBackend(c10::intrusive_ptr<c10d::Backend> inner, size_t group, size_t point_to_point,
                    c10::intrusive_ptr<c10d::Backend> checker)
       : Backend(inner->getRank(), inner->getSize()),
         inner_(std::move(inner)),
         group_(group),
+        point_to_point_(point_to_point),
         checker_(std::move(checker)) {}
 
   const std::string getBackendName() const override { return inner_->getBackendName(); }
@@ -373,11 +374,15 @@ class RecordingBackend final : public c10d::Backend {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override {
     inner_->monitoredBarrier(opts, wait_all_ranks);
   }
+  // Point-to-point operations (a pipeline's activations) are recorded apart from the group's
+  // collectives: their numbers do not match across processes, and no checker compares them.
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
-    return inner_->send(tensors, dst, tag);
+    return record(point_to_point_, "send", tensors, /*check=*/false,
+                  [&] { return inner_->send(tensors, dst, tag); });
   }
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    return inner_->recv(tensors, src, tag);
+    return record(point_to_point_, "recv", tensors, /*check=*/false,
+                  [&] { return inner_->recv(tensors, src, tag); });
   }
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     return inner_->recvAnysource(tensors, tag);
@@ -387,22 +392,30 @@ class RecordingBackend final : public c10d::Backend {
   template <typename Issue>
   c10::intrusive_ptr<Work> run(const char* op, const std::vector<at::Tensor>& tensors,
                                Issue&& issue) {
+    return record(group_, op, tensors, /*check=*/true, std::forward<Issue>(issue));
+  }
+
+  template <typename Issue>
+  c10::intrusive_ptr<Work> record(size_t group_index, const char* op,
+                                  const std::vector<at::Tensor>& tensors, bool check,
+                                  Issue&& issue) {
     auto& recorder = Recorder::instance();
     std::string call = util::describe_collective_call(op);
     std::string shapes = describe_tensors(tensors);
-    const std::string fingerprint = !checker_        ? std::string()
+    const bool compares = check && checker_;
+    const std::string fingerprint = !compares        ? std::string()
                                     : shapes.empty() ? call
                                                      : call + " [" + shapes + "]";
-    const uint64_t seq = recorder.begin(group_, op, std::move(call), std::move(shapes));
+    const uint64_t seq = recorder.begin(group_index, op, std::move(call), std::move(shapes));
     c10::intrusive_ptr<Work> work;
     try {
-      if (checker_) compare_with_others(seq, fingerprint);
+      if (compares) compare_with_others(seq, fingerprint);
       work = issue();
     } catch (const std::exception& e) {
-      recorder.end(group_, seq, e.what());
+      recorder.end(group_index, seq, e.what());
       throw;
     }
-    const size_t group = group_;
+    const size_t group = group_index;
     c10::intrusive_ptr<c10::ivalue::Future> future;
     try {
       future = work->getFuture();
@@ -436,6 +449,7 @@ class RecordingBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> inner_;
   size_t group_;
+  size_t point_to_point_;  // the record of this group's sends and receives
   c10::intrusive_ptr<c10d::Backend> checker_;
 };
 
@@ -496,8 +510,9 @@ c10::intrusive_ptr<c10d::Backend> record_collectives(c10::intrusive_ptr<c10d::Ba
                                                      c10::intrusive_ptr<c10d::Backend> checker) {
   auto& recorder = Recorder::instance();
   if (!recorder.enabled() && !checker) return inner;
-  return c10::make_intrusive<RecordingBackend>(std::move(inner), recorder.add_group(name),
-                                               std::move(checker));
+  const size_t group = recorder.add_group(name);
+  return c10::make_intrusive<RecordingBackend>(
+      std::move(inner), group, recorder.add_group(name + " p2p"), std::move(checker));
 }
 
 std::string flight_record_text() { return Recorder::instance().text(); }

@@ -194,6 +194,22 @@ void sum_gradients_over(const torch::OrderedDict<std::string, torch::Tensor>& pa
   }
 }
 
+}  // namespace
+
+TensorParallelPlan plan_for_part(const torch::nn::Module& part, const TensorParallelPlan& plan) {
+  const auto modules = part.named_modules();
+  TensorParallelPlan kept;
+  for (const auto& entry : plan.entries()) {
+    const bool found = std::any_of(modules.begin(), modules.end(), [&](const auto& item) {
+      return matches(entry.first, item.key());
+    });
+    if (found) kept.add(entry.first, entry.second);
+  }
+  return kept;
+}
+
+namespace {
+
 std::vector<PlannedModule> planned_modules(const torch::nn::Module& model,
                                            const TensorParallelPlan& plan, int64_t tp) {
   const auto modules = model.named_modules();

@@ -63,6 +63,10 @@ struct TpSlice {
 void apply_tensor_parallel_plan(torch::nn::Module& model, const TensorParallelPlan& plan,
                                 const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 
+/// The entries of `plan` whose pattern matches some module of `part` (a pipeline stage, which
+/// holds some of the modules a plan for the whole model names).
+TensorParallelPlan plan_for_part(const torch::nn::Module& part, const TensorParallelPlan& plan);
+
 /// The same checks without splitting anything, as for a group of `tp` processes (a plan on a
 /// layout without tensor parallelism is checked with tp 1, then ignored).
 void check_tensor_parallel_plan(const torch::nn::Module& model, const TensorParallelPlan& plan,

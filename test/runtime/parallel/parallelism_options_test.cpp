@@ -114,8 +114,8 @@ TEST(MeshLayout, TensorParallelIsInnermostAsInAccelerate) {
   const MeshLayout layout(
       accel::ParallelismConfig().dp_replicate_size(2).dp_shard_size(2).cp_size(2).tp_size(2));
   EXPECT_EQ(layout.world_size(), 16);
-  EXPECT_EQ(layout.coordinates(13), (std::array<int64_t, 4>{1, 1, 0, 1}));
-  EXPECT_EQ(layout.rank_of({1, 1, 0, 1}), 13);
+  EXPECT_EQ(layout.coordinates(13), (accel::distributed::MeshCoordinates{0, 1, 1, 0, 1}));
+  EXPECT_EQ(layout.rank_of({0, 1, 1, 0, 1}), 13);
   EXPECT_EQ(layout.group_ranks(5, {MeshDim::tp}), (std::vector<int64_t>{4, 5}));
   EXPECT_EQ(layout.group_ranks(5, {MeshDim::cp}), (std::vector<int64_t>{5, 7}));
   EXPECT_EQ(layout.group_ranks(5, {MeshDim::dp_shard}), (std::vector<int64_t>{1, 5}));
@@ -124,7 +124,20 @@ TEST(MeshLayout, TensorParallelIsInnermostAsInAccelerate) {
   EXPECT_EQ(layout.group_ranks(5, {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}),
             (std::vector<int64_t>{1, 3, 5, 7, 9, 11, 13, 15}));
   EXPECT_EQ(layout.rank_in_group(5, {MeshDim::dp_shard, MeshDim::cp}), 2);
-  EXPECT_EQ(layout.group_key(5, {MeshDim::tp}), "0.1.0.*");
+  EXPECT_EQ(layout.group_key(5, {MeshDim::tp}), "0.0.1.0.*");
+}
+
+// torchtitan's order: the pipeline outermost, so each stage's processes are consecutive ranks and
+// a stage's data, sharding and tensor-parallel groups are those of a mesh without pp.
+TEST(MeshLayout, PipelineIsOutermost) {
+  const MeshLayout layout(accel::ParallelismConfig().pp_size(2).dp_shard_size(2).tp_size(2));
+  EXPECT_EQ(layout.world_size(), 8);
+  EXPECT_EQ(layout.coordinates(6), (accel::distributed::MeshCoordinates{1, 0, 1, 0, 0}));
+  EXPECT_EQ(layout.group_ranks(1, {MeshDim::pp}), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.group_ranks(5, {MeshDim::dp_shard}), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.group_ranks(6, {MeshDim::tp}), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(layout.group_ranks(4, {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp}),
+            (std::vector<int64_t>{4, 6}));
 }
 
 struct TwoLayersImpl : torch::nn::Module {

@@ -1,0 +1,231 @@
+// prepare_pipeline and Pipeline::step: the model cut into stages and this process's prepared as
+// prepare(model, plan) prepares a model (parallel::apply_* in the same order), the schedule run
+// (parallel/pipeline_runner.h), then the stages' gradients synchronised over their data-parallel
+// processes; and the whole model's tensors gathered from the stages for get_state_dict.
+
+#include "accelerator_impl.h"
+
+#include "distributed/collectives.h"
+#include "parallel/pipeline_cut.h"
+#include "parallel/pipeline_runner.h"
+#include "parallel/tensor_parallel.h"
+#include "sharding/module_tensors.h"
+#include "step_checks.h"
+#include "util/collective_label.h"
+
+#include <torch/nn/modules/container/sequential.h>
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace accel {
+
+namespace detail {
+struct PipelineState {
+  Accelerator* accelerator = nullptr;
+  std::unique_ptr<parallel::PipelineRunner> runner;
+  /// The Sequential of this process's stages (the program's model after prepare_pipeline).
+  torch::nn::Module* module = nullptr;
+};
+}  // namespace detail
+
+namespace {
+
+using parallel::PipelineSchedule;
+using parallel::PipelineShape;
+
+/// The children of a Sequential: their names, modules and parameter counts, in order.
+struct Children {
+  std::vector<std::string> names;
+  std::vector<torch::nn::AnyModule> modules;
+  std::vector<int64_t> parameters;
+};
+Children children_of(torch::nn::Sequential& model) {
+  Children children;
+  const auto named = model->named_children();
+  size_t i = 0;
+  for (const auto& any : *model) {
+    children.names.push_back(named[i].key());
+    children.modules.push_back(any);
+    int64_t count = 0;
+    for (const auto& p : named[i].value()->parameters()) count += p.numel();
+    children.parameters.push_back(count);
+    ++i;
+  }
+  return children;
+}
+
+/// The schedule and shape `options` ask for, refused (naming the value and the choices) before
+/// anything changes.
+std::pair<PipelineSchedule, PipelineShape> pipeline_layout(const PipelineOptions& options,
+                                                           int64_t pp) {
+  const auto schedule = parallel::parse_pipeline_schedule(options.schedule());
+  TORCH_CHECK(schedule.has_value(), "accel: PipelineOptions::schedule '", options.schedule(),
+              "' is not a schedule accel runs (schedules: ", parallel::pipeline_schedule_choices(),
+              ")");
+  PipelineShape shape;
+  shape.processes = pp;
+  shape.stages_per_process = options.stages_per_process();
+  shape.microbatches =
+      options.microbatches() == 0 ? pp * options.stages_per_process() : options.microbatches();
+  const auto problem = parallel::pipeline_shape_problem(*schedule, shape);
+  TORCH_CHECK(problem.empty(), "accel: prepare_pipeline: ", problem);
+  return {*schedule, shape};
+}
+
+}  // namespace
+
+std::vector<int64_t> Pipeline::stages() const {
+  std::vector<int64_t> indices;
+  for (const auto& stage : state_->runner->stages()) indices.push_back(stage.index);
+  return indices;
+}
+int64_t Pipeline::num_stages() const { return state_->runner->shape().stages(); }
+std::string Pipeline::schedule() const { return parallel::to_string(state_->runner->schedule()); }
+int64_t Pipeline::microbatches() const { return state_->runner->shape().microbatches; }
+
+torch::Tensor Pipeline::step(const torch::Tensor& inputs, const torch::Tensor& targets,
+                             const PipelineLoss& loss_fn) {
+  auto& accelerator = *state_->accelerator;
+  auto& impl = *accelerator.impl_;
+  parallel::PipelineStepCalls calls;
+  calls.forward = [&accelerator](torch::nn::Sequential& stage, const torch::Tensor& x) {
+    auto guard = accelerator.autocast();
+    return stage->forward(x);
+  };
+  calls.loss = [&accelerator, &loss_fn](const torch::Tensor& output, const torch::Tensor& target) {
+    auto guard = accelerator.autocast();
+    return loss_fn(output, target);
+  };
+  // One pass over the batch: each microbatch's mean loss weighs 1/m, and 1/steps of the window.
+  const double divisor =
+      static_cast<double>(impl.window.loss_divisor(false) * state_->runner->shape().microbatches);
+  calls.scale_loss = [&accelerator, divisor](const torch::Tensor& loss) {
+    auto scaled = loss / divisor;
+    if (auto* scaler = accelerator.scaler()) scaled = scaler->scale(scaled);
+    return scaled;
+  };
+  auto mean = state_->runner->step(inputs, targets, calls);
+  if (accelerator.sync_gradients()) impl.synchronise_gradients(*state_->module);
+  return mean;
+}
+
+Pipeline Accelerator::prepare_pipeline(torch::nn::Sequential& model, const PipelineOptions& options,
+                                       const TensorParallelPlan& plan) {
+  ACCEL_METHOD_LABEL("prepare_pipeline");
+  const auto* mesh = impl_->mesh;
+  const auto& config = impl_->options.parallelism_config;
+  const int64_t pp = config ? config->pp_size() : 1;
+  const int64_t tp = mesh != nullptr ? mesh->config().tp_size() : 1;
+  const int64_t rank = mesh != nullptr ? mesh->coordinate(distributed::MeshDim::pp) : 0;
+  const auto [schedule, shape] = pipeline_layout(options, pp);
+  auto children = children_of(model);
+  auto starts = parallel::cut_stages(children.names, children.parameters, shape.stages(),
+                                     options.split_before(),
+                                     "pp_size " + std::to_string(pp) + " x stages_per_process " +
+                                         std::to_string(shape.stages_per_process));
+  starts.push_back(children.names.size());
+  parallel::check_tensor_parallel_plan(*model, plan, tp);
+  TORCH_CHECK(!sharding::has_sharded_parameters(*model) && !impl_->models.contains(&*model),
+              "accel: prepare_pipeline takes a model not prepared yet");
+
+  impl_->place(*model);
+  // Every process cuts rank 0's tensors, as prepare() gives every process rank 0's model.
+  impl_->broadcast_model(*model);
+  std::vector<std::string> whole_names;
+  for (const auto& [name, tensor] : sharding::module_tensors(*model)) whole_names.push_back(name);
+
+  // This process's stages, and the Sequential of their children the program keeps.
+  torch::nn::Sequential held;
+  std::vector<parallel::PipelineStage> stages;
+  for (int64_t k = 0; k < shape.stages_per_process; ++k) {
+    const int64_t s = k * pp + rank;
+    parallel::PipelineStage stage{s, torch::nn::Sequential()};
+    for (size_t c = starts[s]; c < starts[s + 1]; ++c) {
+      stage.module->push_back(children.names[c], children.modules[c]);
+      held->push_back(children.names[c], children.modules[c]);
+    }
+    stages.push_back(std::move(stage));
+  }
+  model = held;
+  const auto stage_plan = parallel::plan_for_part(*model, plan);
+  impl_->prepare_parts(*model, &stage_plan, /*pipeline=*/true);
+  impl_->pipelines[&*model] = std::move(whole_names);
+
+  auto state = std::make_shared<detail::PipelineState>();
+  state->accelerator = this;
+  state->runner = std::make_unique<parallel::PipelineRunner>(
+      schedule, shape, rank, mesh != nullptr ? mesh->group(distributed::MeshGroup::pp) : nullptr,
+      std::move(stages), impl_->device);
+  state->module = &*model;
+  return Pipeline(std::move(state));
+}
+
+void Accelerator::Impl::synchronise_gradients(torch::nn::Module& model) {
+  if (!distributed()) return;
+  util::CollectiveLabel label("pipeline gradients");
+  const auto strategy = options.sharding_strategy;
+  const bool all_reduce =
+      strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
+  auto& group = *gradient_group();
+  if (all_reduce && group.getSize() > 1) {
+    // One flat all-reduce per dtype, as the reducer's buckets would carry them.
+    std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+    for (const auto& p : model.parameters()) {
+      if (p.grad().defined()) by_dtype[p.grad().scalar_type()].push_back(p.grad());
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& [dtype, grads] : by_dtype) {
+      std::vector<torch::Tensor> flat_parts;
+      for (const auto& g : grads) flat_parts.push_back(g.reshape(-1));
+      auto flat = torch::cat(flat_parts);
+      distributed::all_reduce(group, flat, Reduction::Sum);
+      flat.div_(static_cast<double>(group.getSize()));
+      int64_t offset = 0;
+      for (auto& g : grads) {
+        g.copy_(flat.narrow(0, offset, g.numel()).view_as(g));
+        offset += g.numel();
+      }
+    }
+  }
+  // The sharded strategies take the whole gradients to their shards: ZeRO-2 and -3 reduce-
+  // scatter them, ZeRO-1 cuts its slice out of the averaged ones.
+  for (auto& shards : sharding.live()) shards->reduce_gradients();
+}
+
+NamedTensors Accelerator::Impl::gather_pipeline_tensors(const torch::nn::Module& module) {
+  const auto& names = pipelines.at(&module);
+  // One process of each stage gives its tensors whole (tensor-parallel slices and shards
+  // gathered): the one at the mesh's origin but for its place along pp.
+  bool gives = true;
+  for (auto dim : {distributed::MeshDim::dp_replicate, distributed::MeshDim::dp_shard,
+                   distributed::MeshDim::cp, distributed::MeshDim::tp}) {
+    gives = gives && mesh->coordinate(dim) == 0;
+  }
+  auto tensors = sharding::has_sharded_parameters(module)
+                     ? sharding::module_tensors_to_save(module, gives)
+                     : sharding::module_tensors(module);
+  c10::Dict<std::string, torch::Tensor> mine;
+  if (gives) {
+    for (const auto& [name, tensor] : tensors) mine.insert(name, tensor.detach().cpu());
+  }
+  std::map<std::string, torch::Tensor> gathered;
+  for (const auto& value : distributed::all_gather_ivalues(host_group(), mine)) {
+    for (const auto& entry : value.toGenericDict()) {
+      gathered[entry.key().toStringRef()] = entry.value().toTensor();
+    }
+  }
+  NamedTensors whole;
+  for (const auto& name : names) {
+    const auto found = gathered.find(name);
+    TORCH_CHECK(found != gathered.end(), "accel: get_state_dict of a pipeline: no stage holds '",
+                name, "'");
+    whole.emplace_back(name, found->second.to(device));
+  }
+  return whole;
+}
+
+}  // namespace accel

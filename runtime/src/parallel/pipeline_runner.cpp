@@ -1,0 +1,244 @@
+// A pipeline step on one process: see pipeline_runner.h.
+
+#include "pipeline_runner.h"
+
+#include "distributed/collectives.h"
+#include "util/collective_label.h"
+
+#include <torch/autograd.h>
+
+#include <c10/util/Exception.h>
+
+#include <map>
+#include <utility>
+
+namespace accel {
+namespace parallel {
+
+namespace {
+
+/// What travels between two stages, and its tag: one per (kind, receiving stage, microbatch),
+/// so that a receive takes its own message whatever order the sends arrive in.
+enum class Message { shape = 0, activation = 1, gradient = 2 };
+int tag_of(Message kind, int64_t stage, int64_t microbatch, int64_t stages) {
+  return static_cast<int>((microbatch * stages + stage) * 3 + static_cast<int64_t>(kind));
+}
+
+/// An activation's dtype and sizes, sent before it (a stage's output shape is its own).
+constexpr int64_t kMaxDims = 8;
+torch::Tensor shape_message(const torch::Tensor& tensor) {
+  TORCH_CHECK(tensor.dim() <= kMaxDims, "accel: a pipeline stage's output has ", tensor.dim(),
+              " dimensions; at most ", kMaxDims, " travel between stages");
+  auto message = torch::zeros({kMaxDims + 2}, torch::kInt64);
+  message[0] = static_cast<int64_t>(tensor.scalar_type());
+  message[1] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) message[d + 2] = tensor.size(d);
+  return message;
+}
+
+}  // namespace
+
+struct PipelineRunner::Microbatch {
+  torch::Tensor input;   // a stage after the first: the received activation, a leaf
+  torch::Tensor output;  // a stage before the last: what went to the next stage
+  torch::Tensor loss;    // the last stage: this microbatch's loss
+};
+
+/// The sends and receives of one step on the pp group. Sends are asynchronous and kept until
+/// the step ends; a receive waits. Every process runs its schedule in order, so a receive waits
+/// only for a send its peer's schedule puts before the peer's own next receive: no cycle.
+class PipelineRunner::Link {
+ public:
+  Link(c10d::ProcessGroup* group, const torch::Device& device) : group_(group), device_(device) {}
+  ~Link() {
+    try {
+      finish();
+    } catch (...) {  // the error that ended the step is the one to report
+    }
+  }
+
+  void send(const torch::Tensor& tensor, int64_t to, int tag, bool with_shape) {
+    if (with_shape) send_one(shape_message(tensor).to(device_), to, tag - 1);
+    send_one(tensor.contiguous(), to, tag);
+  }
+
+  /// An activation: its shape first.
+  torch::Tensor receive_activation(int64_t from, int tag) {
+    auto message = receive_one(torch::empty({kMaxDims + 2}, torch::kInt64), from, tag - 1).cpu();
+    const auto dtype = static_cast<c10::ScalarType>(message[0].item<int64_t>());
+    std::vector<int64_t> sizes(message[1].item<int64_t>());
+    for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = message[d + 2].item<int64_t>();
+    return receive_one(torch::empty(sizes, torch::dtype(dtype)), from, tag);
+  }
+  /// A gradient, shaped as the activation it is the gradient of.
+  torch::Tensor receive_like(const torch::Tensor& like, int64_t from, int tag) {
+    return receive_one(torch::empty(like.sizes(), like.options()), from, tag);
+  }
+
+  void finish() {
+    for (auto& [tensor, work] : pending_) work->wait();
+    pending_.clear();
+  }
+
+ private:
+  void send_one(const torch::Tensor& tensor, int64_t to, int tag) {
+    util::CollectiveLabel label("to process", to);
+    std::vector<torch::Tensor> tensors{tensor};
+    pending_.emplace_back(tensor, group_->send(tensors, static_cast<int>(to), tag));
+  }
+  torch::Tensor receive_one(torch::Tensor buffer, int64_t from, int tag) {
+    util::CollectiveLabel label("from process", from);
+    std::vector<torch::Tensor> tensors{buffer.to(device_)};
+    group_->recv(tensors, static_cast<int>(from), tag)->wait();
+    return tensors[0];
+  }
+
+  c10d::ProcessGroup* group_;
+  torch::Device device_;
+  std::vector<std::pair<torch::Tensor, c10::intrusive_ptr<c10d::Work>>> pending_;
+};
+
+PipelineRunner::PipelineRunner(PipelineSchedule schedule, PipelineShape shape, int64_t rank,
+                               c10::intrusive_ptr<c10d::ProcessGroup> group,
+                               std::vector<PipelineStage> stages, torch::Device device)
+    : schedule_(schedule),
+      shape_(shape),
+      rank_(rank),
+      group_(std::move(group)),
+      stages_(std::move(stages)),
+      actions_(pipeline_actions(schedule, shape, rank)),
+      device_(device) {}
+
+PipelineStage& PipelineRunner::local_stage(int64_t index) {
+  for (auto& stage : stages_) {
+    if (stage.index == index) return stage;
+  }
+  TORCH_CHECK(false, "accel: pipeline stage ", index, " is not on process ", rank_);
+}
+
+/// What one step's actions share: the microbatches' inputs and targets, the tensors kept from a
+/// forward for its backward, what passes between two stages on this process (interleaved
+/// schedules, or every stage on one process), the sends, and the last stage's losses.
+struct PipelineRunner::StepState {
+  StepState(c10d::ProcessGroup* group, const torch::Device& device) : link(group, device) {}
+  std::vector<torch::Tensor> inputs, targets;
+  std::map<std::pair<int64_t, int64_t>, Microbatch> live;
+  std::map<std::pair<int64_t, int64_t>, torch::Tensor> handed_activations, handed_gradients;
+  Link link;
+  torch::Tensor loss_sum;
+};
+
+namespace {
+
+torch::Tensor take(std::map<std::pair<int64_t, int64_t>, torch::Tensor>& handed, int64_t stage,
+                   int64_t microbatch) {
+  auto value = std::move(handed.at({stage, microbatch}));
+  handed.erase({stage, microbatch});
+  return value;
+}
+
+}  // namespace
+
+void PipelineRunner::run_forward(const PipelineAction& action, StepState& step,
+                                 const PipelineStepCalls& calls) {
+  const int64_t s = action.stage, j = action.microbatch, stages = shape_.stages();
+  const int64_t pp = shape_.processes;
+  util::CollectiveLabel kind_label("activation");
+  Microbatch micro;
+  torch::Tensor x;
+  if (s == 0) {
+    x = step.inputs[j].to(device_);
+  } else if (on_here(s - 1)) {
+    x = take(step.handed_activations, s, j);
+  } else {
+    x = step.link.receive_activation(stage_process(s - 1, pp),
+                                     tag_of(Message::activation, s, j, stages));
+  }
+  if (s > 0 && x.is_floating_point()) {
+    // A leaf, whose gradient goes back to the previous stage.
+    x = x.detach().requires_grad_(true);
+    micro.input = x;
+  }
+  auto y = calls.forward(local_stage(s).module, x);
+  if (s == stages - 1) {
+    micro.loss = calls.loss(y, step.targets[j].to(device_));
+    step.loss_sum =
+        step.loss_sum.defined() ? step.loss_sum + micro.loss.detach() : micro.loss.detach();
+  } else {
+    micro.output = y;
+    if (on_here(s + 1)) {
+      step.handed_activations[{s + 1, j}] = y.detach();
+    } else {
+      step.link.send(y.detach(), stage_process(s + 1, pp),
+                     tag_of(Message::activation, s + 1, j, stages), /*with_shape=*/true);
+    }
+  }
+  step.live[{s, j}] = std::move(micro);
+}
+
+void PipelineRunner::run_backward(const PipelineAction& action, StepState& step,
+                                  const PipelineStepCalls& calls) {
+  const int64_t s = action.stage, j = action.microbatch, stages = shape_.stages();
+  const int64_t pp = shape_.processes;
+  util::CollectiveLabel kind_label("gradient");
+  auto micro = std::move(step.live.at({s, j}));
+  step.live.erase({s, j});
+  if (s == stages - 1) {
+    torch::autograd::backward({calls.scale_loss(micro.loss)});
+  } else if (micro.output.is_floating_point()) {
+    // A floating activation always has a gradient coming back (its receiver made it a leaf).
+    auto grad = on_here(s + 1) ? take(step.handed_gradients, s, j)
+                               : step.link.receive_like(micro.output, stage_process(s + 1, pp),
+                                                        tag_of(Message::gradient, s, j, stages));
+    if (micro.output.requires_grad()) torch::autograd::backward({micro.output}, {grad});
+  }
+  if (!micro.input.defined()) return;
+  // An input the stage did not use has no gradient: zeros keep the previous stage's receive
+  // matched.
+  auto grad = micro.input.grad().defined() ? micro.input.grad() : torch::zeros_like(micro.input);
+  if (on_here(s - 1)) {
+    step.handed_gradients[{s - 1, j}] = grad;
+  } else {
+    step.link.send(grad, stage_process(s - 1, pp), tag_of(Message::gradient, s - 1, j, stages),
+                   /*with_shape=*/false);
+  }
+}
+
+torch::Tensor PipelineRunner::step(const torch::Tensor& inputs, const torch::Tensor& targets,
+                                   const PipelineStepCalls& calls) {
+  const int64_t m = shape_.microbatches, stages = shape_.stages(), pp = shape_.processes;
+  util::CollectiveLabel step_label("Pipeline::step");
+  for (const auto* batch : {&inputs, &targets}) {
+    TORCH_CHECK(batch->dim() > 0 && batch->size(0) % m == 0, "accel: Pipeline::step cuts the ",
+                batch == &inputs ? "inputs" : "targets", "' batch of ",
+                batch->dim() > 0 ? batch->size(0) : 0, " into ", m,
+                " microbatches, which does not divide it; make the batch a multiple of ", m,
+                " or choose PipelineOptions().microbatches(n) for an n that divides it");
+  }
+  StepState step(group_.get(), device_);
+  step.inputs = inputs.chunk(m);
+  step.targets = targets.chunk(m);
+  for (const auto& action : actions_) {
+    util::CollectiveLabel stage_label("stage", action.stage);
+    util::CollectiveLabel microbatch_label("microbatch", action.microbatch);
+    if (action.forward) {
+      run_forward(action, step, calls);
+    } else {
+      run_backward(action, step, calls);
+    }
+  }
+  step.link.finish();
+  // The last stage's mean loss, on every process of the pipeline.
+  const int64_t last = stage_process(stages - 1, pp);
+  torch::Tensor mean = rank_ == last
+                           ? (step.loss_sum / static_cast<double>(m)).to(torch::kFloat)
+                           : torch::zeros({}, torch::dtype(torch::kFloat).device(device_));
+  if (group_ && pp > 1) {
+    util::CollectiveLabel label("loss");
+    distributed::broadcast(*group_, mean, last);
+  }
+  return mean;
+}
+
+}  // namespace parallel
+}  // namespace accel
