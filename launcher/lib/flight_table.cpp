@@ -135,7 +135,12 @@ HangVerdict judge_flight_records(const std::map<int, FlightRecord>& records,
       if (peer_record == records.end()) continue;
       // A pipeline's send or receive has no number in common with the peers' (each process
       // records only its own side): only a peer's end proves it will never be met.
-      if (wait->op == "send" || wait->op == "recv") continue;
+      if (wait->op == "send" || wait->op == "recv") {
+        const FlightEntry* last = last_finished(peer_record->second, "");
+        why << waiter << peer << " has not sent it yet"
+            << (last ? " (last seen in " + describe(*last) + ")" : std::string()) << "\n";
+        continue;
+      }
       const FlightEntry* same = entry_at(peer_record->second, wait->group, wait->seq);
       if (same != nullptr &&
           (same->call != wait->call || same->op != wait->op || same->shapes != wait->shapes)) {

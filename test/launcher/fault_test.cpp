@@ -312,6 +312,24 @@ TEST(LaunchHangs, ATensorParallelCollectiveIsNamedWithItsDimension) {
       << result.output;
 }
 
+// A pipeline stage waiting for an activation its peer never sends is named with its stage,
+// microbatch and peer (the group's sends and receives are recorded apart from its collectives).
+TEST(LaunchHangs, APipelineStageWaitingForItsPeerIsNamed) {
+  auto result = run(
+      {kAccel, "launch", "--num_processes", "2", "--grace_period", "2",
+       "--parallelism_config_pp_size", "2", kWorker, "pp-stage-0-stops-sending"},
+      kHangEnvironment, 100, [](pid_t launcher) { ::kill(launcher, SIGINT); }, 20.0);
+  EXPECT_FALSE(result.timed_out) << result.output;
+  EXPECT_NE(result.output.find("has waited more than 3 s in a collective (pp/gloo p2p"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("Pipeline::step > stage 1 > microbatch 0 > activation > from "
+                               "process 0, recv [Long[10]] (pp/gloo p2p); rank 0 has not sent it "
+                               "yet (last seen in"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST(LaunchHangs, ALongLegitimateWaitOnlyWarns) {
   auto result = run({kAccel, "launch", "--num_processes", "2", kWorker, "slow-main", "20"},
                     kHangEnvironment, 100);

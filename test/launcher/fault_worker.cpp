@@ -8,6 +8,8 @@
 //   fault_worker different-calls        rank 0 waits at a barrier, rank 1 gathers
 //   fault_worker tp-rank-1-skips-a-forward  (under --parallelism_config_tp_size 2) three forwards
 //                                       of a tensor-parallel model; rank 1 skips the second
+//   fault_worker pp-stage-0-stops-sending  (under --parallelism_config_pp_size 2) pipeline steps
+//                                       of a two-stage Sequential; stage 0 stops before the second
 
 #include <accel/accel.h>
 
@@ -93,6 +95,19 @@ int main(int argc, char** argv) {
       model->forward(torch::ones({2, 8}));
     }
     accelerator.wait_for_everyone();
+    return 0;
+  }
+  if (mode == "pp-stage-0-stops-sending") {
+    torch::manual_seed(0);
+    torch::nn::Sequential model(torch::nn::Linear(8, 8), torch::nn::Linear(8, 4));
+    auto pipeline = accelerator.prepare_pipeline(model, accel::PipelineOptions().microbatches(2));
+    auto mse = [](const torch::Tensor& y, const torch::Tensor& t) { return torch::mse_loss(y, t); };
+    for (int step = 0; step < 3; ++step) {
+      if (step == 1 && accelerator.pipeline_parallel_rank() == 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(120));  // never sends this step's
+      }
+      pipeline.step(torch::ones({4, 8}), torch::zeros({4, 4}), mse);
+    }
     return 0;
   }
   if (mode == "slow-main") {

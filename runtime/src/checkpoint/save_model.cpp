@@ -60,55 +60,63 @@ void remove_stale_weights(const fs::path& dir, const std::set<std::string>& writ
 
 void save_model(const torch::nn::Module& module, const std::string& dir,
                 const SaveModelOptions& options, bool main_process) {
+  // FULL_SHARD: every process takes part in gathering the weights; the main one keeps them.
+  const bool sharded = sharding::has_sharded_parameters(module);
+  TORCH_CHECK(!sharded || options.safe_serialization(),
+              "accel: save_model of a FULL_SHARD model writes safetensors only "
+              "(safe_serialization=true)");
+  if (options.safe_serialization()) {
+    NamedTensors tensors;
+    if (sharded) tensors = sharding::module_tensors_to_save(module, main_process);
+    if (main_process && !sharded) tensors = sharding::module_tensors(module);
+    save_model_tensors(tensors, dir, options, main_process);
+    return;
+  }
+  if (!main_process) return;
+  fs::create_directories(dir);
+  torch::serialize::OutputArchive archive;
+  module.save(archive);
+  util::DurableFile file((fs::path(dir) / "model.pt").string());
+  archive.save_to([&](const void* data, size_t size) {
+    file.write(data, size);
+    return size;
+  });
+  file.commit();
+}
+
+void save_model_tensors(const NamedTensors& tensors, const std::string& dir,
+                        const SaveModelOptions& options, bool main_process) {
   const std::string& max_shard_size = options.max_shard_size();
-  const bool safe_serialization = options.safe_serialization();
   const int64_t max_shard_bytes = parse_size(max_shard_size);
   TORCH_CHECK(max_shard_bytes > 0, "accel: save_model max_shard_size must be > 0, got '",
               max_shard_size, "'");
-  // FULL_SHARD: every process takes part in gathering the weights; the main one keeps them.
-  const bool sharded = sharding::has_sharded_parameters(module);
-  TORCH_CHECK(!sharded || safe_serialization,
-              "accel: save_model of a FULL_SHARD model writes safetensors only "
-              "(safe_serialization=true)");
-  NamedTensors gathered;
-  if (sharded) gathered = sharding::module_tensors_to_save(module, main_process);
-  if (main_process) {
-    fs::create_directories(dir);
-    const fs::path folder(dir);
-    if (!safe_serialization) {
-      torch::serialize::OutputArchive archive;
-      module.save(archive);
-      util::DurableFile file((folder / "model.pt").string());
-      archive.save_to([&](const void* data, size_t size) {
-        file.write(data, size);
-        return size;
-      });
-      file.commit();
-    } else {
-      const auto tensors = sharded ? std::move(gathered) : sharding::module_tensors(module);
-      const auto shards = split_into_shards(tensors, max_shard_bytes);
-      const std::map<std::string, std::string> metadata = {{"format", "pt"}};
-      std::set<std::string> written;
-      if (shards.size() == 1) {
-        save_safetensors((folder / kWeightsName).string(), shards.front(), metadata);
-        written.insert(kWeightsName);
-      } else {
-        nlohmann::json weight_map = nlohmann::json::object();
-        for (size_t i = 0; i < shards.size(); ++i) {
-          const auto name = shard_name(i, shards.size());
-          save_safetensors((folder / name).string(), shards[i], metadata);
-          written.insert(name);
-          for (const auto& entry : shards[i]) weight_map[entry.first] = name;
-        }
-        nlohmann::json index = {{"metadata", {{"total_size", safetensors_data_bytes(tensors)}}},
-                                {"weight_map", weight_map}};
-        // The index last: a reader never finds one naming shards that are not there yet.
-        util::write_file_durably((folder / kIndexName).string(), index.dump(2) + "\n");
-        written.insert(kIndexName);
-      }
-      remove_stale_weights(folder, written);
+  TORCH_CHECK(options.safe_serialization(),
+              "accel: save_model of a model held in parts across processes (a pipeline's "
+              "stages) writes safetensors only (safe_serialization=true)");
+  if (!main_process) return;
+  fs::create_directories(dir);
+  const fs::path folder(dir);
+  const auto shards = split_into_shards(tensors, max_shard_bytes);
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  std::set<std::string> written;
+  if (shards.size() == 1) {
+    save_safetensors((folder / kWeightsName).string(), shards.front(), metadata);
+    written.insert(kWeightsName);
+  } else {
+    nlohmann::json weight_map = nlohmann::json::object();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const auto name = shard_name(i, shards.size());
+      save_safetensors((folder / name).string(), shards[i], metadata);
+      written.insert(name);
+      for (const auto& entry : shards[i]) weight_map[entry.first] = name;
     }
+    nlohmann::json index = {{"metadata", {{"total_size", safetensors_data_bytes(tensors)}}},
+                            {"weight_map", weight_map}};
+    // The index last: a reader never finds one naming shards that are not there yet.
+    util::write_file_durably((folder / kIndexName).string(), index.dump(2) + "\n");
+    written.insert(kIndexName);
   }
+  remove_stale_weights(folder, written);
 }
 
 }  // namespace accel::checkpoints

@@ -4,6 +4,7 @@
 // shards of at most max_shard_size with an index (as huggingface_hub splits), or model.pt.
 
 #include <accel/checkpointing.h>
+#include <accel/safetensors.h>
 
 #include <torch/nn/module.h>
 
@@ -16,5 +17,9 @@ namespace accel::checkpoints {
 /// collective then.
 void save_model(const torch::nn::Module& module, const std::string& dir,
                 const SaveModelOptions& options, bool main_process);
+/// The same for weights already gathered whole (a pipeline's, from its stages): safetensors only;
+/// only the main process's `tensors` are read.
+void save_model_tensors(const NamedTensors& tensors, const std::string& dir,
+                        const SaveModelOptions& options, bool main_process);
 
 }  // namespace accel::checkpoints

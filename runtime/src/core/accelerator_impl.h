@@ -126,6 +126,8 @@ struct Accelerator::Impl {
   /// save_state and load_state refuse SHARDED_STATE_DICT of tensor-parallel slices (`call`
   /// names which).
   void refuse_sharded_tensor_parallel_state(const char* call) const;
+  /// save_state and load_state refuse a pipeline over several processes (`call` names which).
+  void refuse_pipeline_state(const char* call) const;
   /// What save_state and load_state read and restore of the run.
   checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);
 };

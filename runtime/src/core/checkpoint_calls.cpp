@@ -87,14 +87,25 @@ void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) c
   }
 }
 
+void Accelerator::Impl::refuse_pipeline_state(const char* call) const {
+  // Checked alike on every process of the job (each prepared a pipeline): none hangs.
+  TORCH_CHECK(!pipelined() || pipelines.empty(), "accel: ", call,
+              " of a pipeline over several processes (pp_size ", mesh->config().pp_size(),
+              ") is not supported yet: its optimizers hold their stages' parameters only, which "
+              "a checkpoint must put back whole on any layout. Save the weights whole with "
+              "save_model(model, dir) or get_state_dict(model)");
+}
+
 std::string Accelerator::save_state(const std::string& requested_dir) {
   ACCEL_METHOD_LABEL("save_state");
+  impl_->refuse_pipeline_state("save_state");
   impl_->refuse_sharded_tensor_parallel_state("save_state");
   return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   ACCEL_METHOD_LABEL("load_state");
+  impl_->refuse_pipeline_state("load_state");
   impl_->refuse_sharded_tensor_parallel_state("load_state");
   checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
 }
@@ -113,7 +124,13 @@ bool Accelerator::resume_if_possible() {
 void Accelerator::save_module(const torch::nn::Module& module, const std::string& dir,
                               const SaveModelOptions& options) {
   ACCEL_METHOD_LABEL("save_model");
-  checkpoints::save_model(module, dir, options, is_main_process());
+  if (impl_->pipelined() && impl_->pipelines.count(&module) > 0) {
+    // A pipeline's stages are on several processes: the whole model is gathered from them.
+    checkpoints::save_model_tensors(impl_->gather_pipeline_tensors(module), dir, options,
+                                    is_main_process());
+  } else {
+    checkpoints::save_model(module, dir, options, is_main_process());
+  }
   wait_for_everyone();
 }
 

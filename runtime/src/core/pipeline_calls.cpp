@@ -129,7 +129,7 @@ Pipeline Accelerator::prepare_pipeline(torch::nn::Sequential& model, const Pipel
                                          std::to_string(shape.stages_per_process));
   starts.push_back(children.names.size());
   parallel::check_tensor_parallel_plan(*model, plan, tp);
-  TORCH_CHECK(!sharding::has_sharded_parameters(*model) && !impl_->models.contains(&*model),
+  TORCH_CHECK(!sharding::has_sharded_parameters(*model),
               "accel: prepare_pipeline takes a model not prepared yet");
 
   impl_->place(*model);

@@ -264,6 +264,45 @@ class Recorder {
 
 using c10d::Work;
 
+/// A receive as its issuer sees it: finished when waited on. (Gloo's sends and receives have no
+/// future to say when they complete; a receive that never completes is the one a pipeline's
+/// stage hangs in.)
+class RecordedReceive final : public Work {
+ public:
+  RecordedReceive(c10::intrusive_ptr<Work> inner, size_t group, uint64_t seq)
+      : inner_(std::move(inner)), group_(group), seq_(seq) {}
+  ~RecordedReceive() override { finish(""); }
+  bool wait(std::chrono::milliseconds timeout) override {
+    try {
+      const bool done = inner_->wait(timeout);
+      finish("");
+      return done;
+    } catch (const std::exception& e) {
+      finish(e.what());
+      throw;
+    }
+  }
+  bool isCompleted() override { return inner_->isCompleted(); }
+  bool isSuccess() const override { return inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_->exception(); }
+  int sourceRank() const override { return inner_->sourceRank(); }
+  std::vector<at::Tensor> result() override { return inner_->result(); }
+  void synchronize() override { inner_->synchronize(); }
+  void abort() override { inner_->abort(); }
+
+ private:
+  void finish(const std::string& error) {
+    if (finished_) return;
+    finished_ = true;
+    Recorder::instance().end(group_, seq_, error);
+  }
+
+  c10::intrusive_ptr<Work> inner_;
+  size_t group_;
+  uint64_t seq_;
+  bool finished_ = false;
+};
+
 // A backend that records every collective it passes on (c10d's ProcessGroupWrapper's shape).
 class RecordingBackend final : public c10d::Backend {
  public:
@@ -381,8 +420,16 @@ class RecordingBackend final : public c10d::Backend {
                   [&] { return inner_->send(tensors, dst, tag); });
   }
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    return record(point_to_point_, "recv", tensors, /*check=*/false,
-                  [&] { return inner_->recv(tensors, src, tag); });
+    auto& recorder = Recorder::instance();
+    const uint64_t seq = recorder.begin(
+        point_to_point_, "recv", util::describe_collective_call("recv"), describe_tensors(tensors));
+    try {
+      return c10::make_intrusive<RecordedReceive>(inner_->recv(tensors, src, tag), point_to_point_,
+                                                  seq);
+    } catch (const std::exception& e) {
+      recorder.end(point_to_point_, seq, e.what());
+      throw;
+    }
   }
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     return inner_->recvAnysource(tensors, tag);

@@ -9,6 +9,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -47,6 +48,15 @@ struct PipelineRunner::Microbatch {
 /// The sends and receives of one step on the pp group. Sends are asynchronous and kept until
 /// the step ends; a receive waits. Every process runs its schedule in order, so a receive waits
 /// only for a send its peer's schedule puts before the peer's own next receive: no cycle.
+/// The sends and receives of one step on the pp group. Sends are asynchronous; a receive waits.
+/// Every process runs its schedule in order, so a receive waits only for a send its peer's
+/// schedule puts before the peer's own next receive: no cycle.
+///
+/// A send holds its tensor (the activation or gradient it views) until it has gone, which c10d's
+/// Gloo sends report only when waited on. So each is waited on where the schedule proves it
+/// received, which returns at once: an activation's when the gradient of its microbatch comes
+/// back, a gradient's when the previous stage's next activation arrives (see release_points);
+/// the rest at the step's end. A stage then holds no more than the schedule keeps for backward.
 class PipelineRunner::Link {
  public:
   Link(c10d::ProcessGroup* group, const torch::Device& device) : group_(group), device_(device) {}
@@ -75,8 +85,18 @@ class PipelineRunner::Link {
     return receive_one(torch::empty(like.sizes(), like.options()), from, tag);
   }
 
+  /// The sends of `tag` (and its shape message), known to have been received.
+  void release(int tag) {
+    for (int t : {tag - 1, tag}) {
+      const auto found = pending_.find(t);
+      if (found == pending_.end()) continue;
+      found->second.second->wait();
+      pending_.erase(found);
+    }
+  }
+
   void finish() {
-    for (auto& [tensor, work] : pending_) work->wait();
+    for (auto& [tag, sent] : pending_) sent.second->wait();
     pending_.clear();
   }
 
@@ -84,7 +104,7 @@ class PipelineRunner::Link {
   void send_one(const torch::Tensor& tensor, int64_t to, int tag) {
     util::CollectiveLabel label("to process", to);
     std::vector<torch::Tensor> tensors{tensor};
-    pending_.emplace_back(tensor, group_->send(tensors, static_cast<int>(to), tag));
+    pending_[tag] = {tensor, group_->send(tensors, static_cast<int>(to), tag)};
   }
   torch::Tensor receive_one(torch::Tensor buffer, int64_t from, int tag) {
     util::CollectiveLabel label("from process", from);
@@ -95,7 +115,7 @@ class PipelineRunner::Link {
 
   c10d::ProcessGroup* group_;
   torch::Device device_;
-  std::vector<std::pair<torch::Tensor, c10::intrusive_ptr<c10d::Work>>> pending_;
+  std::map<int, std::pair<torch::Tensor, c10::intrusive_ptr<c10d::Work>>> pending_;
 };
 
 PipelineRunner::PipelineRunner(PipelineSchedule schedule, PipelineShape shape, int64_t rank,
@@ -107,7 +127,29 @@ PipelineRunner::PipelineRunner(PipelineSchedule schedule, PipelineShape shape, i
       group_(std::move(group)),
       stages_(std::move(stages)),
       actions_(pipeline_actions(schedule, shape, rank)),
-      device_(device) {}
+      device_(device) {
+  release_points();
+}
+
+void PipelineRunner::release_points() {
+  // A gradient this process sends to stage s − 1 for microbatch j has been received once that
+  // stage's process has run B(s − 1, j): proven here when an activation arrives that it sent
+  // after that backward (its next forward of stage s − 1 in its schedule).
+  const int64_t pp = shape_.processes, m = shape_.microbatches;
+  for (const auto& stage : stages_) {
+    const int64_t s = stage.index;
+    if (s == 0 || on_here(s - 1)) continue;
+    const auto previous = pipeline_actions(schedule_, shape_, stage_process(s - 1, pp));
+    for (int64_t j = 0; j < m; ++j) {
+      auto at = std::find(previous.begin(), previous.end(), PipelineAction{false, s - 1, j});
+      auto next = std::find_if(at, previous.end(), [&](const PipelineAction& a) {
+        return a.forward && a.stage == s - 1;
+      });
+      if (next == previous.end()) continue;  // waited on at the step's end
+      gradient_releases_[{s, next->microbatch}].push_back(j);
+    }
+  }
+}
 
 PipelineStage& PipelineRunner::local_stage(int64_t index) {
   for (auto& stage : stages_) {
@@ -153,6 +195,12 @@ void PipelineRunner::run_forward(const PipelineAction& action, StepState& step,
   } else {
     x = step.link.receive_activation(stage_process(s - 1, pp),
                                      tag_of(Message::activation, s, j, stages));
+    const auto released = gradient_releases_.find({s, j});
+    if (released != gradient_releases_.end()) {
+      for (int64_t k : released->second) {
+        step.link.release(tag_of(Message::gradient, s - 1, k, stages));
+      }
+    }
   }
   if (s > 0 && x.is_floating_point()) {
     // A leaf, whose gradient goes back to the previous stage.
@@ -190,6 +238,8 @@ void PipelineRunner::run_backward(const PipelineAction& action, StepState& step,
     auto grad = on_here(s + 1) ? take(step.handed_gradients, s, j)
                                : step.link.receive_like(micro.output, stage_process(s + 1, pp),
                                                         tag_of(Message::gradient, s, j, stages));
+    // Its gradient back: the next stage has received this microbatch's activation.
+    if (!on_here(s + 1)) step.link.release(tag_of(Message::activation, s + 1, j, stages));
     if (micro.output.requires_grad()) torch::autograd::backward({micro.output}, {grad});
   }
   if (!micro.input.defined()) return;

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,8 @@ class PipelineRunner {
   bool on_here(int64_t stage) const { return stage_process(stage, shape_.processes) == rank_; }
   void run_forward(const PipelineAction& action, StepState& step, const PipelineStepCalls& calls);
   void run_backward(const PipelineAction& action, StepState& step, const PipelineStepCalls& calls);
+  /// Fills gradient_releases_ from the previous stages' schedules.
+  void release_points();
 
   PipelineSchedule schedule_;
   PipelineShape shape_;
@@ -72,6 +75,9 @@ class PipelineRunner {
   std::vector<PipelineStage> stages_;
   std::vector<PipelineAction> actions_;
   torch::Device device_;
+  /// (stage, microbatch) of an activation whose arrival proves that the gradients this process
+  /// sent for these microbatches (to the stage before) were received.
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> gradient_releases_;
 };
 
 }  // namespace parallel
