@@ -55,7 +55,8 @@ std::optional<std::string> validate(const LaunchOptions& o) {
     if (m.product() != 1 && m.product() != o.num_processes) {
       return "the parallelism config's sizes (dp_replicate " + std::to_string(m.dp_replicate) +
              " x dp_shard " + std::to_string(m.dp_shard) + " x tp " + std::to_string(m.tp) +
-             " x cp " + std::to_string(m.cp) + " x pp " + std::to_string(m.pp) + " = " +
+             " x cp " + std::to_string(m.cp) +
+             (m.pp > 1 ? " x pp " + std::to_string(m.pp) : std::string()) + " = " +
              std::to_string(m.product()) + ") must multiply to --num_processes (" +
              std::to_string(o.num_processes) + ")";
     }

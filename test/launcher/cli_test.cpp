@@ -111,13 +111,24 @@ TEST_F(LauncherCli, ParallelismConfigReachesTheProcessesUnderAcceleratesNames) {
   const std::string show =
       "echo use=$ACCELERATE_USE_PARALLELISM_CONFIG r=$PARALLELISM_CONFIG_DP_REPLICATE_SIZE "
       "s=$PARALLELISM_CONFIG_DP_SHARD_SIZE t=$PARALLELISM_CONFIG_TP_SIZE "
-      "c=$PARALLELISM_CONFIG_CP_SIZE";
+      "c=$PARALLELISM_CONFIG_CP_SIZE p=$PARALLELISM_CONFIG_PP_SIZE";
   // accelerate launch's flags.
   auto flags = accel({"launch", "--num_processes", "4", "--use_parallelism_config",
                       "--parallelism_config_dp_shard_size", "2", "--parallelism_config_tp_size",
                       "2", "sh", "-c", show});
   EXPECT_EQ(flags.exit_code, 0) << flags.output;
-  EXPECT_NE(flags.output.find("use=true r=1 s=2 t=2 c=1"), std::string::npos) << flags.output;
+  EXPECT_NE(flags.output.find("use=true r=1 s=2 t=2 c=1 p=1"), std::string::npos) << flags.output;
+  // The pipeline's size, as the other sizes.
+  auto pipeline = accel({"launch", "--num_processes", "4", "--parallelism_config_pp_size", "2",
+                         "--parallelism_config_dp_shard_size", "2", "sh", "-c", show});
+  EXPECT_NE(pipeline.output.find("use=true r=1 s=2 t=1 c=1 p=2"), std::string::npos)
+      << pipeline.output;
+  auto misfit = accel(
+      {"launch", "--num_processes", "4", "--parallelism_config_pp_size", "3", "sh", "-c", show});
+  EXPECT_NE(misfit.exit_code, 0) << misfit.output;
+  EXPECT_NE(misfit.output.find("x cp 1 x pp 3 = 3) must multiply to --num_processes (4)"),
+            std::string::npos)
+      << misfit.output;
   // An Accelerate 1.15 config file's section, whose keys keep their prefix; a flag wins.
   const auto path = write("mesh.yaml",
                           "num_processes: 4\nparallelism_config:\n"
@@ -125,16 +136,17 @@ TEST_F(LauncherCli, ParallelismConfigReachesTheProcessesUnderAcceleratesNames) {
                           "  parallelism_config_dp_shard_size: 1\n"
                           "  parallelism_config_tp_size: 2\n"
                           "  parallelism_config_cp_size: 2\n"
+                          "  parallelism_config_pp_size: 1\n"
                           "  parallelism_config_cp_backend: torch\n");
   auto file = accel({"launch", "--config_file", path, "sh", "-c", show});
   EXPECT_EQ(file.exit_code, 0) << file.output;
-  EXPECT_NE(file.output.find("use=true r=1 s=1 t=2 c=2"), std::string::npos) << file.output;
+  EXPECT_NE(file.output.find("use=true r=1 s=1 t=2 c=2 p=1"), std::string::npos) << file.output;
   auto over = accel({"launch", "--config_file", path, "--parallelism_config_cp_size", "1",
                      "--parallelism_config_dp_shard_size", "2", "sh", "-c", show});
-  EXPECT_NE(over.output.find("use=true r=1 s=2 t=2 c=1"), std::string::npos) << over.output;
+  EXPECT_NE(over.output.find("use=true r=1 s=2 t=2 c=1 p=1"), std::string::npos) << over.output;
   // Without either, nothing is set.
   auto none = accel({"launch", "sh", "-c", show});
-  EXPECT_NE(none.output.find("use= r= s= t= c="), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("use= r= s= t= c= p="), std::string::npos) << none.output;
 }
 
 TEST_F(LauncherCli, Fp8ConfigsBackendReachesTheProcesses) {

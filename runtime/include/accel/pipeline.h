@@ -11,8 +11,9 @@
 // names in the whole model: build the optimizer after) and prepares them as prepare(model, plan)
 // would: placed, split by `plan` over the tp group (a plan written for the whole model: each
 // stage takes the entries for its modules), sharded over dp_shard when the optimizer is prepared.
-// Each child takes and returns one tensor. get_state_dict(model) and clip_grad_norm_ see the
-// whole model. With pp_size 1 (one process included) the whole model is one stage whose step
+// Each child takes and returns one tensor. get_state_dict(model), save_model and clip_grad_norm_
+// see the whole model; save_state and load_state move between pipeline layouts and to and from
+// runs without one. With pp_size 1 (one process included) the whole model is one stage whose step
 // still runs the microbatches, so one program runs on every layout. Refused before anything
 // changes, naming the value and the choices: an unknown schedule, more stages than children, a
 // split_before naming no child, stages_per_process above 1 outside Interleaved1F1B.

@@ -19,18 +19,50 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
 
 nlohmann::json describe_optimizers(
     const detail::GradientState& state,
-    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size) {
+    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size,
+    const std::vector<sharding::GlobalIndex>* global_indices) {
   nlohmann::json described = nlohmann::json::array();
-  for (auto* gate : state.gates) {
+  for (size_t i = 0; i < state.gates.size(); ++i) {
+    auto* gate = state.gates[i];
     detail::OpenedGate open(*gate);
     const auto& optimizer = *gate->optimizer();
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& group : optimizer.param_groups()) groups.push_back(group.params().size());
-    described.push_back({{"type", optimizer_type(optimizer)},
-                         {"param_groups", groups},
-                         {"layout", sharding::layout_of(optimizer, shards, tp_size).to_json()}});
+    described.push_back(
+        {{"type", optimizer_type(optimizer)},
+         {"param_groups", groups},
+         {"layout", sharding::layout_of(optimizer, shards, tp_size, nullptr,
+                                        global_indices != nullptr ? global_indices->at(i) : nullptr)
+                        .to_json()}});
   }
   return described;
+}
+
+nlohmann::json merge_stage_descriptions(const std::vector<std::string>& described, int64_t pp) {
+  const auto per_stage = static_cast<int64_t>(described.size()) / pp;
+  auto merged = nlohmann::json::parse(described.front());
+  for (size_t i = 0; i < merged.size(); ++i) {
+    auto& layout = merged[i]["layout"];
+    layout["pp"] = pp;
+    layout["per_stage"] = per_stage;
+    auto& groups = layout["groups"];
+    auto& counts = merged[i]["param_groups"];
+    for (auto& units : groups) {
+      for (auto& unit : units) unit["stage"] = 0;
+    }
+    for (int64_t stage = 1; stage < pp; ++stage) {
+      const auto theirs =
+          nlohmann::json::parse(described.at(static_cast<size_t>(stage * per_stage)));
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (auto unit : theirs.at(i).at("layout").at("groups").at(g)) {
+          unit["stage"] = stage;
+          groups[g].push_back(std::move(unit));
+        }
+        counts[g] = counts[g].get<int64_t>() + theirs.at(i).at("param_groups").at(g).get<int64_t>();
+      }
+    }
+  }
+  return merged;
 }
 
 void check_optimizers(const nlohmann::json& saved, const nlohmann::json& run,

@@ -6,6 +6,7 @@
 
 #include <accel/checkpointing.h>
 #include <accel/detail/gradient_state.h>
+#include "sharding/optimizer_resharding.h"
 #include "sharding/optimizer_shards.h"
 
 #include <torch/optim/optimizer.h>
@@ -26,9 +27,18 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer);
 /// Each prepared optimizer's class, the sizes of its parameter groups and its layout (how its
 /// parameters are cut from the model's: optimizer_resharding.h), as accel_state.json records
 /// them.
+/// With `global_indices` (a pipeline stage's, one per optimizer) members are numbered in the
+/// whole model's groups.
 nlohmann::json describe_optimizers(
     const detail::GradientState& state,
-    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size);
+    const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size,
+    const std::vector<sharding::GlobalIndex>* global_indices = nullptr);
+
+/// A pipeline's descriptions (describe_optimizers' form, each process's in rank order, members
+/// numbered in the whole model) as one: each optimizer's groups hold every stage's units, in
+/// stage order, each marked with its stage (taken from the stage's first process: its processes
+/// describe it alike), and count every stage's parameters.
+nlohmann::json merge_stage_descriptions(const std::vector<std::string>& described, int64_t pp);
 
 /// The run's optimizers (`run`, from describe_optimizers) are of the `saved` classes, with as
 /// many parameter groups; with `same_layout` (the saved strategy and process count) the groups

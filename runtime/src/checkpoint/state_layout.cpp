@@ -8,6 +8,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace accel::checkpoints {
 
 namespace fs = std::filesystem;
@@ -77,13 +79,17 @@ void set_model_reading(Part& part, const std::vector<torch::nn::Module*>& models
     };
     return;
   }
-  part.file = model_file;
-  part.load = [&models](const fs::path& path, size_t i) {
-    sharding::read_module_tensors(*models[i], path.string());
+  auto stage = [&models, &layout](size_t i) {
+    return std::find(layout.stage_models.begin(), layout.stage_models.end(), models[i]) !=
+           layout.stage_models.end();
   };
-  part.check = [&models](const fs::path& path, size_t i) {
+  part.file = model_file;
+  part.load = [&models, stage](const fs::path& path, size_t i) {
+    sharding::read_module_tensors(*models[i], path.string(), stage(i));
+  };
+  part.check = [&models, stage](const fs::path& path, size_t i) {
     TORCH_CHECK(fs::is_regular_file(path), "accel: the checkpoint has no ", path.string());
-    sharding::check_module_file(*models[i], path.string());
+    sharding::check_module_file(*models[i], path.string(), stage(i));
   };
 }
 

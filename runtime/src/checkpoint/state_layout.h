@@ -72,6 +72,9 @@ struct ModelsLayout {
   /// For a load: whether the checkpoint holds its models as SHARDED_STATE_DICT. A sharded model
   /// loads into a whole one and the other way round, on any process count.
   std::optional<bool> saved_sharded;
+  /// Models that are this process's stages of a pipeline: they load their own tensors of the
+  /// whole model's file.
+  std::vector<const torch::nn::Module*> stage_models;
 };
 
 Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout);

@@ -15,6 +15,7 @@
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -52,17 +53,23 @@ std::optional<ShardedModels> sharded_models_of(const CheckpointInputs& run) {
 
 /// Each process writes its own optimizer state: a shard of it, or a tensor-parallel part's.
 bool per_process_optimizers(const CheckpointInputs& run) {
-  return run.sharded_optimizers || run.mesh.tp > 1;
+  return run.sharded_optimizers || run.mesh.tp > 1 || run.pipeline.has_value();
 }
 
 /// The models' whole tensors for the coordinator to write: FULL_SHARD models' are gathered by
 /// every process (a collective), the others' read by the coordinator only.
-std::vector<NamedTensors> whole_models(const std::vector<torch::nn::Module*>& models,
+std::vector<NamedTensors> whole_models(const CheckpointInputs& run,
+                                       const std::vector<torch::nn::Module*>& models,
                                        bool coordinator) {
   std::vector<NamedTensors> gathered(models.size());
   for (size_t i = 0; i < models.size(); ++i) {
     const auto& module = *models[i];
-    if (sharding::has_sharded_parameters(module)) {
+    const auto& stages =
+        run.pipeline ? run.pipeline->stage_models : std::vector<const torch::nn::Module*>{};
+    if (std::find(stages.begin(), stages.end(), &module) != stages.end()) {
+      // Every stage's tensors, gathered from their processes.
+      gathered[i] = run.pipeline->whole_tensors(module);
+    } else if (sharding::has_sharded_parameters(module)) {
       gathered[i] = sharding::module_tensors_to_save(module, coordinator);
     } else if (coordinator) {
       gathered[i] = sharding::module_tensors(module);
@@ -124,8 +131,9 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
       {"gradient_accumulation_steps", run.gradient_accumulation_steps},
       {"micro_step", run.gradient_state->step},
       {"window_gradients", in_window},
-      {"optimizer_layout",
-       checkpoints::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp)}};
+      {"optimizer_layout", run.pipeline ? run.pipeline->optimizer_layouts
+                                        : checkpoints::describe_optimizers(
+                                              *run.gradient_state, run.shards, run.mesh.tp)}};
   if (run.mesh.configured) {
     const auto& mesh = run.mesh;
     summary["parallelism"] = {{"dp_replicate_size", mesh.dp_replicate},
@@ -310,13 +318,15 @@ std::vector<std::optional<Resplit>> plan_resplits(const CheckpointInputs& run,
   for (size_t i = 0; i < plans.size(); ++i) {
     detail::OpenedGate open(*state.gates[i]);
     const std::string where = (dir / numbered("optimizer", i, ".pt")).string();
-    auto plan =
-        sharding::plan_resplit(*state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
-                               saved.optimizers.at(i).at("layout"),
-                               saved.processes == run.num_processes, state_path, where);
+    auto plan = sharding::plan_resplit(
+        *state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
+        saved.optimizers.at(i).at("layout"), saved.processes == run.num_processes, state_path,
+        where, run.pipeline ? run.pipeline->global_indices.at(i) : nullptr, run.mesh.pp);
     if (!plan) continue;
-    // Sharded or tensor-parallel state is in each process's file, else in the main one's.
-    const bool per_process = saved.strategy != ShardingStrategy::NoShard || plan->saved.tp > 1;
+    // Sharded, tensor-parallel or pipelined state is in each process's file, else in the main
+    // one's.
+    const bool per_process =
+        saved.strategy != ShardingStrategy::NoShard || plan->saved.tp > 1 || plan->saved.pp > 1;
     Resplit resplit{std::move(*plan), per_process, where, {}};
     for (const int64_t process : resplit.plan.files) {
       resplit.files.push_back(optimizer_slice_file(i, process, per_process));
@@ -365,11 +375,13 @@ std::vector<std::optional<Resplit>> check_before_loading(
   checkpoints::check_accumulation(summary.json, summary.path.string(), saved.processes,
                                   saved.window, options, run.num_processes,
                                   run.gradient_accumulation_steps);
+  // A pipeline's stages hold some of each group's parameters: the re-split checks them each.
+  const bool pipelined = run.pipeline.has_value() || saved.mesh.pp > 1;
   checkpoints::check_optimizers(
       saved.optimizers,
       checkpoints::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp),
       summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
-      same_processes && saved.strategy == run.sharding_strategy);
+      same_processes && saved.strategy == run.sharding_strategy && !pipelined);
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count && part.check && !part.per_process; ++i) {
       part.check(dir / part.file(i), i);
@@ -443,11 +455,11 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
 
   // FULL_SHARD models' weights are gathered by every process, for the coordinator to write
   // (FULL_STATE_DICT), or each process writes its shards (SHARDED_STATE_DICT).
-  ModelsLayout layout{{}, sharded_models_of(run), std::nullopt};
+  ModelsLayout layout{{}, sharded_models_of(run), std::nullopt, {}};
   // The pre-hooks may save models their own way and take them off the list.
   std::vector<torch::nn::Module*> models = run.models;
   for (const auto& hook : *run.save_pre_hooks) hook.second(models, staging.string());
-  if (!layout.sharded) layout.gathered = whole_models(models, coordinator);
+  if (!layout.sharded) layout.gathered = whole_models(run, models, coordinator);
   const auto parts = checkpoint_parts(
       models, layout, *run.gradient_state, *run.custom_objects, [](torch::optim::Optimizer&) {},
       per_process_optimizers(run));
@@ -483,9 +495,11 @@ void load_state(const CheckpointInputs& run, const std::string& requested_dir,
                  "started, and processes without a saved generator keep their own\n";
   }
   // The models are read as they were saved (whole or sharded), whatever this run writes.
-  const ModelsLayout layout{{},
-                            sharded_models_of(run),
-                            saved_state_dict_type(summary) == StateDictType::ShardedStateDict};
+  const ModelsLayout layout{
+      {},
+      sharded_models_of(run),
+      saved_state_dict_type(summary) == StateDictType::ShardedStateDict,
+      run.pipeline ? run.pipeline->stage_models : std::vector<const torch::nn::Module*>{}};
   std::vector<torch::nn::Module*> models = run.models;
   for (const auto& hook : *run.load_pre_hooks) hook.second(models, dir.string());
   const auto parts = checkpoint_parts(models, layout, *run.gradient_state, *run.custom_objects,

@@ -6,11 +6,14 @@
 
 #include <accel/checkpointing.h>
 #include <accel/detail/gradient_state.h>
+#include <accel/safetensors.h>
 #include <accel/sharding_strategy.h>
+#include "sharding/optimizer_resharding.h"
 #include "sharding/optimizer_shards.h"
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -76,6 +79,20 @@ struct CheckpointInputs {
   };
   Mesh mesh;
   int64_t tp_rank = 0;
+
+  /// A pipeline over several processes (mesh.pp > 1): what its stages need of a checkpoint.
+  struct Pipeline {
+    /// The models that are this process's stages of a pipeline: saved from `whole_tensors`
+    /// (every stage's, gathered: a collective), loaded from the whole file by their names.
+    std::vector<const torch::nn::Module*> stage_models;
+    std::function<NamedTensors(const torch::nn::Module&)> whole_tensors;
+    /// Each optimizer's parameters' places in the whole model's groups (by optimizer index).
+    std::vector<sharding::GlobalIndex> global_indices;
+    /// Every optimizer's description with every stage's units (describe_optimizers' form,
+    /// gathered from the stages: computed on every process, written by the coordinator).
+    nlohmann::json optimizer_layouts;
+  };
+  std::optional<Pipeline> pipeline;
 
   // What the checkpoint saves and restores of the run's counters.
   ProjectConfiguration* project = nullptr;

@@ -123,11 +123,13 @@ struct Accelerator::Impl {
   bool pipelined() const { return mesh != nullptr && mesh->config().pp_enabled(); }
   /// The whole model's tensors for get_state_dict of a pipeline's model: every stage's, gathered.
   NamedTensors gather_pipeline_tensors(const torch::nn::Module& module);
+  /// What save_state and load_state need of a pipeline over several processes (collective).
+  checkpoints::CheckpointInputs::Pipeline pipeline_checkpoint();
+  /// Every optimizer's description with every stage's units, numbered by `global_indices`.
+  nlohmann::json merged_optimizer_layouts(const std::vector<sharding::GlobalIndex>& global_indices);
   /// save_state and load_state refuse SHARDED_STATE_DICT of tensor-parallel slices (`call`
   /// names which).
   void refuse_sharded_tensor_parallel_state(const char* call) const;
-  /// save_state and load_state refuse a pipeline over several processes (`call` names which).
-  void refuse_pipeline_state(const char* call) const;
   /// What save_state and load_state read and restore of the run.
   checkpoints::CheckpointInputs checkpoint_inputs(Accelerator& accelerator);
 };

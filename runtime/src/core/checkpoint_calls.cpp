@@ -49,6 +49,8 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
                 config->tp_size(),           config->pp_size(),       true};
     if (mesh != nullptr) run.tp_rank = mesh->group(distributed::MeshGroup::tp)->getRank();
   }
+  // Stages of a pipeline over several processes: their parameters' places in the whole model.
+  if (pipelined() && !pipelines.empty()) run.pipeline = pipeline_checkpoint();
   run.project = &project;
   run.step = window.saved_step();
   run.item_window = window.saved_items();
@@ -87,25 +89,14 @@ void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) c
   }
 }
 
-void Accelerator::Impl::refuse_pipeline_state(const char* call) const {
-  // Checked alike on every process of the job (each prepared a pipeline): none hangs.
-  TORCH_CHECK(!pipelined() || pipelines.empty(), "accel: ", call,
-              " of a pipeline over several processes (pp_size ", mesh->config().pp_size(),
-              ") is not supported yet: its optimizers hold their stages' parameters only, which "
-              "a checkpoint must put back whole on any layout. Save the weights whole with "
-              "save_model(model, dir) or get_state_dict(model)");
-}
-
 std::string Accelerator::save_state(const std::string& requested_dir) {
   ACCEL_METHOD_LABEL("save_state");
-  impl_->refuse_pipeline_state("save_state");
   impl_->refuse_sharded_tensor_parallel_state("save_state");
   return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   ACCEL_METHOD_LABEL("load_state");
-  impl_->refuse_pipeline_state("load_state");
   impl_->refuse_sharded_tensor_parallel_state("load_state");
   checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
 }

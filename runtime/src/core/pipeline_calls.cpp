@@ -5,17 +5,20 @@
 
 #include "accelerator_impl.h"
 
+#include "checkpoint/checkpoint_checks.h"
 #include "distributed/collectives.h"
 #include "parallel/pipeline_cut.h"
 #include "parallel/pipeline_runner.h"
 #include "parallel/tensor_parallel.h"
 #include "sharding/module_tensors.h"
+#include "sharding/optimizer_resharding.h"
 #include "step_checks.h"
 #include "util/collective_label.h"
 
 #include <torch/nn/modules/container/sequential.h>
 
 #include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
@@ -226,6 +229,90 @@ NamedTensors Accelerator::Impl::gather_pipeline_tensors(const torch::nn::Module&
     whole.emplace_back(name, found->second.to(device));
   }
   return whole;
+}
+
+namespace {
+
+/// Where each parameter of a pipeline's stages is in the whole model's order (its tensors' order:
+/// parameters first).
+std::map<const c10::TensorImpl*, int64_t> whole_positions(
+    const std::map<const torch::nn::Module*, std::vector<std::string>>& pipelines) {
+  std::map<const c10::TensorImpl*, int64_t> positions;
+  for (const auto& [module, names] : pipelines) {
+    for (const auto& item : module->named_parameters()) {
+      const auto found = std::find(names.begin(), names.end(), item.key());
+      if (found != names.end()) {
+        positions[item.value().unsafeGetTensorImpl()] = found - names.begin();
+      }
+    }
+  }
+  return positions;
+}
+
+}  // namespace
+
+checkpoints::CheckpointInputs::Pipeline Accelerator::Impl::pipeline_checkpoint() {
+  util::CollectiveLabel label("pipeline checkpoint layout");
+  checkpoints::CheckpointInputs::Pipeline pipeline;
+  for (const auto& [module, names] : pipelines) pipeline.stage_models.push_back(module);
+  pipeline.whole_tensors = [this](const torch::nn::Module& module) {
+    return gather_pipeline_tensors(module);
+  };
+  // Each optimizer group's parameters, by their place in the whole model: every process's list,
+  // gathered, gives each its place in the group one process would have.
+  const auto positions = whole_positions(pipelines);
+  const auto live = sharding.live();
+  c10::impl::GenericList mine(c10::AnyType::get());
+  for (auto* gate : gradient_state->gates) {
+    detail::OpenedGate open(*gate);
+    c10::impl::GenericList groups(c10::AnyType::get());
+    for (const auto& group : sharding::built_parameters(*gate->optimizer(), live)) {
+      std::vector<int64_t> places;
+      for (const auto& p : group) {
+        const auto found = positions.find(p.unsafeGetTensorImpl());
+        TORCH_CHECK(found != positions.end(),
+                    "accel: save_state/load_state of a pipeline: an optimizer trains a "
+                    "parameter (shape ",
+                    p.sizes(), ") that no stage of the pipeline holds");
+        places.push_back(found->second);
+      }
+      groups.push_back(c10::IValue(places));
+    }
+    mine.push_back(c10::IValue(groups));
+  }
+  const auto everyone = distributed::all_gather_ivalues(host_group(), c10::IValue(mine));
+  for (size_t i = 0; i < gradient_state->gates.size(); ++i) {
+    std::vector<std::vector<int64_t>> whole, local;
+    for (size_t r = 0; r < everyone.size(); ++r) {
+      const auto groups = everyone[r].toList().get(i).toList();
+      whole.resize(groups.size());
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const auto places = groups.get(g).toIntVector();
+        whole[g].insert(whole[g].end(), places.begin(), places.end());
+        if (static_cast<int64_t>(r) == dist->rank()) local.push_back(places);
+      }
+    }
+    for (auto& group : whole) {
+      std::sort(group.begin(), group.end());
+      group.erase(std::unique(group.begin(), group.end()), group.end());
+    }
+    pipeline.global_indices.push_back([whole, local](size_t g, int64_t k) {
+      const auto& group = whole.at(g);
+      return static_cast<int64_t>(
+          std::lower_bound(group.begin(), group.end(), local.at(g).at(static_cast<size_t>(k))) -
+          group.begin());
+    });
+  }
+  pipeline.optimizer_layouts = merged_optimizer_layouts(pipeline.global_indices);
+  return pipeline;
+}
+
+nlohmann::json Accelerator::Impl::merged_optimizer_layouts(
+    const std::vector<sharding::GlobalIndex>& global_indices) {
+  const auto described = checkpoints::describe_optimizers(
+      *gradient_state, sharding.live(), mesh->config().tp_size(), &global_indices);
+  return checkpoints::merge_stage_descriptions(
+      distributed::all_gather_bytes(host_group(), described.dump()), mesh->config().pp_size());
 }
 
 }  // namespace accel

@@ -30,14 +30,15 @@ void Accelerator::Impl::form_mesh() {
   const int64_t processes = dist->world_size();
   // Accelerate's rule: a config that leaves every size at 1 is plain data parallelism.
   if (config.total_size() == 1) config.dp_replicate_size(processes);
-  TORCH_CHECK(config.total_size() == processes, "accel: parallelism_config's sizes (", "pp_size ",
-              config.pp_size(), " x dp_replicate_size ", config.dp_replicate_size(),
-              " x dp_shard_size ", config.dp_shard_size(), " x tp_size ", config.tp_size(),
-              " x cp_size ", config.cp_size(), " = ", config.total_size(),
-              ") do not multiply to the ", processes, " processes of this job",
-              config.pp_enabled() && processes % config.pp_size() != 0
-                  ? " (pp_size " + std::to_string(config.pp_size()) + " does not divide them)"
-                  : std::string());
+  TORCH_CHECK(
+      config.total_size() == processes, "accel: parallelism_config's sizes (",
+      config.pp_enabled() ? "pp_size " + std::to_string(config.pp_size()) + " x " : std::string(),
+      "dp_replicate_size ", config.dp_replicate_size(), " x dp_shard_size ", config.dp_shard_size(),
+      " x tp_size ", config.tp_size(), " x cp_size ", config.cp_size(), " = ", config.total_size(),
+      ") do not multiply to the ", processes, " processes of this job",
+      config.pp_enabled() && processes % config.pp_size() != 0
+          ? " (pp_size " + std::to_string(config.pp_size()) + " does not divide them)"
+          : std::string());
   if (distributed()) mesh = &dist->mesh(config, group_settings());
 }
 

@@ -77,7 +77,7 @@ NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep) 
 
 void load_module_tensors(torch::nn::Module& module,
                          const std::map<std::string, torch::Tensor>& tensors,
-                         const std::string& path) {
+                         const std::string& path, bool part) {
   torch::NoGradGuard no_grad;
   std::set<std::string> used;
   NamedTensors loaded;
@@ -99,8 +99,8 @@ void load_module_tensors(torch::nn::Module& module,
     loaded.push_back(std::move(entry));
   }
   for (const auto& entry : tensors) {
-    TORCH_CHECK(used.count(entry.first) != 0, "accel: ", path, " has a tensor '", entry.first,
-                "', which the model does not have");
+    TORCH_CHECK(part || used.count(entry.first) != 0, "accel: ", path, " has a tensor '",
+                entry.first, "', which the model does not have");
   }
 }
 
@@ -117,7 +117,7 @@ detail::SafetensorsHeader checked_header(const std::string& path) {
 /// The file's names and shapes are the module's: each of its tensors (a tied one under its first
 /// name at least) and no other.
 void check_header_matches(const torch::nn::Module& module, const detail::SafetensorsHeader& header,
-                          const std::string& path) {
+                          const std::string& path, bool part) {
   for (const auto& entry : module_tensors(module)) {
     auto found = header.tensors.find(entry.first);
     TORCH_CHECK(found != header.tensors.end(), "accel: ", path, " has no tensor '", entry.first,
@@ -127,6 +127,7 @@ void check_header_matches(const torch::nn::Module& module, const detail::Safeten
                 "' has shape ", c10::IntArrayRef(found->second.shape), ", the model's has ",
                 c10::IntArrayRef(whole));
   }
+  if (part) return;
   std::set<std::string> names;
   for (const auto& entry : all_named_tensors(module)) names.insert(entry.first);
   for (const auto& entry : header.tensors) {
@@ -137,14 +138,14 @@ void check_header_matches(const torch::nn::Module& module, const detail::Safeten
 
 }  // namespace
 
-void check_module_file(const torch::nn::Module& module, const std::string& path) {
-  check_header_matches(module, checked_header(path), path);
+void check_module_file(const torch::nn::Module& module, const std::string& path, bool part) {
+  check_header_matches(module, checked_header(path), path, part);
 }
 
-void read_module_tensors(torch::nn::Module& module, const std::string& path) {
+void read_module_tensors(torch::nn::Module& module, const std::string& path, bool part) {
   const detail::SafetensorsHeader header = checked_header(path);
   // Before the first byte is read into the module: a file of another model changes nothing.
-  check_header_matches(module, header, path);
+  check_header_matches(module, header, path, part);
   const util::PositionalFile file(path);
   // Each tensor read straight into the module's, or else as a CPU tensor of the file's dtype.
   std::map<std::string, torch::Tensor> tensors;
@@ -155,6 +156,7 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     const auto& info = entry.second;
     torch::Tensor into;
     auto target = targets.find(entry.first);
+    if (part && target == targets.end()) continue;  // another stage's
     const char* target_dtype = target == targets.end()
                                    ? nullptr
                                    : util::safetensors_dtype_name(target->second.scalar_type());
@@ -177,7 +179,7 @@ void read_module_tensors(torch::nn::Module& module, const std::string& path) {
     tensors.emplace(entry.first, into);
   }
   // Tensors read in place copy onto themselves: load_module_tensors still checks names and shapes.
-  load_module_tensors(module, tensors, path);
+  load_module_tensors(module, tensors, path, part);
 }
 
 }  // namespace sharding

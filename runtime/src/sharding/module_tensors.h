@@ -29,18 +29,20 @@ NamedTensors module_tensors_to_save(const torch::nn::Module& module, bool keep);
 
 /// Copies `tensors` (read from `path`) into `module`'s parameters and buffers. Every tensor the
 /// module has must be there with its shape, except second names of tied weights; names the
-/// module does not have are an error too. Errors name `path` and the tensor.
+/// module does not have are an error too, unless the module is `part` of the model the file
+/// holds (a pipeline's stages). Errors name `path` and the tensor.
 void load_module_tensors(torch::nn::Module& module,
                          const std::map<std::string, torch::Tensor>& tensors,
-                         const std::string& path);
+                         const std::string& path, bool part = false);
 
 /// Checks, from its header alone, that the safetensors file at `path` holds `module`'s tensors by
-/// name and shape and nothing else; the errors name `path` and the tensor.
-void check_module_file(const torch::nn::Module& module, const std::string& path);
+/// name and shape and (unless `part`) nothing else; the errors name `path` and the tensor.
+void check_module_file(const torch::nn::Module& module, const std::string& path, bool part = false);
 /// load_module_tensors from a safetensors file, after check_module_file, reading each tensor's
 /// bytes straight into the module's CPU tensor where dtype and layout allow (no mapping, no
-/// intermediate copy): restoring a checkpoint runs at the speed of a plain read.
-void read_module_tensors(torch::nn::Module& module, const std::string& path);
+/// intermediate copy): restoring a checkpoint runs at the speed of a plain read. With `part`,
+/// only the module's own tensors are read.
+void read_module_tensors(torch::nn::Module& module, const std::string& path, bool part = false);
 
 }  // namespace sharding
 }  // namespace accel

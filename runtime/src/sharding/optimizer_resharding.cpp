@@ -68,6 +68,7 @@ struct Scattered {
   std::vector<int64_t> whole;
   int64_t live_tp = 1, saved_tp = 1, part = 0, uncut_part = 0;
   int64_t first = 0, last = 0, begin = 0, saved_slice_elements = 1;
+  int64_t file_offset = 0;  // the first process of the saved unit's stage
 
   /// For each element: the saved process whose file holds it, its place in this process's
   /// slice of the live unit, and in that file's slice of the saved unit.
@@ -78,7 +79,7 @@ struct Scattered {
                      saved_member.cut_dim, saved_tp, uncut_part);
     const auto position = index + saved_member.offset;
     const auto slice = position.div(saved_slice_elements, "trunc");
-    return {slice * saved_tp + file_part, local + (member.offset - begin),
+    return {file_offset + slice * saved_tp + file_part, local + (member.offset - begin),
             position - slice * saved_slice_elements};
   }
 };
@@ -123,6 +124,7 @@ class MemberPlan {
            int64_t first, int64_t last, int64_t begin,
            std::map<int64_t, std::vector<Copy>>& copies) const {
     const int64_t slice = saved_.groups[g][saved_unit].slice_elements;
+    const int64_t stage = saved_.groups[g][saved_unit].stage;
     // A parameter held whole is the same on every part: read from this process's part's files
     // where the checkpoint has them.
     const int64_t uncut_part = part_ < saved_.tp ? part_ : 0;
@@ -135,7 +137,7 @@ class MemberPlan {
       while (from < to) {
         const int64_t r = from / slice;
         const int64_t length = std::min((r + 1) * slice, to) - from;
-        copies[r * saved_.tp + file_part].push_back(
+        copies[saved_.file_of(stage, r, file_part)].push_back(
             {g, u, saved_unit, target, from - r * slice, length, nullptr, 0});
         from += length;
         target += length;
@@ -145,7 +147,7 @@ class MemberPlan {
     // Element by element: each one's place in the whole tensor, then in the saved part.
     auto scattered = std::make_shared<const Scattered>(
         Scattered{member, saved_member, whole_of(member, saved_member), live_.tp, saved_.tp, part_,
-                  uncut_part, first, last, begin, slice});
+                  uncut_part, first, last, begin, slice, saved_.file_of(stage, 0, 0)});
     const auto files = std::get<0>(at::_unique(scattered->locate()[0], /*sorted=*/true));
     const auto* listed = files.data_ptr<int64_t>();
     for (int64_t i = 0; i < files.numel(); ++i) {
@@ -213,8 +215,9 @@ std::map<int64_t, std::vector<Copy>> plan(const OptimizerLayout& saved, const Op
                         copies);
       }
     }
-    TORCH_CHECK(live_members == saved_place.size(), "accel: ", where, " holds state for ",
-                saved_place.size(), " parameters of parameter group ", g,
+    // A pipeline stage holds some of the group's parameters (each found above).
+    TORCH_CHECK(live.pp > 1 || live_members == saved_place.size(), "accel: ", where,
+                " holds state for ", saved_place.size(), " parameters of parameter group ", g,
                 " and this run's group has ", live_members);
   }
   return copies;
@@ -240,12 +243,19 @@ nlohmann::json OptimizerLayout::to_json() const {
       for (const auto& m : unit.members) {
         members.push_back({m.index, m.offset, m.numel, m.cut_dim, m.shape});
       }
-      units.push_back(
-          {{"members", members}, {"total", unit.total}, {"slice_elements", unit.slice_elements}});
+      nlohmann::json described_unit = {
+          {"members", members}, {"total", unit.total}, {"slice_elements", unit.slice_elements}};
+      if (pp > 1) described_unit["stage"] = unit.stage;
+      units.push_back(std::move(described_unit));
     }
     described.push_back(units);
   }
-  return {{"slices", slices}, {"tp", tp}, {"groups", described}};
+  nlohmann::json json = {{"slices", slices}, {"tp", tp}, {"groups", described}};
+  if (pp > 1) {
+    json["pp"] = pp;
+    json["per_stage"] = per_stage;
+  }
+  return json;
 }
 
 OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std::string& where) {
@@ -264,6 +274,16 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
     if (!tp->is_number_integer() || tp->get<int64_t>() < 1) fail("has a malformed 'tp'");
     layout.tp = tp->get<int64_t>();
   }
+  for (const auto& [key, field] :
+       {std::pair<const char*, int64_t*>{"pp", &layout.pp},
+        std::pair<const char*, int64_t*>{"per_stage", &layout.per_stage}}) {
+    const auto found = json.find(key);
+    if (found == json.end()) continue;
+    if (!found->is_number_integer() || found->get<int64_t>() < 1) {
+      fail(std::string("has a malformed '") + key + "'");
+    }
+    *field = found->get<int64_t>();
+  }
   for (const auto& group : json["groups"]) {
     if (!group.is_array()) fail("has a group that is not a list of units");
     auto& units = layout.groups.emplace_back();
@@ -272,6 +292,7 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
       try {
         parsed.total = unit.at("total").get<int64_t>();
         parsed.slice_elements = unit.at("slice_elements").get<int64_t>();
+        parsed.stage = unit.value("stage", int64_t{0});
         for (const auto& m : unit.at("members")) {
           Member member{
               m.at(0).get<int64_t>(), m.at(1).get<int64_t>(), m.at(2).get<int64_t>(), -1, {}};
@@ -283,6 +304,10 @@ OptimizerLayout OptimizerLayout::from_json(const nlohmann::json& json, const std
         }
       } catch (const nlohmann::json::exception& e) {
         fail(std::string("has a malformed unit: ") + e.what());
+      }
+      if (parsed.stage < 0 || parsed.stage >= layout.pp) {
+        fail("has a unit of stage " + std::to_string(parsed.stage) + " of " +
+             std::to_string(layout.pp));
       }
       if (parsed.slice_elements < 1 || parsed.slice_elements * layout.slices < parsed.total) {
         fail("has a unit of " + std::to_string(parsed.total) + " elements in slices of " +
@@ -321,7 +346,10 @@ Member member_of(const at::Tensor& param, int64_t index, int64_t offset) {
 
 OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
                           const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                          int64_t tp_size, int64_t* rank) {
+                          int64_t tp_size, int64_t* rank, const GlobalIndex& global_index) {
+  auto numbered = [&](size_t group, int64_t index) {
+    return global_index ? global_index(group, index) : index;
+  };
   std::unordered_set<const c10::TensorImpl*> params;
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& p : group.params()) params.insert(p.unsafeGetTensorImpl());
@@ -338,7 +366,9 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
     for (const auto& unit : units) {
       OptimizerLayout::Unit described;
       for (size_t i = 0; i < unit.params.size(); ++i) {
-        described.members.push_back(member_of(unit.params[i], unit.indices[i], unit.offsets[i]));
+        described.members.push_back(
+            member_of(unit.params[i], numbered(static_cast<size_t>(unit.group), unit.indices[i]),
+                      unit.offsets[i]));
       }
       described.total = unit.total;
       described.slice_elements = unit.shard.numel();
@@ -351,10 +381,36 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
     for (size_t k = 0; k < group_params.size(); ++k) {
       const int64_t numel = group_params[k].numel();
       layout.groups[g].push_back(
-          {{member_of(group_params[k], static_cast<int64_t>(k), 0)}, numel, numel});
+          {{member_of(group_params[k], numbered(g, static_cast<int64_t>(k)), 0)}, numel, numel});
     }
   }
   return layout;
+}
+
+std::vector<std::vector<at::Tensor>> built_parameters(
+    const torch::optim::Optimizer& optimizer,
+    const std::vector<std::shared_ptr<OptimizerShards>>& shards) {
+  std::unordered_set<const c10::TensorImpl*> params;
+  std::vector<std::vector<at::Tensor>> built(optimizer.param_groups().size());
+  for (size_t g = 0; g < built.size(); ++g) {
+    built[g] = optimizer.param_groups()[g].params();
+    for (const auto& p : built[g]) params.insert(p.unsafeGetTensorImpl());
+  }
+  for (const auto& candidate : shards) {
+    const auto units = candidate->unit_layouts();
+    if (units.empty() || params.count(units.front().shard.unsafeGetTensorImpl()) == 0) continue;
+    for (auto& group : built) group.clear();
+    for (const auto& unit : units) {
+      auto& group = built.at(static_cast<size_t>(unit.group));
+      for (size_t i = 0; i < unit.params.size(); ++i) {
+        const auto index = static_cast<size_t>(unit.indices[i]);
+        if (group.size() <= index) group.resize(index + 1);
+        group[index] = unit.params[i];
+      }
+    }
+    break;
+  }
+  return built;
 }
 
 std::vector<int64_t> files_to_read(const OptimizerLayout& saved, const OptimizerLayout& live,
@@ -394,9 +450,16 @@ void assemble_file(torch::optim::Optimizer& optimizer, const OptimizerLayout& sa
   auto& assembled = assembly.assembled;
   // Stand-ins for the saved file's parameters, for LibTorch's load to key the state by; the
   // live parameters wait in `live_params` meanwhile.
+  // A pipeline's file holds its stage's units only: the stand-ins are theirs, from `first_unit`.
+  const int64_t stage = saved.pp > 1 ? file / saved.per_stage : 0;
+  std::vector<size_t> first_unit(groups.size(), 0);
   std::vector<std::vector<torch::Tensor>> live_params(groups.size());
   for (size_t g = 0; g < groups.size(); ++g) {
+    bool found = false;
     for (size_t u = 0; u < saved.groups[g].size(); ++u) {
+      if (saved.groups[g][u].stage != stage) continue;
+      if (!found) first_unit[g] = u;
+      found = true;
       live_params[g].push_back(torch::empty({0}));
     }
     std::swap(groups[g].params(), live_params[g]);
@@ -417,7 +480,7 @@ void assemble_file(torch::optim::Optimizer& optimizer, const OptimizerLayout& sa
   read_file(file);
   auto& state = optimizer.state();
   for (const auto& copy : file_copies) {
-    const auto& stand_in = groups[copy.group].params()[copy.saved_unit];
+    const auto& stand_in = groups[copy.group].params()[copy.saved_unit - first_unit[copy.group]];
     auto found = state.find(stand_in.unsafeGetTensorImpl());
     if (found == state.end()) continue;  // never stepped
     const auto& live_param = live_params[copy.group][copy.live_unit];
@@ -511,12 +574,15 @@ std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer
                                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
                                         TpPart tp, const nlohmann::json& saved_layout,
                                         bool same_processes, const std::string& state_path,
-                                        const std::string& where) {
+                                        const std::string& where, const GlobalIndex& global_index,
+                                        int64_t pp) {
   ResplitPlan plan;
-  plan.live = layout_of(optimizer, shards, tp.size, &plan.rank);
+  plan.live = layout_of(optimizer, shards, tp.size, &plan.rank, global_index);
+  // A stage's live layout holds its own units, numbered in the whole model's groups.
+  plan.live.pp = pp;
   plan.part = tp.rank;
   plan.saved = OptimizerLayout::from_json(saved_layout, state_path);
-  if (plan.saved == plan.live && same_processes) return std::nullopt;
+  if (plan.saved == plan.live && same_processes && !global_index) return std::nullopt;
   plan.files = files_to_read(plan.saved, plan.live, plan.rank, plan.part, where);
   return plan;
 }

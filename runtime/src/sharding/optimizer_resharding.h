@@ -17,6 +17,11 @@
 // group's), and each of the tp processes of a slice holds the state of its own part: a layout
 // records the parts and how each parameter is cut, and a parameter cut otherwise than saved (tp 2
 // from tp 4, or from one process) takes its elements through their places in the whole tensor.
+//
+// Under pipeline parallelism each stage's processes hold some of the parameters: a member's index
+// is then its place in the whole model's group (the optimizer one process would have), each unit
+// records the pp stage whose processes hold it, and the layout saved is every stage's units, in
+// stage order. A stage's slice s of part t is held by process stage * per_stage + s * tp + t.
 
 #include <torch/optim/optimizer.h>
 #include <nlohmann/json.hpp>
@@ -53,9 +58,10 @@ struct OptimizerLayout {
     std::vector<Member> members;
     int64_t total = 0;           // elements of its members
     int64_t slice_elements = 0;  // elements of each slice (padding included)
+    int64_t stage = 0;           // the pp stage whose processes hold it
     bool operator==(const Unit& other) const {
       return members == other.members && total == other.total &&
-             slice_elements == other.slice_elements;
+             slice_elements == other.slice_elements && stage == other.stage;
     }
   };
   /// The units of each parameter group, in the order of the optimizer's parameters.
@@ -64,9 +70,16 @@ struct OptimizerLayout {
   /// The tensor-parallel parts (1: none). Slice s of part t is held by process s * tp + t (and
   /// by others like it on other replicas): the mesh's order, tp innermost.
   int64_t tp = 1;
+  /// The pipeline's stages (1: none), and the processes of each.
+  int64_t pp = 1, per_stage = 1;
 
   bool operator==(const OptimizerLayout& other) const {
-    return groups == other.groups && slices == other.slices && tp == other.tp;
+    return groups == other.groups && slices == other.slices && tp == other.tp && pp == other.pp &&
+           per_stage == other.per_stage;
+  }
+  /// The saved process whose file holds slice `slice` of part `part` of a unit of `stage`.
+  int64_t file_of(int64_t stage, int64_t slice, int64_t part) const {
+    return stage * per_stage + slice * tp + part;
   }
   nlohmann::json to_json() const;
   /// The layout `json` describes; an error naming `where` when it does not describe one.
@@ -78,12 +91,24 @@ struct TpPart {
   int64_t size = 1, rank = 0;
 };
 
+/// A pipeline stage's parameter's place in the whole model's group: (group, its place in this
+/// process's group) -> its place in the group one process holding every stage would have.
+using GlobalIndex = std::function<int64_t(size_t group, int64_t index)>;
+
 /// The layout of `optimizer` as it is: sharded by one of `shards` (whose shards are its
 /// parameters; `rank` is then set to this process's slice), or one unit per parameter; its
-/// parameters cut into `tp.size` parts where they are tensor-parallel slices.
+/// parameters cut into `tp.size` parts where they are tensor-parallel slices. With
+/// `global_index` (a pipeline stage's), members are numbered in the whole model's groups.
 OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
                           const std::vector<std::shared_ptr<OptimizerShards>>& shards,
-                          int64_t tp_size = 1, int64_t* rank = nullptr);
+                          int64_t tp_size = 1, int64_t* rank = nullptr,
+                          const GlobalIndex& global_index = nullptr);
+
+/// Each group's parameters as the optimizer was built with them, by their place in the group:
+/// the group's own, or, sharded, those its shards were cut from.
+std::vector<std::vector<at::Tensor>> built_parameters(
+    const torch::optim::Optimizer& optimizer,
+    const std::vector<std::shared_ptr<OptimizerShards>>& shards);
 
 /// The saved processes (slice * tp + part) whose files hold elements this process (slice
 /// `rank` of `live`, part `part`) needs, ascending. Checks that both layouts hold the same
@@ -113,11 +138,14 @@ struct ResplitPlan {
 /// file). With another process count even an equal layout is re-split, which reads each slice
 /// from its first holder's file (under HYBRID_SHARD the other machines' processes hold the same
 /// slices under other numbers). `where` names the optimizer's saved state in errors.
+/// A pipeline stage's (`global_index` set, `pp` stages) is always re-split: its live layout holds
+/// its own stages' units, the saved one every stage's.
 std::optional<ResplitPlan> plan_resplit(const torch::optim::Optimizer& optimizer,
                                         const std::vector<std::shared_ptr<OptimizerShards>>& shards,
                                         TpPart tp, const nlohmann::json& saved_layout,
                                         bool same_processes, const std::string& state_path,
-                                        const std::string& where);
+                                        const std::string& where,
+                                        const GlobalIndex& global_index = nullptr, int64_t pp = 1);
 
 }  // namespace sharding
 }  // namespace accel
