@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -22,19 +23,34 @@
 
 namespace accel_bench {
 
+/// The time this process has spent in the stages' costs (a sleep runs over by a wake-up's
+/// latency: that is the stage's, not the pipeline's).
+inline std::atomic<int64_t>& busy_nanoseconds() {
+  static std::atomic<int64_t> busy{0};
+  return busy;
+}
+
+/// Sleeps `ms` and counts the time taken as busy.
+inline void spend(double ms) {
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  busy_nanoseconds() +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+}
+
 /// y = x * w, with the forward and backward costs slept.
 struct FixedCostFunction : torch::autograd::Function<FixedCostFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& w, double forward_ms, double backward_ms) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(forward_ms));
+    spend(forward_ms);
     ctx->save_for_backward({x, w});
     ctx->saved_data["backward_ms"] = backward_ms;
     return x * w;
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    std::this_thread::sleep_for(
-        std::chrono::duration<double, std::milli>(ctx->saved_data["backward_ms"].toDouble()));
+    spend(ctx->saved_data["backward_ms"].toDouble());
     const auto saved = ctx->get_saved_variables();
     const auto& x = saved[0];
     const auto& w = saved[1];
@@ -59,7 +75,7 @@ TORCH_MODULE(FixedCost);
 struct PipelineMeasure {
   std::string schedule;
   int64_t stages_per_process = 1, microbatches = 1;
-  /// Per step: the fraction of the step's wall time this process was not computing.
+  /// Per step: the fraction of the step's wall time this process was not in a stage's cost.
   std::vector<double> idle_fractions;
   /// The most bytes the step's activations held at once on this process, and one microbatch's.
   int64_t peak_activation_bytes = 0, microbatch_bytes = 0;
@@ -90,15 +106,16 @@ inline PipelineMeasure measure_pipeline(accel::Accelerator& accelerator,
   const auto targets = torch::zeros({rows * microbatches, width});
   measure.microbatch_bytes = rows * width * static_cast<int64_t>(sizeof(float));
   auto loss_fn = [](const torch::Tensor& y, const torch::Tensor& t) { return (y - t).mean(); };
-  const double busy_ms = static_cast<double>(microbatches * stages_per_process) * (f + b);
   for (int64_t step = 0; step < steps; ++step) {
     accelerator.wait_for_everyone();
     accel::util::CountingCpuAllocator counted;
     const int64_t before = counted.live_bytes();
+    busy_nanoseconds() = 0;
     const auto start = std::chrono::steady_clock::now();
     pipeline.step(inputs, targets, loss_fn);
     const double wall_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double busy_ms = static_cast<double>(busy_nanoseconds().load()) / 1e6;
     measure.idle_fractions.push_back(1.0 - busy_ms / wall_ms);
     measure.peak_activation_bytes =
         std::max(measure.peak_activation_bytes, counted.peak_bytes() - before);

@@ -424,8 +424,13 @@ class RecordingBackend final : public c10d::Backend {
     const uint64_t seq = recorder.begin(
         point_to_point_, "recv", util::describe_collective_call("recv"), describe_tensors(tensors));
     try {
-      return c10::make_intrusive<RecordedReceive>(inner_->recv(tensors, src, tag), point_to_point_,
-                                                  seq);
+      auto work = inner_->recv(tensors, src, tag);
+      if (!work) {
+        // Inside a coalesced group (NCCL): the group's work completes it.
+        recorder.end(point_to_point_, seq, "");
+        return work;
+      }
+      return c10::make_intrusive<RecordedReceive>(std::move(work), point_to_point_, seq);
     } catch (const std::exception& e) {
       recorder.end(point_to_point_, seq, e.what());
       throw;

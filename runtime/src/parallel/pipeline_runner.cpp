@@ -57,9 +57,19 @@ struct PipelineRunner::Microbatch {
 /// received, which returns at once: an activation's when the gradient of its microbatch comes
 /// back, a gradient's when the previous stage's next activation arrives (see release_points);
 /// the rest at the step's end. A stage then holds no more than the schedule keeps for backward.
+///
+/// On NCCL a send holds up the stream it runs on until its peer receives, and the two
+/// directions between a pair share one: two stages each sending before receiving from the other
+/// (1F1B's steady state) would each wait for the other. There the sends are held back and issued
+/// with the next receive in one coalesced group (torch's batch_isend_irecv), whose operations
+/// proceed together.
 class PipelineRunner::Link {
  public:
-  Link(c10d::ProcessGroup* group, const torch::Device& device) : group_(group), device_(device) {}
+  Link(c10d::ProcessGroup* group, const torch::Device& device)
+      : group_(group),
+        device_(device),
+        batched_(group != nullptr &&
+                 group->getBackendType() == c10d::ProcessGroup::BackendType::NCCL) {}
   ~Link() {
     try {
       finish();
@@ -72,12 +82,19 @@ class PipelineRunner::Link {
     send_one(tensor.contiguous(), to, tag);
   }
 
-  /// An activation: its shape first.
-  torch::Tensor receive_activation(int64_t from, int tag) {
-    auto message = receive_one(torch::empty({kMaxDims + 2}, torch::kInt64), from, tag - 1).cpu();
-    const auto dtype = static_cast<c10::ScalarType>(message[0].item<int64_t>());
-    std::vector<int64_t> sizes(message[1].item<int64_t>());
-    for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = message[d + 2].item<int64_t>();
+  /// An activation. Its dtype and sizes come before a stage's first microbatch of a step (a
+  /// stage's output is shaped alike for each of the step's equal microbatches) and are kept in
+  /// `shape` for the others: one message fewer per hop.
+  torch::Tensor receive_activation(int64_t from, int tag, bool with_shape, torch::Tensor& shape) {
+    if (with_shape) {
+      shape = receive_one(torch::empty({kMaxDims + 2}, torch::kInt64), from, tag - 1).cpu();
+    }
+    TORCH_CHECK(shape.defined(),
+                "accel: a pipeline stage received microbatch activations "
+                "before its first (every schedule runs microbatch 0 first)");
+    const auto dtype = static_cast<c10::ScalarType>(shape[0].item<int64_t>());
+    std::vector<int64_t> sizes(shape[1].item<int64_t>());
+    for (size_t d = 0; d < sizes.size(); ++d) sizes[d] = shape[d + 2].item<int64_t>();
     return receive_one(torch::empty(sizes, torch::dtype(dtype)), from, tag);
   }
   /// A gradient, shaped as the activation it is the gradient of.
@@ -90,31 +107,75 @@ class PipelineRunner::Link {
     for (int t : {tag - 1, tag}) {
       const auto found = pending_.find(t);
       if (found == pending_.end()) continue;
-      found->second.second->wait();
+      if (found->second.second) found->second.second->wait();
       pending_.erase(found);
     }
   }
 
   void finish() {
-    for (auto& [tag, sent] : pending_) sent.second->wait();
+    issue_held({});
+    for (auto& [tag, sent] : pending_) {
+      if (sent.second) sent.second->wait();
+    }
     pending_.clear();
   }
 
  private:
+  struct Held {
+    torch::Tensor tensor;
+    int64_t to;
+    int tag;
+  };
+  struct Receive {
+    std::vector<torch::Tensor>* tensors = nullptr;
+    int64_t from = 0;
+    int tag = 0;
+  };
+
   void send_one(const torch::Tensor& tensor, int64_t to, int tag) {
+    if (batched_) {
+      held_.push_back({tensor, to, tag});
+      return;
+    }
     util::CollectiveLabel label("to process", to);
     std::vector<torch::Tensor> tensors{tensor};
     pending_[tag] = {tensor, group_->send(tensors, static_cast<int>(to), tag)};
   }
   torch::Tensor receive_one(torch::Tensor buffer, int64_t from, int tag) {
-    util::CollectiveLabel label("from process", from);
     std::vector<torch::Tensor> tensors{buffer.to(device_)};
+    if (batched_) {
+      issue_held(Receive{&tensors, from, tag})->wait();
+      return tensors[0];
+    }
+    util::CollectiveLabel label("from process", from);
     group_->recv(tensors, static_cast<int>(from), tag)->wait();
     return tensors[0];
   }
 
+  /// NCCL: the held sends and `receive` (if any) in one coalesced group; returns its work, which
+  /// the sends' entries keep until released.
+  c10::intrusive_ptr<c10d::Work> issue_held(const Receive& receive) {
+    if (!batched_ || (held_.empty() && receive.tensors == nullptr)) return {};
+    group_->startCoalescing(device_.type());
+    for (auto& sent : held_) {
+      util::CollectiveLabel label("to process", sent.to);
+      std::vector<torch::Tensor> tensors{sent.tensor};
+      group_->send(tensors, static_cast<int>(sent.to), sent.tag);
+    }
+    if (receive.tensors != nullptr) {
+      util::CollectiveLabel label("from process", receive.from);
+      group_->recv(*receive.tensors, static_cast<int>(receive.from), receive.tag);
+    }
+    auto work = group_->endCoalescing(device_.type());
+    for (auto& sent : held_) pending_[sent.tag] = {sent.tensor, work};
+    held_.clear();
+    return work;
+  }
+
   c10d::ProcessGroup* group_;
   torch::Device device_;
+  bool batched_;
+  std::vector<Held> held_;  // NCCL: sends waiting for the next receive
   std::map<int, std::pair<torch::Tensor, c10::intrusive_ptr<c10d::Work>>> pending_;
 };
 
@@ -166,6 +227,7 @@ struct PipelineRunner::StepState {
   std::vector<torch::Tensor> inputs, targets;
   std::map<std::pair<int64_t, int64_t>, Microbatch> live;
   std::map<std::pair<int64_t, int64_t>, torch::Tensor> handed_activations, handed_gradients;
+  std::map<int64_t, torch::Tensor> shapes;  // each receiving stage's activation shape
   Link link;
   torch::Tensor loss_sum;
 };
@@ -194,7 +256,8 @@ void PipelineRunner::run_forward(const PipelineAction& action, StepState& step,
     x = take(step.handed_activations, s, j);
   } else {
     x = step.link.receive_activation(stage_process(s - 1, pp),
-                                     tag_of(Message::activation, s, j, stages));
+                                     tag_of(Message::activation, s, j, stages),
+                                     /*with_shape=*/j == 0, step.shapes[s]);
     const auto released = gradient_releases_.find({s, j});
     if (released != gradient_releases_.end()) {
       for (int64_t k : released->second) {
@@ -218,7 +281,7 @@ void PipelineRunner::run_forward(const PipelineAction& action, StepState& step,
       step.handed_activations[{s + 1, j}] = y.detach();
     } else {
       step.link.send(y.detach(), stage_process(s + 1, pp),
-                     tag_of(Message::activation, s + 1, j, stages), /*with_shape=*/true);
+                     tag_of(Message::activation, s + 1, j, stages), /*with_shape=*/j == 0);
     }
   }
   step.live[{s, j}] = std::move(micro);
