@@ -287,6 +287,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> Accelerator::Impl::replicate_group() cons
 
 void Accelerator::free_memory() {
   impl_->models.clear();
+  impl_->pipelines.clear();
   impl_->window.reset_step();
 #ifdef ACCEL_WITH_CUDA
   if (impl_->device.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
