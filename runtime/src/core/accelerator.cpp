@@ -121,14 +121,17 @@ Accelerator::Accelerator(AcceleratorOptions options, detail::SourcePlace created
   impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
   if (impl_->distributed()) {
     impl_->gradient_state->refuse_unaveraged = !impl_->options.allow_unprepared_parameters;
-    if (impl_->options.debug) {
+    // The check compares every process's parameters: a pipeline's stages (and tensor-parallel
+    // slices) are different parameters on different processes by design.
+    if (impl_->options.debug && !impl_->pipelined() && !impl_->tensor_parallel()) {
       impl_->gradient_state->compare_after_step = core::parameter_comparison(impl_->dist);
     }
   }
   if (impl_->options.mixed_precision == MixedPrecision::Fp16) {
     impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
-    if (impl_->sharding.sharded() && impl_->distributed()) {
-      // Each process checks only its own gradient shard; all must skip or step together.
+    if ((impl_->sharding.sharded() || impl_->pipelined()) && impl_->distributed()) {
+      // Each process checks only its own gradient shard (or its stages' gradients); all must skip
+      // or step together.
       impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
         auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
         distributed::all_reduce(*dist->host_group(), flag, Reduction::Max);

@@ -141,22 +141,31 @@ Pipeline Accelerator::prepare_pipeline(torch::nn::Sequential& model, const Pipel
   std::vector<std::string> whole_names;
   for (const auto& [name, tensor] : sharding::module_tensors(*model)) whole_names.push_back(name);
 
-  // This process's stages, and the Sequential of their children the program keeps.
+  // The Sequential of this process's stages' children, which the program keeps, prepared as a
+  // model; then each stage, from its elements as prepared (activation checkpointing wraps them).
   torch::nn::Sequential held;
-  std::vector<parallel::PipelineStage> stages;
   for (int64_t k = 0; k < shape.stages_per_process; ++k) {
     const int64_t s = k * pp + rank;
-    parallel::PipelineStage stage{s, torch::nn::Sequential()};
     for (size_t c = starts[s]; c < starts[s + 1]; ++c) {
-      stage.module->push_back(children.names[c], children.modules[c]);
       held->push_back(children.names[c], children.modules[c]);
     }
-    stages.push_back(std::move(stage));
   }
   model = held;
   const auto stage_plan = parallel::plan_for_part(*model, plan);
   impl_->prepare_parts(*model, &stage_plan, /*pipeline=*/true);
   impl_->pipelines[&*model] = std::move(whole_names);
+  std::vector<parallel::PipelineStage> stages;
+  auto element = held->begin();
+  const auto names = held->named_children();
+  size_t position = 0;
+  for (int64_t k = 0; k < shape.stages_per_process; ++k) {
+    const int64_t s = k * pp + rank;
+    parallel::PipelineStage stage{s, torch::nn::Sequential()};
+    for (size_t c = starts[s]; c < starts[s + 1]; ++c, ++element, ++position) {
+      stage.module->push_back(names[position].key(), *element);
+    }
+    stages.push_back(std::move(stage));
+  }
 
   auto state = std::make_shared<detail::PipelineState>();
   state->accelerator = this;

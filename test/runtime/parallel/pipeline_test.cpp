@@ -8,6 +8,7 @@
 
 #include <accel/accel.h>
 
+#include "gpt_blocks.h"
 #include "pipeline_measure.h"
 #include "util/counting_allocator.h"
 
@@ -28,7 +29,9 @@
 
 namespace {
 
-constexpr int64_t kVocab = 32, kDim = 16, kHeads = 4, kSeq = 8, kBatch = 4, kSteps = 4;
+using accel_test_gpt::Block;
+using accel_test_gpt::kDim;
+constexpr int64_t kVocab = 32, kSeq = 8, kBatch = 4, kSteps = 4;
 constexpr double kClip = 0.5;
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -49,54 +52,6 @@ struct EmbedImpl : torch::nn::Module {
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
 };
 TORCH_MODULE(Embed);
-
-/// Causal self-attention reshaping q/k/v with -1 heads, so a colwise split keeps whole heads.
-struct AttentionImpl : torch::nn::Module {
-  AttentionImpl() {
-    q = register_module("q", torch::nn::Linear(kDim, kDim));
-    k = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(kDim, kDim).bias(false)));
-    v = register_module("v", torch::nn::Linear(kDim, kDim));
-    o = register_module("o", torch::nn::Linear(kDim, kDim));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    auto heads = [&](torch::nn::Linear& projection) {
-      auto t = projection(x);
-      return t.view({t.size(0), t.size(1), -1, kDim / kHeads}).transpose(1, 2);
-    };
-    auto y = at::scaled_dot_product_attention(heads(q), heads(k), heads(v), {}, 0.0, true)
-                 .transpose(1, 2);
-    return o(y.reshape({y.size(0), y.size(1), -1}));
-  }
-  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
-};
-TORCH_MODULE(Attention);
-
-struct MlpImpl : torch::nn::Module {
-  MlpImpl() {
-    up = register_module("up", torch::nn::Linear(kDim, 4 * kDim));
-    down = register_module("down", torch::nn::Linear(4 * kDim, kDim));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return down(torch::gelu(up(x))); }
-  torch::nn::Linear up{nullptr}, down{nullptr};
-};
-TORCH_MODULE(Mlp);
-
-struct BlockImpl : torch::nn::Module {
-  BlockImpl() {
-    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    attn = register_module("attn", Attention());
-    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kDim})));
-    mlp = register_module("mlp", Mlp());
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = x + attn(ln1(x));
-    return x + mlp(ln2(x));
-  }
-  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
-  Attention attn{nullptr};
-  Mlp mlp{nullptr};
-};
-TORCH_MODULE(Block);
 
 /// The GPT of the issue: embedding, four blocks, final norm, head; seven children.
 torch::nn::Sequential gpt() {
