@@ -250,14 +250,11 @@ void Accelerator::Impl::prepare_parts(torch::nn::Module& model, const TensorPara
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
     // backward; the other strategies all-reduce them during it. A pipeline's stages run many
     // backwards a step: theirs are averaged after the schedule (synchronise_gradients).
-    const auto strategy = options.sharding_strategy;
-    const bool all_reduce =
-        strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
     // A gradient group of one process (tensor parallelism over the whole job) has nothing to
     // average: no reducer, whose buckets would hold a second copy of the gradients.
     if (!pipeline && gradient_group()->getSize() > 1) {
       prepared.sync = std::make_unique<distributed::GradientSynchronizer>(
-          model, gradient_group(), host_group(), options.ddp, all_reduce);
+          model, gradient_group(), host_group(), options.ddp, all_reduces_gradients());
     }
   }
   models.add(std::move(prepared));

@@ -119,6 +119,12 @@ struct Accelerator::Impl {
   /// A pipeline's stages after the schedule, on a synchronising step: their gradients averaged
   /// over each stage's data-parallel processes (or given to the sharded optimizers).
   void synchronise_gradients(torch::nn::Module& model);
+  /// Whether data parallelism all-reduces the gradients (NO_SHARD, ZeRO-1); the other strategies
+  /// reduce-scatter them onto their shards.
+  bool all_reduces_gradients() const {
+    return options.sharding_strategy == ShardingStrategy::NoShard ||
+           options.sharding_strategy == ShardingStrategy::ShardOptimizerState;
+  }
   /// Whether the mesh has a pipeline dimension.
   bool pipelined() const { return mesh != nullptr && mesh->config().pp_enabled(); }
   /// The whole model's tensors for get_state_dict of a pipeline's model: every stage's, gathered.

@@ -179,11 +179,8 @@ Pipeline Accelerator::prepare_pipeline(torch::nn::Sequential& model, const Pipel
 void Accelerator::Impl::synchronise_gradients(torch::nn::Module& model) {
   if (!distributed()) return;
   util::CollectiveLabel label("pipeline gradients");
-  const auto strategy = options.sharding_strategy;
-  const bool all_reduce =
-      strategy == ShardingStrategy::NoShard || strategy == ShardingStrategy::ShardOptimizerState;
   auto& group = *gradient_group();
-  if (all_reduce && group.getSize() > 1) {
+  if (all_reduces_gradients() && group.getSize() > 1) {
     // One flat all-reduce per dtype, as the reducer's buckets would carry them.
     std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
     for (const auto& p : model.parameters()) {
@@ -248,11 +245,11 @@ std::map<const c10::TensorImpl*, int64_t> whole_positions(
     const std::map<const torch::nn::Module*, std::vector<std::string>>& pipelines) {
   std::map<const c10::TensorImpl*, int64_t> positions;
   for (const auto& [module, names] : pipelines) {
+    std::map<std::string, int64_t> place;
+    for (size_t i = 0; i < names.size(); ++i) place.emplace(names[i], static_cast<int64_t>(i));
     for (const auto& item : module->named_parameters()) {
-      const auto found = std::find(names.begin(), names.end(), item.key());
-      if (found != names.end()) {
-        positions[item.value().unsafeGetTensorImpl()] = found - names.begin();
-      }
+      const auto found = place.find(item.key());
+      if (found != place.end()) positions[item.value().unsafeGetTensorImpl()] = found->second;
     }
   }
   return positions;

@@ -342,6 +342,24 @@ Member member_of(const at::Tensor& param, int64_t index, int64_t offset) {
   return member;
 }
 
+/// The unit layouts of the one of `shards` whose shards are `optimizer`'s parameters; empty when
+/// none is (the optimizer is not sharded).
+std::vector<OptimizerShards::UnitLayout> sharded_units(
+    const torch::optim::Optimizer& optimizer,
+    const std::vector<std::shared_ptr<OptimizerShards>>& shards) {
+  std::unordered_set<const c10::TensorImpl*> params;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& p : group.params()) params.insert(p.unsafeGetTensorImpl());
+  }
+  for (const auto& candidate : shards) {
+    auto units = candidate->unit_layouts();
+    if (!units.empty() && params.count(units.front().shard.unsafeGetTensorImpl()) > 0) {
+      return units;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
@@ -350,17 +368,12 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
   auto numbered = [&](size_t group, int64_t index) {
     return global_index ? global_index(group, index) : index;
   };
-  std::unordered_set<const c10::TensorImpl*> params;
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& p : group.params()) params.insert(p.unsafeGetTensorImpl());
-  }
   OptimizerLayout layout;
   layout.tp = tp_size;
   layout.groups.resize(optimizer.param_groups().size());
   if (rank != nullptr) *rank = 0;
-  for (const auto& candidate : shards) {
-    const auto units = candidate->unit_layouts();
-    if (units.empty() || params.count(units.front().shard.unsafeGetTensorImpl()) == 0) continue;
+  const auto units = sharded_units(optimizer, shards);
+  if (!units.empty()) {
     layout.slices = units.front().slices;
     if (rank != nullptr) *rank = units.front().rank;
     for (const auto& unit : units) {
@@ -390,25 +403,19 @@ OptimizerLayout layout_of(const torch::optim::Optimizer& optimizer,
 std::vector<std::vector<at::Tensor>> built_parameters(
     const torch::optim::Optimizer& optimizer,
     const std::vector<std::shared_ptr<OptimizerShards>>& shards) {
-  std::unordered_set<const c10::TensorImpl*> params;
   std::vector<std::vector<at::Tensor>> built(optimizer.param_groups().size());
-  for (size_t g = 0; g < built.size(); ++g) {
-    built[g] = optimizer.param_groups()[g].params();
-    for (const auto& p : built[g]) params.insert(p.unsafeGetTensorImpl());
+  const auto units = sharded_units(optimizer, shards);
+  if (units.empty()) {
+    for (size_t g = 0; g < built.size(); ++g) built[g] = optimizer.param_groups()[g].params();
+    return built;
   }
-  for (const auto& candidate : shards) {
-    const auto units = candidate->unit_layouts();
-    if (units.empty() || params.count(units.front().shard.unsafeGetTensorImpl()) == 0) continue;
-    for (auto& group : built) group.clear();
-    for (const auto& unit : units) {
-      auto& group = built.at(static_cast<size_t>(unit.group));
-      for (size_t i = 0; i < unit.params.size(); ++i) {
-        const auto index = static_cast<size_t>(unit.indices[i]);
-        if (group.size() <= index) group.resize(index + 1);
-        group[index] = unit.params[i];
-      }
+  for (const auto& unit : units) {
+    auto& group = built.at(static_cast<size_t>(unit.group));
+    for (size_t i = 0; i < unit.params.size(); ++i) {
+      const auto index = static_cast<size_t>(unit.indices[i]);
+      if (group.size() <= index) group.resize(index + 1);
+      group[index] = unit.params[i];
     }
-    break;
   }
   return built;
 }

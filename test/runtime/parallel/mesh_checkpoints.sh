@@ -15,18 +15,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/accel-mesh-checkpoints.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # stage NAME FROM TO LOAD SAVE PROCESSES [MESH FLAGS...]
-stage() {
-  local name=$1 from=$2 to=$3 load=$4 save=$5 processes=$6
-  shift 6
-  echo "== $name: steps $from..$to on $processes process(es) $*"
-  ACCEL_TEST_FROM=$from ACCEL_TEST_TO=$to ACCEL_TEST_LOAD=$load ACCEL_TEST_SAVE=$save \
-    "$accel" launch --num_processes "$processes" --grace_period 2 "$@" \
-    "$tests" --gtest_filter=MeshCheckpoint.Stage > "$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; echo "FAIL: $name"; exit 1; }
-  grep -q "\[  PASSED  \] 1 test" "$work/$name.log" ||
-    { cat "$work/$name.log"; echo "FAIL: $name did not run the stage"; exit 1; }
-  grep -h "^weights" "$work/$name.log" || true
-}
+# shellcheck source=checkpoint_chain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/checkpoint_chain.sh"
+stage() { chain_stage "$1" "$2" "$3" "$4" "$5" "$6" MeshCheckpoint.Stage "${@:7}"; }
 
 stage one 0 2 "" "$work/a" 1
 stage dp_shard_x_tp 2 3 "$work/a" "$work/b" 4 \

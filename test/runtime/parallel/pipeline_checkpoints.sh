@@ -14,18 +14,11 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/accel-pipeline-checkpoints.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # stage NAME FROM TO LOAD SAVE PROCESSES SCHEDULE STAGES_PER_PROCESS [MESH FLAGS...]
+# shellcheck source=checkpoint_chain.sh
+source "$(dirname "${BASH_SOURCE[0]}")/checkpoint_chain.sh"
 stage() {
-  local name=$1 from=$2 to=$3 load=$4 save=$5 processes=$6 schedule=$7 virtual=$8
-  shift 8
-  echo "== $name: steps $from..$to on $processes process(es) $* ($schedule)"
-  ACCEL_TEST_FROM=$from ACCEL_TEST_TO=$to ACCEL_TEST_LOAD=$load ACCEL_TEST_SAVE=$save \
-    ACCEL_TEST_SCHEDULE=$schedule ACCEL_TEST_STAGES_PER_PROCESS=$virtual \
-    "$accel" launch --num_processes "$processes" --grace_period 2 "$@" \
-    "$tests" --gtest_filter=PipelineCheckpoint.Stage > "$work/$name.log" 2>&1 ||
-    { cat "$work/$name.log"; echo "FAIL: $name"; exit 1; }
-  grep -q "\[  PASSED  \] 1 test" "$work/$name.log" ||
-    { cat "$work/$name.log"; echo "FAIL: $name did not run the stage"; exit 1; }
-  grep -h "^weights" "$work/$name.log" || true
+  ACCEL_TEST_SCHEDULE=$7 ACCEL_TEST_STAGES_PER_PROCESS=$8 \
+    chain_stage "$1" "$2" "$3" "$4" "$5" "$6" PipelineCheckpoint.Stage "${@:9}"
 }
 
 stage one 0 2 "" "$work/a" 1 1F1B 1
