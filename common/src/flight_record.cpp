@@ -60,10 +60,6 @@ bool parse_field(const std::string& line, FlightRecord& record) {
   std::istringstream fields(line);
   std::string key;
   fields >> key;
-  if (key == "stuck") {
-    record.stuck.push_back(line.substr(std::min(line.size(), key.size() + 1)));
-    return true;
-  }
   if (key == "rank") return static_cast<bool>(fields >> record.rank);
   if (key == "pid") return static_cast<bool>(fields >> record.pid);
   if (key == "version") return static_cast<bool>(fields >> record.version);
@@ -81,7 +77,6 @@ std::string format_flight_record(const FlightRecord& record) {
   out << kFirstLine << "\nrank " << record.rank << "\npid " << record.pid << "\nversion "
       << record.version << "\nwritten_ms " << record.written_ms << "\nwatchdog_ms "
       << record.watchdog_ms << "\n";
-  for (const auto& stuck : record.stuck) out << "stuck " << stuck << "\n";
   for (const auto& e : record.entries) {
     std::string error = e.error.substr(0, e.error.find('\n'));
     std::replace(error.begin(), error.end(), '\t', ' ');

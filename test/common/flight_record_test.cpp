@@ -22,7 +22,6 @@ FlightRecord sample() {
   record.version = 17;
   record.written_ms = 1700000000123;
   record.watchdog_ms = 300000;
-  record.stuck = {"gloo 9"};
   for (auto state : {EntryState::done, EntryState::failed, EntryState::waiting}) {
     FlightEntry e;
     e.group = state == EntryState::waiting ? "nccl" : "gloo";
@@ -50,7 +49,6 @@ TEST(FlightRecord, WhatIsWrittenIsReadBackFieldForField) {
   EXPECT_EQ(read->version, written.version);
   EXPECT_EQ(read->written_ms, written.written_ms);
   EXPECT_EQ(read->watchdog_ms, written.watchdog_ms);
-  EXPECT_EQ(read->stuck, written.stuck);
   ASSERT_EQ(read->entries.size(), written.entries.size());
   for (size_t i = 0; i < written.entries.size(); ++i) {
     const auto& a = written.entries[i];

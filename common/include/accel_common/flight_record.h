@@ -7,7 +7,6 @@
 //
 //   accel-flight-record 1
 //   rank R / pid P / version V / written_ms T / watchdog_ms W     one "key value" line each
-//   stuck GROUP SEQ                                              zero or more
 //   entry<TAB>group<TAB>seq<TAB>op<TAB>start_ms<TAB>end_ms<TAB>state<TAB>call<TAB>shapes<TAB>error
 
 #include <cstdint>
@@ -35,8 +34,6 @@ struct FlightRecord {
   /// Grows with every change the recorder makes: of two records of one process, the newer.
   uint64_t version = 0;
   int64_t written_ms = 0, watchdog_ms = 0;
-  /// "GROUP SEQ" of each collective the watchdog found waiting past its time in this write.
-  std::vector<std::string> stuck;
   std::vector<FlightEntry> entries;
 };
 

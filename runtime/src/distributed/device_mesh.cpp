@@ -16,8 +16,6 @@ std::vector<MeshDim> dims_of(MeshGroup group) {
   switch (group) {
     case MeshGroup::dp_replicate:
       return {MeshDim::dp_replicate};
-    case MeshGroup::dp_shard:
-      return {MeshDim::dp_shard};
     case MeshGroup::cp:
       return {MeshDim::cp};
     case MeshGroup::tp:
@@ -38,8 +36,6 @@ const char* name_of(MeshGroup group) {
   switch (group) {
     case MeshGroup::dp_replicate:
       return "dp_replicate";
-    case MeshGroup::dp_shard:
-      return "dp_shard";
     case MeshGroup::cp:
       return "cp";
     case MeshGroup::tp:

@@ -28,7 +28,6 @@ using MeshCoordinates = std::array<int64_t, kMeshDims>;
 /// The groups the runtime uses: one per dimension, and the combinations it needs.
 enum class MeshGroup {
   dp_replicate,  ///< HYBRID_SHARD's replicas
-  dp_shard,      ///< the sharded data dimension alone
   cp,            ///< a ring of context-parallel processes
   tp,            ///< a tensor-parallel group
   data,          ///< dp_replicate × dp_shard: one process of each data rank (metrics, loaders)
@@ -36,7 +35,7 @@ enum class MeshGroup {
   shard,         ///< dp_shard × cp: where parameters are sharded (FSDP's dp_shard_cp)
   pp,            ///< one process of each pipeline stage: activations travel along it
 };
-inline constexpr int kMeshGroupCount = 8;
+inline constexpr int kMeshGroupCount = 7;
 
 /// The dimensions a group spans, and its name (for the flight recorder and messages).
 std::vector<MeshDim> dims_of(MeshGroup group);

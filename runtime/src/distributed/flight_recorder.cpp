@@ -4,6 +4,7 @@
 
 #include "util/collective_label.h"
 #include "util/durable_file.h"
+#include "util/torch_compat.h"
 
 #include "accel_common/contract.h"
 #include "accel_common/flight_record.h"
@@ -13,6 +14,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +38,26 @@ int64_t now_ms() {
       .count();
 }
 
+/// Whether `work` is complete, as the work itself says (on NCCL, its CUDA end event): nullopt
+/// while it is not, else its error ("" when none).
+std::optional<std::string> completion_of(c10d::Work& work) {
+  try {
+    if (!work.isCompleted()) return std::nullopt;
+    if (auto error = work.exception()) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      } catch (...) {
+        return std::string("failed");
+      }
+    }
+    return std::string();
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+}
+
 struct GroupRecord {
   std::string name;
   uint64_t next_seq = 0;
@@ -52,9 +74,9 @@ class Recorder {
     return *recorder;
   }
 
-  void configure(const FlightSettings& settings) {
+  bool configure(const FlightSettings& settings) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (configured_) return;
+    if (configured_) return false;
     configured_ = true;
     settings_ = settings;
     if (!settings_.record_dir.empty())
@@ -65,6 +87,7 @@ class Recorder {
     // recorded as a failure on the way out, so the launcher can tell a process that died of a
     // peer's end from the one that failed first.
     if (writer_) previous_terminate_ = std::set_terminate(&Recorder::on_terminate);
+    return true;
   }
   bool enabled() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -94,12 +117,40 @@ class Recorder {
     return record.next_seq;
   }
 
+  /// Keeps `work` until it says it is complete (retire_completed): the entry (group, seq) stays
+  /// open until then.
+  void track(size_t group, uint64_t seq, c10::intrusive_ptr<c10d::Work> work) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_works_.push_back(OpenWork{group, seq, std::move(work)});
+  }
+
+  /// Retires every tracked entry whose work says it is complete. The works are asked without the
+  /// recorder's lock: a backend's thread may be finishing one and recording another.
+  void retire_completed() {
+    std::vector<OpenWork> open;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open = open_works_;
+    }
+    for (const auto& work : open) {
+      if (auto error = completion_of(*work.work)) end(work.group, work.seq, std::move(*error));
+    }
+  }
+
   void end(size_t group, uint64_t seq, std::string error) {
+    c10::intrusive_ptr<c10d::Work> released;  // dropped after the lock: never under it
     std::unique_lock<std::mutex> lock(mutex_);
+    for (auto it = open_works_.begin(); it != open_works_.end(); ++it) {
+      if (it->group != group || it->seq != seq) continue;
+      released = std::move(it->work);
+      open_works_.erase(it);
+      break;
+    }
     ++version_;
     auto& entries = groups_[group].entries;
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
       if (it->seq != seq) continue;
+      if (it->end_ms >= 0) break;  // retired already (its work, its error or its wait)
       it->end_ms = now_ms();
       it->error = std::move(error);
       it->state = it->error.empty() ? flight::EntryState::done : flight::EntryState::failed;
@@ -111,16 +162,19 @@ class Recorder {
       }
       // Written here, not left to the watchdog thread: the process may end with the
       // collective's exception before that thread runs.
-      const auto record = snapshot_locked({});
+      const auto record = snapshot_locked();
       lock.unlock();
-      writer_->write(record, /*alert=*/true);
+      if (!writer_->write(record, /*alert=*/true)) {
+        lock.lock();
+        alert_owed_ = true;  // the watchdog thread writes it on its next turn
+      }
       break;
     }
   }
 
   std::string text() {
     std::lock_guard<std::mutex> lock(mutex_);
-    return flight::format_flight_record(snapshot_locked({}));
+    return flight::format_flight_record(snapshot_locked());
   }
 
   /// std::terminate's handler: a connection to a peer lost on Gloo's threads is recorded as a
@@ -130,8 +184,7 @@ class Recorder {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& e) {
-        if (std::strstr(typeid(e).name(), "gloo11IoException") != nullptr)
-          instance().record_lost_peer(e.what());
+        if (is_lost_peer(e)) instance().record_lost_peer(e.what());
       } catch (...) {
       }
     }
@@ -141,62 +194,92 @@ class Recorder {
   }
 
  private:
-  // Writes the record when it changed (at most once a second), and at once, with an alert, when
-  // a collective has waited past the watchdog time. Without the launcher it prints the record
-  // instead, on a wait past the watchdog or a failed collective (with the launcher, end() writes
-  // a failure's record itself).
+  struct OpenWork {
+    size_t group;
+    uint64_t seq;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
+  // Retires the entries whose works completed, then writes the record when it changed (at most
+  // once a tick), and at once, with an alert, when a collective has waited past the watchdog
+  // time. An alert whose write failed is written on the next turn. Without the launcher it
+  // prints the record instead, on a wait past the watchdog or a failed collective (with the
+  // launcher, end() writes a failure's record itself).
   void watch() {
     const auto tick = std::min<std::chrono::milliseconds>(
         std::chrono::milliseconds(1000), settings_.watchdog / 4 + std::chrono::milliseconds(1));
     uint64_t written_version = 0;
-    bool announced = false;
+    std::vector<std::string> unalerted;  // "GROUP SEQ" past the watchdog, no alert written yet
     for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait_for(lock, tick, [this] { return urgent_; });
+      }
+      retire_completed();
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait_for(lock, tick, [this] { return urgent_; });
       const bool failed = urgent_;
       urgent_ = false;
-      std::vector<std::string> stuck;
-      const int64_t now = now_ms();
-      for (auto& record : groups_) {
-        for (const auto& entry : record.entries) {
-          if (entry.end_ms >= 0) continue;
-          if (now - entry.start_ms > settings_.watchdog.count() &&
-              record.reported_stuck < entry.seq) {
-            record.reported_stuck = entry.seq;
-            stuck.push_back(record.name + " " + std::to_string(entry.seq));
-          }
-          break;  // the oldest under way decides
-        }
-      }
-      if (version_ == written_version && stuck.empty() && !failed) continue;
-      written_version = version_;
-      const auto record = snapshot_locked(stuck);
+      const auto stuck = newly_stuck_locked();
+      unalerted.insert(unalerted.end(), stuck.begin(), stuck.end());
+      const bool alert = !unalerted.empty() || alert_owed_;
+      if (version_ == written_version && !alert && !failed) continue;
+      const auto record = snapshot_locked();
       lock.unlock();
       if (!writer_) {
-        if (!stuck.empty() || failed) {
-          const std::string report =
-              "accel: rank " + std::to_string(settings_.rank) +
-              (failed ? ": a collective failed"
-                      : ": a collective has waited past " + std::string(contract::kHangWatchdog)) +
-              "; the last collectives of this process:\n" + flight::format_flight_record(record);
-          [[maybe_unused]] const auto written =
-              ::write(STDERR_FILENO, report.data(), report.size());
-        }
+        if (!stuck.empty() || failed) print_record(record, failed);
+        written_version = record.version;
+        unalerted.clear();
         continue;
       }
-      writer_->write(record, /*alert=*/!stuck.empty());
-      if (!stuck.empty() && !announced) {
-        announced = true;
-        // One write, so that the other processes' lines do not cut into it.
-        std::ostringstream line;
-        line << "accel: rank " << settings_.rank << " has waited more than "
-             << settings_.watchdog.count() / 1000.0 << " s in a collective (" << stuck.front()
-             << "); its record is in " << writer_->record_path() << "\n";
-        const std::string text_line = line.str();
-        [[maybe_unused]] const auto written =
-            ::write(STDERR_FILENO, text_line.data(), text_line.size());
+      if (!writer_->write(record, alert)) continue;  // tried again on the next turn
+      written_version = record.version;
+      if (!alert) continue;
+      if (!unalerted.empty()) announce_stuck(unalerted.front());
+      unalerted.clear();
+      lock.lock();
+      alert_owed_ = false;
+    }
+  }
+
+  /// "GROUP SEQ" of each group's oldest collective under way, when it has waited past the
+  /// watchdog time and was not reported before.
+  std::vector<std::string> newly_stuck_locked() {
+    std::vector<std::string> stuck;
+    const int64_t now = now_ms();
+    for (auto& record : groups_) {
+      for (const auto& entry : record.entries) {
+        if (entry.end_ms >= 0) continue;
+        if (now - entry.start_ms > settings_.watchdog.count() &&
+            record.reported_stuck < entry.seq) {
+          record.reported_stuck = entry.seq;
+          stuck.push_back(record.name + " " + std::to_string(entry.seq));
+        }
+        break;  // the oldest under way decides
       }
     }
+    return stuck;
+  }
+
+  void print_record(const flight::FlightRecord& record, bool failed) const {
+    const std::string report =
+        "accel: rank " + std::to_string(settings_.rank) +
+        (failed ? ": a collective failed"
+                : ": a collective has waited past " + std::string(contract::kHangWatchdog)) +
+        "; the last collectives of this process:\n" + flight::format_flight_record(record);
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, report.data(), report.size());
+  }
+
+  /// The process's first wait past the watchdog, once, in one write (so that the other
+  /// processes' lines do not cut into it).
+  void announce_stuck(const std::string& stuck) {
+    if (announced_) return;
+    announced_ = true;
+    std::ostringstream line;
+    line << "accel: rank " << settings_.rank << " has waited more than "
+         << settings_.watchdog.count() / 1000.0 << " s in a collective (" << stuck
+         << "); its record is in " << writer_->record_path() << "\n";
+    const std::string text = line.str();
+    [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text.data(), text.size());
   }
 
   /// The connection to a peer was lost (`error`): the collectives under way failed with it, or,
@@ -228,21 +311,20 @@ class Recorder {
       record.entries.push_back(std::move(lost));
     }
     ++version_;
-    const auto snapshot = snapshot_locked({});
+    const auto snapshot = snapshot_locked();
     lock.unlock();
     // On the way out: a watchdog write under way gets a second to finish, never a deadlock.
     writer_->write(snapshot, /*alert=*/false, std::chrono::seconds(1));
   }
 
   /// The record as it stands (the caller holds the lock), numbered by version_.
-  flight::FlightRecord snapshot_locked(const std::vector<std::string>& stuck) const {
+  flight::FlightRecord snapshot_locked() const {
     flight::FlightRecord record;
     record.rank = static_cast<int>(settings_.rank);
     record.pid = ::getpid();
     record.version = version_;
     record.written_ms = now_ms();
     record.watchdog_ms = settings_.watchdog.count();
-    record.stuck = stuck;
     for (const auto& group : groups_) {
       for (const auto& entry : group.entries) {
         record.entries.push_back(entry);
@@ -255,52 +337,59 @@ class Recorder {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool configured_ = false, urgent_ = false;
+  bool alert_owed_ = false;  // a failure's alert that end() could not write
+  bool announced_ = false;   // the watchdog thread's own
   FlightSettings settings_;
   std::unique_ptr<FlightRecordWriter> writer_;  // null without the launcher's record folder
   std::vector<GroupRecord> groups_;
+  std::vector<OpenWork> open_works_;  // the works of open entries, until they complete
   uint64_t version_ = 0;
   std::terminate_handler previous_terminate_ = nullptr;
 };
 
 using c10d::Work;
 
-/// A receive as its issuer sees it: finished when waited on. (Gloo's sends and receives have no
-/// future to say when they complete; a receive that never completes is the one a pipeline's
-/// stage hangs in.)
-class RecordedReceive final : public Work {
+/// The work a recorded collective or receive hands its caller. Its entry is retired when the
+/// work says it is complete (`isCompleted()`; on NCCL, the CUDA end event), not when its future
+/// is: ProcessGroupNCCL completes the future when the kernels are queued, so a collective stuck
+/// on the device would read as done. Asked on wait() and isCompleted(), and otherwise by the
+/// watchdog thread, which keeps the inner work until then (as c10d's watchdog keeps its works).
+/// A receive completes on Gloo only when waited on: a stage waiting for its peer shows here.
+class RecordedWork final : public Work {
  public:
-  RecordedReceive(c10::intrusive_ptr<Work> inner, size_t group, uint64_t seq)
+  RecordedWork(c10::intrusive_ptr<Work> inner, size_t group, uint64_t seq)
       : inner_(std::move(inner)), group_(group), seq_(seq) {}
-  ~RecordedReceive() override { finish(""); }
   bool wait(std::chrono::milliseconds timeout) override {
+    bool done = false;
     try {
-      const bool done = inner_->wait(timeout);
-      finish("");
-      return done;
+      done = inner_->wait(timeout);
     } catch (const std::exception& e) {
-      finish(e.what());
+      Recorder::instance().end(group_, seq_, e.what());
       throw;
     }
+    isCompleted();
+    return done;
   }
-  bool isCompleted() override { return inner_->isCompleted(); }
+  bool isCompleted() override {
+    auto completion = completion_of(*inner_);
+    if (completion && !retired_.exchange(true))
+      Recorder::instance().end(group_, seq_, std::move(*completion));
+    return completion.has_value();
+  }
   bool isSuccess() const override { return inner_->isSuccess(); }
   std::exception_ptr exception() const override { return inner_->exception(); }
   int sourceRank() const override { return inner_->sourceRank(); }
   std::vector<at::Tensor> result() override { return inner_->result(); }
   void synchronize() override { inner_->synchronize(); }
   void abort() override { inner_->abort(); }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return inner_->getFuture(); }
+  uint64_t getSequencenumber() const override { return inner_->getSequencenumber(); }
 
  private:
-  void finish(const std::string& error) {
-    if (finished_) return;
-    finished_ = true;
-    Recorder::instance().end(group_, seq_, error);
-  }
-
   c10::intrusive_ptr<Work> inner_;
   size_t group_;
   uint64_t seq_;
-  bool finished_ = false;
+  std::atomic<bool> retired_{false};
 };
 
 // A backend that records every collective it passes on (c10d's ProcessGroupWrapper's shape).
@@ -420,21 +509,8 @@ class RecordingBackend final : public c10d::Backend {
                   [&] { return inner_->send(tensors, dst, tag); });
   }
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    auto& recorder = Recorder::instance();
-    const uint64_t seq = recorder.begin(
-        point_to_point_, "recv", util::describe_collective_call("recv"), describe_tensors(tensors));
-    try {
-      auto work = inner_->recv(tensors, src, tag);
-      if (!work) {
-        // Inside a coalesced group (NCCL): the group's work completes it.
-        recorder.end(point_to_point_, seq, "");
-        return work;
-      }
-      return c10::make_intrusive<RecordedReceive>(std::move(work), point_to_point_, seq);
-    } catch (const std::exception& e) {
-      recorder.end(point_to_point_, seq, e.what());
-      throw;
-    }
+    return record(point_to_point_, "recv", tensors, /*check=*/false,
+                  [&] { return inner_->recv(tensors, src, tag); });
   }
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     return inner_->recvAnysource(tensors, tag);
@@ -467,19 +543,32 @@ class RecordingBackend final : public c10d::Backend {
       recorder.end(group_index, seq, e.what());
       throw;
     }
-    const size_t group = group_index;
+    if (!work) {
+      // Inside a coalesced group (NCCL): the group's work is recorded when it ends.
+      recorder.end(group_index, seq, "");
+      return work;
+    }
     c10::intrusive_ptr<c10::ivalue::Future> future;
     try {
       future = work->getFuture();
     } catch (const std::exception&) {
-      // A work without a future (none of Gloo's or NCCL's): counted done when issued.
-      recorder.end(group, seq, "");
-      return work;
+      // No future: Gloo's sends and receives, which complete only when waited on. A send is
+      // counted done when issued (a pipeline waits on its sends late, by design); a receive
+      // stays open until its work says it completed.
+      if (std::strcmp(op, "recv") != 0) {
+        recorder.end(group_index, seq, "");
+        return work;
+      }
     }
-    future->addCallback([group, seq](c10::ivalue::Future& done) {
-      Recorder::instance().end(group, seq, done.hasError() ? done.tryRetrieveErrorMessage() : "");
-    });
-    return work;
+    if (future) {
+      // Errors from the future (it may fail before the work is asked); completion from the work.
+      future->addCallback([group_index, seq](c10::ivalue::Future& done) {
+        if (done.hasError())
+          Recorder::instance().end(group_index, seq, done.tryRetrieveErrorMessage());
+      });
+    }
+    recorder.track(group_index, seq, work);
+    return c10::make_intrusive<RecordedWork>(std::move(work), group_index, seq);
   }
 
   // ACCEL_DEBUG: every process describes the collective it is about to enter, through a Gloo
@@ -553,8 +642,8 @@ FlightSettings flight_settings_from(const EnvLookup& env, int64_t rank) {
   return settings;
 }
 
-void configure_flight_recorder(const FlightSettings& settings) {
-  Recorder::instance().configure(settings);
+bool configure_flight_recorder(const FlightSettings& settings) {
+  return Recorder::instance().configure(settings);
 }
 
 c10::intrusive_ptr<c10d::Backend> record_collectives(c10::intrusive_ptr<c10d::Backend> inner,
@@ -568,6 +657,11 @@ c10::intrusive_ptr<c10d::Backend> record_collectives(c10::intrusive_ptr<c10d::Ba
 }
 
 std::string flight_record_text() { return Recorder::instance().text(); }
+
+bool is_lost_peer(const std::exception& error) {
+  const std::type_info* lost_peer = util::gloo_io_exception_type();
+  return lost_peer != nullptr && typeid(error) == *lost_peer;
+}
 
 }  // namespace distributed
 }  // namespace accel

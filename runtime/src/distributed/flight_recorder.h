@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -38,8 +39,8 @@ struct FlightSettings {
 /// The settings from the environment; throws, naming the variable, on a malformed value.
 FlightSettings flight_settings_from(const EnvLookup& env, int64_t rank);
 
-/// Sets the process's recorder up (first call wins; later calls keep it).
-void configure_flight_recorder(const FlightSettings& settings);
+/// Sets the process's recorder up. The first call wins: false when an earlier one set it up.
+bool configure_flight_recorder(const FlightSettings& settings);
 
 /// `inner`, recording every collective it is given under `name` ("gloo", "nccl", ...). With a
 /// `checker` (a Gloo backend of the same processes, given under ACCEL_DEBUG), every process
@@ -52,6 +53,10 @@ c10::intrusive_ptr<c10d::Backend> record_collectives(
 
 /// The record as text (the format the launcher reads: accel_common/flight_record.h).
 std::string flight_record_text();
+
+/// Whether `error` is Gloo's lost connection to a peer (gloo::IoException, by its type), which
+/// Gloo throws on its own threads when a peer's process ends.
+bool is_lost_peer(const std::exception& error);
 
 /// Writes one process's record files (flight::record_path, alert_path) for the recorder's two
 /// writers, its watchdog thread and a failed collective's callback: each file whole

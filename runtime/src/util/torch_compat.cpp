@@ -9,11 +9,17 @@ __attribute__((weak)) void vmsSqrt(long long n, const float* in, float* out, lon
 __attribute__((weak)) void vmdSqrt(long long n, const double* in, double* out, long long mode);
 }
 
+// gloo::IoException's typeinfo, by its mangled name (libtorch_cpu exports it, weak).
+extern const std::type_info gloo_io_exception_typeinfo __asm__("_ZTIN4gloo11IoExceptionE")
+    __attribute__((weak));
+
 namespace accel {
 namespace util {
 
 VmlSqrtFloat mkl_vml_sqrt_float() { return &vmsSqrt; }
 VmlSqrtDouble mkl_vml_sqrt_double() { return &vmdSqrt; }
+
+const std::type_info* gloo_io_exception_type() { return &gloo_io_exception_typeinfo; }
 
 }  // namespace util
 }  // namespace accel

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -162,6 +163,13 @@ constexpr c10::DispatchKey kTensorParallelDispatchKey =
 // TESTING_ONLY_GenericMode is the thread-local twin of the key above, equally unused by LibTorch
 // outside its dispatcher tests.
 constexpr c10::DispatchKey kModeDispatchKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+// ---- Gloo --------------------------------------------------------------------------------------
+
+/// gloo::IoException's type, the error Gloo's threads throw when a peer's connection is lost;
+/// null where this LibTorch does not export it. The wheel ships no Gloo headers: libtorch_cpu
+/// exports the type's typeinfo, which is read by its symbol.
+const std::type_info* gloo_io_exception_type();
 
 // ---- ATen's vector square root -----------------------------------------------------------------
 
