@@ -79,7 +79,7 @@ inline constexpr AcceleratorMethod kAcceleratorMethods[] = {
     {"trigger_sync_in_backward", MethodRole::local},
     {"clip_grad_norm_", MethodRole::collective},
     {"clip_grad_value_", MethodRole::collective},
-    {"unscale_gradients", MethodRole::local},
+    {"unscale_gradients", MethodRole::collective},  // found-inf over the shards' processes
     // Distributed operations
     {"gather", MethodRole::combining, true},
     {"gather_for_metrics", MethodRole::combining, true},

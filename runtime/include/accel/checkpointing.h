@@ -94,8 +94,7 @@ using LoadStatePreHook =
 
 namespace detail {
 
-/// How save_state/load_state reach an object given to register_for_checkpointing./load_state reach
-/// an object given to register_for_checkpointing.
+/// How save_state/load_state reach an object given to register_for_checkpointing.
 struct CheckpointHooks {
   std::function<void(torch::serialize::OutputArchive&)> save;
   std::function<void(torch::serialize::InputArchive&)> load;

@@ -127,19 +127,23 @@ Accelerator::Accelerator(AcceleratorOptions options, detail::SourcePlace created
       impl_->gradient_state->compare_after_step = core::parameter_comparison(impl_->dist);
     }
   }
-  if (impl_->options.mixed_precision == MixedPrecision::Fp16) {
-    impl_->gradient_state->scaler = std::make_shared<GradScaler>(impl_->options.grad_scaler);
-    if ((impl_->sharding.sharded() || impl_->pipelined()) && impl_->distributed()) {
-      // Each process checks only its own gradient shard (or its stages' gradients); all must skip
-      // or step together.
-      impl_->gradient_state->scaler->set_found_inf_reduction([dist = impl_->dist](bool found) {
-        auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
-        distributed::all_reduce(*dist->host_group(), flag, Reduction::Max);
-        return flag.item<int64_t>() > 0;
-      });
-    }
-  }
+  if (impl_->options.mixed_precision == MixedPrecision::Fp16)
+    impl_->gradient_state->scaler = impl_->make_fp16_scaler();
   core::register_accelerator(*this, created_at);
+}
+
+std::shared_ptr<GradScaler> Accelerator::Impl::make_fp16_scaler() const {
+  auto scaler = std::make_shared<GradScaler>(options.grad_scaler);
+  if ((sharding.sharded() || pipelined()) && distributed()) {
+    // Each process checks only its own gradient shard (or its stages' gradients); all must skip
+    // or step together.
+    scaler->set_found_inf_reduction([dist = this->dist](bool found) {
+      auto flag = torch::tensor({found ? int64_t{1} : int64_t{0}}, torch::kInt64);
+      distributed::all_reduce(*dist->host_group(), flag, Reduction::Max);
+      return flag.item<int64_t>() > 0;
+    });
+  }
+  return scaler;
 }
 
 Accelerator::~Accelerator() {

@@ -19,10 +19,17 @@ struct CompressedGradientBytes {
 
 struct AcceleratorAccess {
   static CompressedGradientBytes compressed_gradient_bytes(const Accelerator& accelerator);
+  static void use_fp16_scaler(Accelerator& accelerator);
 };
 
 inline CompressedGradientBytes compressed_gradient_bytes(const Accelerator& accelerator) {
   return AcceleratorAccess::compressed_gradient_bytes(accelerator);
+}
+
+/// Gives `accelerator` the loss scaler mixed_precision fp16 gives, on any device: fp16 needs CUDA,
+/// and the scaler's arithmetic and collectives are the same on the CPU. Before prepare.
+inline void use_fp16_scaler(Accelerator& accelerator) {
+  AcceleratorAccess::use_fp16_scaler(accelerator);
 }
 
 }  // namespace detail

@@ -125,6 +125,9 @@ struct Accelerator::Impl {
     return options.sharding_strategy == ShardingStrategy::NoShard ||
            options.sharding_strategy == ShardingStrategy::ShardOptimizerState;
   }
+  /// mixed_precision fp16's loss scaler: where each process checks only part of the gradients
+  /// (its shards, its stages), one whose found-inf is decided over every process.
+  std::shared_ptr<GradScaler> make_fp16_scaler() const;
   /// Whether the mesh has a pipeline dimension.
   bool pipelined() const { return mesh != nullptr && mesh->config().pp_enabled(); }
   /// The whole model's tensors for get_state_dict of a pipeline's model: every stage's, gathered.

@@ -27,6 +27,10 @@ detail::CompressedGradientBytes detail::AcceleratorAccess::compressed_gradient_b
   return {buckets, sent};
 }
 
+void detail::AcceleratorAccess::use_fp16_scaler(Accelerator& accelerator) {
+  accelerator.impl_->gradient_state->scaler = accelerator.impl_->make_fp16_scaler();
+}
+
 void Accelerator::trigger_sync(const torch::nn::Module* model) { impl_->models.force_sync(model); }
 
 void Accelerator::unscale_gradients() {

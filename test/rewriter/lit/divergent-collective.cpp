@@ -64,6 +64,11 @@ int main() {
     accelerator.wait_for_everyone();
   // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: wait_for_everyone() communicates with every process, but only the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-2]]:7 holds reach it, and that condition differs between processes (it depends on tensor_parallel_rank()){{.*}} [accel-migrate-divergent-collective]
 
+  // Unscaling decides found-inf over the processes when each holds a shard of the gradients.
+  if (accelerator.is_main_process())
+    accelerator.unscale_gradients();
+  // CHECK: {{.*}}.tmp.cpp:[[@LINE-1]]:5: error: unscale_gradients() communicates with every process, but only the processes for which the condition at {{.*}}.tmp.cpp:[[@LINE-2]]:7 holds reach it{{.*}}(it depends on is_main_process()){{.*}} [accel-migrate-divergent-collective]
+
   // Through a variable, and into a function of this file.
   const bool main_process = accelerator.is_main_process();
   if (main_process) {

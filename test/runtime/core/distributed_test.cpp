@@ -3,14 +3,24 @@
 
 #include <accel/accel.h>
 
+#include "core/accelerator_access.h"
+#include "distributed/flight_recorder.h"
 #include "support/datasets.h"
+
+#include "accel_common/accelerator_methods.h"
+#include "accel_common/flight_record.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <numeric>
+#include <set>
+#include <sstream>
 
 namespace {
 
@@ -647,6 +657,153 @@ TEST_F(TwoProcesses, SchedulerAdvancesOncePerProcessPerOptimizerStep) {
     scheduler.step();
     EXPECT_DOUBLE_EQ(accel_test::learning_rate(optimizer), split ? 0.9 : 0.8);
   }
+}
+
+// ---- The method table's roles, as the runtime behaves -------------------------------------------
+
+/// Every collective this process has entered so far, on every group (the flight record numbers
+/// each group's collectives, sends and receives; it keeps the last few, the last number with them).
+uint64_t collectives_entered() {
+  std::string error;
+  const auto record = accel::flight::parse_flight_record(accel::distributed::flight_record_text(),
+                                                         "this process's record", &error);
+  EXPECT_TRUE(record) << error;
+  std::map<std::string, uint64_t> last;
+  if (record) {
+    for (const auto& entry : record->entries)
+      last[entry.group] = std::max(last[entry.group], entry.seq);
+  }
+  uint64_t total = 0;
+  for (const auto& [group, seq] : last) total += seq;
+  return total;
+}
+
+struct Checkpointable {
+  torch::Tensor value = torch::zeros({1});
+  void save(torch::serialize::OutputArchive& archive) const { archive.write("value", value); }
+  void load(torch::serialize::InputArchive& archive) { archive.read("value", value); }
+};
+
+// accel-migrate trusts the table (accel_common/accelerator_methods.h): a call marked local or
+// identity may sit under `if (is_main_process())`. Every such method is called here, under each
+// sharding strategy with fp16's loss scaler, after a synchronising backward (where unscaling
+// decides found-inf over the processes when each holds a shard), and none may enter a collective.
+// A method the walk has no call for fails it: a new local method must be walked.
+TEST_F(TwoProcesses, NoMethodTheTableMarksLocalEntersACollective) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("local-methods-" + std::to_string(::getpid()));
+  for (const char* strategy : {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"}) {
+    accel::Accelerator accelerator(
+        accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
+    accel::detail::use_fp16_scaler(accelerator);
+    torch::manual_seed(0);
+    torch::nn::Linear model(4, 2);
+    accelerator.prepare(model);
+    auto optimizer = accelerator.prepare(torch::optim::SGD(model->parameters(), 0.1));
+    auto loader = accelerator.prepare(torch::data::make_data_loader(RangeDataset(8), 2));
+    Checkpointable extra;
+    auto values = torch::arange(4, torch::kFloat);
+    std::ostringstream sink;
+    accelerator.backward(model->forward(torch::ones({3, 4})).sum());
+    ASSERT_TRUE(accelerator.sync_gradients());
+
+    const std::vector<std::pair<std::string, std::function<void()>>> walk = {
+        {"current", [&] { accel::Accelerator::current(); }},
+        {"has_current", [&] { accel::Accelerator::has_current(); }},
+        {"device", [&] { accelerator.device(); }},
+        {"process_index", [&] { accelerator.process_index(); }},
+        {"local_process_index", [&] { accelerator.local_process_index(); }},
+        {"num_processes", [&] { accelerator.num_processes(); }},
+        {"local_num_processes", [&] { accelerator.local_num_processes(); }},
+        {"is_main_process", [&] { accelerator.is_main_process(); }},
+        {"is_local_main_process", [&] { accelerator.is_local_main_process(); }},
+        {"is_last_process", [&] { accelerator.is_last_process(); }},
+        {"data_parallel_rank", [&] { accelerator.data_parallel_rank(); }},
+        {"data_parallel_shard_rank", [&] { accelerator.data_parallel_shard_rank(); }},
+        {"tensor_parallel_rank", [&] { accelerator.tensor_parallel_rank(); }},
+        {"context_parallel_rank", [&] { accelerator.context_parallel_rank(); }},
+        {"pipeline_parallel_rank", [&] { accelerator.pipeline_parallel_rank(); }},
+        {"parallelism_config", [&] { accelerator.parallelism_config(); }},
+        {"options", [&] { accelerator.options(); }},
+        {"gradient_accumulation_steps", [&] { accelerator.gradient_accumulation_steps(); }},
+        {"mixed_precision", [&] { accelerator.mixed_precision(); }},
+        {"fp8_backend", [&] { accelerator.fp8_backend(); }},
+        {"scaler", [&] { accelerator.scaler(); }},
+        {"sync_gradients", [&] { accelerator.sync_gradients(); }},
+        {"gradient_all_reduces", [&] { accelerator.gradient_all_reduces(); }},
+        {"end_of_dataloader", [&] { accelerator.end_of_dataloader(); }},
+        {"optimizer_step_was_skipped", [&] { accelerator.optimizer_step_was_skipped(); }},
+        {"unscale_gradients", [&] { accelerator.unscale_gradients(); }},
+        {"autocast", [&] { auto scope = accelerator.autocast(); }},
+        {"accumulate", [&] { auto scope = accelerator.accumulate(model); }},
+        {"accumulate_until", [&] { auto scope = accelerator.accumulate_until(true, model); }},
+        {"no_sync", [&] { auto scope = accelerator.no_sync(model); }},
+        {"trigger_sync_in_backward", [&] { accelerator.trigger_sync_in_backward(model); }},
+        {"maybe_context_parallel", [&] { accelerator.maybe_context_parallel({}, {}); }},
+        {"split_between_processes", [&] { accelerator.split_between_processes(values); }},
+        {"main_process_only", [&] { accelerator.main_process_only(sink) << "x"; }},
+        {"printf", [&] { accelerator.printf("%s", ""); }},
+        {"puts", [&] { accelerator.puts("local methods"); }},
+        {"print", [&] { accelerator.print(""); }},
+        {"on_main_process", [&] { accelerator.on_main_process([] {}); }},
+        {"on_local_main_process", [&] { accelerator.on_local_main_process([] {}); }},
+        {"on_last_process", [&] { accelerator.on_last_process([] {}); }},
+        {"on_process", [&] { accelerator.on_process(1, [] {}); }},
+        {"on_local_process", [&] { accelerator.on_local_process(1, [] {}); }},
+        {"set_trigger", [&] { accelerator.set_trigger(); }},
+        {"skip_first_batches", [&] { accelerator.skip_first_batches(*loader, 1); }},
+        {"unwrap_model", [&] { accelerator.unwrap_model(model); }},
+        {"resumed", [&] { accelerator.resumed(); }},
+        {"register_for_checkpointing", [&] { accelerator.register_for_checkpointing(extra); }},
+        {"register_save_state_pre_hook",
+         [&] { accelerator.register_save_state_pre_hook([](auto&, const auto&) {}); }},
+        {"register_load_state_pre_hook",
+         [&] { accelerator.register_load_state_pre_hook([](auto&, const auto&) {}); }},
+        {"save",
+         [&] {
+           accelerator.save({{"w", values}}, (dir / ("saved-" + std::to_string(rank()))).string());
+         }},
+        {"project_configuration", [&] { accelerator.project_configuration(); }},
+        {"step", [&] { accelerator.step(); }},
+        {"init_trackers", [&] { accelerator.init_trackers("local-methods"); }},
+        {"log",
+         [&] {
+           accelerator.log({{"loss", 1.0}});
+         }},
+        {"get_tracker", [&] { accelerator.get_tracker("jsonl"); }},
+        {"end_training", [&] { accelerator.end_training(); }},
+        {"free_memory", [&] { accelerator.free_memory(); }},
+        {"clear", [&] { accelerator.clear(); }},
+    };
+    fs::create_directories(dir);
+    std::set<std::string> walked;
+    for (const auto& [name, call] : walk) {
+      const auto* method = accel::contract::find_accelerator_method(name);
+      ASSERT_NE(method, nullptr) << name << " is not in the method table";
+      if (method->role != accel::contract::MethodRole::local &&
+          method->role != accel::contract::MethodRole::identity)
+        continue;  // the table says it communicates: nothing to check
+      walked.insert(name);
+      const uint64_t before = collectives_entered();
+      try {
+        call();
+      } catch (const c10::Error&) {  // a rank without a mesh, a tracker not started: the call
+      }                              // is walked, not its answer
+      EXPECT_EQ(collectives_entered(), before)
+          << name << " is marked "
+          << (method->role == accel::contract::MethodRole::local ? "local" : "identity")
+          << " in accel_common/accelerator_methods.h and entered a collective under " << strategy;
+    }
+    for (const auto& method : accel::contract::kAcceleratorMethods) {
+      if (method.role != accel::contract::MethodRole::local &&
+          method.role != accel::contract::MethodRole::identity)
+        continue;
+      EXPECT_TRUE(walked.count(std::string(method.name)))
+          << method.name << " is marked local or identity and this walk has no call for it";
+    }
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace
