@@ -2,6 +2,8 @@
 
 #include "pipeline_runner.h"
 
+#include "ring_exchange.h"
+
 #include "distributed/collectives.h"
 #include "util/collective_label.h"
 
@@ -68,8 +70,7 @@ class PipelineRunner::Link {
   Link(c10d::ProcessGroup* group, const torch::Device& device)
       : group_(group),
         device_(device),
-        batched_(group != nullptr &&
-                 group->getBackendType() == c10d::ProcessGroup::BackendType::NCCL) {}
+        batched_(group != nullptr && groups_point_to_point(*group, device.type())) {}
   ~Link() {
     try {
       finish();

@@ -11,6 +11,7 @@
 #include "distributed/collectives.h"
 #include "distributed/distributed_state.h"
 #include "distributed/flight_recorder.h"
+#include "parallel/ring_attention.h"
 #include "precision/fp8_linear.h"
 #include "sharding/optimizer_shards.h"
 #include "sharding/sharded_parameter.h"
@@ -31,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -69,6 +71,76 @@ TEST_F(Gpu, NcclGroupOfOneProcessBesideGloo) {
   ASSERT_EQ(gathered.size(), 1u);
   EXPECT_EQ(gathered[0], "rank 0");
   accel::distributed::barrier(*groups.device);
+}
+
+// ---- Ring attention through the fused kernels
+// -----------------------------------------------------
+
+// Ring attention's blocks on CUDA run through FlashAttention (bf16) or the memory-efficient kernel
+// (fp32), merged by their log-sum-exp, and its exchanges are grouped NCCL calls (a ring of one
+// process still sends each block's dK/dV to itself). Against one device's attention over the whole
+// sequence: the same output and gradients, the step time and peak memory printed (the figures of
+// docs/guide/parallelism.md), and memory linear in the sequence, not the block's squared scores.
+TEST_F(Gpu, RingAttentionThroughTheFusedKernelsMatchesOneDevicesAttention) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto groups = accel::distributed::make_job_groups(
+      store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
+      std::chrono::seconds(60));
+  const int64_t batch = 1, heads = 8, sequence = 8192, head_dim = 64;
+  for (auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    const auto options = torch::dtype(dtype).device(torch::kCUDA, 0);
+    torch::manual_seed(0);
+    auto q = torch::randn({batch, heads, sequence, head_dim}, options);
+    auto k = torch::randn_like(q), v = torch::randn_like(q), dout = torch::randn_like(q);
+    struct Run {
+      torch::Tensor out, dq, dk, dv;
+      double ms = 0;
+      int64_t peak = 0;
+    };
+    auto run = [&](bool ring) {
+      Run result;
+      for (int repeat = 0; repeat < 3; ++repeat) {  // the last of three: kernels warmed up
+        auto qr = q.detach().requires_grad_(), kr = k.detach().requires_grad_(),
+             vr = v.detach().requires_grad_();
+        torch::cuda::synchronize();
+        c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+        const int64_t before =
+            c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current;
+        const auto start = std::chrono::steady_clock::now();
+        auto out =
+            ring ? accel::parallel::ring_attention(qr, kr, vr, *groups.device, true, std::nullopt)
+                 : at::scaled_dot_product_attention(qr, kr, vr, {}, 0.0, true);
+        out.backward(dout);
+        torch::cuda::synchronize();
+        result.ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        result.peak =
+            c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak - before;
+        result = {out.detach(), qr.grad(), kr.grad(), vr.grad(), result.ms, result.peak};
+      }
+      return result;
+    };
+    const Run whole = run(false), ring = run(true);
+    const double tolerance = dtype == torch::kBFloat16 ? 3e-2 : 2e-3;
+    for (auto [got, want, what] :
+         {std::tuple{ring.out, whole.out, "output"}, std::tuple{ring.dq, whole.dq, "dQ"},
+          std::tuple{ring.dk, whole.dk, "dK"}, std::tuple{ring.dv, whole.dv, "dV"}}) {
+      const double difference =
+          (got.to(torch::kFloat) - want.to(torch::kFloat)).abs().max().item<double>();
+      EXPECT_LT(difference, tolerance * std::max(1.0, want.abs().max().item<double>()))
+          << what << " (" << c10::toString(dtype) << ")";
+    }
+    // One block's fp32 scores would be (sequence / 2)^2 * heads * 4 bytes: 512 MB here.
+    const int64_t block_scores = (sequence / 2) * (sequence / 2) * heads * 4;
+    EXPECT_LT(ring.peak, block_scores / 4) << c10::toString(dtype);
+    std::printf(
+        "ring attention (%s, one process, %lld tokens): step %.2f ms vs %.2f ms whole "
+        "(ratio %.2f); peak %.1f MB vs %.1f MB\n",
+        c10::toString(dtype), static_cast<long long>(sequence), ring.ms, whole.ms,
+        ring.ms / whole.ms, static_cast<double>(ring.peak) / 1e6,
+        static_cast<double>(whole.peak) / 1e6);
+  }
 }
 
 // The flight recorder wraps NCCL as it wraps Gloo: collectives of both go through, and each is
