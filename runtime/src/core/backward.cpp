@@ -202,9 +202,11 @@ void Accelerator::backward(const torch::Tensor& loss, const torch::Tensor& gradi
   if (impl_->join.open()) impl_->join.count_backward(syncing, impl_->host_group());
   // Each synchronised model learns which of its parameters this loss reaches: those it does not
   // are given zeros, so that no process waits for them (see GradientSynchronizer).
+  // The graph is walked for that only where find_unused_parameters or static_graph asks (as DDP
+  // walks it); otherwise hooks see what backward reaches.
   for (auto* m : syncing) {
     m->force_sync = false;
-    const auto& reached_here = reached.get();
+    const auto* reached_here = m->sync->needs_reached() ? &reached.get() : nullptr;
     scaled = m->sync->prepare_for_backward(scaled, reached_here, reached.partial(), ends_window);
   }
   const Shards sharded =

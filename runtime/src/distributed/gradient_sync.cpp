@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <unordered_set>
 
@@ -112,6 +113,15 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
     torch::NoGradGuard no_grad;
     if (!states.empty()) c10d::broadcast_coalesced(group_, states, kBroadcastBucketBytes, 0);
   }
+  if (!needs_reached()) {
+    // Which parameters each backward reaches, as it reaches them: a flag set by a hook on each,
+    // in place of a walk of every loss's graph before its backward.
+    reached_now_ = std::make_shared<std::vector<uint8_t>>(parameters_.size(), 0);
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      reach_hooks_.push_back(parameters_[i].register_hook(
+          [flags = reached_now_, i](const at::Tensor&) { (*flags)[i] = 1; }));
+    }
+  }
   if (parameters_.empty() || !all_reduce_gradients) return;
 
   // Gradients of the parameters registered last are ready first in backward: bucket them in
@@ -167,10 +177,12 @@ void GradientSynchronizer::finish_backward() {
   }
 }
 
-GradientSynchronizer::~GradientSynchronizer() = default;
+GradientSynchronizer::~GradientSynchronizer() {
+  for (size_t i = 0; i < reach_hooks_.size(); ++i) parameters_[i].remove_hook(reach_hooks_[i]);
+}
 
 torch::Tensor GradientSynchronizer::prepare_for_backward(
-    const torch::Tensor& loss, const std::unordered_set<const c10::TensorImpl*>& reached,
+    const torch::Tensor& loss, const std::unordered_set<const c10::TensorImpl*>* reached,
     bool reached_in_part, bool ends_window) {
   if (parameters_.empty()) return loss;
   const size_t count = parameters_.size();
@@ -179,9 +191,16 @@ torch::Tensor GradientSynchronizer::prepare_for_backward(
   float* flag = flags.data_ptr<float>();
   std::vector<torch::Tensor> unreached;
   std::vector<size_t> unknown;
-  for (size_t i = 0; i < count; ++i) {
+  if (reached == nullptr) {
+    // Every parameter counts as reached here; the hooks tell check_usage which were.
+    TORCH_INTERNAL_ASSERT(reached_now_, "the reach hooks are missing");
+    std::fill(reached_now_->begin(), reached_now_->end(), 0);
+    std::fill(flag, flag + 2 * count, 1.0f);
+    watching_reach_ = true;
+  }
+  for (size_t i = 0; reached != nullptr && i < count; ++i) {
     const auto& p = parameters_[i];
-    bool hit = reached.count(p.unsafeGetTensorImpl()) > 0;
+    bool hit = reached->count(p.unsafeGetTensorImpl()) > 0;
     if (!hit && reached_in_part) {
       // Perhaps inside an accel::checkpoint block: backward will tell, by running it again.
       unknown.push_back(i);
@@ -204,8 +223,8 @@ torch::Tensor GradientSynchronizer::prepare_for_backward(
   usage_armed_ = true;
   if (!reducer_) {
     // The sharded strategies send a unit's gradients whether or not all came: the flags go by
-    // a collective of their own, after backward.
-    pending_flags_ = flags;
+    // a collective of their own, after backward, where a verdict needs every process's.
+    if (reached != nullptr) pending_flags_ = flags;
     return loss;
   }
   // Collective when due (once, after the first synchronised backward); every process reaches it
@@ -221,10 +240,48 @@ torch::Tensor GradientSynchronizer::prepare_for_backward(
                                  loss.options());
 }
 
+std::string GradientSynchronizer::check_reached() {
+  watching_reach_ = false;
+  std::vector<size_t> missed;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if ((*reached_now_)[i] == 0) missed.push_back(i);
+  }
+  if (missed.empty()) return "";
+  if (reducer_) {
+    // Their buckets never went out: zero gradients send them, as find_unused_parameters would
+    // have, so that a process whose loss reached them is not left waiting and the reducer
+    // finishes this backward.
+    torch::AutoGradMode grad_mode(true);
+    torch::Tensor zero;
+    for (auto i : missed) {
+      auto term = (parameters_[i] * 0).sum();
+      zero = zero.defined() ? zero + term : term;
+    }
+    zero.backward();
+    finish_backward();
+  }
+  return "accel: " + names_of(names_, missed) + " got no gradient in this step on process " +
+         std::to_string(host_group_->getRank()) +
+         " (its loss does not reach them; they were given zeros). A model that does not use "
+         "every trainable parameter in every step needs "
+         "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
+         ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "
+         "ddp_find_unused_parameters: true in the config file), or freeze what it never uses with "
+         "requires_grad(false)";
+}
+
 GradientSynchronizer::UsageVerdict GradientSynchronizer::check_usage() {
   UsageVerdict verdict;
   if (!usage_armed_) return verdict;
   usage_armed_ = false;
+  if (watching_reach_) {
+    verdict.error = check_reached();
+    if (reducer_) {
+      torch::NoGradGuard no_grad;
+      usage_.mutable_grad().zero_();
+    }
+    return verdict;
+  }
   torch::NoGradGuard no_grad;
   const float processes = static_cast<float>(host_group_->getSize());
   torch::Tensor flags;

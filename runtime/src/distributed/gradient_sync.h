@@ -50,18 +50,22 @@ class GradientSynchronizer {
   GradientSynchronizer(const GradientSynchronizer&) = delete;
   GradientSynchronizer& operator=(const GradientSynchronizer&) = delete;
 
+  /// Whether prepare_for_backward needs the parameters the loss reaches (a walk of its graph):
+  /// under find_unused_parameters or static_graph only, as DDP walks the graph only then.
+  bool needs_reached() const { return find_unused_ || static_graph_; }
   /// Arms the reducer so that the backward of `loss` averages this model's gradients, and
-  /// returns the loss to run that backward from: `loss` joined to a node whose backward gives
-  /// the parameters `reached` (those `loss` reaches) lacks a zero gradient, so that the reducer
-  /// hears from every parameter and no process waits, and gives the reducer this process's
-  /// usage flags to average with the gradients (see check_usage). With `reached_in_part` (the
-  /// graph holds accel::checkpoint blocks, whose parameters backward reaches only when it runs
-  /// them again) the parameters not in `reached` are left alone: without find_unused_parameters
-  /// the reducer waits for them as before. `ends_window`: this backward is the accumulation
-  /// window's last (with sync_each_batch, earlier micro-steps synchronise too, and what they used
-  /// counts as used in the window).
+  /// returns the loss to run that backward from: `loss` joined to a node whose backward gives the
+  /// reducer this process's usage flags to average with the gradients (see check_usage) and,
+  /// where `reached` is given (needs_reached(): those `loss` reaches), gives the parameters not
+  /// in it a zero gradient, so that the reducer hears from every parameter and no process waits.
+  /// With `reached_in_part` (the graph holds accel::checkpoint blocks, whose parameters backward
+  /// reaches only when it runs them again) the parameters not in `reached` are left alone.
+  /// Without `reached`, the parameters backward reaches are seen as it reaches them (a hook on
+  /// each), and check_usage completes and names those it did not. `ends_window`: this backward
+  /// is the accumulation window's last (with sync_each_batch, earlier micro-steps synchronise
+  /// too, and what they used counts as used in the window).
   torch::Tensor prepare_for_backward(const torch::Tensor& loss,
-                                     const std::unordered_set<const c10::TensorImpl*>& reached,
+                                     const std::unordered_set<const c10::TensorImpl*>* reached,
                                      bool reached_in_part, bool ends_window);
   /// What check_usage found.
   struct UsageVerdict {
@@ -69,13 +73,15 @@ class GradientSynchronizer {
     /// accumulation window (left with an undefined gradient where the reducer averaged them).
     std::vector<torch::Tensor> unused;
     /// What is wrong, for the caller to raise once its own bookkeeping is done: without those
-    /// options, the parameters some process's loss did not reach; under static_graph, those
-    /// whose use changed since the first step. Empty when nothing is.
+    /// options, the parameters this process's loss did not reach (given zero gradients first,
+    /// so that every bucket went out and no process waits); under find_unused_parameters, none;
+    /// under static_graph, those whose use changed since the first step. Empty when nothing is.
     std::string error;
   };
-  /// After that backward completed, from the flags every process contributed (carried with the
-  /// gradients by the reducer, or, for the sharded strategies, which have none, by an all-reduce
-  /// of their own): every process reaches the same verdict.
+  /// After that backward completed. Under find_unused_parameters or static_graph, from the flags
+  /// every process contributed (carried with the gradients by the reducer, or, for the sharded
+  /// strategies, which have none, by an all-reduce of their own): every process reaches the same
+  /// verdict. Without them, from the hooks of this process: no collective.
   UsageVerdict check_usage();
   /// For a process that has run out of batches under join_uneven_inputs: takes part in the
   /// all-reduces another process's synchronising backward makes, bucket by bucket in the
@@ -97,6 +103,10 @@ class GradientSynchronizer {
   bool uses_any(const std::unordered_set<const c10::TensorImpl*>& leaves) const;
 
  private:
+  /// check_usage without needs_reached(): the parameters this backward did not reach, sent as
+  /// zeros, and named (the error), or "".
+  std::string check_reached();
+
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::vector<torch::Tensor> parameters_;
   std::vector<std::string> names_;  // parameters_'s module paths
@@ -114,8 +124,13 @@ class GradientSynchronizer {
   std::shared_ptr<CompressionBytes> compression_;  // with a comm hook
   std::vector<torch::Tensor> buffers_;
   std::unique_ptr<c10d::Reducer> reducer_;
-  bool gradients_are_views_ = false;  // gradient_as_bucket_view
-  int64_t backwards_ = 0;             // synchronising backwards armed so far
+  /// Without needs_reached(): which parameters this backward has reached so far, set by a hook
+  /// on each (shared with the hooks, which may outlive a moment of this object's destruction).
+  std::shared_ptr<std::vector<uint8_t>> reached_now_;
+  std::vector<unsigned> reach_hooks_;  // parameters_[i]'s hook
+  bool watching_reach_ = false;        // prepare_for_backward armed the hooks for this backward
+  bool gradients_are_views_ = false;   // gradient_as_bucket_view
+  int64_t backwards_ = 0;              // synchronising backwards armed so far
 };
 
 /// The leaf tensors (parameters) that backward from `loss` would reach. `visit`, when given, sees
