@@ -357,14 +357,16 @@ using c10d::Work;
 /// A receive completes on Gloo only when waited on: a stage waiting for its peer shows here.
 class RecordedWork final : public Work {
  public:
-  RecordedWork(c10::intrusive_ptr<Work> inner, size_t group, uint64_t seq)
-      : inner_(std::move(inner)), group_(group), seq_(seq) {}
+  /// The entries (group, seq) `inner` completes: one, or a coalesced group's.
+  using Entries = std::vector<std::pair<size_t, uint64_t>>;
+  RecordedWork(c10::intrusive_ptr<Work> inner, Entries entries)
+      : inner_(std::move(inner)), entries_(std::move(entries)) {}
   bool wait(std::chrono::milliseconds timeout) override {
     bool done = false;
     try {
       done = inner_->wait(timeout);
     } catch (const std::exception& e) {
-      Recorder::instance().end(group_, seq_, e.what());
+      retire(e.what());
       throw;
     }
     isCompleted();
@@ -372,8 +374,7 @@ class RecordedWork final : public Work {
   }
   bool isCompleted() override {
     auto completion = completion_of(*inner_);
-    if (completion && !retired_.exchange(true))
-      Recorder::instance().end(group_, seq_, std::move(*completion));
+    if (completion) retire(std::move(*completion));
     return completion.has_value();
   }
   bool isSuccess() const override { return inner_->isSuccess(); }
@@ -386,9 +387,13 @@ class RecordedWork final : public Work {
   uint64_t getSequencenumber() const override { return inner_->getSequencenumber(); }
 
  private:
+  void retire(const std::string& error) {
+    if (retired_.exchange(true)) return;
+    for (const auto& [group, seq] : entries_) Recorder::instance().end(group, seq, error);
+  }
+
   c10::intrusive_ptr<Work> inner_;
-  size_t group_;
-  uint64_t seq_;
+  Entries entries_;
   std::atomic<bool> retired_{false};
 };
 
@@ -408,8 +413,30 @@ class RecordingBackend final : public c10d::Backend {
   bool supportsCoalescing() const override { return inner_->supportsCoalescing(); }
   c10::intrusive_ptr<Options> getBackendOptions() override { return inner_->getBackendOptions(); }
   void setTimeout(std::chrono::milliseconds timeout) override { inner_->setTimeout(timeout); }
-  void startCoalescing() override { inner_->startCoalescing(); }
-  c10::intrusive_ptr<Work> endCoalescing() override { return inner_->endCoalescing(); }
+  void startCoalescing() override {
+    inner_->startCoalescing();
+    coalescing_ = true;
+  }
+  // A coalesced group's operations (NCCL's batch_isend_irecv) complete with the group's work:
+  // their entries stay open until it says so.
+  c10::intrusive_ptr<Work> endCoalescing() override {
+    RecordedWork::Entries entries;
+    entries.swap(coalesced_);
+    coalescing_ = false;
+    c10::intrusive_ptr<Work> work;
+    try {
+      work = inner_->endCoalescing();
+    } catch (const std::exception& e) {
+      for (const auto& [group, seq] : entries) Recorder::instance().end(group, seq, e.what());
+      throw;
+    }
+    if (!work || entries.empty()) {
+      for (const auto& [group, seq] : entries) Recorder::instance().end(group, seq, "");
+      return work;
+    }
+    for (const auto& [group, seq] : entries) Recorder::instance().track(group, seq, work);
+    return c10::make_intrusive<RecordedWork>(std::move(work), std::move(entries));
+  }
   void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
   uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
   void eagerConnectSingleDevice(at::Device device) override {
@@ -544,8 +571,12 @@ class RecordingBackend final : public c10d::Backend {
       throw;
     }
     if (!work) {
-      // Inside a coalesced group (NCCL): the group's work is recorded when it ends.
-      recorder.end(group_index, seq, "");
+      // Inside a coalesced group (NCCL): the group's work completes it (endCoalescing).
+      if (coalescing_) {
+        coalesced_.emplace_back(group_index, seq);
+      } else {
+        recorder.end(group_index, seq, "");
+      }
       return work;
     }
     c10::intrusive_ptr<c10::ivalue::Future> future;
@@ -568,7 +599,8 @@ class RecordingBackend final : public c10d::Backend {
       });
     }
     recorder.track(group_index, seq, work);
-    return c10::make_intrusive<RecordedWork>(std::move(work), group_index, seq);
+    return c10::make_intrusive<RecordedWork>(std::move(work),
+                                             RecordedWork::Entries{{group_index, seq}});
   }
 
   // ACCEL_DEBUG: every process describes the collective it is about to enter, through a Gloo
@@ -592,6 +624,8 @@ class RecordingBackend final : public c10d::Backend {
   size_t group_;
   size_t point_to_point_;  // the record of this group's sends and receives
   c10::intrusive_ptr<c10d::Backend> checker_;
+  bool coalescing_ = false;          // between startCoalescing and endCoalescing
+  RecordedWork::Entries coalesced_;  // the entries the group's work will complete
 };
 
 }  // namespace

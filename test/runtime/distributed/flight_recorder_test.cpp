@@ -64,9 +64,26 @@ class DeviceBackend final : public c10d::Backend {
                                            const c10d::AllreduceOptions& /*opts*/) override {
     return c10::make_intrusive<DeviceWork>(finished_);
   }
+  // As ProcessGroupNCCL's: inside a coalesced group a send or receive has no work of its own;
+  // the group's work, from endCoalescing, completes them all.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override { coalescing_ = true; }
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override {
+    coalescing_ = false;
+    return c10::make_intrusive<DeviceWork>(finished_);
+  }
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& /*tensors*/, int /*dst*/,
+                                      int /*tag*/) override {
+    return coalescing_ ? nullptr : c10::make_intrusive<DeviceWork>(finished_);
+  }
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& /*tensors*/, int /*src*/,
+                                      int /*tag*/) override {
+    return coalescing_ ? nullptr : c10::make_intrusive<DeviceWork>(finished_);
+  }
 
  private:
   std::shared_ptr<std::atomic<bool>> finished_;
+  bool coalescing_ = false;
 };
 
 /// The state of entry `seq` of `group` in `text` ("waiting", "done", "failed"); "absent" when the
@@ -159,6 +176,27 @@ TEST_F(FlightRecorder, AnAlertWhoseWriteFailedIsWrittenOnTheNextTurn) {
   EXPECT_TRUE(within(10 * kWatchdog, [&] { return fs::is_regular_file(alert); }));
   EXPECT_EQ(state_in(read_text(alert), "held", 1), "waiting") << read_text(alert);
   *finished = true;
+}
+
+TEST_F(FlightRecorder, ACoalescedExchangeStaysOpenUntilItsGroupsWorkCompletes) {
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  auto backend =
+      accel::distributed::record_collectives(c10::make_intrusive<DeviceBackend>(finished), "ring");
+  std::vector<at::Tensor> out{torch::ones({2})}, in{torch::zeros({2})};
+  backend->startCoalescing();
+  backend->send(out, 0, 3);
+  backend->recv(in, 0, 3);
+  auto work = backend->endCoalescing();
+  ASSERT_TRUE(work);
+  work->wait();
+  const auto text = accel::distributed::flight_record_text();
+  EXPECT_EQ(state_in(text, "ring p2p", 1), "waiting") << text;
+  EXPECT_EQ(state_in(text, "ring p2p", 2), "waiting") << text;
+  *finished = true;
+  EXPECT_TRUE(work->isCompleted());
+  const auto done = accel::distributed::flight_record_text();
+  EXPECT_EQ(state_in(done, "ring p2p", 1), "done") << done;
+  EXPECT_EQ(state_in(done, "ring p2p", 2), "done") << done;
 }
 
 }  // namespace

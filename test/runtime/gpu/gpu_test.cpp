@@ -19,6 +19,7 @@
 #include "support/temp_dir.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -176,6 +177,38 @@ TEST_F(Gpu, FlightRecorderWrapsNcclAndGloo) {
       << record;
   EXPECT_NE(record.find("entry\trecorded/gloo\t2\tbarrier\t"), std::string::npos) << record;
   EXPECT_EQ(record.find("\twaiting\t"), std::string::npos) << record;
+}
+
+// A collective held up on the device reads as waiting until the device has run it: the entry is
+// retired when NCCL's work says it completed (its CUDA end event), not when its future does
+// (ProcessGroupNCCL completes that when the kernels are queued). The device is kept busy by a
+// sleep kernel queued before the all-reduce, on the stream NCCL's waits for.
+TEST_F(Gpu, FlightRecorderKeepsANcclCollectiveWaitingWhileTheDeviceIsBusy) {
+  accel::distributed::FlightSettings settings;
+  settings.capacity = 8;
+  settings.watchdog = std::chrono::seconds(2);  // a tick of half a second
+  accel::distributed::configure_flight_recorder(settings);
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto groups = accel::distributed::make_job_groups(
+      store, 0, 1, /*nccl=*/true, c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"),
+      std::chrono::seconds(60), "busy/");
+  std::vector<at::Tensor> tensors{
+      torch::ones({4}, torch::dtype(torch::kFloat).device(torch::kCUDA, 0))};
+  at::cuda::sleep(int64_t{5'000'000'000});  // 5e9 cycles: about 2.5 s at an H100's 2 GHz
+  auto work = groups.device->allreduce(tensors);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // two ticks of the recorder
+  std::string record = accel::distributed::flight_record_text();
+  EXPECT_NE(record.find("entry\tbusy/nccl\t1\tallreduce\t"), std::string::npos) << record;
+  EXPECT_NE(record.find("\twaiting\tallreduce (no accel call)\tFloat[4]"), std::string::npos)
+      << record;
+  torch::cuda::synchronize();
+  for (int i = 0; i < 30; ++i) {
+    record = accel::distributed::flight_record_text();
+    if (record.find("\twaiting\t") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(record.find("\tdone\tallreduce (no accel call)\tFloat[4]"), std::string::npos)
+      << record;
 }
 
 // ---- CPU offload of sharded training
