@@ -76,12 +76,7 @@ int main(int argc, char** argv) {
   torch::set_num_threads(1);  // as train_pytorch.py: one core per process
   accel::Accelerator accelerator(options_for(args.layout));
   gpt::Gpt model(args.config);
-  {
-    torch::NoGradGuard no_grad;
-    const auto init = accel::load_safetensors(args.data + "/init.safetensors");
-    for (auto& item : model->named_parameters()) item.value().copy_(init.at(item.key()));
-    for (auto& item : model->named_buffers()) item.value().copy_(init.at(item.key()));
-  }
+  accel::load_checkpoint_in_model(model, args.data + "/init.safetensors");
   accelerator.prepare(model);
   auto optimizer = accelerator.prepare(torch::optim::AdamW(
       model->parameters(), torch::optim::AdamWOptions(args.lr).weight_decay(args.weight_decay)));

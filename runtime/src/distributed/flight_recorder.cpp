@@ -58,6 +58,10 @@ std::optional<std::string> completion_of(c10d::Work& work) {
   }
 }
 
+/// Entries of the record, each (group, sequence number): those one work completes (one, or a
+/// coalesced group's).
+using Entries = std::vector<std::pair<size_t, uint64_t>>;
+
 struct GroupRecord {
   std::string name;
   uint64_t next_seq = 0;
@@ -117,11 +121,15 @@ class Recorder {
     return record.next_seq;
   }
 
-  /// Keeps `work` until it says it is complete (retire_completed): the entry (group, seq) stays
-  /// open until then.
-  void track(size_t group, uint64_t seq, c10::intrusive_ptr<c10d::Work> work) {
+  /// Keeps `work` until it says it is complete (retire_completed): `entries` stay open until
+  /// then.
+  void track(const Entries& entries, const c10::intrusive_ptr<c10d::Work>& work) {
     std::lock_guard<std::mutex> lock(mutex_);
-    open_works_.push_back(OpenWork{group, seq, std::move(work)});
+    for (const auto& [group, seq] : entries) open_works_.push_back(OpenWork{group, seq, work});
+  }
+
+  void end_all(const Entries& entries, const std::string& error) {
+    for (const auto& [group, seq] : entries) end(group, seq, error);
   }
 
   /// Retires every tracked entry whose work says it is complete. The works are asked without the
@@ -357,10 +365,11 @@ using c10d::Work;
 /// A receive completes on Gloo only when waited on: a stage waiting for its peer shows here.
 class RecordedWork final : public Work {
  public:
-  /// The entries (group, seq) `inner` completes: one, or a coalesced group's.
-  using Entries = std::vector<std::pair<size_t, uint64_t>>;
+  /// `inner`, which completes `entries`; the recorder asks it too until it does.
   RecordedWork(c10::intrusive_ptr<Work> inner, Entries entries)
-      : inner_(std::move(inner)), entries_(std::move(entries)) {}
+      : inner_(std::move(inner)), entries_(std::move(entries)) {
+    Recorder::instance().track(entries_, inner_);
+  }
   bool wait(std::chrono::milliseconds timeout) override {
     bool done = false;
     try {
@@ -388,8 +397,7 @@ class RecordedWork final : public Work {
 
  private:
   void retire(const std::string& error) {
-    if (retired_.exchange(true)) return;
-    for (const auto& [group, seq] : entries_) Recorder::instance().end(group, seq, error);
+    if (!retired_.exchange(true)) Recorder::instance().end_all(entries_, error);
   }
 
   c10::intrusive_ptr<Work> inner_;
@@ -420,21 +428,20 @@ class RecordingBackend final : public c10d::Backend {
   // A coalesced group's operations (NCCL's batch_isend_irecv) complete with the group's work:
   // their entries stay open until it says so.
   c10::intrusive_ptr<Work> endCoalescing() override {
-    RecordedWork::Entries entries;
+    Entries entries;
     entries.swap(coalesced_);
     coalescing_ = false;
     c10::intrusive_ptr<Work> work;
     try {
       work = inner_->endCoalescing();
     } catch (const std::exception& e) {
-      for (const auto& [group, seq] : entries) Recorder::instance().end(group, seq, e.what());
+      Recorder::instance().end_all(entries, e.what());
       throw;
     }
     if (!work || entries.empty()) {
-      for (const auto& [group, seq] : entries) Recorder::instance().end(group, seq, "");
+      Recorder::instance().end_all(entries, "");
       return work;
     }
-    for (const auto& [group, seq] : entries) Recorder::instance().track(group, seq, work);
     return c10::make_intrusive<RecordedWork>(std::move(work), std::move(entries));
   }
   void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
@@ -532,11 +539,11 @@ class RecordingBackend final : public c10d::Backend {
   // Point-to-point operations (a pipeline's activations) are recorded apart from the group's
   // collectives: their numbers do not match across processes, and no checker compares them.
   c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override {
-    return record(point_to_point_, "send", tensors, /*check=*/false,
+    return record(point_to_point_, "send", tensors, Kind::send,
                   [&] { return inner_->send(tensors, dst, tag); });
   }
   c10::intrusive_ptr<Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override {
-    return record(point_to_point_, "recv", tensors, /*check=*/false,
+    return record(point_to_point_, "recv", tensors, Kind::receive,
                   [&] { return inner_->recv(tensors, src, tag); });
   }
   c10::intrusive_ptr<Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
@@ -544,20 +551,26 @@ class RecordingBackend final : public c10d::Backend {
   }
 
  private:
+  /// What is recorded: a collective (compared across processes under ACCEL_DEBUG), or a send or
+  /// a receive. Without a future (Gloo's sends and receives, which complete only when waited on),
+  /// a send counts as done when issued (a pipeline waits on its sends late, by design) and a
+  /// receive stays open until its work says it completed.
+  enum class Kind { collective, send, receive };
+
   template <typename Issue>
   c10::intrusive_ptr<Work> run(const char* op, const std::vector<at::Tensor>& tensors,
                                Issue&& issue) {
-    return record(group_, op, tensors, /*check=*/true, std::forward<Issue>(issue));
+    return record(group_, op, tensors, Kind::collective, std::forward<Issue>(issue));
   }
 
   template <typename Issue>
   c10::intrusive_ptr<Work> record(size_t group_index, const char* op,
-                                  const std::vector<at::Tensor>& tensors, bool check,
+                                  const std::vector<at::Tensor>& tensors, Kind kind,
                                   Issue&& issue) {
     auto& recorder = Recorder::instance();
     std::string call = util::describe_collective_call(op);
     std::string shapes = describe_tensors(tensors);
-    const bool compares = check && checker_;
+    const bool compares = kind == Kind::collective && checker_;
     const std::string fingerprint = !compares        ? std::string()
                                     : shapes.empty() ? call
                                                      : call + " [" + shapes + "]";
@@ -583,10 +596,8 @@ class RecordingBackend final : public c10d::Backend {
     try {
       future = work->getFuture();
     } catch (const std::exception&) {
-      // No future: Gloo's sends and receives, which complete only when waited on. A send is
-      // counted done when issued (a pipeline waits on its sends late, by design); a receive
-      // stays open until its work says it completed.
-      if (std::strcmp(op, "recv") != 0) {
+      // No future (see Kind).
+      if (kind != Kind::receive) {
         recorder.end(group_index, seq, "");
         return work;
       }
@@ -598,9 +609,7 @@ class RecordingBackend final : public c10d::Backend {
           Recorder::instance().end(group_index, seq, done.tryRetrieveErrorMessage());
       });
     }
-    recorder.track(group_index, seq, work);
-    return c10::make_intrusive<RecordedWork>(std::move(work),
-                                             RecordedWork::Entries{{group_index, seq}});
+    return c10::make_intrusive<RecordedWork>(std::move(work), Entries{{group_index, seq}});
   }
 
   // ACCEL_DEBUG: every process describes the collective it is about to enter, through a Gloo
@@ -624,8 +633,8 @@ class RecordingBackend final : public c10d::Backend {
   size_t group_;
   size_t point_to_point_;  // the record of this group's sends and receives
   c10::intrusive_ptr<c10d::Backend> checker_;
-  bool coalescing_ = false;          // between startCoalescing and endCoalescing
-  RecordedWork::Entries coalesced_;  // the entries the group's work will complete
+  bool coalescing_ = false;  // between startCoalescing and endCoalescing
+  Entries coalesced_;        // the entries the group's work will complete
 };
 
 }  // namespace

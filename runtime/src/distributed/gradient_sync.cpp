@@ -64,6 +64,14 @@ struct UsageNode : public torch::autograd::Function<UsageNode> {
   }
 };
 
+/// What both unused-parameter errors advise.
+constexpr const char* kUnusedParametersAdvice =
+    "a model that does not use every trainable parameter in every step needs "
+    "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
+    ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "
+    "ddp_find_unused_parameters: true in the config file), or freeze what it never uses with "
+    "requires_grad(false)";
+
 std::string names_of(const std::vector<std::string>& names, const std::vector<size_t>& which) {
   std::string joined;
   for (size_t i = 0; i < which.size(); ++i) {
@@ -262,12 +270,7 @@ std::string GradientSynchronizer::check_reached() {
   }
   return "accel: " + names_of(names_, missed) + " got no gradient in this step on process " +
          std::to_string(host_group_->getRank()) +
-         " (its loss does not reach them; they were given zeros). A model that does not use "
-         "every trainable parameter in every step needs "
-         "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
-         ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "
-         "ddp_find_unused_parameters: true in the config file), or freeze what it never uses with "
-         "requires_grad(false)";
+         " (its loss does not reach them; they were given zeros); " + kUnusedParametersAdvice;
 }
 
 GradientSynchronizer::UsageVerdict GradientSynchronizer::check_usage() {
@@ -335,15 +338,9 @@ GradientSynchronizer::UsageVerdict GradientSynchronizer::check_usage() {
   // some only (the flags say how many reached each).
   const bool nowhere =
       std::all_of(missed.begin(), missed.end(), [&](size_t i) { return flag[i] < half; });
-  verdict.error =
-      "accel: " + names_of(names_, missed) + " got no gradient in this step " +
-      (nowhere ? std::string("on any process") : std::string("on some processes")) +
-      " (its loss does not reach them); a model "
-      "that does not use every trainable parameter in every step needs "
-      "AcceleratorOptions().ddp(accel::DistributedDataParallelOptions()"
-      ".find_unused_parameters(true)) (ACCEL_DDP_FIND_UNUSED_PARAMETERS=true, or "
-      "ddp_find_unused_parameters: true in the config file), or freeze what it never uses with "
-      "requires_grad(false)";
+  verdict.error = "accel: " + names_of(names_, missed) + " got no gradient in this step " +
+                  (nowhere ? std::string("on any process") : std::string("on some processes")) +
+                  " (its loss does not reach them); " + kUnusedParametersAdvice;
   return verdict;
 }
 

@@ -18,13 +18,11 @@
 #include "ring_exchange.h"
 
 #include <ATen/ATen.h>
-#include <ATen/SDPBackend.h>
 #include <torch/autograd.h>
 
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <utility>
 #include <vector>
 

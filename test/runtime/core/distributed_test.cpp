@@ -6,6 +6,7 @@
 #include "core/accelerator_access.h"
 #include "distributed/flight_recorder.h"
 #include "support/datasets.h"
+#include "support/temp_dir.h"
 
 #include "accel_common/accelerator_methods.h"
 #include "accel_common/flight_record.h"
@@ -14,7 +15,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -690,9 +690,7 @@ struct Checkpointable {
 // decides found-inf over the processes when each holds a shard), and none may enter a collective.
 // A method the walk has no call for fails it: a new local method must be walked.
 TEST_F(TwoProcesses, NoMethodTheTableMarksLocalEntersACollective) {
-  namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::path(::testing::TempDir()) / ("local-methods-" + std::to_string(::getpid()));
+  accel_test::TempDir dir("local-methods");  // each process its own
   for (const char* strategy : {"NO_SHARD", "SHARD_GRAD_OP", "FULL_SHARD"}) {
     accel::Accelerator accelerator(
         accel::AcceleratorOptions().cpu(true).sharding_strategy(strategy));
@@ -776,7 +774,6 @@ TEST_F(TwoProcesses, NoMethodTheTableMarksLocalEntersACollective) {
         {"free_memory", [&] { accelerator.free_memory(); }},
         {"clear", [&] { accelerator.clear(); }},
     };
-    fs::create_directories(dir);
     std::set<std::string> walked;
     for (const auto& [name, call] : walk) {
       const auto* method = accel::contract::find_accelerator_method(name);
@@ -803,7 +800,6 @@ TEST_F(TwoProcesses, NoMethodTheTableMarksLocalEntersACollective) {
           << method.name << " is marked local or identity and this walk has no call for it";
     }
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // process of its own (test/CMakeLists.txt, one ctest per suite).
 
 #include "distributed/flight_recorder.h"
+#include "support/read_text.h"
 #include "util/torch_compat.h"
 
 #include "accel_common/flight_record.h"
@@ -16,10 +17,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -27,6 +26,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using accel_test::read_text;
 using namespace std::chrono_literals;
 
 constexpr auto kWatchdog = 400ms;
@@ -97,13 +97,6 @@ std::string state_in(const std::string& text, const std::string& group, uint64_t
     if (entry.group == group && entry.seq == seq) return accel::flight::to_string(entry.state);
   }
   return "absent";
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 /// Polls `done` every 20 ms for at most `limit`.
