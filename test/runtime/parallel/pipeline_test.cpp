@@ -314,7 +314,11 @@ TEST(PipelineCheckpoint, Stage) {
 // counted: beyond what one microbatch's step passes through (its buffers, measured with m = 1),
 // 1F1B holds at most pp microbatches' activations on a stage, GPipe all m of them. Bubble, on
 // stages whose costs are slept (so the machine's load does not change them): each process idles
-// within 10% of the schedule's formula, the lesser of two steps taken (a late wake-up only adds).
+// as the schedule's formula says, the lesser of two steps taken, from 10% under it to 25% over.
+// Over, because what the formula leaves out only adds: a late wake-up, and each hop's message
+// (Interleaved1F1B makes twice the hops; on CI's loaded 2 cores it measured 0.122 against 0.111
+// on both processes). Still far from the next schedule's figure: the interleaved one's 0.111
+// against 1F1B's 0.2, and 1F1B's 0.2 against a serial pipeline's 0.5.
 TEST(Pipeline, MemoryAndBubbleAreTheSchedules) {
   accel::Accelerator accelerator;
   const int64_t pp = accelerator.parallelism_config()->pp_size();
@@ -345,7 +349,8 @@ TEST(Pipeline, MemoryAndBubbleAreTheSchedules) {
         accel_bench::expected_idle(schedule, pp, virtual_stages, kBubbleMicrobatches);
     std::cout << "process " << accelerator.process_index() << ": " << schedule << " idle " << idle
               << " of the step, formula " << expected << "\n";
-    EXPECT_NEAR(idle, expected, 0.1 * expected) << schedule;
+    EXPECT_GE(idle, 0.9 * expected) << schedule;
+    EXPECT_LE(idle, 1.25 * expected) << schedule;
   }
 }
 
