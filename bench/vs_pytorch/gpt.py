@@ -11,23 +11,26 @@ from torch import nn
 class CausalSelfAttention(nn.Module):
     def __init__(self, width, heads, context):
         super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(width, 3 * width)
+        self.head_dim = width // heads
+        self.q = nn.Linear(width, width)
+        self.k = nn.Linear(width, width)
+        self.v = nn.Linear(width, width)
         self.proj = nn.Linear(width, width)
         self.register_buffer("mask", torch.ones(context, context).tril())
 
     def forward(self, x):
-        batch, time, width = x.shape
-        q, k, v = self.qkv(x).split(width, dim=2)
+        # -1 heads and shapes from q, k, v, as gpt.h: parallelize_module's colwise q, k, v then
+        # hold whole heads, and under sequence parallelism the whole sequence.
+        def heads_of(projection):
+            t = projection(x)
+            return t.view(t.size(0), t.size(1), -1, self.head_dim).transpose(1, 2)
 
-        def heads_of(t):
-            return t.view(batch, time, self.heads, width // self.heads).transpose(1, 2)
-
-        q, k, v = heads_of(q), heads_of(k), heads_of(v)
-        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(width // self.heads)
+        q, k, v = heads_of(self.q), heads_of(self.k), heads_of(self.v)
+        time = q.size(2)
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(self.mask[:time, :time] == 0, float("-inf"))
-        y = torch.matmul(torch.softmax(scores, -1), v)
-        return self.proj(y.transpose(1, 2).contiguous().view(batch, time, width))
+        y = torch.matmul(torch.softmax(scores, -1), v).transpose(1, 2)
+        return self.proj(y.reshape(y.size(0), y.size(1), -1))
 
 
 class Block(nn.Module):
@@ -54,7 +57,7 @@ class Gpt(nn.Module):
         self.head = nn.Linear(width, vocab, bias=False)
 
     def forward(self, ids):
-        x = self.tokens(ids) + self.positions(torch.arange(ids.size(1)))
+        x = self.tokens(ids) + self.positions(torch.arange(ids.size(1)).expand_as(ids))
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
@@ -69,6 +72,10 @@ def add_job_arguments(parser):
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8, help="global batch, split over the data ranks")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"],
+                        help="sgd (momentum 0.9, weight decay) moves each weight by its gradient, "
+                        "not by the gradient's sign as AdamW does where the gradient is rounding "
+                        "noise, so the final weights can be compared to 1e-5")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight_decay", type=float, default=0.1)
     parser.add_argument("--max_grad_norm", type=float, default=0.5)

@@ -21,29 +21,34 @@ struct Config {
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
   explicit CausalSelfAttentionImpl(const Config& c)
-      : heads(c.heads),
-        qkv(register_module("qkv", torch::nn::Linear(c.width, 3 * c.width))),
+      : head_dim(c.width / c.heads),
+        q(register_module("q", torch::nn::Linear(c.width, c.width))),
+        k(register_module("k", torch::nn::Linear(c.width, c.width))),
+        v(register_module("v", torch::nn::Linear(c.width, c.width))),
         proj(register_module("proj", torch::nn::Linear(c.width, c.width))),
         // Computed by the constructor, not learned: kept real by init_empty_weights.
         mask(register_buffer("mask", torch::ones({c.context, c.context}).tril())) {}
 
+  // Separate q, k, v reshaped with -1 heads, and shapes taken from them rather than from x, so
+  // a tensor-parallel plan splits it by heads (q, k, v colwise, proj rowwise) and under sequence
+  // parallelism, where x holds a shard of the sequence, q, k and v hold the whole of it.
   torch::Tensor forward(const torch::Tensor& x) {
-    const auto batch = x.size(0), time = x.size(1), width = x.size(2);
-    auto split = qkv(x).split(width, /*dim=*/2);
-    auto heads_of = [&](const torch::Tensor& t) {
-      return t.view({batch, time, heads, width / heads}).transpose(1, 2);
+    auto heads_of = [&](torch::nn::Linear& projection) {
+      auto t = projection(x);
+      return t.view({t.size(0), t.size(1), -1, head_dim}).transpose(1, 2);
     };
-    auto q = heads_of(split[0]), k = heads_of(split[1]), v = heads_of(split[2]);
-    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(width / heads));
+    auto qh = heads_of(q), kh = heads_of(k), vh = heads_of(v);
+    const int64_t time = qh.size(2);
+    auto scores = torch::matmul(qh, kh.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
     using torch::indexing::Slice;
     scores = scores.masked_fill(mask.index({Slice(0, time), Slice(0, time)}).to(x.device()) == 0,
                                 -std::numeric_limits<float>::infinity());
-    auto y = torch::matmul(torch::softmax(scores, -1), v);
-    return proj(y.transpose(1, 2).contiguous().view({batch, time, width}));
+    auto y = torch::matmul(torch::softmax(scores, -1), vh).transpose(1, 2);
+    return proj(y.reshape({y.size(0), y.size(1), -1}));
   }
 
-  int64_t heads;
-  torch::nn::Linear qkv, proj;
+  int64_t head_dim;
+  torch::nn::Linear q, k, v, proj;
   torch::Tensor mask;
 };
 TORCH_MODULE(CausalSelfAttention);
@@ -80,7 +85,9 @@ struct GptImpl : torch::nn::Module {
 
   /// Logits for token ids of shape [batch, time].
   torch::Tensor forward(const torch::Tensor& ids) {
-    auto where = torch::arange(ids.size(1), ids.options());
+    // Positions shaped as the ids, [batch, time]: a sequence-parallel plan splits the lookups of
+    // a position table on the sequence (dimension 1) as it does the tokens'.
+    auto where = torch::arange(ids.size(1), ids.options()).expand_as(ids);
     auto x = tokens(ids) + positions(where);
     for (const auto& block : *blocks) x = block->as<BlockImpl>()->forward(x);
     return head(norm(x));

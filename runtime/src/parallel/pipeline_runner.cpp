@@ -47,9 +47,6 @@ struct PipelineRunner::Microbatch {
   torch::Tensor loss;    // the last stage: this microbatch's loss
 };
 
-/// The sends and receives of one step on the pp group. Sends are asynchronous and kept until
-/// the step ends; a receive waits. Every process runs its schedule in order, so a receive waits
-/// only for a send its peer's schedule puts before the peer's own next receive: no cycle.
 /// The sends and receives of one step on the pp group. Sends are asynchronous; a receive waits.
 /// Every process runs its schedule in order, so a receive waits only for a send its peer's
 /// schedule puts before the peer's own next receive: no cycle.

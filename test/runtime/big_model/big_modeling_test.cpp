@@ -62,7 +62,7 @@ TEST(EmptyWeights, ParametersAreMetaAndBuffersKeepTheirValues) {
   gpt::Config config;
   auto decoder = accel::init_empty_weights([&] { return gpt::Gpt(config); });
   auto* attention = decoder->blocks[0]->as<gpt::BlockImpl>()->attention.get();
-  EXPECT_TRUE(attention->qkv->weight.is_meta());
+  EXPECT_TRUE(attention->q->weight.is_meta());
   EXPECT_TRUE(torch::equal(attention->mask, torch::ones({config.context, config.context}).tril()));
 }
 
