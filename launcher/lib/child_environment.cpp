@@ -1,4 +1,5 @@
 #include "child_environment.h"
+#include "launch_output.h"
 
 #include "accel_common/contract.h"
 
@@ -28,13 +29,13 @@ void set_env(const std::string& name, const std::string& value) {
   if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);
   const int world = o.num_processes;
   const int per_machine = o.num_processes / o.num_machines;
-  set_env("RANK", std::to_string(o.machine_rank * per_machine + local_rank));
-  set_env("WORLD_SIZE", std::to_string(world));
-  set_env("LOCAL_RANK", std::to_string(local_rank));
-  set_env("LOCAL_WORLD_SIZE", std::to_string(per_machine));
-  set_env("GROUP_RANK", std::to_string(o.machine_rank));
-  set_env("MASTER_ADDR", o.main_process_ip);
-  set_env("MASTER_PORT", std::to_string(port));
+  set_env(contract::kRank, std::to_string(o.machine_rank * per_machine + local_rank));
+  set_env(contract::kWorldSize, std::to_string(world));
+  set_env(contract::kLocalRank, std::to_string(local_rank));
+  set_env(contract::kLocalWorldSize, std::to_string(per_machine));
+  set_env(contract::kGroupRank, std::to_string(o.machine_rank));
+  set_env(contract::kMasterAddr, o.main_process_ip);
+  set_env(contract::kMasterPort, std::to_string(port));
   // As torchrun: one thread per process unless the user chose, so N processes do not fight
   // over the cores.
   if (world > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
@@ -72,8 +73,8 @@ void set_env(const std::string& name, const std::string& value) {
   }
   // torchrun's names too, for programs written against it.
   set_env(contract::kRestartCount, std::to_string(restart));
-  set_env("TORCHELASTIC_RESTART_COUNT", std::to_string(restart));
-  set_env("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+  set_env(contract::kTorchelasticRestartCount, std::to_string(restart));
+  set_env(contract::kTorchelasticMaxRestarts, std::to_string(o.max_restarts));
   if (restart > 0) set_env(contract::kResume, "auto");
   if (o.gpu_ids && *o.gpu_ids != "all") set_env("CUDA_VISIBLE_DEVICES", *o.gpu_ids);
   // Its own process group, so the launcher alone decides how a terminal's Ctrl-C reaches it.
@@ -83,7 +84,8 @@ void set_env(const std::string& name, const std::string& value) {
   for (const auto& arg : o.command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
   ::execvp(argv[0], argv.data());
-  std::fprintf(stderr, "accel launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+  // stdio, not say(): between fork and exec, nothing that may allocate.
+  std::fprintf(stderr, "%scannot run '%s': %s\n", kLaunchPrefix, argv[0], std::strerror(errno));
   std::_Exit(127);
 }
 

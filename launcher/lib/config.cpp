@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -97,178 +99,191 @@ struct FsdpStrategyKeys {
   std::optional<std::string> sharding_strategy, reshard_after_forward;
 };
 
-/// The file's top-level keys that hold one value; false for another key.
-bool read_top_level_key(const std::string& path, const std::string& key, const YAML::Node& value,
-                        Config& c) {
-  if (key == "distributed_type") {
-    // Accelerate's FSDP and DEEPSPEED types are multi-GPU data parallel to accel; the sharding
-    // itself comes from fsdp_config or deepspeed_config.
-    auto readable = contract::distributed_type_choices();
-    readable.insert(readable.end(), {"FSDP", "DEEPSPEED"});
-    c.distributed_type = read_choice(path, key, value, readable);
-  } else if (key == "num_processes") {
-    c.num_processes = read_int(path, key, value, 1, 1 << 20);
-  } else if (key == "num_machines") {
-    c.num_machines = read_int(path, key, value, 1, 1 << 20);
-  } else if (key == "machine_rank") {
-    c.machine_rank = read_int(path, key, value, 0, 1 << 20);
-  } else if (key == "main_process_ip") {
-    if (!value.IsNull()) c.main_process_ip = scalar(path, key, value);
-  } else if (key == "main_process_port") {
-    if (!value.IsNull()) c.main_process_port = read_int(path, key, value, 1, 65535);
-  } else if (key == "mixed_precision") {
-    c.mixed_precision = read_choice(path, key, value, contract::mixed_precision_choices());
-  } else if (key == "gpu_ids") {
-    c.gpu_ids = scalar(path, key, value);
-  } else if (key == "use_cpu") {
-    c.use_cpu = read_bool(path, key, value);
-  } else if (key == "gradient_accumulation_steps") {
-    c.gradient_accumulation_steps = read_int(path, key, value, 1, 1 << 20);
-  } else if (key == "max_restarts") {
-    c.max_restarts = read_int(path, key, value, 0, 1 << 20);
-  } else if (key == "ddp_find_unused_parameters") {
-    c.find_unused_parameters = read_bool(path, key, value);
-  } else if (key == "ddp_static_graph") {
-    c.static_graph = read_bool(path, key, value);
-  } else if (key == "ddp_comm_hook") {
-    c.comm_hook = read_choice(path, key, value, {"no", "fp16", "bf16"});
-  } else if (key == "log_with") {
-    // The built-in trackers: one name, comma-separated names, or a YAML list. The runtime checks
-    // the names (a program may be built against a libaccel with other trackers).
+/// What reading a file fills.
+struct Reading {
+  std::string path;
+  Config config;
+  FsdpStrategyKeys strategy;
+};
+
+/// Reads one key's value into the Reading; `name` (with its section's prefix) is for messages.
+using KeyReader = std::function<void(Reading&, const std::string& name, const YAML::Node&)>;
+
+KeyReader integer_into(std::optional<int> Config::*field, int min, int max) {
+  return [=](Reading& r, const std::string& name, const YAML::Node& value) {
+    r.config.*field = read_int(r.path, name, value, min, max);
+  };
+}
+KeyReader boolean_into(std::optional<bool> Config::*field) {
+  return [=](Reading& r, const std::string& name, const YAML::Node& value) {
+    r.config.*field = read_bool(r.path, name, value);
+  };
+}
+KeyReader choice_into(std::optional<std::string> Config::*field, std::vector<std::string> allowed) {
+  return [=](Reading& r, const std::string& name, const YAML::Node& value) {
+    r.config.*field = read_choice(r.path, name, value, allowed);
+  };
+}
+KeyReader text_into(std::optional<std::string> Config::*field) {
+  return [=](Reading& r, const std::string& name, const YAML::Node& value) {
+    r.config.*field = scalar(r.path, name, value);
+  };
+}
+/// Names (trackers, module classes): one name, comma-separated names, or a YAML list of them.
+KeyReader names_into(std::optional<std::string> Config::*field) {
+  return [=](Reading& r, const std::string& name, const YAML::Node& value) {
     std::string names;
     if (value.IsSequence()) {
-      for (const auto& name : value) names += (names.empty() ? "" : ",") + scalar(path, key, name);
-    } else if (!value.IsNull()) {
-      names = scalar(path, key, value);
+      for (const auto& item : value)
+        names += (names.empty() ? "" : ",") + scalar(r.path, name, item);
+    } else {
+      names = scalar(r.path, name, value);
     }
-    if (!names.empty()) c.log_with = names;
-  } else {
-    return false;
-  }
-  return true;
+    if (!names.empty()) r.config.*field = names;
+  };
 }
 
-/// fsdp_config's keys; one accel does not use is a warning.
-void read_fsdp_config(const std::string& path, const YAML::Node& value, Config& c,
-                      FsdpStrategyKeys& strategy, std::vector<std::string>* warnings) {
-  for (const auto& fsdp : value) {
-    const std::string sub = fsdp.first.as<std::string>();
-    const std::string name = "fsdp_config." + sub;
-    if (sub == "fsdp_sharding_strategy") {
-      strategy.sharding_strategy =
-          read_choice(path, name, fsdp.second, contract::sharding_strategy_choices());
-    } else if (sub == "fsdp_reshard_after_forward") {
-      strategy.reshard_after_forward = scalar(path, name, fsdp.second);
-    } else if (sub == "fsdp_version") {
-      c.fsdp_version = read_int(path, name, fsdp.second, 1, 2);
-    } else if (sub == "fsdp_activation_checkpointing") {
-      c.activation_checkpointing = read_bool(path, name, fsdp.second);
-    } else if (sub == "fsdp_cpu_ram_efficient_loading") {
-      c.cpu_ram_efficient_loading = read_bool(path, name, fsdp.second);
-    } else if (sub == "fsdp_sync_module_states") {
-      c.sync_module_states = read_bool(path, name, fsdp.second);
-    } else if (sub == "fsdp_forward_prefetch") {
-      c.forward_prefetch = read_bool(path, name, fsdp.second);
-    } else if (sub == "fsdp_use_orig_params") {
-      c.use_orig_params = read_bool(path, name, fsdp.second);
-    } else if (sub == "fsdp_backward_prefetch") {
-      c.backward_prefetch =
-          read_choice(path, name, fsdp.second, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"});
-    } else if (sub == "fsdp_transformer_layer_cls_to_wrap") {
-      // Accelerate writes one comma-separated string; a YAML list is taken too.
-      std::string names;
-      if (fsdp.second.IsSequence()) {
-        for (const auto& name : fsdp.second) {
-          names += (names.empty() ? "" : ",") +
-                   scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", name);
-        }
-      } else {
-        names = scalar(path, "fsdp_config.fsdp_transformer_layer_cls_to_wrap", fsdp.second);
-      }
-      c.classes_to_wrap = names;
-    } else if (sub == "fsdp_auto_wrap_policy") {
-      c.auto_wrap_policy = read_choice(path, "fsdp_config.fsdp_auto_wrap_policy", fsdp.second,
-                                       {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"});
-    } else if (sub == "fsdp_min_num_params") {
-      c.min_num_params = read_int(path, "fsdp_config.fsdp_min_num_params", fsdp.second, 1,
-                                  std::numeric_limits<int>::max());
-    } else if (sub == "fsdp_state_dict_type") {
-      c.state_dict_type = read_choice(path, "fsdp_config.fsdp_state_dict_type", fsdp.second,
-                                      contract::state_dict_type_choices());
-    } else if (sub == "fsdp_offload_params") {
-      c.offload_params = read_bool(path, "fsdp_config.fsdp_offload_params", fsdp.second);
-    } else if (warnings != nullptr) {
-      warnings->push_back("config file " + path + ": key 'fsdp_config." + sub +
-                          "' is not used by accel and is ignored");
-    }
-  }
+/// A part of the file: its top level or one of its sections, each key with its reader. A key
+/// that is null is left unset, as Accelerate reads it; a section's key not in its table is
+/// warned about (with `ignored_note`) and ignored.
+struct Section {
+  std::string name;  // empty for the top level
+  std::vector<std::pair<std::string, KeyReader>> keys;
+  std::string ignored_note;
+};
+
+Section top_level() {
+  // Accelerate's FSDP and DEEPSPEED types are multi-GPU data parallel to accel; the sharding
+  // itself comes from fsdp_config or deepspeed_config.
+  auto distributed_types = contract::distributed_type_choices();
+  distributed_types.insert(distributed_types.end(), {"FSDP", "DEEPSPEED"});
+  return {"",
+          {{"distributed_type", choice_into(&Config::distributed_type, distributed_types)},
+           {"num_processes", integer_into(&Config::num_processes, 1, 1 << 20)},
+           {"num_machines", integer_into(&Config::num_machines, 1, 1 << 20)},
+           {"machine_rank", integer_into(&Config::machine_rank, 0, 1 << 20)},
+           {"main_process_ip", text_into(&Config::main_process_ip)},
+           {"main_process_port", integer_into(&Config::main_process_port, 1, 65535)},
+           {"mixed_precision",
+            choice_into(&Config::mixed_precision, contract::mixed_precision_choices())},
+           {"gpu_ids", text_into(&Config::gpu_ids)},
+           {"use_cpu", boolean_into(&Config::use_cpu)},
+           {"gradient_accumulation_steps",
+            integer_into(&Config::gradient_accumulation_steps, 1, 1 << 20)},
+           {"max_restarts", integer_into(&Config::max_restarts, 0, 1 << 20)},
+           {"ddp_find_unused_parameters", boolean_into(&Config::find_unused_parameters)},
+           {"ddp_static_graph", boolean_into(&Config::static_graph)},
+           {"ddp_comm_hook", choice_into(&Config::comm_hook, {"no", "fp16", "bf16"})},
+           // The built-in trackers; the runtime checks the names (a program may be built
+           // against a libaccel with other trackers).
+           {"log_with", names_into(&Config::log_with)}},
+          ""};
 }
 
-/// parallelism_config's keys: the five sizes; Accelerate's context-parallel backend and its
-/// sequence-parallel (DeepSpeed Ulysses) keys are warned about, not dropped silently.
-void read_parallelism_config(const std::string& path, const YAML::Node& value, Config& c,
-                             std::vector<std::string>* warnings) {
-  const std::pair<const char*, std::optional<int> Config::*> sizes[] = {
-      {"parallelism_config_dp_replicate_size", &Config::dp_replicate_size},
-      {"parallelism_config_dp_shard_size", &Config::dp_shard_size},
-      {"parallelism_config_tp_size", &Config::tp_size},
-      {"parallelism_config_cp_size", &Config::cp_size},
-      {"parallelism_config_pp_size", &Config::pp_size}};
-  for (const auto& entry : value) {
-    const std::string sub = entry.first.as<std::string>();
-    const std::string name = "parallelism_config." + sub;
-    bool known = false;
-    for (const auto& [key, field] : sizes) {
-      if (sub != key) continue;
-      c.*field = read_int(path, name, entry.second, 1, 1 << 20);
-      known = true;
-    }
-    if (known) continue;
-    if (sub == "parallelism_config_cp_backend") {
-      read_choice(path, name, entry.second, {"torch"});
-    } else if (warnings != nullptr) {
-      warnings->push_back("config file " + path + ": key '" + name +
-                          "' is not used by accel and is ignored");
-    }
-  }
+Section fsdp_section() {
+  return {
+      "fsdp_config",
+      {{"fsdp_sharding_strategy",
+        [](Reading& r, const std::string& name, const YAML::Node& value) {
+          r.strategy.sharding_strategy =
+              read_choice(r.path, name, value, contract::sharding_strategy_choices());
+        }},
+       {"fsdp_reshard_after_forward",
+        [](Reading& r, const std::string& name, const YAML::Node& value) {
+          r.strategy.reshard_after_forward = scalar(r.path, name, value);
+        }},
+       {"fsdp_version", integer_into(&Config::fsdp_version, 1, 2)},
+       {"fsdp_activation_checkpointing", boolean_into(&Config::activation_checkpointing)},
+       {"fsdp_cpu_ram_efficient_loading", boolean_into(&Config::cpu_ram_efficient_loading)},
+       {"fsdp_sync_module_states", boolean_into(&Config::sync_module_states)},
+       {"fsdp_forward_prefetch", boolean_into(&Config::forward_prefetch)},
+       {"fsdp_use_orig_params", boolean_into(&Config::use_orig_params)},
+       {"fsdp_backward_prefetch",
+        choice_into(&Config::backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"})},
+       // Accelerate writes one comma-separated string; a YAML list is taken too.
+       {"fsdp_transformer_layer_cls_to_wrap", names_into(&Config::classes_to_wrap)},
+       {"fsdp_auto_wrap_policy",
+        choice_into(&Config::auto_wrap_policy,
+                    {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"})},
+       {"fsdp_min_num_params",
+        integer_into(&Config::min_num_params, 1, std::numeric_limits<int>::max())},
+       {"fsdp_state_dict_type",
+        choice_into(&Config::state_dict_type, contract::state_dict_type_choices())},
+       {"fsdp_offload_params", boolean_into(&Config::offload_params)}},
+      ""};
 }
 
-/// fp8_config's keys: its backend (Accelerate writes TE, MSAMP or AO; the runtime refuses the
-/// first two by name). The TE and MS-AMP recipes' keys are warned about, not dropped silently.
-void read_fp8_config(const std::string& path, const YAML::Node& value, Config& c,
-                     std::vector<std::string>* warnings) {
-  for (const auto& entry : value) {
-    const std::string sub = entry.first.as<std::string>();
-    if (sub == "backend") {
-      c.fp8_backend = read_choice(path, "fp8_config.backend", entry.second, {"TE", "MSAMP", "AO"});
-    } else if (warnings != nullptr) {
-      warnings->push_back("config file " + path + ": key 'fp8_config." + sub +
-                          "' is not used by accel and is ignored (accel's FP8 options are "
-                          "accel::Fp8Options in code)");
-    }
-  }
+/// The five sizes; Accelerate's context-parallel backend is checked, its sequence-parallel
+/// (DeepSpeed Ulysses) keys are warned about, not dropped silently.
+Section parallelism_section() {
+  return {"parallelism_config",
+          {{"parallelism_config_dp_replicate_size",
+            integer_into(&Config::dp_replicate_size, 1, 1 << 20)},
+           {"parallelism_config_dp_shard_size", integer_into(&Config::dp_shard_size, 1, 1 << 20)},
+           {"parallelism_config_tp_size", integer_into(&Config::tp_size, 1, 1 << 20)},
+           {"parallelism_config_cp_size", integer_into(&Config::cp_size, 1, 1 << 20)},
+           {"parallelism_config_pp_size", integer_into(&Config::pp_size, 1, 1 << 20)},
+           {"parallelism_config_cp_backend",
+            [](Reading& r, const std::string& name, const YAML::Node& value) {
+              read_choice(r.path, name, value, {"torch"});
+            }}},
+          ""};
 }
 
-/// deepspeed_config's keys (ZeRO stage and offload); one accel does not use is a warning.
-void read_deepspeed_config(const std::string& path, const YAML::Node& value, Config& c,
-                           std::vector<std::string>* warnings) {
-  for (const auto& deepspeed : value) {
-    const std::string sub = deepspeed.first.as<std::string>();
-    if (sub == "zero_stage") {
-      // ZeRO stage n shards what FSDP's strategies shard (stage 1 has no FSDP name).
-      static const char* const kStageStrategies[] = {"NO_SHARD", "SHARD_OPTIMIZER_STATE",
-                                                     "SHARD_GRAD_OP", "FULL_SHARD"};
-      c.sharding_strategy =
-          kStageStrategies[read_int(path, "deepspeed_config.zero_stage", deepspeed.second, 0, 3)];
-    } else if (sub == "offload_optimizer_device" || sub == "offload_param_device") {
-      // ZeRO-Offload: accel offloads the shards, their gradients and the optimizer state
-      // together, so either key set to cpu turns it on. NVMe is not offered.
-      const bool to_cpu =
-          read_choice(path, "deepspeed_config." + sub, deepspeed.second, {"none", "cpu"}) == "cpu";
-      c.offload_params = c.offload_params.value_or(false) || to_cpu;
+/// Its backend (Accelerate writes TE, MSAMP or AO; the runtime refuses the first two by name).
+/// The TE and MS-AMP recipes' keys are warned about, not dropped silently.
+Section fp8_section() {
+  return {"fp8_config",
+          {{"backend", choice_into(&Config::fp8_backend, {"TE", "MSAMP", "AO"})}},
+          " (accel's FP8 options are accel::Fp8Options in code)"};
+}
+
+/// ZeRO's stage and offload.
+Section deepspeed_section() {
+  auto offload = [](Reading& r, const std::string& name, const YAML::Node& value) {
+    // ZeRO-Offload: accel offloads the shards, their gradients and the optimizer state together,
+    // so either key set to cpu turns it on. NVMe is not offered.
+    const bool to_cpu = read_choice(r.path, name, value, {"none", "cpu"}) == "cpu";
+    r.config.offload_params = r.config.offload_params.value_or(false) || to_cpu;
+  };
+  return {"deepspeed_config",
+          {{"zero_stage",
+            [](Reading& r, const std::string& name, const YAML::Node& value) {
+              // ZeRO stage n shards what FSDP's strategies shard (stage 1 has no FSDP name).
+              static const char* const kStageStrategies[] = {"NO_SHARD", "SHARD_OPTIMIZER_STATE",
+                                                             "SHARD_GRAD_OP", "FULL_SHARD"};
+              r.config.sharding_strategy = kStageStrategies[read_int(r.path, name, value, 0, 3)];
+            }},
+           {"offload_optimizer_device", offload},
+           {"offload_param_device", offload}},
+          ""};
+}
+
+const std::vector<Section>& sections() {
+  static const std::vector<Section> all = {fsdp_section(), parallelism_section(), fp8_section(),
+                                           deepspeed_section()};
+  return all;
+}
+
+/// The reader of `key` in `section`, or null.
+const KeyReader* reader_of(const Section& section, const std::string& key) {
+  for (const auto& [name, reader] : section.keys) {
+    if (name == key) return &reader;
+  }
+  return nullptr;
+}
+
+/// A section's mapping, each key through its reader.
+void read_section(Reading& r, const Section& section, const YAML::Node& map,
+                  std::vector<std::string>* warnings) {
+  for (const auto& entry : map) {
+    const std::string key = entry.first.as<std::string>();
+    const std::string name = section.name + "." + key;
+    if (const KeyReader* read = reader_of(section, key)) {
+      if (!entry.second.IsNull()) (*read)(r, name, entry.second);
     } else if (warnings != nullptr) {
-      warnings->push_back("config file " + path + ": key 'deepspeed_config." + sub +
-                          "' is not used by accel and is ignored");
+      warnings->push_back("config file " + r.path + ": key '" + name +
+                          "' is not used by accel and is ignored" + section.ignored_note);
     }
   }
 }
@@ -306,32 +321,27 @@ YAML::Node read_yaml(const std::string& path) {
 
 Config load_config(const std::string& path, std::vector<std::string>* warnings) {
   const YAML::Node root = read_yaml(path);
-  Config c;
-  if (root.IsNull()) return c;
+  Reading r{path, {}, {}};
+  if (root.IsNull()) return r.config;
   if (!root.IsMap()) throw ConfigError("config file " + path + ": expected a mapping of keys");
-  FsdpStrategyKeys strategy;
+  static const Section kTopLevel = top_level();
   for (const auto& entry : root) {
     const std::string key = entry.first.as<std::string>();
     const YAML::Node& value = entry.second;
-    if (read_top_level_key(path, key, value, c)) continue;
-    if (key == "fsdp_config" || key == "deepspeed_config" || key == "parallelism_config" ||
-        key == "fp8_config") {
+    const auto section = std::find_if(sections().begin(), sections().end(),
+                                      [&](const Section& s) { return s.name == key; });
+    if (const KeyReader* read = reader_of(kTopLevel, key)) {
+      if (!value.IsNull()) (*read)(r, key, value);
+    } else if (section != sections().end()) {
       if (value.IsNull()) continue;
       if (!value.IsMap()) fail(path, key, "expected a mapping");
-      if (key == "fp8_config") {
-        read_fp8_config(path, value, c, warnings);
-      } else if (key == "fsdp_config") {
-        read_fsdp_config(path, value, c, strategy, warnings);
-      } else if (key == "parallelism_config") {
-        read_parallelism_config(path, value, c, warnings);
-      } else {
-        read_deepspeed_config(path, value, c, warnings);
-      }
+      read_section(r, *section, value, warnings);
     } else if (kAccelerateOnlyKeys.count(key) == 0 && warnings != nullptr) {
       warnings->push_back("config file " + path + ": unknown key '" + key + "' is ignored");
     }
   }
-  resolve_fsdp_strategy(path, strategy.sharding_strategy, strategy.reshard_after_forward, c);
+  Config& c = r.config;
+  resolve_fsdp_strategy(path, r.strategy.sharding_strategy, r.strategy.reshard_after_forward, c);
   if (c.distributed_type == std::string("FSDP")) c.default_strategy = "FULL_SHARD";
   if (c.distributed_type == std::string("DEEPSPEED")) c.default_strategy = "SHARD_GRAD_OP";
   check_consistency(path, c);

@@ -1,4 +1,5 @@
 #include "flight_table.h"
+#include "launch_output.h"
 
 #include "accel_common/contract.h"
 
@@ -10,7 +11,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -175,8 +175,8 @@ FlightWatch::FlightWatch(std::vector<int> ranks) : ranks_(std::move(ranks)) {
   std::vector<char> name(base.begin(), base.end());
   name.push_back('\0');
   if (::mkdtemp(name.data()) == nullptr) {
-    std::cerr << "accel launch: could not create a folder for the flight records (" << base
-              << "); a hang will not be diagnosed\n";
+    say("could not create a folder for the flight records (", base,
+        "); a hang will not be diagnosed");
     return;
   }
   dir_ = name.data();

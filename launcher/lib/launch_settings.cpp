@@ -45,15 +45,15 @@ std::optional<std::string> process_env(const std::string& name) {
 
 Config job_environment(const EnvLookup& env) {
   Config e;
-  if (env("SLURM_JOB_ID")) e.num_machines = env_int(env, "SLURM_NNODES");
+  if (env(contract::kSlurmJobId)) e.num_machines = env_int(env, contract::kSlurmNodes);
   if (e.num_machines) {
-    e.machine_rank = env_int(env, "SLURM_NODEID");
-    auto nodes = env("SLURM_JOB_NODELIST");
-    if (!nodes) nodes = env("SLURM_NODELIST");
+    e.machine_rank = env_int(env, contract::kSlurmNodeId);
+    auto nodes = env(contract::kSlurmJobNodeList);
+    if (!nodes) nodes = env(contract::kSlurmNodeList);
     if (nodes) e.main_process_ip = detail::first_slurm_host(*nodes);
   }
-  if (auto addr = env("MASTER_ADDR")) e.main_process_ip = addr;
-  if (auto port = env_int(env, "MASTER_PORT")) e.main_process_port = port;
+  if (auto addr = env(contract::kMasterAddr)) e.main_process_ip = addr;
+  if (auto port = env_int(env, contract::kMasterPort)) e.main_process_port = port;
   return e;
 }
 

@@ -10,7 +10,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -216,7 +215,7 @@ int launch_linked(const LaunchOptions& o, int signal_fd, const sigset_t& origina
   try {
     link = std::make_unique<MachineLink>(o, kJoinTimeout);
   } catch (const std::runtime_error& e) {
-    std::cerr << (std::string(e.what()) + "\n");
+    say(e.what());
     return 1;
   }
   return link->coordinator() ? coordinate(o, *link, signal_fd, original)

@@ -20,9 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::runtime_error link_error(const std::string& what) {
-  return std::runtime_error("accel launch: " + what);
-}
+std::runtime_error link_error(const std::string& what) { return std::runtime_error(what); }
 
 void send_all(int fd, const std::string& line) {
   size_t sent = 0;

@@ -3,6 +3,7 @@
 #include "command_line.h"
 #include "config.h"
 #include "launch.h"
+#include "launch_output.h"
 #include "launch_settings.h"
 #include "memory_estimate.h"
 #include "merge_weights.h"
@@ -120,10 +121,10 @@ int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
     try {
       config = accel::launcher::load_config(path, &warnings);
     } catch (const ConfigError& e) {
-      std::cerr << "accel launch: " << e.what() << "\n";
+      accel::launcher::say(e.what());
       return 2;
     }
-    for (const auto& w : warnings) std::cerr << "accel launch: warning: " << w << "\n";
+    for (const auto& w : warnings) accel::launcher::warn(w);
   }
   accel::launcher::LaunchOptions options;
   std::vector<std::string> unapplied;
@@ -131,13 +132,13 @@ int run_launch(const LaunchArgs& args, std::vector<std::string> command) {
     options = accel::launcher::resolve_launch_options(
         args, config, accel::launcher::job_environment(), &unapplied);
   } catch (const std::invalid_argument& e) {
-    std::cerr << "accel launch: " << e.what() << "\n";
+    accel::launcher::say(e.what());
     return 2;
   }
-  for (const auto& w : unapplied) std::cerr << "accel launch: warning: " << w << "\n";
+  for (const auto& w : unapplied) accel::launcher::warn(w);
   options.command = std::move(command);
   if (auto error = accel::launcher::validate(options)) {
-    std::cerr << "accel launch: " << *error << "\n";
+    accel::launcher::say(*error);
     return 2;
   }
   return accel::launcher::launch(options);
@@ -276,8 +277,7 @@ int main(int argc, char** argv) {
       for (const CLI::Option* option : launch->get_options()) {
         for (const auto& name : option->get_lnames()) known.push_back("--" + name);
       }
-      std::cerr << "accel launch: "
-                << accel::launcher::unknown_option_message(command.front(), known) << "\n";
+      accel::launcher::say(accel::launcher::unknown_option_message(command.front(), known));
       return 2;
     }
     return run_launch(args, command);

@@ -335,6 +335,20 @@ TEST_F(LauncherCli, MalformedConfigNamesFileKeyAndAllowedValues) {
   EXPECT_NE(missing.output.find("cannot be read"), std::string::npos);
 }
 
+// A key written null (as Accelerate's config writes unset values) is left unset, at the top
+// level and in a section; the key table reads every key alike.
+TEST_F(LauncherCli, NullValuesAreUnsetAsAccelerateReadsThem) {
+  const auto path = write("null.yaml",
+                          "num_processes: 2\nmain_process_ip: null\nmixed_precision: null\n"
+                          "gradient_accumulation_steps: null\nfsdp_config:\n"
+                          "  fsdp_sharding_strategy: null\n  fsdp_transformer_layer_cls_to_wrap: "
+                          "null\n");
+  auto result = accel({"launch", "--config_file", path, "sh", "-c",
+                       "echo ws=$WORLD_SIZE steps=${ACCEL_GRADIENT_ACCUMULATION_STEPS-unset}"});
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("ws=2 steps=unset"), std::string::npos) << result.output;
+}
+
 TEST_F(LauncherCli, UnknownKeysAreWarnedAboutNotDropped) {
   const auto path = write("c.yaml", "num_processes: 1\nnum_procesess: 4\n");
   auto result = accel({"launch", "--config_file", path, "true"});

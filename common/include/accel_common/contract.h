@@ -73,6 +73,31 @@ inline constexpr const char kResume[] = "ACCEL_RESUME";
 /// The built-in trackers to start: tensorboard, csv, jsonl or all, comma-separated.
 inline constexpr const char kLogWith[] = "ACCEL_LOG_WITH";
 
+// ---- torchrun's variables ----------------------------------------------------------------------
+// The launcher sets them as torchrun does (so a program written against torchrun, or a Python
+// one, runs under `accel launch`); the runtime reads them first of the job schedulers' names.
+
+inline constexpr const char kRank[] = "RANK";
+inline constexpr const char kWorldSize[] = "WORLD_SIZE";
+inline constexpr const char kLocalRank[] = "LOCAL_RANK";
+inline constexpr const char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+/// The machine's rank.
+inline constexpr const char kGroupRank[] = "GROUP_RANK";
+inline constexpr const char kMasterAddr[] = "MASTER_ADDR";
+inline constexpr const char kMasterPort[] = "MASTER_PORT";
+/// kRestartCount's and --max_restarts' torchelastic names.
+inline constexpr const char kTorchelasticRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char kTorchelasticMaxRestarts[] = "TORCHELASTIC_MAX_RESTARTS";
+
+// ---- SLURM's variables, read by both sides ------------------------------------------------------
+
+inline constexpr const char kSlurmJobId[] = "SLURM_JOB_ID";
+inline constexpr const char kSlurmNodes[] = "SLURM_NNODES";
+inline constexpr const char kSlurmNodeId[] = "SLURM_NODEID";
+/// The job's hosts; the first is the main process's (SLURM_JOB_NODELIST is the newer name).
+inline constexpr const char kSlurmJobNodeList[] = "SLURM_JOB_NODELIST";
+inline constexpr const char kSlurmNodeList[] = "SLURM_NODELIST";
+
 // ---- Variables only the user sets ---------------------------------------------------------------
 
 inline constexpr const char kDevicePlacement[] = "ACCEL_DEVICE_PLACEMENT";

@@ -478,8 +478,11 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                    const SaveModelOptions& options);
   void register_checkpoint_hooks(detail::CheckpointHooks hooks);
 
-  /// gather() of several tensors in one collective (same device; shapes equal across processes).
-  std::vector<torch::Tensor> gather_together(const std::vector<torch::Tensor>& tensors);
+  /// gather() over the processes `over` names.
+  torch::Tensor gather_over(const torch::Tensor& tensor, detail::GatherOver over);
+  /// gather_over() of several tensors in one collective (one device; equal shapes everywhere).
+  std::vector<torch::Tensor> gather_together(const std::vector<torch::Tensor>& tensors,
+                                             detail::GatherOver over);
   double reduce_number(double value, Reduction reduction);
   int64_t reduce_number(int64_t value, Reduction reduction);
 
@@ -488,11 +491,8 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// Samples to keep of a gathered last batch; -1 to keep all.
   int64_t remainder_to_keep() const;
 
-  std::vector<c10::IValue> all_gather_ivalue(const c10::IValue& value);
+  std::vector<c10::IValue> all_gather_ivalue(const c10::IValue& value, detail::GatherOver over);
   c10::IValue broadcast_ivalue(const c10::IValue& value, int64_t from);
-  /// While `over` holds, gathers go over one process of each data rank (gather_for_metrics on a
-  /// device mesh, whose tp and cp processes hold the same samples); returns the former setting.
-  bool gather_over_data_ranks(bool over);
 
   std::unique_ptr<Impl> impl_;
 };

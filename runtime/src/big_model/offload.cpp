@@ -1,6 +1,7 @@
 #include "offload.h"
 
 #include "util/boxed_arguments.h"
+#include "util/dispatch_registration.h"
 
 #include "util/torch_compat.h"
 
@@ -164,18 +165,17 @@ void offload_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
   }
 }
 
-const torch::Library& fallback_registration() {
-  static const auto* library = [] {
-    auto* lib = new torch::Library(torch::Library::IMPL, "_", util::kOffloadDispatchKey, __FILE__,
-                                   __LINE__);
-    lib->fallback(torch::CppFunction::makeFromBoxedFunction<&offload_fallback>());
-    return lib;
+bool fallback_registration() {
+  static const bool registered = [] {
+    util::register_borrowed_key(util::kOffloadDispatchKey, "offloaded weights",
+                                torch::CppFunction::makeFromBoxedFunction<&offload_fallback>());
+    return true;
   }();
-  return *library;
+  return registered;
 }
 // Registered when the library loads; fallback_registration() is also called by every entry
 // point below, so a static link that drops this initialiser still registers it.
-const torch::Library& g_registration = fallback_registration();
+const bool g_registration = fallback_registration();
 
 }  // namespace
 

@@ -95,15 +95,16 @@ sharding::ShardingSettings sharding_settings(const ResolvedOptions& options, boo
 
 }  // namespace
 
+Accelerator::Impl::Impl(ResolvedOptions resolved)
+    : options(std::move(resolved)),
+      dist(distributed::DistributedState::get(group_settings())),
+      device(dist->device(options.cpu)),
+      sharding(sharding_settings(options, dist->world_size() > 1)),
+      project(options.project_config),
+      trackers(dist->rank() == 0) {}
+
 Accelerator::Accelerator(AcceleratorOptions options, detail::SourcePlace created_at)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->options = resolve_options(options);
-  impl_->dist = distributed::DistributedState::get(impl_->group_settings());
-  impl_->project = impl_->options.project_config;
-  impl_->device = impl_->dist->device(impl_->options.cpu);
-  impl_->sharding =
-      sharding::ShardingSetup(sharding_settings(impl_->options, impl_->distributed()));
-  impl_->trackers = tracking::Trackers(is_main_process());
+    : impl_(std::make_unique<Impl>(resolve_options(options))) {
   TORCH_CHECK(
       !(impl_->dist->backend() == distributed::CollectiveBackend::nccl && impl_->device.is_cpu()),
       "accel: this process's group uses NCCL (created by an earlier Accelerator); an "

@@ -26,9 +26,13 @@
 namespace accel {
 
 struct Accelerator::Impl {
+  /// Every part from the resolved options, once: joins (or starts) the process group; the mesh
+  /// is formed after, by form_mesh(), where every process constructs its Accelerator.
+  explicit Impl(ResolvedOptions resolved);
+
   ResolvedOptions options;
   std::shared_ptr<distributed::DistributedState> dist;
-  torch::Device device = torch::kCPU;
+  torch::Device device;
   std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
   /// The device mesh, with a parallelism config on several processes; null otherwise.
   const distributed::DeviceMesh* mesh = nullptr;
@@ -36,19 +40,16 @@ struct Accelerator::Impl {
   core::PreparedModels models;
   core::AccumulationWindow window{options, *gradient_state, models};
   core::UnevenInputsJoin join{*gradient_state, models};
-  /// Set in the constructor, once the processes are known.
   sharding::ShardingSetup sharding;
   core::CheckpointRegistrations registrations;
   /// The project configuration, whose iteration advances with each save_state().
   ProjectConfiguration project;
-  /// The run's trackers; the constructor says whether this is the main process.
-  tracking::Trackers trackers{false};
+  /// The run's trackers, which log on the main process.
+  tracking::Trackers trackers;
   /// set_trigger() was called since the last check_trigger().
   bool trigger = false;
   /// resume_if_possible() loaded a checkpoint.
   bool resumed = false;
-  /// Inside gather_for_metrics: gathers go over the data ranks only.
-  bool gather_over_data_ranks = false;
   /// Pipelines' models (their stages on this process), with the whole model's tensor names in
   /// its order.
   std::map<const torch::nn::Module*, std::vector<std::string>> pipelines;
@@ -69,17 +70,18 @@ struct Accelerator::Impl {
     return mesh != nullptr ? mesh->config().data_parallel_size() : dist->world_size();
   }
   int64_t data_rank() const { return mesh != nullptr ? mesh->data_rank() : dist->rank(); }
-  /// Where gather() and gather_together() go: the device group, or the mesh's data group inside
-  /// gather_for_metrics.
-  const c10::intrusive_ptr<c10d::ProcessGroup>& tensor_gather_group() const {
-    return gather_over_data_ranks ? mesh_group(distributed::MeshGroup::data, dist->device_group())
-                                  : dist->device_group();
+  /// Where a gather of tensors goes: the device group, or over data ranks the mesh's data group.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& tensor_gather_group(detail::GatherOver over) const {
+    return over == detail::GatherOver::data_ranks
+               ? mesh_group(distributed::MeshGroup::data, dist->device_group())
+               : dist->device_group();
   }
-  /// Where gather_object() goes: the host group, or the mesh's data group (whose Gloo backend
-  /// takes CPU tensors) inside gather_for_metrics.
-  const c10::intrusive_ptr<c10d::ProcessGroup>& object_gather_group() const {
-    return gather_over_data_ranks ? mesh_group(distributed::MeshGroup::data, dist->host_group())
-                                  : dist->host_group();
+  /// Where a gather of objects goes: the host group, or over data ranks the mesh's data group
+  /// (whose Gloo backend takes CPU tensors).
+  const c10::intrusive_ptr<c10d::ProcessGroup>& object_gather_group(detail::GatherOver over) const {
+    return over == detail::GatherOver::data_ranks
+               ? mesh_group(distributed::MeshGroup::data, dist->host_group())
+               : dist->host_group();
   }
   /// Device tensors and the user's collectives (Gloo for CPU tensors, NCCL for CUDA ones).
   c10d::ProcessGroup& device_group() const { return *dist->device_group(); }

@@ -18,17 +18,18 @@
 namespace accel {
 
 torch::Tensor Accelerator::gather(const torch::Tensor& tensor) {
+  return gather_over(tensor, detail::GatherOver::all_processes);
+}
+
+torch::Tensor Accelerator::gather_over(const torch::Tensor& tensor, detail::GatherOver over) {
   ACCEL_METHOD_LABEL("gather");
   if (!impl_->distributed()) return tensor;
   const auto input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
-  return torch::cat(distributed::all_gather(*impl_->tensor_gather_group(), input), 0);
+  return torch::cat(distributed::all_gather(*impl_->tensor_gather_group(over), input), 0);
 }
 
-bool Accelerator::gather_over_data_ranks(bool over) {
-  return std::exchange(impl_->gather_over_data_ranks, over);
-}
-
-std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors) {
+std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch::Tensor>& tensors,
+                                                        detail::GatherOver over) {
   if (!impl_->distributed()) return tensors;
   // Each tensor's bytes, one after the other, in one buffer per process: one all-gather.
   std::vector<torch::Tensor> parts;
@@ -47,7 +48,7 @@ std::vector<torch::Tensor> Accelerator::gather_together(const std::vector<torch:
     }
   }
   const auto per_process =
-      distributed::all_gather(*impl_->tensor_gather_group(), torch::cat(parts));
+      distributed::all_gather(*impl_->tensor_gather_group(over), torch::cat(parts));
   std::vector<torch::Tensor> out;
   for (size_t i = 0; i < tensors.size(); ++i) {
     auto shape = tensors[i].dim() == 0 ? std::vector<int64_t>{1} : tensors[i].sizes().vec();
@@ -85,17 +86,14 @@ int64_t Accelerator::remainder_to_keep() const {
 
 torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {
   ACCEL_METHOD_LABEL("gather_for_metrics");
-  const bool before = gather_over_data_ranks(true);
-  struct Restore {
-    Accelerator* self;
-    bool before;
-    ~Restore() { self->gather_over_data_ranks(before); }
-  } restore{this, before};
-  if (!use_gather_object) return truncate_to_remainder(gather(tensor));
+  // Once per data rank: on a device mesh, over the processes of one tp and cp coordinate.
+  const auto over = detail::GatherOver::data_ranks;
+  if (!use_gather_object) return truncate_to_remainder(gather_over(tensor, over));
   // As objects, through the host group: the first dimensions may differ between processes.
-  auto parts = gather_object(tensor.detach().cpu());
-  for (auto& part : parts) {
-    if (part.dim() == 0) part = part.unsqueeze(0);
+  std::vector<torch::Tensor> parts;
+  for (auto& part : all_gather_ivalue(c10::IValue(tensor.detach().cpu()), over)) {
+    parts.push_back(part.toTensor());
+    if (parts.back().dim() == 0) parts.back() = parts.back().unsqueeze(0);
   }
   return truncate_to_remainder(torch::cat(parts).to(tensor.device()));
 }
@@ -146,10 +144,11 @@ torch::Tensor Accelerator::broadcast(const torch::Tensor& tensor, int64_t from) 
   return target;
 }
 
-std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value) {
+std::vector<c10::IValue> Accelerator::all_gather_ivalue(const c10::IValue& value,
+                                                        detail::GatherOver over) {
   ACCEL_METHOD_LABEL("gather_object");
   if (!impl_->distributed()) return {value};
-  return distributed::all_gather_ivalues(*impl_->object_gather_group(), value);
+  return distributed::all_gather_ivalues(*impl_->object_gather_group(over), value);
 }
 
 c10::IValue Accelerator::broadcast_ivalue(const c10::IValue& value, int64_t from) {

@@ -3,6 +3,7 @@
 #include "flight_recorder.h"
 #include "util/torch_compat.h"
 
+#include <accel_common/contract.h>
 #include <accel_common/name_table.h>
 
 #include <torch/cuda.h>
@@ -82,8 +83,9 @@ c10::intrusive_ptr<c10d::Store> connect_store(const ProcessIdentity& id,
                   " s (is the port in use, or did a process not start?): ", e.what());
     }
     TORCH_CHECK(false, "accel: rank ", id.rank, " could not reach the main process at ",
-                id.master_addr, ":", id.master_port, " within ", seconds,
-                " s (check MASTER_ADDR/MASTER_PORT and that rank 0 is running): ", e.what());
+                id.master_addr, ":", id.master_port, " within ", seconds, " s (check ",
+                contract::kMasterAddr, "/", contract::kMasterPort,
+                " and that rank 0 is running): ", e.what());
   }
   return {};  // not reached: every failure above throws
 }
@@ -170,8 +172,9 @@ const DistributedState::HybridGroups& DistributedState::hybrid_groups(
   const int64_t per_machine = identity_.local_world_size, size = identity_.world_size;
   TORCH_CHECK(per_machine >= 1 && size % per_machine == 0,
               "accel: HYBRID_SHARD needs the same "
-              "number of processes on every machine (LOCAL_WORLD_SIZE ",
-              per_machine, " does not divide WORLD_SIZE ", size, ")");
+              "number of processes on every machine (",
+              contract::kLocalWorldSize, " ", per_machine, " does not divide ",
+              contract::kWorldSize, " ", size, ")");
   const int64_t machines = size / per_machine;
   TORCH_CHECK(machines > 1,
               "accel: sharding_strategy HYBRID_SHARD shards within each machine and "

@@ -55,7 +55,8 @@ struct Names {
 
 // Checked in order: the first whose rank and world size are both set wins.
 constexpr Names kSchemes[] = {
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
+    {contract::kRank, contract::kWorldSize, contract::kLocalRank, contract::kLocalWorldSize,
+     "torchrun"},
     {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "slurm"},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", "mpi"},
@@ -85,15 +86,17 @@ std::optional<int64_t> slurm_tasks_on_node(const std::string& name, const std::s
   TORCH_CHECK(!counts.empty(), "accel: invalid ", name, ": '", value,
               "' (expected counts such as 4)");
   if (node >= 0) {
-    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "accel: invalid SLURM_NODEID: ", node,
-                " (", name, " '", value, "' names ", counts.size(), " nodes)");
+    TORCH_CHECK(node < static_cast<int64_t>(counts.size()), "accel: invalid ",
+                contract::kSlurmNodeId, ": ", node, " (", name, " '", value, "' names ",
+                counts.size(), " nodes)");
     return counts[static_cast<size_t>(node)];
   }
   const bool uniform =
       std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts.front(); });
   TORCH_CHECK(uniform, "accel: ", name, " '", value,
               "' gives nodes different task counts; "
-              "set SLURM_NODEID (srun does) or LOCAL_WORLD_SIZE");
+              "set ",
+              contract::kSlurmNodeId, " (srun does) or ", contract::kLocalWorldSize);
   return counts.front();
 }
 
@@ -118,7 +121,7 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
       // SLURM_NTASKS_PER_NODE may read "2(x3)": this node's count from the compressed form.
       if (auto value = env_string(env, names.local_world_size)) {
         local_world = slurm_tasks_on_node(names.local_world_size, *value,
-                                          env_int(env, "SLURM_NODEID").value_or(-1));
+                                          env_int(env, contract::kSlurmNodeId).value_or(-1));
       }
     } else {
       local_world = env_int(env, names.local_world_size);
@@ -129,14 +132,14 @@ ProcessIdentity detect_process_identity(const EnvLookup& env) {
                 id.local_world_size, ")");
     break;
   }
-  if (auto addr = env_string(env, "MASTER_ADDR")) {
+  if (auto addr = env_string(env, contract::kMasterAddr)) {
     id.master_addr = *addr;
   } else if (id.source == "slurm") {
-    if (auto nodes = env_string(env, "SLURM_NODELIST"))
+    if (auto nodes = env_string(env, contract::kSlurmNodeList))
       id.master_addr = detail::first_slurm_host(*nodes);
   }
-  if (auto port = env_int(env, "MASTER_PORT")) {
-    TORCH_CHECK(*port > 0 && *port < 65536, "accel: invalid MASTER_PORT: ", *port,
+  if (auto port = env_int(env, contract::kMasterPort)) {
+    TORCH_CHECK(*port > 0 && *port < 65536, "accel: invalid ", contract::kMasterPort, ": ", *port,
                 " (expected 1..65535)");
     id.master_port = *port;
   }

@@ -11,6 +11,7 @@
 #include "tensor_parallel.h"
 #include "tp_collectives.h"
 #include "util/collective_label.h"
+#include "util/dispatch_registration.h"
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -186,26 +187,17 @@ at::Tensor tp_embedding(const at::Tensor& weight, const at::Tensor& indices,
 void release_shared_input() { t_shared_input = SharedInput{}; }
 
 void register_tp_kernels() {
-  // Registered once, on first use, and kept for the process's life: the registrations live as
-  // long as these libraries, so the statics hold them (reachable, never destroyed at exit while
-  // another library's teardown may still dispatch).
-  static const torch::Library* const fallthrough = [] {
-    auto* library = new torch::Library(torch::Library::IMPL, "_", util::kTensorParallelDispatchKey,
-                                       __FILE__, __LINE__);
-    library->fallback(torch::CppFunction::makeFallthrough());
-    return library;
+  static const bool registered = [] {
+    util::register_borrowed_key(util::kTensorParallelDispatchKey, "tensor parallelism",
+                                torch::CppFunction::makeFallthrough(), [](torch::Library& aten) {
+                                  aten.impl("linear", TORCH_FN(tp_linear));
+                                  aten.impl("addmm", TORCH_FN(tp_addmm));
+                                  aten.impl("matmul", TORCH_FN(tp_matmul));
+                                  aten.impl("embedding", TORCH_FN(tp_embedding));
+                                });
+    return true;
   }();
-  static const torch::Library* const kernels = [] {
-    auto* library = new torch::Library(torch::Library::IMPL, "aten",
-                                       util::kTensorParallelDispatchKey, __FILE__, __LINE__);
-    library->impl("linear", TORCH_FN(tp_linear));
-    library->impl("addmm", TORCH_FN(tp_addmm));
-    library->impl("matmul", TORCH_FN(tp_matmul));
-    library->impl("embedding", TORCH_FN(tp_embedding));
-    return library;
-  }();
-  (void)fallthrough;
-  (void)kernels;
+  (void)registered;
 }
 
 }  // namespace parallel

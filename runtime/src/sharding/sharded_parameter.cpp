@@ -4,6 +4,7 @@
 
 #include "parallel/tensor_parallel.h"
 #include "util/boxed_arguments.h"
+#include "util/dispatch_registration.h"
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -288,17 +289,16 @@ void sharded_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* s
   op.callBoxed(stack);
 }
 
-const torch::Library& fallback_registration() {
-  static const auto* library = [] {
-    auto* lib = new torch::Library(torch::Library::IMPL, "_", util::kShardedDispatchKey, __FILE__,
-                                   __LINE__);
-    lib->fallback(torch::CppFunction::makeFromBoxedFunction<&sharded_fallback>());
-    return lib;
+bool fallback_registration() {
+  static const bool registered = [] {
+    util::register_borrowed_key(util::kShardedDispatchKey, "FULL_SHARD's sharded parameters",
+                                torch::CppFunction::makeFromBoxedFunction<&sharded_fallback>());
+    return true;
   }();
-  return *library;
+  return registered;
 }
 // As offload.cpp's: registered at load, and again (once) by the entry point below.
-const torch::Library& g_registration = fallback_registration();
+const bool g_registration = fallback_registration();
 
 }  // namespace
 

@@ -2,6 +2,8 @@
 
 #include "mode_key.h"
 
+#include "dispatch_registration.h"
+
 #include "torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -85,25 +87,18 @@ at::Tensor bmm_kernel(c10::DispatchKeySet keys, const at::Tensor& self, const at
 }
 
 void register_mode_kernels() {
-  // Registered once, on first use, and kept for the process's life (as tp_kernels.cpp's).
-  static const torch::Library* const fallthrough = [] {
-    auto* library =
-        new torch::Library(torch::Library::IMPL, "_", kModeDispatchKey, __FILE__, __LINE__);
-    library->fallback(torch::CppFunction::makeFallthrough());
-    return library;
+  static const bool registered = [] {
+    register_borrowed_key(kModeDispatchKey, "FP8 training and activation checkpointing's matmuls",
+                          torch::CppFunction::makeFallthrough(), [](torch::Library& aten) {
+                            aten.impl("linear", TORCH_FN(linear_kernel));
+                            aten.impl("matmul", TORCH_FN(matmul_kernel));
+                            aten.impl("addmm", TORCH_FN(addmm_kernel));
+                            aten.impl("mm", TORCH_FN(mm_kernel));
+                            aten.impl("bmm", TORCH_FN(bmm_kernel));
+                          });
+    return true;
   }();
-  static const torch::Library* const kernels = [] {
-    auto* library =
-        new torch::Library(torch::Library::IMPL, "aten", kModeDispatchKey, __FILE__, __LINE__);
-    library->impl("linear", TORCH_FN(linear_kernel));
-    library->impl("matmul", TORCH_FN(matmul_kernel));
-    library->impl("addmm", TORCH_FN(addmm_kernel));
-    library->impl("mm", TORCH_FN(mm_kernel));
-    library->impl("bmm", TORCH_FN(bmm_kernel));
-    return library;
-  }();
-  (void)fallthrough;
-  (void)kernels;
+  (void)registered;
 }
 
 }  // namespace

@@ -19,6 +19,10 @@
 namespace accel {
 namespace detail {
 
+/// Which processes a gather reaches: every process, or one of each data rank (gather_for_metrics
+/// on a device mesh, whose tp and cp processes hold the same samples).
+enum class GatherOver { all_processes, data_ranks };
+
 /// Accelerator derives from CollectiveMethods<Accelerator>: these methods use its gather(tensor),
 /// gather_together, reduce_number, all_gather_ivalue, broadcast_ivalue and its truncation of a
 /// gathered last batch.
@@ -40,11 +44,10 @@ class CollectiveMethods {
   /// objects. With several arguments, returns a tuple.
   template <typename T>
   T gather_for_metrics(const T& value) {
-    const DataRanksScope data_ranks(self());
     if constexpr (std::is_same_v<T, torch::Tensor>) {
       return self().gather_for_metrics(value, /*use_gather_object=*/false);
     } else {
-      auto gathered = gather_object(value);
+      auto gathered = objects_over(value, GatherOver::data_ranks);
       const int64_t keep = self().remainder_to_keep();
       if (keep >= 0 && static_cast<size_t>(keep) < gathered.size()) gathered.resize(keep);
       return gathered;
@@ -55,10 +58,9 @@ class CollectiveMethods {
   template <typename T, typename U, typename... Rest>
   std::tuple<T, U, Rest...> gather_for_metrics(const T& first, const U& second,
                                                const Rest&... rest) {
-    const DataRanksScope data_ranks(self());
     if constexpr (std::is_same_v<T, torch::Tensor> && std::is_same_v<U, torch::Tensor> &&
                   (std::is_same_v<Rest, torch::Tensor> && ...)) {
-      auto gathered = self().gather_together({first, second, rest...});
+      auto gathered = self().gather_together({first, second, rest...}, GatherOver::data_ranks);
       for (auto& tensor : gathered) tensor = self().truncate_to_remainder(std::move(tensor));
       return tuple_of(gathered, std::make_index_sequence<2 + sizeof...(Rest)>());
     } else {
@@ -71,21 +73,12 @@ class CollectiveMethods {
   /// (numbers, strings, tensors, and vectors, tuples and dicts of them).
   template <typename T>
   std::vector<T> gather_object(const T& value) {
-    std::vector<T> out;
-    for (auto& v : self().all_gather_ivalue(c10::IValue(value))) {
-      out.push_back(std::move(v).template to<T>());
-    }
-    return out;
+    return objects_over(value, GatherOver::all_processes);
   }
   /// Every process's list, concatenated in rank order.
   template <typename T>
   std::vector<T> gather_object(const std::vector<T>& values) {
-    std::vector<T> out;
-    for (auto& v : self().all_gather_ivalue(c10::IValue(values))) {
-      auto part = std::move(v).template to<std::vector<T>>();
-      out.insert(out.end(), part.begin(), part.end());
-    }
-    return out;
+    return objects_over(values, GatherOver::all_processes);
   }
 
   /// Reduces a number across processes: a running loss or a count of correct predictions summed
@@ -120,20 +113,24 @@ class CollectiveMethods {
  private:
   Derived& self() { return static_cast<Derived&>(*this); }
 
-  /// Metrics are gathered once per data rank: on a device mesh, over the processes of one tp
-  /// and cp coordinate (the others hold the same samples).
-  class DataRanksScope {
-   public:
-    explicit DataRanksScope(Derived& accelerator)
-        : accelerator_(accelerator), before_(accelerator.gather_over_data_ranks(true)) {}
-    ~DataRanksScope() { accelerator_.gather_over_data_ranks(before_); }
-    DataRanksScope(const DataRanksScope&) = delete;
-    DataRanksScope& operator=(const DataRanksScope&) = delete;
-
-   private:
-    Derived& accelerator_;
-    bool before_;
-  };
+  /// gather_object over the processes `over` names.
+  template <typename T>
+  std::vector<T> objects_over(const T& value, GatherOver over) {
+    std::vector<T> out;
+    for (auto& v : self().all_gather_ivalue(c10::IValue(value), over)) {
+      out.push_back(std::move(v).template to<T>());
+    }
+    return out;
+  }
+  template <typename T>
+  std::vector<T> objects_over(const std::vector<T>& values, GatherOver over) {
+    std::vector<T> out;
+    for (auto& v : self().all_gather_ivalue(c10::IValue(values), over)) {
+      auto part = std::move(v).template to<std::vector<T>>();
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  }
   template <size_t... I>
   static auto tuple_of(std::vector<torch::Tensor>& tensors, std::index_sequence<I...>) {
     return std::make_tuple(std::move(tensors[I])...);
