@@ -24,7 +24,7 @@ sgd=(--optimizer sgd --lr 0.05)
 run() {  # SIDE NAME PROCESSES ARGS...: SIDE accel or pytorch, into $work/SIDE-NAME
   local side=$1 name=$2 processes=$3
   shift 3
-  local program=("$build/bench/accel_vs_pytorch")
+  local program=("$build/bench/vs_pytorch/accel_vs_pytorch")
   [ "$side" = pytorch ] && program=("$python" "$here/train_pytorch.py")
   mkdir -p "$work/$side-$name"
   "$accel" launch --num_processes "$processes" "${program[@]}" --data "$work/data" \

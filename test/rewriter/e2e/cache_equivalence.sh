@@ -3,8 +3,9 @@
 # byte-identical with --no-cache and with the cache, on a sample that covers
 #  - every transformation the examples and the corpus get (checked below: a kind of change seen
 #    outside the sample and not in it fails the test, naming the file to add),
-#  - a program in several files with a shared header, and a project with its own include
-#    directory and headers that accel-migrate edits,
+#  - a program in several files sharing headers, in a project with its own include directory
+#    and headers that accel-migrate edits (the sentiment corpus program; lit's multi-file.test
+#    covers two files and a shared header with the cache),
 #  - every way the preamble scan ends (test/rewriter/e2e/preamble): a macro before the first
 #    include (no preamble), a conditional block after LibTorch (a shorter one), a project header
 #    that is not found (none, and the same error), and a forced include on the command line.
@@ -21,7 +22,6 @@ corpus=$source_dir/test/rewriter/e2e/corpus
 
 # Each group: a directory to run in, then accel-migrate's arguments (files, and flags after --).
 sample=(
-  "$source_dir/test/rewriter/lit/Inputs/multi|a.cpp b.cpp"
   "$source_dir/examples|spirals/train.cpp"
   "$corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
   "$source_dir/test/rewriter/e2e/preamble|defines_first.cpp conditional_after.cpp missing_header.cpp"
