@@ -53,21 +53,20 @@ private:
 // template the file uses, and of those the preamble's own headers left pending: LibTorch's code,
 // which no check reads (matching stops at the project's own declarations) and which the
 // preamble exists to skip. Sema asks its external sources for their pending instantiations and
-// used vtables at the end of the file, just before it instantiates them: this source takes the
-// preamble's lists first (the preamble's reader hands them out once) and drops, from those and
-// from Sema's own, what comes from a template of the preamble's. The file's own templates are
-// still instantiated, as without a cache.
+// used vtables at the end of the file, just before it instantiates them, each source adding to
+// one list: this source, asked after the preamble's reader, drops from that list and from
+// Sema's own what comes from a template of the preamble's. The file's own templates are still
+// instantiated, as without a cache.
+// What is dropped stays undefined, and Sema then checks that nothing used is undefined where
+// nothing else could define it: a LibTorch template instantiated with a lambda (a type without
+// linkage; c10::fmap from <torch/script.h>'s headers) would be an error. Those are taken out of
+// the list Sema reads for that check, after the reader has added its own.
 class DropPreambleInstantiations : public ExternalSemaSource {
 public:
-  DropPreambleInstantiations(Sema &S, ExternalSemaSource &Preamble)
-      : S(S), Preamble(Preamble), SM(S.getSourceManager()) {}
+  explicit DropPreambleInstantiations(Sema &S) : S(S), SM(S.getSourceManager()) {}
 
   void ReadUsedVTables(SmallVectorImpl<ExternalVTableUse> &VTables) override {
-    SmallVector<ExternalVTableUse, 0> Theirs;
-    Preamble.ReadUsedVTables(Theirs);
-    for (const ExternalVTableUse &Use : Theirs)
-      if (!fromPreamble(Use.Record))
-        VTables.push_back(Use);
+    llvm::erase_if(VTables, [&](const ExternalVTableUse &Use) { return fromPreamble(Use.Record); });
     llvm::erase_if(S.VTableUses, [&](const Sema::VTableUse &Use) {
       if (!fromPreamble(Use.first))
         return false;
@@ -78,51 +77,73 @@ public:
 
   void ReadPendingInstantiations(
       SmallVectorImpl<std::pair<ValueDecl *, SourceLocation>> &Pending) override {
-    auto patternFromPreamble = [&](const std::pair<ValueDecl *, SourceLocation> &P) {
-      if (const auto *Fn = dyn_cast<FunctionDecl>(P.first))
-        if (const FunctionDecl *Pattern = Fn->getTemplateInstantiationPattern())
-          return fromPreamble(Pattern);
-      if (const auto *Var = dyn_cast<VarDecl>(P.first))
-        if (const VarDecl *Pattern = Var->getTemplateInstantiationPattern())
-          return fromPreamble(Pattern);
-      return fromPreamble(P.first);
+    auto Dropped = [&](const std::pair<ValueDecl *, SourceLocation> &P) {
+      return patternFromPreamble(P.first);
     };
-    SmallVector<std::pair<ValueDecl *, SourceLocation>, 0> Theirs;
-    Preamble.ReadPendingInstantiations(Theirs);
-    for (const auto &P : Theirs)
-      if (!patternFromPreamble(P))
-        Pending.push_back(P);
-    auto &Own = S.PendingInstantiations;
-    Own.erase(std::remove_if(Own.begin(), Own.end(), patternFromPreamble), Own.end());
+    llvm::erase_if(Pending, Dropped);
+    llvm::erase_if(S.PendingInstantiations, Dropped);
+  }
+
+  void ReadUndefinedButUsed(llvm::MapVector<NamedDecl *, SourceLocation> &Undefined) override {
+    Undefined.remove_if([&](const std::pair<NamedDecl *, SourceLocation> &Entry) {
+      const auto *Value = dyn_cast<ValueDecl>(Entry.first);
+      return Value && patternFromPreamble(Value);
+    });
   }
 
 private:
+  bool patternFromPreamble(const ValueDecl *D) const {
+    if (const auto *Fn = dyn_cast<FunctionDecl>(D))
+      if (const FunctionDecl *Pattern = Fn->getTemplateInstantiationPattern())
+        return fromPreamble(Pattern);
+    if (const auto *Var = dyn_cast<VarDecl>(D))
+      if (const VarDecl *Pattern = Var->getTemplateInstantiationPattern())
+        return fromPreamble(Pattern);
+    return fromPreamble(D);
+  }
+
   bool fromPreamble(const Decl *D) const {
     return SM.isLoadedSourceLocation(SM.getExpansionLoc(D->getLocation()));
   }
 
   Sema &S;
-  ExternalSemaSource &Preamble;
   const SourceManager &SM;
 };
 
-class MigrationConsumer : public SemaConsumer {
+// A consumer whose parse drops the preamble's instantiations. The source goes in at the file's
+// first declaration: Sema::Initialize gives the preamble's reader its place among Sema's
+// sources after the consumer's InitializeSema, and this source must be asked after it (it
+// filters what the reader added; the reader hands its pending instantiations out once).
+class DroppingConsumer : public SemaConsumer {
+public:
+  explicit DroppingConsumer(bool WithPreamble) : WithPreamble(WithPreamble) {}
+
+  void InitializeSema(Sema &S) override { TheSema = &S; }
+  void ForgetSema() override { TheSema = nullptr; }
+
+  bool HandleTopLevelDecl(DeclGroupRef) override {
+    if (WithPreamble && !Drop && TheSema &&
+        dyn_cast_or_null<ExternalSemaSource>(TheSema->getASTContext().getExternalSource())) {
+      // Sema's multiplexer holds its sources by plain pointer: this consumer owns the one it
+      // adds, and outlives Sema (the action frees Sema first).
+      Drop = std::make_unique<DropPreambleInstantiations>(*TheSema);
+      TheSema->addExternalSource(Drop.get());
+    }
+    return true;
+  }
+
+private:
+  bool WithPreamble;
+  Sema *TheSema = nullptr;
+  std::unique_ptr<DropPreambleInstantiations> Drop;
+};
+
+class MigrationConsumer : public DroppingConsumer {
 public:
   MigrationConsumer(const MigrateOptions &Options, TranslationUnitResult &Result,
                     const IncludeIndex &Includes)
-      : Options(Options), Result(Result), Includes(Includes) {}
-
-  void InitializeSema(Sema &Sema) override {
-    if (!Options.CachedPreamble)
-      return;
-    if (auto *Preamble =
-            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource())) {
-      // Sema's multiplexer holds its sources by plain pointer: this consumer owns the one it
-      // adds, and outlives Sema (the action frees Sema first).
-      Drop = std::make_unique<DropPreambleInstantiations>(Sema, *Preamble);
-      Sema.addExternalSource(Drop.get());
-    }
-  }
+      : DroppingConsumer(Options.CachedPreamble), Options(Options), Result(Result),
+        Includes(Includes) {}
 
   void HandleTranslationUnit(ASTContext &Ctx) override {
     if (Ctx.getDiagnostics().hasErrorOccurred()) {
@@ -156,7 +177,6 @@ private:
   const MigrateOptions &Options;
   TranslationUnitResult &Result;
   const IncludeIndex &Includes;
-  std::unique_ptr<DropPreambleInstantiations> Drop;
 };
 
 class MigrationAction : public ASTFrontendAction {
@@ -205,18 +225,9 @@ private:
 
 // The verification's parse (MigrationVerifier): every error of the migrated program's own code,
 // and, with a cached preamble, none of the library's template bodies, as the migration's parse.
-class VerificationConsumer : public SemaConsumer {
+class VerificationConsumer : public DroppingConsumer {
 public:
-  void InitializeSema(Sema &Sema) override {
-    if (auto *Preamble =
-            dyn_cast_or_null<ExternalSemaSource>(Sema.getASTContext().getExternalSource())) {
-      Drop = std::make_unique<DropPreambleInstantiations>(Sema, *Preamble);
-      Sema.addExternalSource(Drop.get());
-    }
-  }
-
-private:
-  std::unique_ptr<DropPreambleInstantiations> Drop;
+  VerificationConsumer() : DroppingConsumer(/*WithPreamble=*/true) {}
 };
 
 class VerificationAction : public ASTFrontendAction {

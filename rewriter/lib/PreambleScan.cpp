@@ -77,8 +77,12 @@ std::vector<Directive> leadingDirectives(llvm::StringRef Text, bool &EndsInCode)
   return Out;
 }
 
+// accel's own headers are not among them: they are parsed with the file, after the preamble, so
+// that a program before its migration, the migration's verification and a later --check of the
+// migrated program share one cache entry (130 MB, 10 s to build) instead of two; they are a
+// small part of a parse beside LibTorch's.
 bool isLibraryHeader(llvm::StringRef Spelled) {
-  for (llvm::StringRef Prefix : {"torch/", "ATen/", "c10/", "caffe2/", "accel/"})
+  for (llvm::StringRef Prefix : {"torch/", "ATen/", "c10/", "caffe2/"})
     if (Spelled.startswith(Prefix))
       return true;
   return false;
@@ -194,6 +198,8 @@ private:
       Search.insert(Search.end(), Paths.Quote.begin(), Paths.Quote.end());
     }
     Search.insert(Search.end(), Paths.User.begin(), Paths.User.end());
+    if (Angled && Spelled.startswith("accel/"))
+      return ScanEnd::Continue; // parsed with the file (isLibraryHeader says why)
     const std::string Project = find(Search, Spelled);
     if (!Project.empty() && !isLibraryHeader(Spelled))
       return scan(Project, Depth + 1);

@@ -6,12 +6,14 @@
 #  - a program in several files sharing headers, in a project with its own include directory
 #    and headers that accel-migrate edits (the sentiment corpus program; lit's multi-file.test
 #    covers two files and a shared header with the cache),
-#  - every way the preamble scan ends (test/rewriter/e2e/preamble): a macro before the first
-#    include (no preamble), a conditional block after LibTorch (a shorter one), a project header
-#    that is not found (none, and the same error), and a forced include on the command line.
-# A parse without the cache costs about 24 s a file (torch 2.11's headers), so the rest of the examples and the corpus
-# run with the cache only (their own tests build and run what it gives, and lit checks its output
-# against CHECK lines written before the cache existed).
+#  - a conditional block after LibTorch, which ends the preamble early (test/rewriter/e2e/preamble).
+# Where the preamble scan finds none (a macro before the first include, a project header that is
+# not found, a forced include on the command line), the cached run parses the file whole, as
+# --no-cache does: those files are checked to build no preamble (the scan's cases are unit tests,
+# PreambleScanTest), not migrated twice.
+# A parse without the cache costs about 24 s a file (torch 2.11's headers), so the rest of the
+# examples and the corpus run with the cache only (their own tests build and run what it gives,
+# and lit checks its output against CHECK lines written before the cache existed).
 #   cache_equivalence.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build_dir=$(cd "$1" && pwd) source_dir=$(cd "$2" && pwd)
@@ -24,8 +26,13 @@ corpus=$source_dir/test/rewriter/e2e/corpus
 sample=(
   "$source_dir/examples|spirals/train.cpp"
   "$corpus/sentiment|src/main.cpp src/reviews.cpp src/trainer.cpp -- -Iinclude"
-  "$source_dir/test/rewriter/e2e/preamble|defines_first.cpp conditional_after.cpp missing_header.cpp"
-  "$source_dir/test/rewriter/e2e/preamble|conditional_after.cpp -- -include cstddef"
+  "$source_dir/test/rewriter/e2e/preamble|conditional_after.cpp"
+)
+# Each: a file, and what accel-migrate must exit with (arguments after --).
+no_preamble=(
+  "defines_first.cpp|0"
+  "missing_header.cpp|2"
+  "conditional_after.cpp|0|-include cstddef"
 )
 rest=(
   "$source_dir/examples|classifier/train.cpp curve_fit/train.cpp regression/train.cpp gpt/big_model.cpp"
@@ -61,14 +68,28 @@ for path in sys.argv[1:]:
 PY
 }
 
+# The files without a preamble parse beside the sample (once: their verification would be a
+# second whole parse, and has nothing of the cache's to check).
+preamble_dir=$source_dir/test/rewriter/e2e/preamble
+none_runs=()
+for i in "${!no_preamble[@]}"; do
+  IFS='|' read -r file expected flags <<< "${no_preamble[$i]}"
+  read -r -a extra <<< "$flags"
+  run "none$i" "$preamble_dir" --cache-dir="$work/none-cache$i" --testing-no-verify "$file" \
+    ${flags:+--} "${extra[@]}" &
+  none_runs+=($!)
+done
+
 failed=0
 for i in "${!sample[@]}"; do
   dir=${sample[$i]%%|*}
   read -r -a args <<< "${sample[$i]#*|}"
   # Without the cache the migrated program is not parsed again (--testing-no-verify: a second
-  # whole parse, 24 s a file); the run with the cache verifies the same text.
-  run "plain$i" "$dir" --no-cache --testing-no-verify "${args[@]}"
+  # whole parse, 24 s a file); the run with the cache verifies the same text. The two at once.
+  run "plain$i" "$dir" --no-cache --testing-no-verify "${args[@]}" &
+  plain=$!
   run "cached$i" "$dir" --cache-dir="$work/cache" "${args[@]}"
+  wait "$plain"
   if ! grep -q 'building a cached preamble' "$work/cached$i.raw" && [ "$i" -eq 0 ]; then
     echo "group $i: the first cached run did not build a preamble"; cat "$work/cached$i.raw"; failed=1
   fi
@@ -83,6 +104,18 @@ for i in "${!sample[@]}"; do
     fi
   done
   echo "group $i ($dir ${args[*]}): $files files, $lines diff lines, identical with and without the cache"
+done
+
+wait "${none_runs[@]}"
+for i in "${!no_preamble[@]}"; do
+  IFS='|' read -r file expected flags <<< "${no_preamble[$i]}"
+  built=$(find "$work/none-cache$i" -name '*.pch' 2> /dev/null | wc -l || true)
+  if [ "$built" -ne 0 ] || [ "$(tail -1 "$work/none$i.err")" != "exit $expected" ]; then
+    echo "$file $flags: expected no preamble and exit $expected; $built built:"
+    cat "$work/none$i.raw"; failed=1
+  else
+    echo "$file $flags: no preamble, parsed whole, exit $expected"
+  fi
 done
 
 for i in "${!rest[@]}"; do

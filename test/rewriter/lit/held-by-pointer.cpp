@@ -1,8 +1,10 @@
 // RUN: cp %s %t.cpp
-// RUN: %migrate %t.cpp 2>&1 | FileCheck %s --check-prefix=MSG
+// RUN: %migrate %t.cpp 2>&1 | FileCheck %s --check-prefix=MSG --implicit-check-not="could not be used"
 // RUN: FileCheck %s --input-file=%t.cpp
-// The result compiles (a second run parses it) and has nothing left to migrate.
-// RUN: %migrate --check %t.cpp
+// The result compiles (a second run parses it) and has nothing left to migrate; the cached
+// preamble of <torch/script.h> serves both runs (its headers instantiate LibTorch templates
+// with lambdas of their own, which the preamble's parse leaves undefined on purpose).
+// RUN: %migrate --check %t.cpp 2>&1 | not grep "could not be used"
 //
 // A trainer that holds its model and optimizer by raw pointer (`new`), a model that saves itself,
 // a TorchScript backbone that saves itself, and a checkpoint read back after it is written.
