@@ -146,6 +146,32 @@ def cmake_project(work, source, programs, contexts):
         f.write("\n".join(lines) + "\n")
 
 
+def context_units(contexts):
+    """The blocks of one context in one translation unit (a compile of LibTorch code costs seconds,
+    and these are built, not run): the context's includes once, then each filled-in copy in a
+    namespace of its own, its main() renamed."""
+    units = {}
+    for name, text, _ in contexts:
+        units.setdefault(name.rsplit("_", 1)[0], []).append(text)
+    result = []
+    for context, texts in sorted(units.items()):
+        includes, parts = [], []
+        for i, text in enumerate(texts):
+            lines = text.split("\n")
+            includes += [line for line in lines
+                         if line.startswith("#include") and line not in includes]
+            # The includes blanked, not removed: a line of the context keeps its number.
+            body = "\n".join("" if line.startswith("#include") else line for line in lines)
+            if not re.search(r"^int main\(\)", body, re.M):
+                raise SystemExit(f"test/docs/contexts/{context}.cpp: no `int main()` to rename")
+            body = re.sub(r"^int main\(\)", "int run()", body, count=1, flags=re.M)
+            parts.append(f'namespace block_{i} {{\n#line 1 "test/docs/contexts/{context}.cpp"\n'
+                         f"{body}\n}}  // namespace block_{i}\n")
+        result.append((context, "\n".join(includes) + "\n\n" + "\n".join(parts) +
+                       "\nint main() { return 0; }\n"))
+    return result
+
+
 def run(command, **kwargs):
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           **kwargs)
@@ -238,8 +264,7 @@ def check(args, source, work):
     project = os.path.join(work, "project")
     shutil.rmtree(project, ignore_errors=True)
     os.makedirs(project)
-    cmake_project(project, source, [(n, t) for n, t, _ in programs],
-                  [(n, t) for n, t, _ in contexts])
+    cmake_project(project, source, [(n, t) for n, t, _ in programs], context_units(contexts))
     launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
     configure = run(["cmake", "-S", project, "-B", os.path.join(project, "build"), "-G", "Ninja",
                      "-DCMAKE_BUILD_TYPE=Release",
