@@ -3,8 +3,9 @@
 # Accelerate in the reused virtual environment), builds with Ninja against the wheel's LibTorch
 # (CUDA 13 build: every CUDA and NCCL path is compiled and linked), runs the suite through ctest
 # (unit, multi-process, fault, install, accel-migrate lit and end to end), while it builds what
-# the sanitizers protect (the runtime and its multi-process tests, accel-migrate) with
-# AddressSanitizer and UndefinedBehaviorSanitizer, and then runs those tests again.
+# the sanitizers protect (the runtime and its multi-process tests, the parts of accel-migrate its
+# unit tests cover) with AddressSanitizer and UndefinedBehaviorSanitizer, and then runs those
+# tests again.
 # Tests labelled `gpu` need a CUDA GPU: they are built here and run by scripts/gpu-check.sh.
 #
 #   scripts/test.sh                   every test (CI runs this)
@@ -69,7 +70,8 @@ fi
 # The sanitized tree (AddressSanitizer + UndefinedBehaviorSanitizer): Debug keeps LLVM's and our
 # assertions on; -g1 keeps the line tables the sanitizers' reports need and leaves out the rest of
 # the debug information. It builds what the sanitizers protect: the runtime, the launcher, common
-# and accel-migrate's library, with their unit and multi-process tests.
+# and the parts of accel-migrate's library its unit tests cover, with their unit and multi-process
+# tests.
 configure_sanitized() {
   cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCEL_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 -DACCEL_UNITY_BUILD=ON \
