@@ -24,6 +24,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,21 +44,37 @@ struct CheckpointOptions {
   TORCH_ARG(bool, save_matmuls) = false;
 };
 
+/// Which blocks a CheckpointPolicy checkpoints, and how (torchtitan's activation checkpointing
+/// modes).
+enum class CheckpointMode {
+  Full,       ///< "full": every matching block
+  Selective,  ///< "selective": every `every`-th one (the 2nd, 4th, ... for 2), the others keep
+              ///< their activations: torchtitan's per-layer selective mode
+  Op,         ///< "op": every block, keeping its matmuls' outputs (CheckpointOptions::save_matmuls)
+};
+
+/// "full", "selective" or "op".
+const char* to_string(CheckpointMode mode);
+/// The mode a name spells, as torchtitan's config does ("full", "selective", "op"); none for
+/// another.
+std::optional<CheckpointMode> parse_checkpoint_mode(std::string_view name);
+
 /// Which of the blocks `apply_activation_checkpointing` (and `fsdp_activation_checkpointing`)
 /// finds are checkpointed.
 ///
 /// Example:
 /// ```
 /// // torchtitan's per-layer selective checkpointing: every 2nd block recomputes.
-/// accel::apply_activation_checkpointing(model, {"Block"},
-///                                       accel::CheckpointPolicy().mode("selective").every(2));
+/// accel::apply_activation_checkpointing(
+///     model, {"Block"},
+///     accel::CheckpointPolicy().mode(accel::CheckpointMode::Selective).every(2));
 /// ```
 struct CheckpointPolicy {
-  /// "full" (default): every matching block; "selective": every `every`-th one (the 2nd, 4th,
-  /// ... for 2), the others keep their activations: torchtitan's per-layer selective mode;
-  /// "op": every block, keeping its matmuls' outputs (CheckpointOptions::save_matmuls).
-  TORCH_ARG(std::string, mode) = "full";
-  /// With "selective": how often a block is checkpointed (>= 1; 1 is "full").
+  /// The mode by its name ("full", "selective" or "op"); another name throws, listing them.
+  CheckpointPolicy& mode(std::string_view name);
+  /// CheckpointMode::Full by default.
+  TORCH_ARG(CheckpointMode, mode) = CheckpointMode::Full;
+  /// With CheckpointMode::Selective: how often a block is checkpointed (>= 1; 1 is Full).
   TORCH_ARG(int64_t, every) = 2;
   /// The checkpointed blocks' own options (offload).
   TORCH_ARG(CheckpointOptions, block) = {};

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace accel {
@@ -286,9 +287,9 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
                                        const std::vector<std::string>& classes,
                                        const CheckpointPolicy& policy) {
   core::check_checkpoint_policy(policy);
-  const int64_t every = policy.mode() == "selective" ? policy.every() : 1;
+  const int64_t every = policy.mode() == CheckpointMode::Selective ? policy.every() : 1;
   auto block_options = policy.block();
-  if (policy.mode() == "op") block_options.save_matmuls(true);
+  if (policy.mode() == CheckpointMode::Op) block_options.save_matmuls(true);
   int64_t seen = 0;
   auto matches = [&](const torch::nn::Module& module) {
     for (const auto& wanted : classes) {
@@ -345,11 +346,8 @@ int64_t apply_activation_checkpointing(torch::nn::Module& model,
 namespace core {
 
 void check_checkpoint_policy(const CheckpointPolicy& policy) {
-  TORCH_CHECK(policy.mode() == "full" || policy.mode() == "selective" || policy.mode() == "op",
-              "accel: CheckpointPolicy.mode '", policy.mode(),
-              "' is not a checkpointing policy; choices: full (every block), selective (every "
-              "k-th block, CheckpointPolicy.every), op (every block, keeping its matmuls' "
-              "outputs)");
+  TORCH_CHECK(to_string(policy.mode()) != nullptr, "accel: CheckpointPolicy.mode ",
+              static_cast<int>(policy.mode()), " is not a CheckpointMode");
   TORCH_CHECK(policy.every() >= 1, "accel: CheckpointPolicy.every is ", policy.every(),
               "; it checkpoints every k-th block for k >= 1");
 }
@@ -366,6 +364,39 @@ std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autog
 }
 
 }  // namespace core
+
+namespace {
+// CheckpointMode's one table of names: to_string and parse_checkpoint_mode read it, and
+// CheckpointPolicy's error lists it.
+constexpr std::array<std::pair<CheckpointMode, const char*>, 3> kCheckpointModeNames = {{
+    {CheckpointMode::Full, "full"},
+    {CheckpointMode::Selective, "selective"},
+    {CheckpointMode::Op, "op"},
+}};
+}  // namespace
+
+const char* to_string(CheckpointMode mode) {
+  for (const auto& [value, name] : kCheckpointModeNames) {
+    if (value == mode) return name;
+  }
+  return nullptr;
+}
+
+std::optional<CheckpointMode> parse_checkpoint_mode(std::string_view name) {
+  for (const auto& [value, spelling] : kCheckpointModeNames) {
+    if (name == spelling) return value;
+  }
+  return std::nullopt;
+}
+
+CheckpointPolicy& CheckpointPolicy::mode(std::string_view name) {
+  const auto parsed = parse_checkpoint_mode(name);
+  TORCH_CHECK(parsed.has_value(), "accel: CheckpointPolicy.mode '", name,
+              "' is not a checkpointing policy; choices: full (every block), selective (every "
+              "k-th block, CheckpointPolicy.every), op (every block, keeping its matmuls' "
+              "outputs)");
+  return mode(*parsed);
+}
 
 CheckpointWrapperImpl::CheckpointWrapperImpl(torch::nn::AnyModule module, bool register_child,
                                              CheckpointOptions options)

@@ -350,7 +350,7 @@ TEST(ActivationCheckpoint, EveryPolicyGivesThePlainGradientsWithAccumulationAndC
       train(accel::CheckpointPolicy().block(accel::CheckpointOptions().offload(true)));
   EXPECT_EQ(offloaded.second, 5);
   expect_bitwise_equal(offloaded.first, plain.first);
-  const auto op_level = train(accel::CheckpointPolicy().mode("op"));
+  const auto op_level = train(accel::CheckpointPolicy().mode(accel::CheckpointMode::Op));
   EXPECT_EQ(op_level.second, 5);
   expect_bitwise_equal(op_level.first, plain.first);
 }
@@ -460,14 +460,20 @@ TEST(ActivationCheckpoint, AnUnknownPolicyIsNamedWithTheChoices) {
     }
     return std::string();
   };
-  auto error = error_of(accel::CheckpointPolicy().mode("ops"));
+  // A name is parsed when it is set: an unknown one throws there, listing the modes.
+  std::string error;
+  try {
+    accel::CheckpointPolicy().mode("ops");
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  }
   EXPECT_NE(error.find("CheckpointPolicy.mode 'ops' is not a checkpointing policy; choices: full "
                        "(every block), selective (every k-th block, CheckpointPolicy.every), op"),
             std::string::npos)
       << error;
   error = error_of(accel::CheckpointPolicy().mode("selective").every(0));
   EXPECT_NE(error.find("CheckpointPolicy.every is 0"), std::string::npos) << error;
-  // At construction, before any model is prepared.
+  // In the options, before any Accelerator or model.
   try {
     accel::Accelerator accelerator(
         accel::AcceleratorOptions().cpu(true).activation_checkpointing_policy(
@@ -476,6 +482,18 @@ TEST(ActivationCheckpoint, AnUnknownPolicyIsNamedWithTheChoices) {
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("CheckpointPolicy.mode 'sometimes'"), std::string::npos);
   }
+}
+
+TEST(ActivationCheckpoint, EveryModeHasItsNameAndEveryNameParses) {
+  for (const auto mode :
+       {accel::CheckpointMode::Full, accel::CheckpointMode::Selective, accel::CheckpointMode::Op}) {
+    ASSERT_NE(accel::to_string(mode), nullptr);
+    EXPECT_EQ(accel::parse_checkpoint_mode(accel::to_string(mode)), mode);
+    EXPECT_EQ(accel::CheckpointPolicy().mode(accel::to_string(mode)).mode(), mode);
+  }
+  EXPECT_EQ(accel::CheckpointPolicy().mode(), accel::CheckpointMode::Full);
+  EXPECT_FALSE(accel::parse_checkpoint_mode("Full").has_value());
+  EXPECT_FALSE(accel::parse_checkpoint_mode("").has_value());
 }
 
 TEST(ActivationCheckpoint, ForwardAndBackwardPeakIsTheInputsAndOneBlock) {
