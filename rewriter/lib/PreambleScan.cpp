@@ -191,6 +191,8 @@ private:
     if (Close == llvm::StringRef::npos)
       return ScanEnd::Stop;
     const llvm::StringRef Spelled = Rest.slice(1, Close);
+    if (Angled && Spelled.startswith("accel/"))
+      return ScanEnd::Continue; // parsed with the file (isLibraryHeader says why)
     // A project header is read in turn; it is found as the compiler would find it.
     std::vector<std::string> Search;
     if (!Angled) {
@@ -198,8 +200,6 @@ private:
       Search.insert(Search.end(), Paths.Quote.begin(), Paths.Quote.end());
     }
     Search.insert(Search.end(), Paths.User.begin(), Paths.User.end());
-    if (Angled && Spelled.startswith("accel/"))
-      return ScanEnd::Continue; // parsed with the file (isLibraryHeader says why)
     const std::string Project = find(Search, Spelled);
     if (!Project.empty() && !isLibraryHeader(Spelled))
       return scan(Project, Depth + 1);
