@@ -5,12 +5,12 @@
 #include <accel/context_parallel.h>
 #include <accel/detail/checkpoint_methods.h>
 #include <accel/detail/collective_methods.h>
-#include <accel/detail/gradient_state.h>
 #include <accel/detail/loader_preparation.h>
 #include <accel/detail/module_ref.h>
 #include <accel/detail/optimizer_preparation.h>
 #include <accel/detail/process_control.h>
 #include <accel/detail/source_place.h>
+#include <accel/detail/training_links.h>
 #include <accel/grad_scaler.h>
 #include <accel/operations.h>
 #include <accel/optimizer.h>
@@ -155,7 +155,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
                   "prepare(optimizer) takes the optimizer by value: "
                   "auto optimizer = accelerator.prepare(torch::optim::SGD(...))");
     move_optimizer_state(optimizer);
-    AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), gradient_state());
+    AcceleratedOptimizer<std::decay_t<O>> prepared(std::move(optimizer), training_loop());
     prepared.set_sharded_step(detail::ShardedStepKey(), shard_optimizer(prepared));
     report_optimizer_path(typeid(std::decay_t<O>).name(), prepared.fused(),
                           detail::step_kernel(prepared), &prepared);
@@ -467,7 +467,7 @@ class Accelerator : public detail::ProcessControl<Accelerator>,
   /// judged from its parameters; `fused` as AcceleratedOptimizer::fused()).
   void report_optimizer_path(const char* mangled_type, bool fused, detail::StepKernel kernel,
                              const torch::optim::Optimizer* optimizer) const;
-  std::shared_ptr<detail::GradientState> gradient_state() const;
+  std::shared_ptr<detail::TrainingLoop> training_loop() const;
   detail::LoaderContext loader_context(size_t batch_size);
   void trigger_sync(const torch::nn::Module* model);
   /// Whether this process writes save()'s files.

@@ -2,9 +2,9 @@
 
 #include <accel/detail/apply_to_tensors.h>
 #include <accel/detail/batch_prefetcher.h>
-#include <accel/detail/gradient_state.h>
 #include <accel/detail/loader_preparation.h>
 #include <accel/detail/pass_position.h>
+#include <accel/detail/training_links.h>
 
 #include <torch/data/dataloader.h>
 #include <torch/data/dataloader_options.h>
@@ -126,7 +126,7 @@ class DataLoader : private detail::StatefulPart {
         sampler_(std::move(sampler)),
         options_(std::move(options)),
         context_(std::move(context)),
-        registration_(&context_.state->loaders, this) {
+        link_(context_.loop, this) {
     TORCH_CHECK(dataset_.size().has_value(),
                 "accel: a prepared data loader needs a dataset with a known size");
     context_.sharding.batch_size = options_.batch_size;
@@ -149,7 +149,7 @@ class DataLoader : private detail::StatefulPart {
     const auto start = pass_.start_pass(context_);
     plan_ = detail::shard_batches(draw_epoch_order(size, start.resumed), epoch_sharding());
     position_ = std::min(start.skip, plan_.size());
-    context_.state->remainder = detail::sharding_remainder(size, epoch_sharding());
+    link_.set_remainder(detail::sharding_remainder(size, epoch_sharding()));
     if (prefetcher_) prefetcher_->start(plan_, position_);
     load_current();
     return Iterator(this);
@@ -209,8 +209,8 @@ class DataLoader : private detail::StatefulPart {
   /// The sharding of an epoch: even_batches as join_uneven_inputs may have overridden it.
   detail::ShardingOptions epoch_sharding() const {
     auto sharding = context_.sharding;
-    if (context_.state && context_.state->even_batches_override) {
-      sharding.even_batches = *context_.state->even_batches_override;
+    if (const auto even_batches = link_.even_batches_override()) {
+      sharding.even_batches = *even_batches;
     }
     return sharding;
   }
@@ -218,13 +218,13 @@ class DataLoader : private detail::StatefulPart {
   void load_current() {
     if (position_ >= plan_.size()) {
       current_.reset();
-      context_.state->end_of_dataloader = false;
-      context_.state->remainder = -1;
+      link_.set_end_of_dataloader(false);
+      link_.set_remainder(-1);
       pass_.finish_pass();
       plan_.clear();
       return;
     }
-    context_.state->end_of_dataloader = position_ + 1 == plan_.size();
+    link_.set_end_of_dataloader(position_ + 1 == plan_.size());
     BatchType batch =
         prefetcher_ ? prefetcher_->take(position_) : dataset_.get_batch(plan_[position_]);
     if (context_.device_placement) batch = detail::to_device(std::move(batch), context_.device);
@@ -253,7 +253,7 @@ class DataLoader : private detail::StatefulPart {
   size_t position_ = 0;
   detail::PassPosition pass_{detail::PassPosition::Kind::map_style};
   std::optional<BatchType> current_;
-  detail::StatefulRegistration registration_;
+  detail::LoaderLink link_;
   std::unique_ptr<detail::BatchPrefetcher<Dataset>> prefetcher_;  // with workers(n > 0)
 };
 

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <accel/detail/gradient_state.h>
 #include <accel/detail/multi_tensor_step.h>
 #include <accel/detail/sharded_step.h>
+#include <accel/detail/training_links.h>
 #include <accel/grad_scaler.h>
 
 #include <torch/optim/optimizer.h>
@@ -22,21 +22,20 @@ namespace accel {
 ///
 /// `zero_grad()` is not virtual in LibTorch; calls through a base reference are kept right
 /// by the accumulate scope, which sets the parameter lists aside for the micro-step (see
-/// `detail::OptimizerGate`).
+/// `detail::OptimizerLink`).
 template <typename O>
 class AcceleratedOptimizer : public O {
   static_assert(std::is_base_of<torch::optim::Optimizer, O>::value,
                 "AcceleratedOptimizer wraps a torch::optim::Optimizer");
 
  public:
-  AcceleratedOptimizer(O&& optimizer, std::shared_ptr<detail::GradientState> state)
-      : O(std::move(optimizer)), state_(std::move(state)), gate_(state_.get(), this) {}
+  AcceleratedOptimizer(O&& optimizer, std::shared_ptr<detail::TrainingLoop> loop)
+      : O(std::move(optimizer)), link_(std::move(loop), this) {}
 
   AcceleratedOptimizer(AcceleratedOptimizer&& other)
       : O(std::move(other)),
-        state_(other.state_),
         sharded_(std::move(other.sharded_)),
-        gate_(std::move(other.gate_), this),
+        link_(std::move(other.link_), this),
         checked_(other.checked_) {}
 
   /// Steps the wrapped optimizer on synchronisation steps; returns an undefined tensor otherwise.
@@ -50,9 +49,9 @@ class AcceleratedOptimizer : public O {
   /// (see `detail::ShardedStep`): the gradients are averaged onto the shards first, and the
   /// updated shards gathered into the model's parameters after.
   torch::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override {
-    if (!state_->sync_gradients) return {};
+    if (!link_.sync_gradients()) return {};
     if (!checked_) {
-      if (!sharded_) detail::check_parameters_averaged(*state_, *this);
+      if (!sharded_) link_.check_parameters_averaged(*this);
       checked_ = true;
     }
     TORCH_CHECK(!(sharded_ && closure),
@@ -64,24 +63,22 @@ class AcceleratedOptimizer : public O {
     }
     torch::Tensor loss;
     bool stepped = true;
-    if (!state_->scaler) {
-      loss = wrapped_step(std::move(closure));
+    if (auto* scaler = link_.scaler()) {
+      stepped = scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
+      scaler->update();
     } else {
-      stepped = scaled_step(std::move(closure), loss);
-      state_->scaler->update();
+      loss = wrapped_step(std::move(closure));
     }
-    state_->optimizer_step_was_skipped = !stepped;
     if (sharded_) sharded_->after_step(*this);
     if (sharded_ && stepped) sharded_->gather_parameters();
-    if (stepped && !sharded_ && state_->compare_after_step)
-      state_->compare_after_step(*state_, *this);
+    link_.after_step(*this, stepped, sharded_ != nullptr);
     return loss;
   }
 
   /// Clears the gradients on synchronisation steps only, so accumulation keeps them. As
   /// LibTorch's own, `set_to_none` (the default) leaves them undefined rather than zero.
   void zero_grad(bool set_to_none = true) {
-    if (!state_->sync_gradients) return;
+    if (!link_.sync_gradients()) return;
     O::zero_grad(set_to_none);
     if (sharded_) sharded_->zero_full_gradients(set_to_none);
   }
@@ -103,7 +100,7 @@ class AcceleratedOptimizer : public O {
   /// LibTorch's step; on CUDA ATen's), or the foreach ops where a CUDA tensor does not suit them;
   /// a sparse gradient, an integer parameter or a non-contiguous CPU parameter still takes
   /// LibTorch's own step.
-  bool fused() const { return has_multi_tensor_step && state_->fused_optimizer; }
+  bool fused() const { return has_multi_tensor_step && link_.fused(); }
 
  private:
   // Exactly these types: a subclass may have changed step(), which the kernels would bypass.
@@ -115,12 +112,6 @@ class AcceleratedOptimizer : public O {
   detail::StepKernel kernel() const {
     if (!fused()) return detail::StepKernel::none;
     return detail::step_kernel(*this);
-  }
-
-  // With fp16 loss scaling the scaler unscales first (see multi_tensor_step for why not in the
-  // kernel). Returns whether the step ran (no inf/nan).
-  bool scaled_step(torch::optim::Optimizer::LossClosure closure, torch::Tensor& loss) {
-    return state_->scaler->step(*this, [&] { loss = wrapped_step(std::move(closure)); });
   }
 
   // A closure re-evaluates the loss inside step(); only LibTorch's own step supports it.
@@ -135,9 +126,8 @@ class AcceleratedOptimizer : public O {
     return O::step(std::move(closure));
   }
 
-  std::shared_ptr<detail::GradientState> state_;
   std::shared_ptr<detail::ShardedStep> sharded_;
-  detail::OptimizerGate gate_;
+  detail::OptimizerLink link_;
   bool checked_ = false;  // check_parameters_averaged passed (it runs before the first step)
 };
 
@@ -169,27 +159,25 @@ class AcceleratedScheduler : public S, private detail::StatefulPart {
                 "AcceleratedScheduler wraps a torch::optim::LRScheduler");
 
  public:
-  AcceleratedScheduler(S&& scheduler, std::shared_ptr<detail::GradientState> state,
+  AcceleratedScheduler(S&& scheduler, std::shared_ptr<detail::TrainingLoop> loop,
                        bool step_with_optimizer, int64_t steps_per_optimizer_step)
       : S(std::move(scheduler)),
-        state_(std::move(state)),
         step_with_optimizer_(step_with_optimizer),
         steps_per_optimizer_step_(steps_per_optimizer_step),
-        registration_(&state_->schedulers, this) {}
+        link_(std::move(loop), this) {}
 
   AcceleratedScheduler(AcceleratedScheduler&& other)
       : S(std::move(other)),
-        state_(other.state_),
         step_with_optimizer_(other.step_with_optimizer_),
         steps_per_optimizer_step_(other.steps_per_optimizer_step_),
-        registration_(std::move(other.registration_), this) {}
+        link_(std::move(other.link_), this) {}
 
   void step() {
     if (!step_with_optimizer_) {
       S::step();
       return;
     }
-    if (!state_->sync_gradients || state_->optimizer_step_was_skipped) return;
+    if (!link_.optimizer_stepped()) return;
     for (int64_t i = 0; i < steps_per_optimizer_step_; ++i) S::step();
   }
 
@@ -208,10 +196,9 @@ class AcceleratedScheduler : public S, private detail::StatefulPart {
     this->step_count_ = static_cast<decltype(this->step_count_)>(count.template item<int64_t>());
   }
 
-  std::shared_ptr<detail::GradientState> state_;
   bool step_with_optimizer_;
   int64_t steps_per_optimizer_step_;
-  detail::StatefulRegistration registration_;
+  detail::SchedulerLink link_;
 };
 
 }  // namespace accel

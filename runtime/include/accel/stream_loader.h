@@ -216,7 +216,7 @@ class StreamLoader : private detail::StatefulPart {
       : dataset_(std::move(dataset)),
         options_(std::move(options)),
         context_(std::move(context)),
-        registration_(&context_.state->loaders, this) {
+        link_(context_.loop, this) {
     TORCH_CHECK(options_.batch_size() > 0, "accel: StreamLoaderOptions::batch_size must be > 0");
     TORCH_CHECK(!context_.sharding.split_batches,
                 "accel: split_batches is set, and a prepared stream gives each process whole "
@@ -462,15 +462,14 @@ class StreamLoader : private detail::StatefulPart {
   /// Tells the training loop whether this is the pass's last batch, and how many of the last
   /// round's examples are real (gather_for_metrics drops the rest).
   void publish() {
-    auto& state = *context_.state;
     if (!current_) {
-      state.end_of_dataloader = false;
-      state.remainder = -1;
+      link_.set_end_of_dataloader(false);
+      link_.set_remainder(-1);
       pass_.finish_pass();
       return;
     }
-    state.end_of_dataloader = !pending_.has_value();
-    state.remainder = state.end_of_dataloader ? last_real_examples_ : -1;
+    link_.set_end_of_dataloader(!pending_.has_value());
+    link_.set_remainder(pending_.has_value() ? -1 : last_real_examples_);
     if (context_.device_placement) {
       *current_ = detail::to_device(std::move(*current_), context_.device);
     }
@@ -506,7 +505,7 @@ class StreamLoader : private detail::StatefulPart {
   size_t rounds_done_ = 0;
   size_t examples_this_pass_ = 0;
   int64_t last_real_examples_ = -1;
-  detail::StatefulRegistration registration_;
+  detail::LoaderLink link_;
 };
 
 }  // namespace accel

@@ -18,12 +18,12 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer) {
 }
 
 nlohmann::json describe_optimizers(
-    const detail::GradientState& state,
+    const optim::OptimizerRegistry& optimizers,
     const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size,
     const std::vector<sharding::GlobalIndex>* global_indices) {
   nlohmann::json described = nlohmann::json::array();
-  for (size_t i = 0; i < state.gates.size(); ++i) {
-    auto* gate = state.gates[i];
+  for (size_t i = 0; i < optimizers.gates().size(); ++i) {
+    auto* gate = optimizers.gates()[i];
     detail::OpenedGate open(*gate);
     const auto& optimizer = *gate->optimizer();
     nlohmann::json groups = nlohmann::json::array();

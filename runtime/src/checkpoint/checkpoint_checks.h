@@ -5,7 +5,7 @@
 // another accumulation setting) is refused naming the file and the difference.
 
 #include <accel/checkpointing.h>
-#include <accel/detail/gradient_state.h>
+#include "optim/training_loop.h"
 #include "sharding/optimizer_resharding.h"
 #include "sharding/optimizer_shards.h"
 
@@ -30,7 +30,7 @@ std::string optimizer_type(const torch::optim::Optimizer& optimizer);
 /// With `global_indices` (a pipeline stage's, one per optimizer) members are numbered in the
 /// whole model's groups.
 nlohmann::json describe_optimizers(
-    const detail::GradientState& state,
+    const optim::OptimizerRegistry& optimizers,
     const std::vector<std::shared_ptr<sharding::OptimizerShards>>& shards, int64_t tp_size,
     const std::vector<sharding::GlobalIndex>* global_indices = nullptr);
 

@@ -102,58 +102,56 @@ Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayou
   return part;
 }
 
-Part optimizer_part(detail::GradientState& state,
+Part optimizer_part(const optim::OptimizerRegistry& optimizers,
                     std::function<void(torch::optim::Optimizer&)> on_loaded, bool sharded) {
   // Inside an accumulation window the gates hold the parameter groups aside: opened, the saved
   // and loaded groups are the real ones.
+  const auto& gates = optimizers.gates();
   auto io = archived(
-      [&state](auto& a, size_t i) {
-        detail::OpenedGate open(*state.gates[i]);
+      [&gates](auto& a, size_t i) {
+        detail::OpenedGate open(*gates[i]);
         // Each group's options (a scheduler's learning rate) come with it: LibTorch's
         // Optimizer::load assigns the saved ones.
-        state.gates[i]->optimizer()->save(a);
+        gates[i]->optimizer()->save(a);
       },
-      [&state, on_loaded](auto& a, size_t i) {
-        detail::OpenedGate open(*state.gates[i]);
-        state.gates[i]->optimizer()->load(a);
-        on_loaded(*state.gates[i]->optimizer());
+      [&gates, on_loaded](auto& a, size_t i) {
+        detail::OpenedGate open(*gates[i]);
+        gates[i]->optimizer()->load(a);
+        on_loaded(*gates[i]->optimizer());
       });
-  Part part{"optimizers",       "optimizers",
-            state.gates.size(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
-            io.first,           io.second};
+  Part part{"optimizers", "optimizers",
+            gates.size(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
+            io.first,     io.second};
   part.per_process = sharded;
   part.resplits = true;
   return part;
 }
 
-Part scheduler_part(detail::GradientState& state) {
-  auto io = archived([&state](auto& a, size_t i) { state.schedulers[i]->save_state(a); },
-                     [&state](auto& a, size_t i) { state.schedulers[i]->load_state(a); });
-  return {"schedulers",
-          "schedulers",
-          state.schedulers.size(),
-          [](size_t i) { return numbered("scheduler", i, ".pt"); },
-          io.first,
-          io.second};
+Part scheduler_part(const optim::StatefulParts& stateful) {
+  const auto& schedulers = stateful.of(optim::StatefulParts::Kind::scheduler);
+  auto io = archived([&schedulers](auto& a, size_t i) { schedulers[i]->save_state(a); },
+                     [&schedulers](auto& a, size_t i) { schedulers[i]->load_state(a); });
+  return {"schedulers",      "schedulers",
+          schedulers.size(), [](size_t i) { return numbered("scheduler", i, ".pt"); },
+          io.first,          io.second};
 }
 
-Part data_loader_part(detail::GradientState& state) {
-  auto io = archived([&state](auto& a, size_t i) { state.loaders[i]->save_state(a); },
-                     [&state](auto& a, size_t i) { state.loaders[i]->load_state(a); });
-  return {"data_loaders",
-          "data loaders",
-          state.loaders.size(),
-          [](size_t i) { return numbered("data_loader", i, ".pt"); },
-          io.first,
-          io.second};
+Part data_loader_part(const optim::StatefulParts& stateful) {
+  const auto& loaders = stateful.of(optim::StatefulParts::Kind::data_loader);
+  auto io = archived([&loaders](auto& a, size_t i) { loaders[i]->save_state(a); },
+                     [&loaders](auto& a, size_t i) { loaders[i]->load_state(a); });
+  return {"data_loaders", "data loaders",
+          loaders.size(), [](size_t i) { return numbered("data_loader", i, ".pt"); },
+          io.first,       io.second};
 }
 
-Part scaler_part(detail::GradientState& state) {
-  auto io = archived([&state](auto& a, size_t) { state.scaler->save(a); },
-                     [&state](auto& a, size_t) { state.scaler->load(a); });
+Part scaler_part(const optim::OptimizerRegistry& optimizers) {
+  auto* scaler = optimizers.scaler();
+  auto io = archived([scaler](auto& a, size_t) { scaler->save(a); },
+                     [scaler](auto& a, size_t) { scaler->load(a); });
   Part part{"scaler",
             "fp16 loss-scaler state",
-            state.scaler ? 1u : 0u,
+            scaler != nullptr ? 1u : 0u,
             [](size_t) { return std::string("scaler.pt"); },
             io.first,
             io.second};
@@ -173,13 +171,14 @@ Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects) {
 
 std::vector<Part> checkpoint_parts(
     const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout,
-    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
+    const optim::OptimizerRegistry& optimizers, const optim::StatefulParts& stateful,
+    std::vector<detail::CheckpointHooks>& custom_objects,
     std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded, bool sharded_optimizers) {
   return {model_part(models, layout),
-          optimizer_part(state, std::move(on_optimizer_loaded), sharded_optimizers),
-          scheduler_part(state),
-          data_loader_part(state),
-          scaler_part(state),
+          optimizer_part(optimizers, std::move(on_optimizer_loaded), sharded_optimizers),
+          scheduler_part(stateful),
+          data_loader_part(stateful),
+          scaler_part(optimizers),
           custom_objects_part(custom_objects)};
 }
 

@@ -6,8 +6,8 @@
 // save_state and load_state both walk the table, so the folder's layout is written down once.
 
 #include <accel/checkpointing.h>
-#include <accel/detail/gradient_state.h>
 #include <accel/safetensors.h>
+#include "optim/training_loop.h"
 #include "sharding/optimizer_shards.h"
 
 #include <torch/nn/module.h>
@@ -80,17 +80,18 @@ struct ModelsLayout {
 Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout);
 /// `on_loaded` runs after each optimizer's state is loaded (it moves the state to the device);
 /// `sharded`: each process saves its own shard.
-Part optimizer_part(detail::GradientState& state,
+Part optimizer_part(const optim::OptimizerRegistry& optimizers,
                     std::function<void(torch::optim::Optimizer&)> on_loaded, bool sharded);
-Part scheduler_part(detail::GradientState& state);
-Part data_loader_part(detail::GradientState& state);
-Part scaler_part(detail::GradientState& state);
+Part scheduler_part(const optim::StatefulParts& stateful);
+Part data_loader_part(const optim::StatefulParts& stateful);
+Part scaler_part(const optim::OptimizerRegistry& optimizers);
 Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects);
 
 /// The table, in the order the folder lists its parts. `models` and `layout` must outlive it.
 std::vector<Part> checkpoint_parts(
     const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout,
-    detail::GradientState& state, std::vector<detail::CheckpointHooks>& custom_objects,
+    const optim::OptimizerRegistry& optimizers, const optim::StatefulParts& stateful,
+    std::vector<detail::CheckpointHooks>& custom_objects,
     std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded, bool sharded_optimizers);
 
 }  // namespace accel::checkpoints

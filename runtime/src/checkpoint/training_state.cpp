@@ -30,19 +30,11 @@ constexpr const char* kWindowItems = "accel.window_items";
 constexpr int kFormatVersion = 1;
 
 /// The optimizers of the live gates, as window_gradients takes them (the gates must be open).
-std::vector<torch::optim::Optimizer*> gated_optimizers(const detail::GradientState& state) {
+std::vector<torch::optim::Optimizer*> gated_optimizers(const optim::OptimizerRegistry& registry) {
   std::vector<torch::optim::Optimizer*> optimizers;
-  for (auto* gate : state.gates) optimizers.push_back(gate->optimizer());
+  for (auto* gate : registry.gates()) optimizers.push_back(gate->optimizer());
   return optimizers;
 }
-
-/// Opens every gate for its lifetime.
-struct AllGatesOpen {
-  std::vector<std::unique_ptr<detail::OpenedGate>> opened;
-  explicit AllGatesOpen(const detail::GradientState& state) {
-    for (auto* gate : state.gates) opened.push_back(std::make_unique<detail::OpenedGate>(*gate));
-  }
-};
 
 /// The SHARDED_STATE_DICT layout of the models, when the run writes them so.
 std::optional<ShardedModels> sharded_models_of(const CheckpointInputs& run) {
@@ -54,6 +46,15 @@ std::optional<ShardedModels> sharded_models_of(const CheckpointInputs& run) {
 /// Each process writes its own optimizer state: a shard of it, or a tensor-parallel part's.
 bool per_process_optimizers(const CheckpointInputs& run) {
   return run.sharded_optimizers || run.mesh.tp > 1 || run.pipeline.has_value();
+}
+
+/// The save's and the load's table of parts (models written as `layout` says).
+std::vector<Part> parts_of(const CheckpointInputs& run,
+                           const std::vector<torch::nn::Module*>& models,
+                           const ModelsLayout& layout,
+                           std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded) {
+  return checkpoint_parts(models, layout, *run.optimizers, *run.stateful, *run.custom_objects,
+                          std::move(on_optimizer_loaded), per_process_optimizers(run));
 }
 
 /// The models' whole tensors for the coordinator to write: FULL_SHARD models' are gathered by
@@ -104,11 +105,10 @@ void write_parts(const CheckpointInputs& run, const std::vector<Part>& parts,
 
 /// Inside an accumulation window, what it has accumulated so far: each process its own.
 void write_window(const CheckpointInputs& run, const fs::path& staging) {
-  const auto& state = *run.gradient_state;
-  AllGatesOpen open(state);
-  auto accumulated = checkpoints::window_gradients(run.models, gated_optimizers(state));
+  optim::AllGatesOpen open(*run.optimizers);
+  auto accumulated = checkpoints::window_gradients(run.models, gated_optimizers(*run.optimizers));
   // backward(loss_sum, num_items): the items this process counted in the window so far.
-  const auto& items = *run.item_window;
+  const auto& items = run.window.items;
   if (items.open && items.counts_items) {
     accumulated.emplace_back(kWindowItems, torch::tensor({items.items}, torch::kInt64));
   }
@@ -122,18 +122,18 @@ nlohmann::json summary_of(const CheckpointInputs& run, const std::vector<Part>& 
   nlohmann::json summary = {
       {"format", kFormatVersion},
       {"num_processes", run.num_processes},
-      {"step", *run.step},
+      {"step", run.window.step},
       {"iteration", run.project->iteration()},
       {"sharding_strategy", to_string(run.sharding_strategy)},
       {checkpoint_folder::key::kStateDictType,
        to_string(run.sharded_state_dict ? StateDictType::ShardedStateDict
                                         : StateDictType::FullStateDict)},
       {"gradient_accumulation_steps", run.gradient_accumulation_steps},
-      {"micro_step", run.gradient_state->step},
+      {"micro_step", run.window.micro_step},
       {"window_gradients", in_window},
-      {"optimizer_layout", run.pipeline ? run.pipeline->optimizer_layouts
-                                        : checkpoints::describe_optimizers(
-                                              *run.gradient_state, run.shards, run.mesh.tp)}};
+      {"optimizer_layout",
+       run.pipeline ? run.pipeline->optimizer_layouts
+                    : checkpoints::describe_optimizers(*run.optimizers, run.shards, run.mesh.tp)}};
   if (run.mesh.configured) {
     const auto& mesh = run.mesh;
     summary["parallelism"] = {{"dp_replicate_size", mesh.dp_replicate},
@@ -271,7 +271,7 @@ void check_layout_fits(const fs::path& dir, const SavedLayout& saved,
       "; random generators and data-loader positions are per process, so resume with the "
       "same number of processes, or pass "
       "accel::LoadStateOptions().allow_process_count_change(true)");
-  const bool has_optimizers = !run.gradient_state->gates.empty();
+  const bool has_optimizers = !run.optimizers->gates().empty();
   TORCH_CHECK(saved.layouts_saved || !has_optimizers || saved.strategy == run.sharding_strategy,
               "accel: ", dir.string(), " was saved with sharding_strategy ", saved.strategy,
               " and this run uses ", run.sharding_strategy,
@@ -312,14 +312,14 @@ struct Resplit {
 std::vector<std::optional<Resplit>> plan_resplits(const CheckpointInputs& run,
                                                   const SavedLayout& saved, const fs::path& dir,
                                                   const std::string& state_path) {
-  const auto& state = *run.gradient_state;
-  std::vector<std::optional<Resplit>> plans(state.gates.size());
+  const auto& gates = run.optimizers->gates();
+  std::vector<std::optional<Resplit>> plans(gates.size());
   if (!saved.layouts_saved) return plans;
   for (size_t i = 0; i < plans.size(); ++i) {
-    detail::OpenedGate open(*state.gates[i]);
+    detail::OpenedGate open(*gates[i]);
     const std::string where = (dir / numbered("optimizer", i, ".pt")).string();
     auto plan = sharding::plan_resplit(
-        *state.gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
+        *gates[i]->optimizer(), run.shards, {run.mesh.tp, run.tp_rank},
         saved.optimizers.at(i).at("layout"), saved.processes == run.num_processes, state_path,
         where, run.pipeline ? run.pipeline->global_indices.at(i) : nullptr, run.mesh.pp);
     if (!plan) continue;
@@ -378,8 +378,7 @@ std::vector<std::optional<Resplit>> check_before_loading(
   // A pipeline's stages hold some of each group's parameters: the re-split checks them each.
   const bool pipelined = run.pipeline.has_value() || saved.mesh.pp > 1;
   checkpoints::check_optimizers(
-      saved.optimizers,
-      checkpoints::describe_optimizers(*run.gradient_state, run.shards, run.mesh.tp),
+      saved.optimizers, checkpoints::describe_optimizers(*run.optimizers, run.shards, run.mesh.tp),
       summary.path.string(), [](size_t i) { return numbered("optimizer", i, ".pt"); },
       same_processes && saved.strategy == run.sharding_strategy && !pipelined);
   for (const auto& part : parts) {
@@ -395,12 +394,12 @@ std::vector<std::optional<Resplit>> check_before_loading(
 /// Loads every part; an optimizer with a re-split plan is assembled from the saved slices.
 void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vector<Part>& parts,
                 const std::vector<std::optional<Resplit>>& resplits) {
-  auto& state = *run.gradient_state;
+  const auto& gates = run.optimizers->gates();
   for (const auto& part : parts) {
     for (size_t i = 0; i < part.count; ++i) {
       if (const auto* resplit = resplit_of(part, i, resplits)) {
-        detail::OpenedGate open(*state.gates[i]);
-        auto& optimizer = *state.gates[i]->optimizer();
+        detail::OpenedGate open(*gates[i]);
+        auto& optimizer = *gates[i]->optimizer();
         const auto& plan = resplit->plan;
         sharding::load_resplit(
             optimizer, plan.live, plan.rank, plan.part, plan.saved,
@@ -420,22 +419,25 @@ void load_parts(const CheckpointInputs& run, const fs::path& dir, const std::vec
   }
 }
 
-/// The gradients accumulated by the window the checkpoint was taken in, or none between windows.
-void restore_window(const CheckpointInputs& run, const fs::path& dir, bool window) {
-  auto& state = *run.gradient_state;
-  AllGatesOpen open(state);
+/// The gradients accumulated by the window the checkpoint was taken in, or none between windows,
+/// and the window's counters handed back.
+void restore_window(const CheckpointInputs& run, const fs::path& dir, bool window,
+                    const Summary& summary) {
+  optim::AllGatesOpen open(*run.optimizers);
   const auto file = dir / checkpoints::window_gradients_file(run.process_index);
   auto accumulated =
       window ? load_safetensors(file.string()) : std::map<std::string, torch::Tensor>{};
+  WindowCounters counters{
+      summary.integer("step"), summary.json.value("micro_step", int64_t{0}), {}};
   // A window of backward(loss_sum, num_items) goes on counting from what it had counted.
-  *run.item_window = {};
   const auto items = accumulated.find(kWindowItems);
   if (items != accumulated.end()) {
-    *run.item_window = {true, true, items->second.item<int64_t>()};
+    counters.items = {true, true, items->second.item<int64_t>()};
     accumulated.erase(items);
   }
-  checkpoints::restore_window_gradients(run.models, gated_optimizers(state), accumulated,
+  checkpoints::restore_window_gradients(run.models, gated_optimizers(*run.optimizers), accumulated,
                                         file.string());
+  run.restore_window(counters, window);
 }
 
 }  // namespace
@@ -460,11 +462,9 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
   std::vector<torch::nn::Module*> models = run.models;
   for (const auto& hook : *run.save_pre_hooks) hook.second(models, staging.string());
   if (!layout.sharded) layout.gathered = whole_models(run, models, coordinator);
-  const auto parts = checkpoint_parts(
-      models, layout, *run.gradient_state, *run.custom_objects, [](torch::optim::Optimizer&) {},
-      per_process_optimizers(run));
+  const auto parts = parts_of(run, models, layout, [](torch::optim::Optimizer&) {});
   write_parts(run, parts, staging, coordinator);
-  const bool in_window = !run.gradient_state->sync_gradients;
+  const bool in_window = run.in_window;
   if (in_window) write_window(run, staging);
   run.wait_for_everyone();
 
@@ -502,21 +502,16 @@ void load_state(const CheckpointInputs& run, const std::string& requested_dir,
       run.pipeline ? run.pipeline->stage_models : std::vector<const torch::nn::Module*>{}};
   std::vector<torch::nn::Module*> models = run.models;
   for (const auto& hook : *run.load_pre_hooks) hook.second(models, dir.string());
-  const auto parts = checkpoint_parts(models, layout, *run.gradient_state, *run.custom_objects,
-                                      run.move_optimizer_state, per_process_optimizers(run));
+  const auto parts = parts_of(run, models, layout, run.move_optimizer_state);
   const auto resplits = check_before_loading(run, dir, summary, saved, parts, options);
 
   load_parts(run, dir, parts, resplits);
-  restore_window(run, dir, saved.window);
-  auto& state = *run.gradient_state;
-  state.step = summary.json.value("micro_step", int64_t{0});
-  state.sync_gradients = !saved.window;
+  restore_window(run, dir, saved.window, summary);
   // The model's weights were loaded: the shards (the optimizers' parameters) follow them.
   for (auto& shards : run.shards) shards->refresh_from_parameters();
   if (run.process_index < saved.processes) {
     load_generators(dir / random_states_file(run.process_index));
   }
-  *run.step = summary.integer("step");
   run.wait_for_everyone();
 }
 

@@ -5,9 +5,9 @@
 // Accelerator hands over what it holds (CheckpointInputs); nothing here sees the Accelerator.
 
 #include <accel/checkpointing.h>
-#include <accel/detail/gradient_state.h>
 #include <accel/safetensors.h>
 #include <accel/sharding_strategy.h>
+#include "optim/training_loop.h"
 #include "sharding/optimizer_resharding.h"
 #include "sharding/optimizer_shards.h"
 
@@ -33,6 +33,14 @@ struct ItemWindow {
   int64_t items = 0;
 };
 
+/// The accumulation window's counters a checkpoint keeps: accumulate() calls, the micro-steps
+/// since the last synchronisation, and backward(loss_sum, num_items)'s window.
+struct WindowCounters {
+  int64_t step = 0;
+  int64_t micro_step = 0;
+  ItemWindow items;
+};
+
 /// What save_state and load_state read of the run and, on load, restore.
 struct CheckpointInputs {
   // Where this process stands in the job.
@@ -43,11 +51,12 @@ struct CheckpointInputs {
   /// Every process reaches it before any goes on (the Accelerator's wait_for_everyone).
   std::function<void()> wait_for_everyone;
 
-  // What the run trains: the prepared models in preparation order, the training step's state
-  // (optimizers, schedulers, data loaders, the fp16 scaler, the accumulation counter), the
-  // optimizers' shards, and the registered objects and pre-hooks.
+  // What the run trains: the prepared models in preparation order, the prepared optimizers
+  // (with the fp16 scaler), schedulers and data loaders, the optimizers' shards, and the
+  // registered objects and pre-hooks.
   std::vector<torch::nn::Module*> models;
-  detail::GradientState* gradient_state = nullptr;
+  const optim::OptimizerRegistry* optimizers = nullptr;
+  const optim::StatefulParts* stateful = nullptr;
   std::vector<std::shared_ptr<sharding::OptimizerShards>> shards;
   std::vector<detail::CheckpointHooks>* custom_objects = nullptr;
   const std::map<int64_t, SaveStatePreHook>* save_pre_hooks = nullptr;
@@ -94,10 +103,13 @@ struct CheckpointInputs {
   };
   std::optional<Pipeline> pipeline;
 
-  // What the checkpoint saves and restores of the run's counters.
+  // What the checkpoint saves of the run's counters, and hands back on load: the project's
+  // iteration (save_state advances it) and the accumulation window's.
   ProjectConfiguration* project = nullptr;
-  int64_t* step = nullptr;
-  ItemWindow* item_window = nullptr;
+  WindowCounters window;
+  /// Inside an accumulation window (this micro-step does not synchronise): its gradients are kept.
+  bool in_window = false;
+  std::function<void(const WindowCounters&, bool in_window)> restore_window;
 };
 
 /// Writes the run's state into `requested_dir` (or the next numbered folder) and returns it.

@@ -119,17 +119,17 @@ Accelerator::Accelerator(AcceleratorOptions options, detail::SourcePlace created
   } else if (impl_->sharding.hybrid()) {
     impl_->dist->hybrid_groups(impl_->group_settings());
   }
-  impl_->gradient_state->fused_optimizer = impl_->options.fused_optimizer;
+  impl_->loop->optimizers.set_fused(impl_->options.fused_optimizer);
   if (impl_->distributed()) {
-    impl_->gradient_state->refuse_unaveraged = !impl_->options.allow_unprepared_parameters;
+    impl_->loop->checks.refuse_unaveraged(!impl_->options.allow_unprepared_parameters);
     // The check compares every process's parameters: a pipeline's stages (and tensor-parallel
     // slices) are different parameters on different processes by design.
     if (impl_->options.debug && !impl_->pipelined() && !impl_->tensor_parallel()) {
-      impl_->gradient_state->compare_after_step = core::parameter_comparison(impl_->dist);
+      impl_->loop->checks.set_comparison(core::parameter_comparison(impl_->dist));
     }
   }
   if (impl_->options.mixed_precision == MixedPrecision::Fp16)
-    impl_->gradient_state->scaler = impl_->make_fp16_scaler();
+    impl_->loop->optimizers.set_scaler(impl_->make_fp16_scaler());
   core::register_accelerator(*this, created_at);
 }
 
@@ -157,10 +157,8 @@ Accelerator::~Accelerator() {
 }
 
 const ResolvedOptions& Accelerator::options() const { return impl_->options; }
-std::shared_ptr<detail::GradientState> Accelerator::gradient_state() const {
-  return impl_->gradient_state;
-}
-GradScaler* Accelerator::scaler() const { return impl_->gradient_state->scaler.get(); }
+std::shared_ptr<detail::TrainingLoop> Accelerator::training_loop() const { return impl_->loop; }
+GradScaler* Accelerator::scaler() const { return impl_->loop->optimizers.scaler(); }
 
 AutocastGuard Accelerator::autocast() const { return autocast(impl_->options.autocast); }
 
@@ -251,7 +249,7 @@ void Accelerator::Impl::prepare_parts(torch::nn::Module& model, const TensorPara
   core::PreparedModel prepared;
   prepared.module = &model;
   if (distributed()) {
-    core::record_averaged_parameters(*gradient_state, model, models.size());
+    loop->checks.record_averaged(model, models.size());
     // ZeRO-2's and ZeRO-3's optimizers (and HYBRID_SHARD's) reduce-scatter the gradients in
     // backward; the other strategies all-reduce them during it. A pipeline's stages run many
     // backwards a step: theirs are averaged after the schedule (synchronise_gradients).

@@ -12,6 +12,7 @@
 #include "checkpoint/training_state.h"
 #include "checkpoint_registrations.h"
 #include "distributed/distributed_state.h"
+#include "optim/training_loop.h"
 #include "prepared_models.h"
 #include "sharding/sharding_setup.h"
 #include "tracking/trackers.h"
@@ -33,13 +34,14 @@ struct Accelerator::Impl {
   ResolvedOptions options;
   std::shared_ptr<distributed::DistributedState> dist;
   torch::Device device;
-  std::shared_ptr<detail::GradientState> gradient_state = std::make_shared<detail::GradientState>();
+  /// What the prepared optimizers, schedulers and loaders share with this Accelerator.
+  std::shared_ptr<detail::TrainingLoop> loop = std::make_shared<detail::TrainingLoop>();
   /// The device mesh, with a parallelism config on several processes; null otherwise.
   const distributed::DeviceMesh* mesh = nullptr;
 
   core::PreparedModels models;
-  core::AccumulationWindow window{options, *gradient_state, models};
-  core::UnevenInputsJoin join{*gradient_state, models};
+  core::AccumulationWindow window{options, *loop, models};
+  core::UnevenInputsJoin join{loop->loader, models};
   sharding::ShardingSetup sharding;
   core::CheckpointRegistrations registrations;
   /// The project configuration, whose iteration advances with each save_state().

@@ -11,21 +11,22 @@ bool AccumulationWindow::begin(const std::vector<const torch::nn::Module*>& mode
                                std::optional<bool> sync) {
   ++step_;
   program_counts_ = sync.has_value();
+  bool synchronises = true;
   if (sync) {
-    state_.sync_gradients = *sync;
-  } else if (state_.end_of_dataloader && options_.sync_with_dataloader) {
-    state_.step = 0;
-    state_.sync_gradients = true;
+    synchronises = *sync;
+  } else if (loop_.loader.end_of_dataloader() && options_.sync_with_dataloader) {
+    micro_step_ = 0;
   } else {
-    state_.step += 1;
-    state_.sync_gradients = state_.step % options_.gradient_accumulation_steps == 0;
+    micro_step_ += 1;
+    synchronises = micro_step_ % options_.gradient_accumulation_steps == 0;
   }
-  if (state_.sync_gradients) return false;
+  loop_.sync.set_sync_gradients(synchronises);
+  if (synchronises) return false;
   // sync_each_batch: the models synchronise on every micro-step; the optimizers still wait.
   if (!options_.sync_each_batch) {
     for (const auto* model : models) models_.enter_no_sync(model);
   }
-  for (auto* gate : state_.gates) gate->close();
+  loop_.optimizers.close_all();
   return true;
 }
 
@@ -36,7 +37,14 @@ void AccumulationWindow::end(const std::vector<const torch::nn::Module*>& models
   if (!options_.sync_each_batch) {
     for (const auto* model : models) models_.exit_no_sync(model);
   }
-  for (auto* gate : state_.gates) gate->open();
+  loop_.optimizers.open_all();
+}
+
+void AccumulationWindow::restore(const checkpoints::WindowCounters& counters, bool in_window) {
+  step_ = counters.step;
+  micro_step_ = counters.micro_step;
+  items_ = counters.items;
+  loop_.sync.set_sync_gradients(!in_window);
 }
 
 int64_t AccumulationWindow::loss_divisor(bool counts_items) const {
@@ -51,7 +59,7 @@ bool AccumulationWindow::count_items(std::optional<int64_t> items, bool joined) 
   if (!items_.open) items_ = {true, items.has_value(), 0};
   const bool mixed = items_.counts_items != items.has_value();
   if (items) items_.items += *items;
-  const bool ends_window = state_.sync_gradients;
+  const bool ends_window = loop_.sync.sync_gradients();
   if (ends_window) items_.open = false;
   TORCH_CHECK(!mixed,
               "accel: this accumulation window mixes backward(loss) and backward(loss_sum, "

@@ -1,14 +1,16 @@
 #pragma once
 
-// Gradient accumulation as the Accelerator keeps it: the micro-step count (`step`), whether the
-// current micro-step synchronises, the models held in no_sync while it does not, and the items a
-// window of summed losses counted. AccumulateScope opens and closes micro-steps here; backward()
-// asks how to scale its loss and counts its items; save_state/load_state keep the counters.
+// Gradient accumulation as the Accelerator keeps it: the accumulate() calls (`step`), the
+// micro-steps since the last synchronisation, whether the current micro-step synchronises (told to
+// the prepared optimizers and schedulers through the training loop), the models held in no_sync
+// while it does not, and the items a window of summed losses counted. AccumulateScope opens and
+// closes micro-steps here; backward() asks how to scale its loss and counts its items;
+// save_state/load_state keep the counters.
 
 #include "checkpoint/training_state.h"
+#include "optim/training_loop.h"
 #include "prepared_models.h"
 
-#include <accel/detail/gradient_state.h>
 #include <accel/options.h>
 
 #include <cstdint>
@@ -20,9 +22,9 @@ namespace core {
 
 class AccumulationWindow {
  public:
-  AccumulationWindow(const ResolvedOptions& options, detail::GradientState& state,
+  AccumulationWindow(const ResolvedOptions& options, detail::TrainingLoop& loop,
                      PreparedModels& models)
-      : options_(options), state_(state), models_(models) {}
+      : options_(options), loop_(loop), models_(models) {}
 
   /// Opens a micro-step: with `sync` (accumulate_until) the program decides whether it
   /// synchronises, else the counter and the loader's end do. Returns whether it skips
@@ -47,15 +49,18 @@ class AccumulationWindow {
   /// accumulate() calls so far; reset by free_memory.
   int64_t step() const { return step_; }
   void reset_step() { step_ = 0; }
-  /// What save_state writes and load_state restores.
-  int64_t* saved_step() { return &step_; }
-  checkpoints::ItemWindow* saved_items() { return &items_; }
+  /// What save_state writes, and load_state hands back (the micro-step then synchronises
+  /// unless the checkpoint was taken inside a window).
+  checkpoints::WindowCounters counters() const { return {step_, micro_step_, items_}; }
+  void restore(const checkpoints::WindowCounters& counters, bool in_window);
 
  private:
   const ResolvedOptions& options_;
-  detail::GradientState& state_;
+  detail::TrainingLoop& loop_;
   PreparedModels& models_;
   int64_t step_ = 0;
+  /// Micro-steps counted since the last synchronisation (Accelerate's GradientState.step).
+  int64_t micro_step_ = 0;
   /// Inside an accumulate_until() scope: the program counts its micro-steps and divides its loss.
   bool program_counts_ = false;
   std::optional<int64_t> pending_items_;

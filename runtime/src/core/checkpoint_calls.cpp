@@ -27,7 +27,8 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   run.local_main_process = accelerator.is_local_main_process();
   run.wait_for_everyone = [&accelerator] { accelerator.wait_for_everyone(); };
   run.models = models.modules();
-  run.gradient_state = gradient_state.get();
+  run.optimizers = &loop->optimizers;
+  run.stateful = &loop->stateful;
   run.shards = sharding.live();
   registrations.hand_to(run);
   run.move_optimizer_state = [&accelerator](torch::optim::Optimizer& optimizer) {
@@ -52,8 +53,11 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   // Stages of a pipeline over several processes: their parameters' places in the whole model.
   if (pipelined() && !pipelines.empty()) run.pipeline = pipeline_checkpoint();
   run.project = &project;
-  run.step = window.saved_step();
-  run.item_window = window.saved_items();
+  run.window = window.counters();
+  run.in_window = !loop->sync.sync_gradients();
+  run.restore_window = [this](const checkpoints::WindowCounters& counters, bool in_window) {
+    window.restore(counters, in_window);
+  };
   return run;
 }
 

@@ -80,8 +80,7 @@ int64_t Accelerator::reduce_number(int64_t value, Reduction reduction) {
 }
 
 int64_t Accelerator::remainder_to_keep() const {
-  const auto& state = *impl_->gradient_state;
-  return state.end_of_dataloader && state.remainder > 0 ? state.remainder : -1;
+  return impl_->loop->loader.last_batch_remainder();
 }
 
 torch::Tensor Accelerator::gather_for_metrics(const torch::Tensor& tensor, bool use_gather_object) {

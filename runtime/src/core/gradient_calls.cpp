@@ -13,10 +13,10 @@
 
 namespace accel {
 
-bool Accelerator::sync_gradients() const { return impl_->gradient_state->sync_gradients; }
-bool Accelerator::end_of_dataloader() const { return impl_->gradient_state->end_of_dataloader; }
+bool Accelerator::sync_gradients() const { return impl_->loop->sync.sync_gradients(); }
+bool Accelerator::end_of_dataloader() const { return impl_->loop->loader.end_of_dataloader(); }
 bool Accelerator::optimizer_step_was_skipped() const {
-  return impl_->gradient_state->optimizer_step_was_skipped;
+  return impl_->loop->sync.step_was_skipped();
 }
 
 int64_t Accelerator::gradient_all_reduces() const { return impl_->models.gradient_all_reduces(); }
@@ -28,7 +28,7 @@ detail::CompressedGradientBytes detail::AcceleratorAccess::compressed_gradient_b
 }
 
 void detail::AcceleratorAccess::use_fp16_scaler(Accelerator& accelerator) {
-  accelerator.impl_->gradient_state->scaler = accelerator.impl_->make_fp16_scaler();
+  accelerator.impl_->loop->optimizers.set_scaler(accelerator.impl_->make_fp16_scaler());
 }
 
 void Accelerator::trigger_sync(const torch::nn::Module* model) { impl_->models.force_sync(model); }
@@ -37,7 +37,7 @@ void Accelerator::unscale_gradients() {
   auto* scaler = this->scaler();
   // Only on synchronisation steps: the scaler unscales once per optimizer step.
   if (scaler == nullptr || !sync_gradients()) return;
-  for (auto* gate : impl_->gradient_state->gates) {
+  for (auto* gate : impl_->loop->optimizers.gates()) {
     if (!scaler->unscaled(*gate->optimizer())) scaler->unscale_(*gate->optimizer());
   }
 }

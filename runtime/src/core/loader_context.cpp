@@ -60,7 +60,7 @@ detail::LoaderContext Accelerator::loader_context(size_t batch_size) {
   }
   context.device = impl_->device;
   context.device_placement = impl_->options.device_placement;
-  context.state = impl_->gradient_state;
+  context.loop = impl_->loop;
   return context;
 }
 

@@ -12,7 +12,6 @@
 #include "parallel/tensor_parallel.h"
 #include "sharding/module_tensors.h"
 #include "sharding/optimizer_resharding.h"
-#include "step_checks.h"
 #include "util/collective_label.h"
 
 #include <torch/nn/modules/container/sequential.h>
@@ -269,7 +268,7 @@ checkpoints::CheckpointInputs::Pipeline Accelerator::Impl::pipeline_checkpoint()
   const auto positions = whole_positions(pipelines);
   const auto live = sharding.live();
   c10::impl::GenericList mine(c10::AnyType::get());
-  for (auto* gate : gradient_state->gates) {
+  for (auto* gate : loop->optimizers.gates()) {
     detail::OpenedGate open(*gate);
     c10::impl::GenericList groups(c10::AnyType::get());
     for (const auto& group : sharding::built_parameters(*gate->optimizer(), live)) {
@@ -287,7 +286,7 @@ checkpoints::CheckpointInputs::Pipeline Accelerator::Impl::pipeline_checkpoint()
     mine.push_back(c10::IValue(groups));
   }
   const auto everyone = distributed::all_gather_ivalues(host_group(), c10::IValue(mine));
-  for (size_t i = 0; i < gradient_state->gates.size(); ++i) {
+  for (size_t i = 0; i < loop->optimizers.gates().size(); ++i) {
     std::vector<std::vector<int64_t>> whole, local;
     for (size_t r = 0; r < everyone.size(); ++r) {
       const auto groups = everyone[r].toList().get(i).toList();
@@ -316,7 +315,7 @@ checkpoints::CheckpointInputs::Pipeline Accelerator::Impl::pipeline_checkpoint()
 nlohmann::json Accelerator::Impl::merged_optimizer_layouts(
     const std::vector<sharding::GlobalIndex>& global_indices) {
   const auto described = checkpoints::describe_optimizers(
-      *gradient_state, sharding.live(), mesh->config().tp_size(), &global_indices);
+      loop->optimizers, sharding.live(), mesh->config().tp_size(), &global_indices);
   return checkpoints::merge_stage_descriptions(
       distributed::all_gather_bytes(host_group(), described.dump()), mesh->config().pp_size());
 }

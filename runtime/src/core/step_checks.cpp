@@ -7,11 +7,9 @@
 #include "util/collective_label.h"
 
 #include <c10/util/Exception.h>
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,27 +30,11 @@ int64_t hash_of(const torch::Tensor& tensor) {
   return out;
 }
 
-std::string name_of(const detail::GradientState& state, const torch::Tensor& p, size_t position) {
-  const auto found = state.averaged_parameters.find(p.unsafeGetTensorImpl());
-  if (found != state.averaged_parameters.end()) return found->second;
-  std::ostringstream out;
-  out << "the optimizer's parameter " << position << " (shape " << p.sizes() << ")";
-  return out.str();
-}
-
 }  // namespace
 
-void record_averaged_parameters(detail::GradientState& state, const torch::nn::Module& model,
-                                size_t index) {
-  for (const auto& named : model.named_parameters()) {
-    state.averaged_parameters[named.value().unsafeGetTensorImpl()] =
-        "model " + std::to_string(index) + ": " + named.key();
-  }
-}
-
-std::function<void(const detail::GradientState&, const torch::optim::Optimizer&)>
-parameter_comparison(std::shared_ptr<distributed::DistributedState> dist) {
-  return [dist](const detail::GradientState& state, const torch::optim::Optimizer& optimizer) {
+optim::StepChecks::Comparison parameter_comparison(
+    std::shared_ptr<distributed::DistributedState> dist) {
+  return [dist](const optim::StepChecks& checks, const torch::optim::Optimizer& optimizer) {
     util::CollectiveLabel collective_label("optimizer step check (ACCEL_DEBUG)");
     std::vector<torch::Tensor> params;
     for (const auto& group : optimizer.param_groups()) {
@@ -67,7 +49,7 @@ parameter_comparison(std::shared_ptr<distributed::DistributedState> dist) {
     for (size_t i = 0; i < params.size(); ++i) {
       TORCH_CHECK(low[static_cast<int64_t>(i)].item<int64_t>() ==
                       high[static_cast<int64_t>(i)].item<int64_t>(),
-                  "accel (ACCEL_DEBUG): after this optimizer step, ", name_of(state, params[i], i),
+                  "accel (ACCEL_DEBUG): after this optimizer step, ", checks.name_of(params[i], i),
                   " is not the same on every process: the processes are training different "
                   "models (a parameter no prepared model averages, or a step some processes "
                   "skipped)");

@@ -25,7 +25,7 @@ void UnevenInputsJoin::begin(const std::vector<const torch::nn::Module*>& models
   TORCH_CHECK(!models.empty(), "accel: join_uneven_inputs needs the prepared models it joins");
   models_joined_ = models;
   backwards_ = 0;
-  state_.even_batches_override = even_batches;
+  loaders_.override_even_batches(even_batches);
 }
 
 void UnevenInputsJoin::count_backward(const std::vector<PreparedModel*>& syncing,
@@ -41,7 +41,7 @@ void UnevenInputsJoin::count_backward(const std::vector<PreparedModel*>& syncing
 
 void UnevenInputsJoin::end(const std::vector<const torch::nn::Module*>& models,
                            c10d::ProcessGroup* host_group) {
-  state_.even_batches_override.reset();
+  loaders_.override_even_batches(std::nullopt);
   models_joined_.clear();
   if (host_group == nullptr) return;
   // Each round: how many processes are still training (each counts itself in backward()). While

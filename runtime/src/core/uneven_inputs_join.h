@@ -5,9 +5,9 @@
 // of batches shadows the others' all-reduces. JoinScope opens and closes it; backward() counts
 // this process as still training.
 
+#include "optim/training_loop.h"
 #include "prepared_models.h"
 
-#include <accel/detail/gradient_state.h>
 #include <accel/sharding_strategy.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -21,8 +21,8 @@ namespace core {
 
 class UnevenInputsJoin {
  public:
-  UnevenInputsJoin(detail::GradientState& state, PreparedModels& models)
-      : state_(state), models_(models) {}
+  UnevenInputsJoin(optim::LoaderPosition& loaders, PreparedModels& models)
+      : loaders_(loaders), models_(models) {}
 
   /// Opens the scope for `models` (all prepared and data-parallel: a run `sharded_by` a
   /// strategy is refused).
@@ -39,7 +39,8 @@ class UnevenInputsJoin {
   void count_backward(const std::vector<PreparedModel*>& syncing, c10d::ProcessGroup& host_group);
 
  private:
-  detail::GradientState& state_;
+  /// Where the loaders read the even_batches the scope gives them.
+  optim::LoaderPosition& loaders_;
   PreparedModels& models_;
   std::vector<const torch::nn::Module*> models_joined_;
   int64_t backwards_ = 0;

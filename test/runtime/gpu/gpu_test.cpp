@@ -4,6 +4,7 @@
 
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
+#include "optim/training_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -676,8 +677,9 @@ TEST_F(Gpu, Fp16ScaledStepOnCudaUnscalesThenStepsFused) {
   auto reference = cuda_parameters(256);
   auto params = cuda_copies(reference);
   for (auto& p : params) p.mutable_grad().mul_(scale);
-  auto state = std::make_shared<accel::detail::GradientState>();
-  state->scaler = std::make_shared<accel::GradScaler>(accel::GradScalerOptions().init_scale(scale));
+  auto state = std::make_shared<accel::detail::TrainingLoop>();
+  state->optimizers.set_scaler(
+      std::make_shared<accel::GradScaler>(accel::GradScalerOptions().init_scale(scale)));
   using torch::optim::AdamWOptions;
   torch::optim::AdamW plain(reference, AdamWOptions(1e-3));
   accel::AcceleratedOptimizer<torch::optim::AdamW> prepared(
@@ -685,7 +687,7 @@ TEST_F(Gpu, Fp16ScaledStepOnCudaUnscalesThenStepsFused) {
   ASSERT_EQ(accel::detail::step_kernel(prepared), accel::detail::StepKernel::fused);
   plain.step();
   prepared.step();
-  EXPECT_FALSE(state->optimizer_step_was_skipped);
+  EXPECT_FALSE(state->sync.step_was_skipped());
   EXPECT_LE(worst_relative(reference, params), 1e-6);
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_TRUE(torch::allclose(params[i].grad(), reference[i].grad())) << i;

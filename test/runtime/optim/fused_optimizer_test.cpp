@@ -5,6 +5,7 @@
 
 #include <accel/accel.h>
 #include <accel/detail/multi_tensor_step.h>
+#include "optim/training_loop.h"
 
 #include "optim/exact_cpu_step.h"
 #include "optim/exact_step_check.h"
@@ -299,9 +300,10 @@ TEST(FusedOptimizer, SparseGradientsTakeLibTorchsStep) {
 /// The state of an Accelerator with an fp16 loss scaler, as Accelerator::prepare gives its
 /// optimizers with mixed_precision "fp16" (which needs CUDA; the scaler's arithmetic is the same on
 /// the CPU).
-std::shared_ptr<accel::detail::GradientState> scaled_state(double scale) {
-  auto state = std::make_shared<accel::detail::GradientState>();
-  state->scaler = std::make_shared<accel::GradScaler>(accel::GradScalerOptions().init_scale(scale));
+std::shared_ptr<accel::detail::TrainingLoop> scaled_state(double scale) {
+  auto state = std::make_shared<accel::detail::TrainingLoop>();
+  state->optimizers.set_scaler(
+      std::make_shared<accel::GradScaler>(accel::GradScalerOptions().init_scale(scale)));
   return state;
 }
 
@@ -319,7 +321,7 @@ TEST(FusedOptimizer, ScaledStepUnscalesThenStepsFused) {
   ASSERT_EQ(accel::detail::step_kernel(prepared), StepKernel::fused);
   plain.step();
   prepared.step();
-  EXPECT_FALSE(state->optimizer_step_was_skipped);
+  EXPECT_FALSE(state->sync.step_was_skipped());
   EXPECT_LE(relative_difference(reference, params), 1e-6);
   // The gradients are left unscaled, as PyTorch's GradScaler leaves them.
   for (size_t i = 0; i < params.size(); ++i) {
@@ -342,8 +344,8 @@ TEST(FusedOptimizer, InfGradientSkipsTheFusedStepAndLeavesEverything) {
       torch::optim::SGD(params, torch::optim::SGDOptions(0.1).momentum(0.9)), state);
   ASSERT_EQ(accel::detail::step_kernel(prepared), StepKernel::fused);
   prepared.step();
-  EXPECT_TRUE(state->optimizer_step_was_skipped);
-  EXPECT_EQ(state->scaler->get_scale(), 256);
+  EXPECT_TRUE(state->sync.step_was_skipped());
+  EXPECT_EQ(state->optimizers.scaler()->get_scale(), 256);
   expect_untouched(prepared, "prepared");
 }
 

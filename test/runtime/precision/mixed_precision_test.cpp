@@ -3,6 +3,7 @@
 // compute needs CUDA; the scaler's logic runs on fp32 CPU gradients with injected infs here.
 
 #include <accel/accel.h>
+#include "optim/training_loop.h"
 
 #include "support/datasets.h"
 
@@ -240,10 +241,10 @@ TEST(MixedPrecision, Bf16TrainingEndsNearFp32) {
 
 struct ScaledTraining {
   explicit ScaledTraining(accel::GradScalerOptions options) {
-    state->scaler = std::make_shared<accel::GradScaler>(options);
+    state->optimizers.set_scaler(std::make_shared<accel::GradScaler>(options));
   }
-  std::shared_ptr<accel::detail::GradientState> state =
-      std::make_shared<accel::detail::GradientState>();
+  std::shared_ptr<accel::detail::TrainingLoop> state =
+      std::make_shared<accel::detail::TrainingLoop>();
   accel_test::RegressionModel model;
   accel::AcceleratedOptimizer<torch::optim::SGD> optimizer{
       torch::optim::SGD(model->parameters(), 0.1), state};
@@ -253,7 +254,7 @@ struct ScaledTraining {
   /// One step; `poison` puts inf or nan into a's gradient after backward.
   void step(double poison = 0) {
     auto loss = torch::mse_loss(model->forward(torch::ones({4, 1})), torch::full({4, 1}, 5.0));
-    state->scaler->scale(loss).backward();
+    state->optimizers.scaler()->scale(loss).backward();
     if (poison != 0) model->a.mutable_grad()[0] = poison;
     optimizer.step();
     scheduler.step();
@@ -266,43 +267,45 @@ struct ScaledTraining {
 TEST(GradScaler, ScalesTheLossAndUnscalesTheGradients) {
   ScaledTraining t(accel::GradScalerOptions().init_scale(1024));
   auto loss = torch::mse_loss(t.model->forward(torch::ones({4, 1})), torch::full({4, 1}, 5.0));
-  EXPECT_DOUBLE_EQ(t.state->scaler->scale(loss).item<double>(), loss.item<double>() * 1024);
-  t.state->scaler->scale(loss).backward();
+  EXPECT_DOUBLE_EQ(t.state->optimizers.scaler()->scale(loss).item<double>(),
+                   loss.item<double>() * 1024);
+  t.state->optimizers.scaler()->scale(loss).backward();
   EXPECT_NEAR(t.model->a.grad().item<double>(), -10.0 * 1024, 1e-3);
-  EXPECT_FALSE(t.state->scaler->unscaled(t.optimizer));
-  t.state->scaler->unscale_(t.optimizer);
-  EXPECT_TRUE(t.state->scaler->unscaled(t.optimizer));  // Accelerator::unscale_gradients asks
+  EXPECT_FALSE(t.state->optimizers.scaler()->unscaled(t.optimizer));
+  t.state->optimizers.scaler()->unscale_(t.optimizer);
+  EXPECT_TRUE(
+      t.state->optimizers.scaler()->unscaled(t.optimizer));  // Accelerator::unscale_gradients asks
   EXPECT_NEAR(t.model->a.grad().item<double>(), -10.0, 1e-6);
-  EXPECT_THROW(t.state->scaler->unscale_(t.optimizer), c10::Error);  // once per step
-  t.optimizer.step();                                                // does not unscale again
+  EXPECT_THROW(t.state->optimizers.scaler()->unscale_(t.optimizer), c10::Error);  // once per step
+  t.optimizer.step();  // does not unscale again
   EXPECT_NEAR(t.a(), 1.0, 1e-6);
-  EXPECT_FALSE(t.state->optimizer_step_was_skipped);
+  EXPECT_FALSE(t.state->sync.step_was_skipped());
 }
 
 TEST(GradScaler, InfOrNanSkipsTheStepHalvesTheScaleAndHoldsTheScheduler) {
   ScaledTraining t{accel::GradScalerOptions()};
-  EXPECT_EQ(t.state->scaler->get_scale(), 65536.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 65536.0);
 
   t.step(std::numeric_limits<double>::quiet_NaN());
-  EXPECT_TRUE(t.state->optimizer_step_was_skipped);
+  EXPECT_TRUE(t.state->sync.step_was_skipped());
   EXPECT_EQ(t.a(), 0.0);
-  EXPECT_EQ(t.state->scaler->get_scale(), 32768.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 32768.0);
   EXPECT_DOUBLE_EQ(t.lr(), 0.1);  // the scheduler did not advance
 
   t.step(std::numeric_limits<double>::infinity());
-  EXPECT_TRUE(t.state->optimizer_step_was_skipped);
+  EXPECT_TRUE(t.state->sync.step_was_skipped());
   EXPECT_EQ(t.a(), 0.0);
-  EXPECT_EQ(t.state->scaler->get_scale(), 16384.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 16384.0);
   EXPECT_DOUBLE_EQ(t.lr(), 0.1);
 
   t.step();
-  EXPECT_FALSE(t.state->optimizer_step_was_skipped);
+  EXPECT_FALSE(t.state->sync.step_was_skipped());
   EXPECT_NEAR(t.a(), 1.0, 1e-6);  // lr 0.1 * -grad 10, unscaled
-  EXPECT_EQ(t.state->scaler->get_scale(), 16384.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 16384.0);
   // LibTorch's StepLR changes the rate from its second step on: had the two skipped steps
   // advanced the scheduler, this first real step would already have halved it.
   EXPECT_DOUBLE_EQ(t.lr(), 0.1);
-  EXPECT_EQ(t.state->scaler->growth_tracker(), 1);
+  EXPECT_EQ(t.state->optimizers.scaler()->growth_tracker(), 1);
   t.step();
   EXPECT_DOUBLE_EQ(t.lr(), 0.05);
 }
@@ -311,28 +314,28 @@ TEST(GradScaler, GrowsAfterTheIntervalOfCleanSteps) {
   ScaledTraining t(accel::GradScalerOptions().init_scale(8).growth_interval(3));
   t.step();
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 8.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 8.0);
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 16.0);
-  EXPECT_EQ(t.state->scaler->growth_tracker(), 0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 16.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->growth_tracker(), 0);
   t.step();
   t.step(std::numeric_limits<double>::infinity());  // resets the count
-  EXPECT_EQ(t.state->scaler->get_scale(), 8.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 8.0);
   t.step();
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 8.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 8.0);
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 16.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 16.0);
 }
 
 TEST(GradScaler, AccumulationMicroStepsDoNotTouchTheScaler) {
   ScaledTraining t(accel::GradScalerOptions().init_scale(4).growth_interval(1));
-  t.state->sync_gradients = false;
+  t.state->sync.set_sync_gradients(false);
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 4.0);
-  t.state->sync_gradients = true;
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 4.0);
+  t.state->sync.set_sync_gradients(true);
   t.step();
-  EXPECT_EQ(t.state->scaler->get_scale(), 8.0);
+  EXPECT_EQ(t.state->optimizers.scaler()->get_scale(), 8.0);
 }
 
 TEST(GradScaler, DisabledScalerIsTheIdentity) {

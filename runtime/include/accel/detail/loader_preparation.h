@@ -6,7 +6,7 @@
 // accel/data_loader.h or accel/stream_loader.h (accel/accel.h has both).
 
 #include <accel/detail/default_generator.h>
-#include <accel/detail/gradient_state.h>
+#include <accel/detail/training_links.h>
 
 #include <ATen/core/ivalue.h>
 #include <torch/data/dataloader.h>
@@ -68,7 +68,7 @@ struct LoaderContext {
   std::function<std::vector<c10::IValue>(const c10::IValue&)> gather_values;
   torch::Device device = torch::kCPU;
   bool device_placement = true;
-  std::shared_ptr<GradientState> state;
+  std::shared_ptr<TrainingLoop> loop;
 };
 
 /// A prepared loader over `dataset`, in `context` (the accelerator's processes and device).

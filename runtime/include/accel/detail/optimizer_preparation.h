@@ -17,7 +17,7 @@ namespace accel {
 namespace detail {
 
 /// Accelerator derives from OptimizerPreparation<Accelerator>: these use its options(),
-/// gradient_state() and num_processes(), and its prepare(optimizer) by value, which stays in
+/// training_loop() and num_processes(), and its prepare(optimizer) by value, which stays in
 /// accelerator.h: a base's prepare(O&&) would be hidden there by prepare(M&& model), whose
 /// parameter list is the same.
 template <typename Derived>
@@ -62,7 +62,7 @@ class OptimizerPreparation {
     const bool with_optimizer = stepping == SchedulerStepping::with_optimizer &&
                                 self().options().step_scheduler_with_optimizer;
     return AcceleratedScheduler<std::decay_t<S>>(
-        std::move(scheduler), self().gradient_state(), with_optimizer,
+        std::move(scheduler), self().training_loop(), with_optimizer,
         self().options().split_batches ? 1 : self().num_processes());
   }
 
