@@ -28,6 +28,11 @@ const std::vector<std::string>& sharding_strategy_choices() {
   return choices;
 }
 
+const std::vector<std::string>& ddp_comm_hook_choices() {
+  static const std::vector<std::string> choices{"no", "fp16", "bf16"};
+  return choices;
+}
+
 const std::vector<std::string>& distributed_type_choices() {
   static const std::vector<std::string> choices{"NO", "MULTI_CPU", "MULTI_GPU"};
   return choices;

@@ -173,7 +173,7 @@ Section top_level() {
            {"max_restarts", integer_into(&Config::max_restarts, 0, 1 << 20)},
            {"ddp_find_unused_parameters", boolean_into(&Config::find_unused_parameters)},
            {"ddp_static_graph", boolean_into(&Config::static_graph)},
-           {"ddp_comm_hook", choice_into(&Config::comm_hook, {"no", "fp16", "bf16"})},
+           {"ddp_comm_hook", choice_into(&Config::comm_hook, contract::ddp_comm_hook_choices())},
            // The built-in trackers; the runtime checks the names (a program may be built
            // against a libaccel with other trackers).
            {"log_with", names_into(&Config::log_with)}},

@@ -133,6 +133,9 @@ const std::vector<std::string>& mixed_precision_choices();
 const std::vector<std::string>& sharding_strategy_choices();
 /// `fsdp_state_dict_type`: "FULL_STATE_DICT" first, the default.
 const std::vector<std::string>& state_dict_type_choices();
+/// `ddp_comm_hook` (Accelerate's DDPCommunicationHookType, less PowerSGD): "no" first, the
+/// default.
+const std::vector<std::string>& ddp_comm_hook_choices();
 /// `distributed_type` as `accel config` writes it.
 const std::vector<std::string>& distributed_type_choices();
 

@@ -7,9 +7,16 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
+#include <string_view>
 
 namespace accel {
+
+/// How data-parallel gradients are compressed for their all-reduce (Accelerate's
+/// DDPCommunicationHookType), spelled "no", "fp16" and "bf16" (contract::ddp_comm_hook_choices).
+enum class DdpCommHook { No, Fp16, Bf16 };
+const char* to_string(DdpCommHook hook);
+/// The hook `name` spells; none for another name (accel has no PowerSGD hook).
+std::optional<DdpCommHook> parse_ddp_comm_hook(std::string_view name);
 
 /// How data-parallel training synchronises gradients (Accelerate's DistributedDataParallelKwargs).
 ///
@@ -38,12 +45,15 @@ struct DistributedDataParallelOptions {
   /// synchronising step, and a step that uses a different set raises an error naming the
   /// parameters. Not together with find_unused_parameters.
   TORCH_ARG(std::optional<bool>, static_graph) = std::nullopt;
-  /// Compress the gradients for their all-reduce (Accelerate's DDPCommunicationHookType): "no",
-  /// "fp16" or "bf16" (`ACCEL_DDP_COMM_HOOK`, default "no"). Each bucket is cast, divided by the
-  /// process count, summed in that dtype and cast back: half the bytes on the wire, and the
-  /// dtype's rounding in the averaged gradients. NO_SHARD and SHARD_OPTIMIZER_STATE, which
-  /// all-reduce; the others reduce-scatter in fsdp_reduce_dtype.
-  TORCH_ARG(std::optional<std::string>, comm_hook) = std::nullopt;
+  /// Compress the gradients for their all-reduce (`ACCEL_DDP_COMM_HOOK`, default
+  /// DdpCommHook::No). With Fp16 or Bf16 each bucket is cast, divided by the process count,
+  /// summed in that dtype and cast back: half the bytes on the wire, and the dtype's rounding in
+  /// the averaged gradients. NO_SHARD and SHARD_OPTIMIZER_STATE, which all-reduce; the others
+  /// reduce-scatter in fsdp_reduce_dtype.
+  /// By name: "no", "fp16" or "bf16"; another name throws here, naming the choices.
+ public:  // TORCH_ARG leaves what follows it private
+  DistributedDataParallelOptions& comm_hook(std::string_view name);
+  TORCH_ARG(std::optional<DdpCommHook>, comm_hook) = std::nullopt;
 };
 
 }  // namespace accel

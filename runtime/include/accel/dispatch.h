@@ -20,15 +20,33 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace accel {
 
+/// How load_checkpoint_and_dispatch infers a device map (Accelerate's `device_map` strings).
+enum class DeviceMapStrategy {
+  /// "auto", the default: as Balanced.
+  Auto,
+  /// "balanced": spread over the GPUs, then CPU, then disk.
+  Balanced,
+  /// "balanced_low_0": as balanced, with as little as possible on GPU 0.
+  BalancedLow0,
+  /// "sequential": fill each device in turn.
+  Sequential,
+};
+const char* to_string(DeviceMapStrategy strategy);
+/// The strategy `name` spells (Accelerate's names); none for another name.
+std::optional<DeviceMapStrategy> parse_device_map_strategy(std::string_view name);
+
 class DispatchOptions {
  public:
-  /// "auto" or "balanced" (spread over the GPUs, then CPU, then disk), "balanced_low_0" (as
-  /// little as possible on GPU 0), "sequential" (fill each device in turn).
-  DispatchOptions& device_map(std::string strategy);
+  /// A map inferred by `strategy` (DeviceMapStrategy::Auto without a call).
+  DispatchOptions& device_map(DeviceMapStrategy strategy);
+  /// The same by Accelerate's name: "auto", "balanced", "balanced_low_0" or "sequential"; another
+  /// name throws here, naming the choices.
+  DispatchOptions& device_map(std::string_view strategy);
   /// An explicit map; every tensor of the model must be covered.
   DispatchOptions& device_map(DeviceMap map);
   TORCH_ARG(MaxMemory, max_memory);
@@ -45,11 +63,11 @@ class DispatchOptions {
   TORCH_ARG(bool, zero_copy) = false;
 
  public:
-  const std::string& strategy() const { return strategy_; }
+  DeviceMapStrategy strategy() const { return strategy_; }
   const DeviceMap& explicit_map() const { return map_; }
 
  private:
-  std::string strategy_ = "auto";
+  DeviceMapStrategy strategy_ = DeviceMapStrategy::Auto;
   DeviceMap map_;
 };
 

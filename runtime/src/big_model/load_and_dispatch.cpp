@@ -4,6 +4,7 @@
 #include <accel/dispatch.h>
 #include <accel/safetensors.h>
 
+#include "accel_common/name_table.h"
 #include "accel_common/safetensors_header.h"
 #include "offload.h"
 #include "sharding/module_tensors.h"
@@ -19,11 +20,20 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <set>
+#include <utility>
 
 namespace accel {
 namespace {
+
+constexpr std::array<std::pair<DeviceMapStrategy, const char*>, 4> kStrategies = {{
+    {DeviceMapStrategy::Auto, "auto"},
+    {DeviceMapStrategy::Balanced, "balanced"},
+    {DeviceMapStrategy::BalancedLow0, "balanced_low_0"},
+    {DeviceMapStrategy::Sequential, "sequential"},
+}};
 
 namespace fs = std::filesystem;
 
@@ -131,17 +141,14 @@ DeviceMap choose_device_map(const torch::nn::Module& model, const DispatchOption
       get_max_memory({{entry.second, 0}});  // checks the name
     return options.explicit_map();
   }
-  const std::string& strategy = options.strategy();
-  TORCH_CHECK(strategy == "auto" || strategy == "balanced" || strategy == "balanced_low_0" ||
-                  strategy == "sequential",
-              "accel: device_map '", strategy,
-              "' is not one of auto, balanced, balanced_low_0, sequential");
+  const auto strategy = options.strategy();
   DeviceMapOptions map_options;
   map_options.max_memory(options.max_memory())
       .no_split_module_classes(options.no_split_module_classes())
       .dtype(options.dtype());
-  if (strategy != "sequential") {
-    map_options.max_memory(get_balanced_memory(model, map_options, strategy == "balanced_low_0"));
+  if (strategy != DeviceMapStrategy::Sequential) {
+    map_options.max_memory(
+        get_balanced_memory(model, map_options, strategy == DeviceMapStrategy::BalancedLow0));
   }
   return infer_auto_device_map(model, map_options);
 }
@@ -245,10 +252,23 @@ void point_at_disk(big_model::OffloadedWeight& weight, const Checkpoint& checkpo
 
 }  // namespace
 
-DispatchOptions& DispatchOptions::device_map(std::string strategy) {
-  strategy_ = std::move(strategy);
+const char* to_string(DeviceMapStrategy strategy) { return name_in(kStrategies, strategy); }
+
+std::optional<DeviceMapStrategy> parse_device_map_strategy(std::string_view name) {
+  return value_in<DeviceMapStrategy>(kStrategies, name);
+}
+
+DispatchOptions& DispatchOptions::device_map(DeviceMapStrategy strategy) {
+  strategy_ = strategy;
   map_.clear();
   return *this;
+}
+
+DispatchOptions& DispatchOptions::device_map(std::string_view strategy) {
+  const auto parsed = parse_device_map_strategy(strategy);
+  TORCH_CHECK(parsed.has_value(), "accel: device_map '", strategy,
+              "' is not one of auto, balanced, balanced_low_0, sequential");
+  return device_map(*parsed);
 }
 
 DispatchOptions& DispatchOptions::device_map(DeviceMap map) {

@@ -102,11 +102,11 @@ void resolve_training_loop(const AcceleratorOptions& options, const distributed:
            distributed::env_bool(env, contract::kDdpFindUnusedParameters), false));
   out.ddp.static_graph(pick(options.ddp().static_graph(),
                             distributed::env_bool(env, contract::kDdpStaticGraph), false));
-  out.ddp.comm_hook(pick(options.ddp().comm_hook(),
-                         distributed::env_string(env, contract::kDdpCommHook), std::string("no")));
-  TORCH_CHECK(contract::is_one_of(*out.ddp.comm_hook(), {"no", "fp16", "bf16"}),
-              "accel: invalid ddp.comm_hook: '", *out.ddp.comm_hook(),
-              "' (expected one of no, fp16, bf16; accel has no PowerSGD hook)");
+  if (!out.ddp.comm_hook()) {
+    out.ddp.comm_hook(parsed(parse_ddp_comm_hook, contract::kDdpCommHook,
+                             distributed::env_string(env, contract::kDdpCommHook).value_or("no"),
+                             contract::ddp_comm_hook_choices()));
+  }
   TORCH_CHECK(!(*out.ddp.find_unused_parameters() && *out.ddp.static_graph()),
               "accel: DistributedDataParallelOptions find_unused_parameters and static_graph are "
               "both set (ACCEL_DDP_FIND_UNUSED_PARAMETERS, ACCEL_DDP_STATIC_GRAPH); set one: "
@@ -298,13 +298,12 @@ void resolve_parallelism(const AcceleratorOptions& options, const distributed::E
   }
 }
 
-/// FP8 training's settings (after resolve_training_loop): the recipe, the backend a config
-/// names, and no fp16 loss scaling beside it.
+/// FP8 training's settings (after resolve_training_loop): the backend a config names, and no fp16
+/// loss scaling beside it (the recipe was parsed where it was set).
 void resolve_fp8(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                  ResolvedOptions& out) {
   out.fp8 = options.fp8();
   if (out.mixed_precision != MixedPrecision::Fp8) return;
-  precision::parse_fp8_recipe(out.fp8.recipe());
   if (const auto backend = distributed::env_string(env, contract::kFp8Backend)) {
     std::string upper = *backend;
     std::transform(upper.begin(), upper.end(), upper.begin(),

@@ -154,11 +154,11 @@ GradientSynchronizer::GradientSynchronizer(const torch::nn::Module& module,
                                 options.bucket_cap_mb() << 20, kFirstBucketBytes,
                                 options.gradient_as_bucket_view());
   gradients_are_views_ = options.gradient_as_bucket_view();
-  const std::string hook = options.comm_hook().value_or("no");
-  if (hook != "no") {
+  const auto hook = options.comm_hook().value_or(DdpCommHook::No);
+  if (hook != DdpCommHook::No) {
     compression_ = std::make_shared<CompressionBytes>();
     reducer_->register_comm_hook(std::make_unique<CompressionHook>(
-        group_, hook == "bf16" ? at::kBFloat16 : at::kHalf, compression_));
+        group_, hook == DdpCommHook::Bf16 ? at::kBFloat16 : at::kHalf, compression_));
   }
   // The reducer's constructor makes existing gradients bucket views already.
   finish_backward();

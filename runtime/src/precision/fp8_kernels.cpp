@@ -13,10 +13,13 @@
 #include "util/mode_key.h"
 #include "util/torch_compat.h"
 
+#include <accel_common/name_table.h>
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <mutex>
 #include <sstream>
@@ -202,8 +205,30 @@ std::optional<at::Tensor> fp8_route_matmul(const at::Tensor& self, const at::Ten
 
 }  // namespace precision
 
+namespace {
+
+constexpr std::array<std::pair<Fp8Recipe, const char*>, 2> kRecipes = {{
+    {Fp8Recipe::Tensorwise, "tensorwise"},
+    {Fp8Recipe::Rowwise, "rowwise"},
+}};
+
+}  // namespace
+
+const char* to_string(Fp8Recipe recipe) { return name_in(kRecipes, recipe); }
+
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) {
+  return value_in<Fp8Recipe>(kRecipes, name);
+}
+
+Fp8Options& Fp8Options::recipe(std::string_view name) {
+  const auto parsed = parse_fp8_recipe(name);
+  TORCH_CHECK(parsed.has_value(), "accel: Fp8Options.recipe '", name,
+              "' is not an FP8 recipe; choices: tensorwise, rowwise");
+  return recipe(*parsed);
+}
+
 std::vector<std::string> convert_to_fp8(torch::nn::Module& model, const Fp8Options& options) {
-  const auto recipe = precision::parse_fp8_recipe(options.recipe());
+  const auto recipe = options.recipe();
   TORCH_CHECK(options.modules().empty() || !options.module_filter(),
               "accel: Fp8Options takes modules or module_filter, not both");
   precision::NamedLinears linears;

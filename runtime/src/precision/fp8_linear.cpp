@@ -2,8 +2,6 @@
 
 #include "fp8_linear.h"
 
-#include <accel_common/name_table.h>
-
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
@@ -16,11 +14,6 @@
 namespace accel {
 namespace precision {
 namespace {
-
-constexpr std::array<std::pair<Fp8Recipe, const char*>, 2> kRecipes = {{
-    {Fp8Recipe::Tensorwise, "tensorwise"},
-    {Fp8Recipe::Rowwise, "rowwise"},
-}};
 
 /// The largest finite value of an FP8 format.
 double fp8_max(c10::ScalarType fp8) {
@@ -121,15 +114,6 @@ struct Fp8Matmul : public torch::autograd::Function<Fp8Matmul> {
 };
 
 }  // namespace
-
-Fp8Recipe parse_fp8_recipe(std::string_view name) {
-  const auto recipe = value_in<Fp8Recipe>(kRecipes, name);
-  TORCH_CHECK(recipe.has_value(), "accel: Fp8Options.recipe '", name,
-              "' is not an FP8 recipe; choices: tensorwise, rowwise");
-  return *recipe;
-}
-
-const char* to_string(Fp8Recipe recipe) { return name_in(kRecipes, recipe); }
 
 at::Tensor Fp8Tensor::dequantized() const { return data.to(at::kFloat) * scale; }
 

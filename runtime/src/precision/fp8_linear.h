@@ -4,6 +4,8 @@
 // the linear layer whose forward and backward use them. fp8_kernels.cpp routes converted Linears
 // here.
 
+#include <accel/fp8.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/ScalarType.h>
@@ -16,14 +18,7 @@
 namespace accel {
 namespace precision {
 
-enum class Fp8Recipe {
-  Tensorwise,  ///< one scale per tensor; e4m3 inputs and weights, e5m2 output gradients
-  Rowwise,     ///< one scale per row along the reduced dimension, all e4m3, power-of-2 scales
-};
-
-/// The recipe `name` spells; throws naming the choices for another.
-Fp8Recipe parse_fp8_recipe(std::string_view name);
-const char* to_string(Fp8Recipe recipe);
+using accel::Fp8Recipe;
 
 /// A tensor cast to FP8: its value is `data` (FP8) times `scale` (fp32: a 0-dim tensor for one
 /// scale per tensor, or one per row [rows, 1] or per column [1, columns]).

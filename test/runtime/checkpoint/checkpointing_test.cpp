@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "format_fixture.h"
 #include "support/datasets.h"
 #include "support/temp_dir.h"
 
@@ -439,6 +440,25 @@ TEST(SaveState, SavesInsideAnAccumulationWindowHoldTheWindow) {
 // continues the order the epoch was drawn with, and so does the second, from the checkpoint the
 // first resume saved. Every start but the first begins with another generator state (a fresh
 // process), which load_state puts back.
+// A folder written by the libaccel of before the training loop's state was split among its owners
+// (fb57ca5, issue 73: fixtures/before_issue_73, format_fixture.h's run saved inside an
+// accumulation window after micro-step 3 of 4) loads into today's, and the run it resumes ends
+// as the run that was never interrupted, bit for bit: the weights, the optimizer's moments, the
+// window's gradients, the scheduler, the loader's position and the generators all came back.
+TEST(SaveState, AFolderWrittenBeforeTheTrainingLoopSplitLoads) {
+  const auto folder =
+      std::filesystem::path(__FILE__).parent_path() / "fixtures" / "before_issue_73";
+  ASSERT_TRUE(std::filesystem::exists(folder / "accel_state.json")) << folder;
+  const auto whole = format_fixture::run("", "");
+  const auto resumed = format_fixture::run(folder.string(), "");
+  EXPECT_EQ(whole.micro_steps_run, 4);
+  EXPECT_EQ(resumed.micro_steps_run, 1);            // the loader resumed at the epoch's last batch
+  EXPECT_FALSE(resumed.sync_gradients_after_load);  // saved inside the window
+  EXPECT_EQ(resumed.step, whole.step);
+  EXPECT_TRUE(torch::equal(resumed.weight, whole.weight)) << resumed.weight << whole.weight;
+  EXPECT_TRUE(torch::equal(resumed.bias, whole.bias)) << resumed.bias << whole.bias;
+}
+
 TEST(SaveState, AShuffledLoaderResumedTwiceInOneEpochKeepsTheEpochsOrder) {
   using Random = torch::data::samplers::RandomSampler;
   constexpr int kEpochs = 2;

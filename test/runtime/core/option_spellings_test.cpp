@@ -28,7 +28,13 @@ TEST(OptionSpellings, EveryChoiceTheLauncherWritesParsesAndSpellsBackTheSame) {
     ASSERT_TRUE(precision.has_value()) << name;
     EXPECT_EQ(accel::to_string(*precision), name);
   }
+  for (const auto& name : accel::contract::ddp_comm_hook_choices()) {
+    const auto hook = accel::parse_ddp_comm_hook(name);
+    ASSERT_TRUE(hook.has_value()) << name;
+    EXPECT_EQ(accel::to_string(*hook), name);
+  }
   EXPECT_FALSE(accel::parse_sharding_strategy("ZERO_3").has_value());
+  EXPECT_FALSE(accel::parse_ddp_comm_hook("power_sgd").has_value());
   EXPECT_FALSE(accel::parse_mixed_precision("fp32").has_value());
 }
 
@@ -40,6 +46,32 @@ TEST(OptionSpellings, ResolvedOptionsHoldEnums) {
   EXPECT_EQ(options.sharding_strategy, accel::ShardingStrategy::FullShard);
   EXPECT_EQ(options.fsdp_state_dict_type, accel::StateDictType::ShardedStateDict);
   EXPECT_EQ(options.mixed_precision, accel::MixedPrecision::Bf16);
+  EXPECT_EQ(options.ddp.comm_hook(), accel::DdpCommHook::No);  // the default, resolved
+  EXPECT_EQ(accel::DistributedDataParallelOptions().comm_hook("bf16").comm_hook(),
+            accel::DdpCommHook::Bf16);
+}
+
+TEST(OptionSpellings, EveryEnumValueHasItsNameAndEveryNameParses) {
+  using accel::DdpCommHook;
+  for (const auto hook : {DdpCommHook::No, DdpCommHook::Fp16, DdpCommHook::Bf16}) {
+    EXPECT_TRUE(accel::contract::is_one_of(accel::to_string(hook),
+                                           accel::contract::ddp_comm_hook_choices()));
+  }
+  using accel::DeviceMapStrategy;
+  for (const auto strategy : {DeviceMapStrategy::Auto, DeviceMapStrategy::Balanced,
+                              DeviceMapStrategy::BalancedLow0, DeviceMapStrategy::Sequential}) {
+    EXPECT_EQ(accel::parse_device_map_strategy(accel::to_string(strategy)), strategy);
+    EXPECT_EQ(accel::DispatchOptions().device_map(accel::to_string(strategy)).strategy(), strategy);
+  }
+  EXPECT_FALSE(accel::parse_device_map_strategy("fastest").has_value());
+  using accel::Fp8Recipe;
+  for (const auto recipe : {Fp8Recipe::Tensorwise, Fp8Recipe::Rowwise}) {
+    EXPECT_EQ(accel::parse_fp8_recipe(accel::to_string(recipe)), recipe);
+    EXPECT_EQ(accel::Fp8Options().recipe(accel::to_string(recipe)).recipe(), recipe);
+  }
+  EXPECT_FALSE(accel::parse_fp8_recipe("delayed").has_value());
+  EXPECT_FALSE(accel::parse_device_map_strategy("Auto").has_value());
+  EXPECT_EQ(accel::DispatchOptions().strategy(), DeviceMapStrategy::Auto);
 }
 
 TEST(DeprecatedSpellings, ComparingTheEnumsWithTheirOldStringsStillWorks) {

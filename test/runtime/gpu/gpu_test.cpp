@@ -416,7 +416,7 @@ TEST_F(Gpu, Fp8OnCuda0ComputesWhatTheCpuDoesOrIsRefusedByCapability) {
       // product to bf16).
       const double scale = results[0][i].abs().max().item<double>();
       EXPECT_LT((results[0][i] - results[1][i]).abs().max().item<double>(), 1e-2 * scale)
-          << accel::precision::to_string(recipe) << " result " << i;
+          << accel::to_string(recipe) << " result " << i;
     }
   }
   // Through the Accelerator: converted at prepare, FP8 inside its scopes.
