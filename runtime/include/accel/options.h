@@ -228,7 +228,28 @@ struct AcceleratorOptions {
 /// The dtype sharded gradients are reduced in (fsdp_reduce_dtype).
 enum class ReduceDtype { Fp32, Bf16, Fp16 };
 
-/// `AcceleratorOptions` with every field resolved against the environment and the defaults.
+/// The sharded strategies' settings as resolved from AcceleratorOptions' `fsdp_*` fields and
+/// their `ACCEL_FSDP_*` variables (Accelerate's FullyShardedDataParallelPlugin); see those fields.
+struct FsdpOptions {
+  /// The classes whose modules are the units; empty: min_num_params or the whole model.
+  std::vector<std::string> transformer_layer_cls_to_wrap;
+  /// Units of at least this many parameters; 0: not set.
+  int64_t min_num_params = 0;
+  StateDictType state_dict_type = StateDictType::FullStateDict;
+  /// The shards and their optimizer state live in host memory between uses.
+  bool offload_params = false;
+  /// The units are checkpointed as `activation_checkpointing_policy` says.
+  bool activation_checkpointing = false;
+  CheckpointPolicy activation_checkpointing_policy;
+  ReduceDtype reduce_dtype = ReduceDtype::Fp32;
+  bool forward_prefetch = false;
+  /// BACKWARD_PRE or BACKWARD_POST (one prefetch point); false: NO_PREFETCH.
+  bool backward_prefetch = false;
+};
+
+/// `AcceleratorOptions` with every field resolved against the environment and the defaults, as
+/// `Accelerator::options()` returns it: each field means what the AcceleratorOptions field of its
+/// name says, with the choices parsed into their enums.
 struct ResolvedOptions {
   bool device_placement = true;
   bool split_batches = false;
@@ -254,15 +275,8 @@ struct ResolvedOptions {
   bool allow_unprepared_parameters = false;
   std::optional<uint64_t> seed;
   ShardingStrategy sharding_strategy = ShardingStrategy::NoShard;
-  std::vector<std::string> fsdp_transformer_layer_cls_to_wrap;
-  int64_t fsdp_min_num_params = 0;  // 0: not set
-  StateDictType fsdp_state_dict_type = StateDictType::FullStateDict;
-  bool fsdp_offload_params = false;
-  bool fsdp_activation_checkpointing = false;
-  CheckpointPolicy activation_checkpointing_policy;  // checked
-  ReduceDtype fsdp_reduce_dtype = ReduceDtype::Fp32;
-  bool fsdp_forward_prefetch = false;
-  bool fsdp_backward_prefetch = false;  // BACKWARD_PRE or BACKWARD_POST
+  /// How the sharded strategies cut, wrap, prefetch and save.
+  FsdpOptions fsdp;
   std::chrono::milliseconds timeout{std::chrono::seconds(1800)};
   /// The device mesh, when the program or the launcher gave one (sizes checked, not yet against
   /// the number of processes: the Accelerator does that).

@@ -55,8 +55,9 @@ fs::path folder_to_save(const ProjectConfiguration& project, const std::string& 
   return dir;
 }
 
-fs::path folder_to_load(ProjectConfiguration& project, const std::string& requested_dir) {
+FolderToLoad folder_to_load(const ProjectConfiguration& project, const std::string& requested_dir) {
   fs::path dir = requested_dir;
+  std::optional<int64_t> iteration;
   if (dir.empty()) {
     TORCH_CHECK(project.automatic_checkpoint_naming(),
                 "accel: load_state() needs a folder unless the project configuration has "
@@ -65,9 +66,9 @@ fs::path folder_to_load(ProjectConfiguration& project, const std::string& reques
     TORCH_CHECK(!folders.empty(), "accel: no checkpoint_<N> folder under ",
                 checkpoints_root(project).string());
     dir = folders.back().second;
-    project.iteration(folders.back().first + 1);
+    iteration = folders.back().first + 1;
   }
-  return util::committed_folder(dir.string(), kStateFile);
+  return {util::committed_folder(dir.string(), kStateFile), iteration};
 }
 
 void remove_oldest_checkpoints(const ProjectConfiguration& project) {

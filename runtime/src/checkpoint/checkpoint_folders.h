@@ -25,11 +25,14 @@ bool has_numbered_checkpoint(const ProjectConfiguration& project);
 std::filesystem::path folder_to_save(const ProjectConfiguration& project,
                                      const std::string& requested_dir);
 
-/// The folder load_state reads: the one asked for, or the newest numbered one (the project's
-/// iteration then continues after it); a save interrupted between the two renames of
-/// commit_folder left the previous checkpoint, complete, in its backup.
-std::filesystem::path folder_to_load(ProjectConfiguration& project,
-                                     const std::string& requested_dir);
+/// The folder load_state reads: the one asked for, or the newest numbered one (`iteration` is
+/// then its number + 1, where the project's numbering continues); a save interrupted between the
+/// two renames of commit_folder left the previous checkpoint, complete, in its backup.
+struct FolderToLoad {
+  std::filesystem::path dir;
+  std::optional<int64_t> iteration;
+};
+FolderToLoad folder_to_load(const ProjectConfiguration& project, const std::string& requested_dir);
 
 /// With automatic naming and a total_limit, the oldest checkpoints beyond the limit go.
 void remove_oldest_checkpoints(const ProjectConfiguration& project);

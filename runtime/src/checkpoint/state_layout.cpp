@@ -127,22 +127,19 @@ Part optimizer_part(const optim::OptimizerRegistry& optimizers,
   return part;
 }
 
-Part scheduler_part(const optim::StatefulParts& stateful) {
-  const auto& schedulers = stateful.of(optim::StatefulParts::Kind::scheduler);
-  auto io = archived([&schedulers](auto& a, size_t i) { schedulers[i]->save_state(a); },
-                     [&schedulers](auto& a, size_t i) { schedulers[i]->load_state(a); });
-  return {"schedulers",      "schedulers",
-          schedulers.size(), [](size_t i) { return numbered("scheduler", i, ".pt"); },
-          io.first,          io.second};
-}
-
-Part data_loader_part(const optim::StatefulParts& stateful) {
-  const auto& loaders = stateful.of(optim::StatefulParts::Kind::data_loader);
-  auto io = archived([&loaders](auto& a, size_t i) { loaders[i]->save_state(a); },
-                     [&loaders](auto& a, size_t i) { loaders[i]->load_state(a); });
-  return {"data_loaders", "data loaders",
-          loaders.size(), [](size_t i) { return numbered("data_loader", i, ".pt"); },
-          io.first,       io.second};
+Part stateful_part(const optim::StatefulParts& stateful, optim::StatefulParts::Kind kind) {
+  const auto& parts = stateful.of(kind);
+  auto io = archived([&parts](auto& a, size_t i) { parts[i]->save_state(a); },
+                     [&parts](auto& a, size_t i) { parts[i]->load_state(a); });
+  const bool schedulers = kind == optim::StatefulParts::Kind::scheduler;
+  return {schedulers ? "schedulers" : "data_loaders",
+          schedulers ? "schedulers" : "data loaders",
+          parts.size(),
+          [schedulers](size_t i) {
+            return numbered(schedulers ? "scheduler" : "data_loader", i, ".pt");
+          },
+          io.first,
+          io.second};
 }
 
 Part scaler_part(const optim::OptimizerRegistry& optimizers) {
@@ -160,7 +157,7 @@ Part scaler_part(const optim::OptimizerRegistry& optimizers) {
   return part;
 }
 
-Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects) {
+Part custom_objects_part(const std::vector<detail::CheckpointHooks>& objects) {
   auto io = archived([&objects](auto& a, size_t i) { objects[i].save(a); },
                      [&objects](auto& a, size_t i) { objects[i].load(a); });
   return {
@@ -172,12 +169,12 @@ Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects) {
 std::vector<Part> checkpoint_parts(
     const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout,
     const optim::OptimizerRegistry& optimizers, const optim::StatefulParts& stateful,
-    std::vector<detail::CheckpointHooks>& custom_objects,
+    const std::vector<detail::CheckpointHooks>& custom_objects,
     std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded, bool sharded_optimizers) {
   return {model_part(models, layout),
           optimizer_part(optimizers, std::move(on_optimizer_loaded), sharded_optimizers),
-          scheduler_part(stateful),
-          data_loader_part(stateful),
+          stateful_part(stateful, optim::StatefulParts::Kind::scheduler),
+          stateful_part(stateful, optim::StatefulParts::Kind::data_loader),
           scaler_part(optimizers),
           custom_objects_part(custom_objects)};
 }

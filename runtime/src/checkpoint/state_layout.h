@@ -82,16 +82,16 @@ Part model_part(const std::vector<torch::nn::Module*>& models, const ModelsLayou
 /// `sharded`: each process saves its own shard.
 Part optimizer_part(const optim::OptimizerRegistry& optimizers,
                     std::function<void(torch::optim::Optimizer&)> on_loaded, bool sharded);
-Part scheduler_part(const optim::StatefulParts& stateful);
-Part data_loader_part(const optim::StatefulParts& stateful);
+/// The schedulers' or the data loaders' part.
+Part stateful_part(const optim::StatefulParts& stateful, optim::StatefulParts::Kind kind);
 Part scaler_part(const optim::OptimizerRegistry& optimizers);
-Part custom_objects_part(std::vector<detail::CheckpointHooks>& objects);
+Part custom_objects_part(const std::vector<detail::CheckpointHooks>& objects);
 
 /// The table, in the order the folder lists its parts. `models` and `layout` must outlive it.
 std::vector<Part> checkpoint_parts(
     const std::vector<torch::nn::Module*>& models, const ModelsLayout& layout,
     const optim::OptimizerRegistry& optimizers, const optim::StatefulParts& stateful,
-    std::vector<detail::CheckpointHooks>& custom_objects,
+    const std::vector<detail::CheckpointHooks>& custom_objects,
     std::function<void(torch::optim::Optimizer&)> on_optimizer_loaded, bool sharded_optimizers);
 
 }  // namespace accel::checkpoints

@@ -443,7 +443,7 @@ void restore_window(const CheckpointInputs& run, const fs::path& dir, bool windo
 }  // namespace
 
 std::string save_state(const CheckpointInputs& run, const std::string& requested_dir) {
-  auto& project = *run.project;
+  const auto& project = *run.project;
   const fs::path dir = folder_to_save(project, requested_dir);
   // The process that assembles and swaps the folder: the main one, or each machine's first with
   // save_on_each_node (no shared filesystem).
@@ -478,13 +478,13 @@ std::string save_state(const CheckpointInputs& run, const std::string& requested
     if (requested_dir.empty()) remove_oldest_checkpoints(project);
   }
   run.wait_for_everyone();
-  project.iteration(project.iteration() + 1);
   return dir.string();
 }
 
-void load_state(const CheckpointInputs& run, const std::string& requested_dir,
-                const LoadStateOptions& options) {
-  const fs::path dir = folder_to_load(*run.project, requested_dir);
+std::optional<int64_t> load_state(const CheckpointInputs& run, const std::string& requested_dir,
+                                  const LoadStateOptions& options) {
+  const auto folder = folder_to_load(*run.project, requested_dir);
+  const fs::path& dir = folder.dir;
   const Summary summary = read_summary(dir);
   const SavedLayout saved = read_saved_layout(summary);
   check_layout_fits(dir, saved, options, run);
@@ -513,6 +513,7 @@ void load_state(const CheckpointInputs& run, const std::string& requested_dir,
     load_generators(dir / random_states_file(run.process_index));
   }
   run.wait_for_everyone();
+  return folder.iteration;
 }
 
 }  // namespace accel::checkpoints

@@ -58,7 +58,7 @@ struct CheckpointInputs {
   const optim::OptimizerRegistry* optimizers = nullptr;
   const optim::StatefulParts* stateful = nullptr;
   std::vector<std::shared_ptr<sharding::OptimizerShards>> shards;
-  std::vector<detail::CheckpointHooks>* custom_objects = nullptr;
+  const std::vector<detail::CheckpointHooks>* custom_objects = nullptr;
   const std::map<int64_t, SaveStatePreHook>* save_pre_hooks = nullptr;
   const std::map<int64_t, LoadStatePreHook>* load_pre_hooks = nullptr;
   /// Moves a loaded optimizer's state to the parameters' devices.
@@ -103,21 +103,23 @@ struct CheckpointInputs {
   };
   std::optional<Pipeline> pipeline;
 
-  // What the checkpoint saves of the run's counters, and hands back on load: the project's
-  // iteration (save_state advances it) and the accumulation window's.
-  ProjectConfiguration* project = nullptr;
+  // Where checkpoints go and how many are kept (the caller advances its iteration after a
+  // save_state), and what the checkpoint saves of the accumulation window's counters and hands
+  // back on load.
+  const ProjectConfiguration* project = nullptr;
   WindowCounters window;
   /// Inside an accumulation window (this micro-step does not synchronise): its gradients are kept.
   bool in_window = false;
   std::function<void(const WindowCounters&, bool in_window)> restore_window;
 };
 
-/// Writes the run's state into `requested_dir` (or the next numbered folder) and returns it.
-/// A collective: every process calls it.
+/// Writes the run's state into `requested_dir` (or the next numbered folder, the project's
+/// iteration; the caller advances it after) and returns it. A collective: every process calls it.
 std::string save_state(const CheckpointInputs& run, const std::string& requested_dir);
 
-/// Restores the run's state from `requested_dir` (or the newest numbered folder). A collective.
-void load_state(const CheckpointInputs& run, const std::string& requested_dir,
-                const LoadStateOptions& options);
+/// Restores the run's state from `requested_dir` (or the newest numbered folder: returns its
+/// number + 1, where the project's numbering continues). A collective.
+std::optional<int64_t> load_state(const CheckpointInputs& run, const std::string& requested_dir,
+                                  const LoadStateOptions& options);
 
 }  // namespace accel::checkpoints

@@ -81,15 +81,15 @@ sharding::ShardingSettings sharding_settings(const ResolvedOptions& options, boo
   sharding::ShardingSettings settings;
   settings.strategy = options.sharding_strategy;
   settings.distributed = distributed;
-  settings.offload = options.fsdp_offload_params;
-  settings.wrap_classes = options.fsdp_transformer_layer_cls_to_wrap;
-  settings.min_num_params = options.fsdp_min_num_params;
+  settings.offload = options.fsdp.offload_params;
+  settings.wrap_classes = options.fsdp.transformer_layer_cls_to_wrap;
+  settings.min_num_params = options.fsdp.min_num_params;
   settings.units_by_use = *options.ddp.find_unused_parameters() || *options.ddp.static_graph();
   settings.unit_bytes = options.ddp.bucket_cap_mb() << 20;
-  if (options.fsdp_reduce_dtype == ReduceDtype::Bf16) settings.reduce_dtype = at::kBFloat16;
-  if (options.fsdp_reduce_dtype == ReduceDtype::Fp16) settings.reduce_dtype = at::kHalf;
-  settings.forward_prefetch = options.fsdp_forward_prefetch;
-  settings.backward_prefetch = options.fsdp_backward_prefetch;
+  if (options.fsdp.reduce_dtype == ReduceDtype::Bf16) settings.reduce_dtype = at::kBFloat16;
+  if (options.fsdp.reduce_dtype == ReduceDtype::Fp16) settings.reduce_dtype = at::kHalf;
+  settings.forward_prefetch = options.fsdp.forward_prefetch;
+  settings.backward_prefetch = options.fsdp.backward_prefetch;
   return settings;
 }
 
@@ -233,9 +233,9 @@ void Accelerator::Impl::broadcast_model(torch::nn::Module& model) {
 
 void Accelerator::Impl::prepare_parts(torch::nn::Module& model, const TensorParallelPlan* plan,
                                       bool pipeline) {
-  if (options.fsdp_activation_checkpointing) {
-    detail::apply_activation_checkpointing(model, options.fsdp_transformer_layer_cls_to_wrap,
-                                           options.activation_checkpointing_policy);
+  if (options.fsdp.activation_checkpointing) {
+    detail::apply_activation_checkpointing(model, options.fsdp.transformer_layer_cls_to_wrap,
+                                           options.fsdp.activation_checkpointing_policy);
   }
   if (plan != nullptr) apply_tensor_parallel(model, *plan, /*checked=*/pipeline);
   if (options.mixed_precision == MixedPrecision::Fp8) {

@@ -38,7 +38,7 @@ checkpoints::CheckpointInputs Accelerator::Impl::checkpoint_inputs(Accelerator& 
   run.sharding_strategy = sharding.effective_strategy();
   run.sharded_optimizers = sharding.sharded();
   if (sharding.shards_parameters() &&
-      options.fsdp_state_dict_type == StateDictType::ShardedStateDict) {
+      options.fsdp.state_dict_type == StateDictType::ShardedStateDict) {
     // The processes the shards are cut among; HYBRID_SHARD's other machines hold the same ones.
     const auto& group = shard_group();
     const auto replicas = replicate_group();
@@ -79,7 +79,7 @@ RemovableHandle Accelerator::register_load_state_pre_hook(LoadStatePreHook hook)
 
 void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) const {
   if (!sharding.shards_parameters() ||
-      options.fsdp_state_dict_type != StateDictType::ShardedStateDict) {
+      options.fsdp.state_dict_type != StateDictType::ShardedStateDict) {
     return;
   }
   // Checked alike on every process (each holds slices of the same parameters): none hangs.
@@ -96,13 +96,17 @@ void Accelerator::Impl::refuse_sharded_tensor_parallel_state(const char* call) c
 std::string Accelerator::save_state(const std::string& requested_dir) {
   ACCEL_METHOD_LABEL("save_state");
   impl_->refuse_sharded_tensor_parallel_state("save_state");
-  return checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
+  const auto dir = checkpoints::save_state(impl_->checkpoint_inputs(*this), requested_dir);
+  impl_->project.iteration(impl_->project.iteration() + 1);
+  return dir;
 }
 
 void Accelerator::load_state(const std::string& requested_dir, const LoadStateOptions& options) {
   ACCEL_METHOD_LABEL("load_state");
   impl_->refuse_sharded_tensor_parallel_state("load_state");
-  checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
+  const auto iteration =
+      checkpoints::load_state(impl_->checkpoint_inputs(*this), requested_dir, options);
+  if (iteration) impl_->project.iteration(*iteration);
 }
 
 bool Accelerator::resume_if_possible() {

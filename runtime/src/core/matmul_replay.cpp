@@ -9,7 +9,7 @@
 
 #include "matmul_replay.h"
 
-#include "util/mode_key.h"
+#include "precision/mode_key.h"
 #include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
@@ -132,10 +132,10 @@ at::Tensor next_recorded(MatmulRecord& record, const char* op, at::IntArrayRef e
 
 at::Tensor routed(const char* op, const at::Tensor& self, const at::Tensor& mat1,
                   const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha,
-                  bool batched, const util::Compute& compute) {
+                  bool batched, const precision::Compute& compute) {
   MatmulRecord* record = t_record;
   if (record == nullptr) return compute();
-  if (util::mode_on(util::Mode::RecordMatmuls)) {
+  if (precision::mode_on(precision::Mode::RecordMatmuls)) {
     // Below the key: a kernel that calls the operator again (autocast's, after its casts) is
     // not recorded twice.
     c10::impl::ExcludeDispatchKeyGuard once(util::kModeDispatchKey);
@@ -159,34 +159,35 @@ at::Tensor routed(const char* op, const at::Tensor& self, const at::Tensor& mat1
   return ReplayedProduct::apply(a, b, batched, std::move(output));
 }
 
-at::Tensor routed_mm(const at::Tensor& self, const at::Tensor& mat2, const util::Compute& compute) {
+at::Tensor routed_mm(const at::Tensor& self, const at::Tensor& mat2,
+                     const precision::Compute& compute) {
   return routed("mm", at::Tensor(), self, mat2, 1, 1, false, compute);
 }
 at::Tensor routed_bmm(const at::Tensor& self, const at::Tensor& mat2,
-                      const util::Compute& compute) {
+                      const precision::Compute& compute) {
   return routed("bmm", at::Tensor(), self, mat2, 1, 1, true, compute);
 }
 at::Tensor routed_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                         const c10::Scalar& beta, const c10::Scalar& alpha,
-                        const util::Compute& compute) {
+                        const precision::Compute& compute) {
   return routed("addmm", self, mat1, mat2, beta, alpha, false, compute);
 }
 
-void use_routes() { util::set_matmul_routes({&routed_mm, &routed_bmm, &routed_addmm}); }
+void use_routes() { precision::set_matmul_routes({&routed_mm, &routed_bmm, &routed_addmm}); }
 
 }  // namespace
 
 MatmulScope::MatmulScope(MatmulRecord& record, Kind kind) : previous_(t_record) {
   use_routes();
   t_record = &record;
-  was_recording_ = util::set_mode(util::Mode::RecordMatmuls, kind == Kind::Record);
-  was_replaying_ = util::set_mode(util::Mode::ReplayMatmuls, kind == Kind::Replay);
+  was_recording_ = precision::set_mode(precision::Mode::RecordMatmuls, kind == Kind::Record);
+  was_replaying_ = precision::set_mode(precision::Mode::ReplayMatmuls, kind == Kind::Replay);
 }
 
 MatmulScope::~MatmulScope() {
   t_record = previous_;
-  util::set_mode(util::Mode::RecordMatmuls, was_recording_);
-  util::set_mode(util::Mode::ReplayMatmuls, was_replaying_);
+  precision::set_mode(precision::Mode::RecordMatmuls, was_recording_);
+  precision::set_mode(precision::Mode::ReplayMatmuls, was_replaying_);
 }
 
 }  // namespace core

@@ -5,7 +5,7 @@
 // instead of computing them again, recomputing only the rest (the element-wise operators, which
 // cost memory but little time). PyTorch builds this on saved-tensor hooks and TorchDispatchMode,
 // which LibTorch's C++ API lacks; here the matmuls reach kModeDispatchKey's kernels
-// (util/mode_key.h) while a record or a replay is open on the thread.
+// (precision/mode_key.h) while a record or a replay is open on the thread.
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>

@@ -123,33 +123,33 @@ void resolve_sharding(const AcceleratorOptions& options, const distributed::EnvL
       pick(options.sharding_strategy(), distributed::env_string(env, contract::kShardingStrategy),
            std::string("NO_SHARD")),
       contract::sharding_strategy_choices());
-  out.fsdp_state_dict_type = parsed(parse_state_dict_type, "fsdp_state_dict_type",
+  out.fsdp.state_dict_type = parsed(parse_state_dict_type, "fsdp_state_dict_type",
                                     pick(options.fsdp_state_dict_type(),
                                          distributed::env_string(env, contract::kFsdpStateDictType),
                                          std::string("FULL_STATE_DICT")),
                                     contract::state_dict_type_choices());
-  out.fsdp_offload_params = pick(options.fsdp_offload_params(),
+  out.fsdp.offload_params = pick(options.fsdp_offload_params(),
                                  distributed::env_bool(env, contract::kFsdpOffloadParams), false);
-  TORCH_CHECK(!out.fsdp_offload_params || out.sharding_strategy != ShardingStrategy::NoShard,
+  TORCH_CHECK(!out.fsdp.offload_params || out.sharding_strategy != ShardingStrategy::NoShard,
               "accel: fsdp_offload_params keeps the shards of a sharded run in host memory, and "
               "sharding_strategy is NO_SHARD; choose SHARD_OPTIMIZER_STATE, SHARD_GRAD_OP, "
               "FULL_SHARD or HYBRID_SHARD with it");
-  out.fsdp_transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
-  if (out.fsdp_transformer_layer_cls_to_wrap.empty()) {
-    out.fsdp_transformer_layer_cls_to_wrap =
+  out.fsdp.transformer_layer_cls_to_wrap = options.fsdp_transformer_layer_cls_to_wrap();
+  if (out.fsdp.transformer_layer_cls_to_wrap.empty()) {
+    out.fsdp.transformer_layer_cls_to_wrap =
         names_in(distributed::env_string(env, contract::kFsdpClassesToWrap));
   }
   if (options.fsdp_min_num_params()) {
-    out.fsdp_min_num_params = *options.fsdp_min_num_params();
-    TORCH_CHECK(out.fsdp_min_num_params >= 1,
-                "accel: invalid fsdp_min_num_params: ", out.fsdp_min_num_params,
+    out.fsdp.min_num_params = *options.fsdp_min_num_params();
+    TORCH_CHECK(out.fsdp.min_num_params >= 1,
+                "accel: invalid fsdp_min_num_params: ", out.fsdp.min_num_params,
                 " (expected an integer >= 1)");
   } else if (auto count = distributed::env_int(env, contract::kFsdpMinNumParams)) {
     TORCH_CHECK(*count >= 1, "accel: invalid ", contract::kFsdpMinNumParams, ": ", *count,
                 " (expected an integer >= 1)");
-    out.fsdp_min_num_params = *count;
+    out.fsdp.min_num_params = *count;
   }
-  TORCH_CHECK(out.fsdp_min_num_params == 0 || out.fsdp_transformer_layer_cls_to_wrap.empty(),
+  TORCH_CHECK(out.fsdp.min_num_params == 0 || out.fsdp.transformer_layer_cls_to_wrap.empty(),
               "accel: fsdp_transformer_layer_cls_to_wrap and fsdp_min_num_params are two auto-wrap "
               "policies; set one (FSDP's TRANSFORMER_BASED_WRAP or SIZE_BASED_WRAP)");
 }
@@ -210,16 +210,16 @@ void check_ranges(const ResolvedOptions& out) {
 /// (after resolve_training_loop and resolve_sharding, whose results they read).
 void resolve_fsdp_features(const AcceleratorOptions& options, const distributed::EnvLookup& env,
                            ResolvedOptions& out) {
-  out.fsdp_activation_checkpointing =
+  out.fsdp.activation_checkpointing =
       pick(options.fsdp_activation_checkpointing(),
            distributed::env_bool(env, contract::kFsdpActivationCheckpointing), false);
-  TORCH_CHECK(!out.fsdp_activation_checkpointing || !out.fsdp_transformer_layer_cls_to_wrap.empty(),
+  TORCH_CHECK(!out.fsdp.activation_checkpointing || !out.fsdp.transformer_layer_cls_to_wrap.empty(),
               "accel: fsdp_activation_checkpointing checkpoints the classes "
               "fsdp_transformer_layer_cls_to_wrap names, and it names none; name the blocks to "
               "checkpoint (ACCEL_FSDP_TRANSFORMER_CLS_TO_WRAP), or call accel::checkpoint in "
               "your forward");
-  out.activation_checkpointing_policy = options.activation_checkpointing_policy();
-  core::check_checkpoint_policy(out.activation_checkpointing_policy);
+  out.fsdp.activation_checkpointing_policy = options.activation_checkpointing_policy();
+  core::check_checkpoint_policy(out.fsdp.activation_checkpointing_policy);
   // Accelerate's MixedPrecision: gradients are reduced in the mixed precision dtype.
   const auto mp = out.mixed_precision;
   const std::string precision_dtype = mp == MixedPrecision::Fp16 ? "fp16"
@@ -232,10 +232,10 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const distributed:
   TORCH_CHECK(contract::is_one_of(reduce_dtype, {"fp32", "bf16", "fp16"}),
               "accel: invalid fsdp_reduce_dtype '", reduce_dtype,
               "' (expected one of fp32, bf16, fp16)");
-  out.fsdp_reduce_dtype = reduce_dtype == "bf16"   ? ReduceDtype::Bf16
+  out.fsdp.reduce_dtype = reduce_dtype == "bf16"   ? ReduceDtype::Bf16
                           : reduce_dtype == "fp16" ? ReduceDtype::Fp16
                                                    : ReduceDtype::Fp32;
-  out.fsdp_forward_prefetch =
+  out.fsdp.forward_prefetch =
       pick(options.fsdp_forward_prefetch(),
            distributed::env_bool(env, contract::kFsdpForwardPrefetch), false);
   const std::string backward_prefetch = pick(
@@ -245,7 +245,7 @@ void resolve_fsdp_features(const AcceleratorOptions& options, const distributed:
       contract::is_one_of(backward_prefetch, {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"}),
       "accel: invalid fsdp_backward_prefetch: '", backward_prefetch,
       "' (expected one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH)");
-  out.fsdp_backward_prefetch = backward_prefetch != "NO_PREFETCH";
+  out.fsdp.backward_prefetch = backward_prefetch != "NO_PREFETCH";
 }
 
 /// The device mesh: the program's, else the launcher's variables (read, as by Accelerate, only

@@ -7,7 +7,6 @@
 // gates and record their steps, and the checkpoint walks the stateful parts.
 
 #include <accel/detail/training_links.h>
-#include <accel/grad_scaler.h>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -21,6 +20,9 @@
 #include <vector>
 
 namespace accel {
+
+class GradScaler;  // accel/grad_scaler.h (precision's): held here, stepped by the optimizers
+
 namespace optim {
 
 /// Whether the current micro-step synchronises (the accumulation window decides; a checkpoint

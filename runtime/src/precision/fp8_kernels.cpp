@@ -1,16 +1,16 @@
 // Which Linears compute in FP8, and the routes that send them there (accel/fp8.h).
 //
 // LinearImpl::forward is not virtual, so a converted Linear cannot be another class. Its weight
-// is recorded instead, and while an FP8 scope is open (util/mode_key.h) the operators a Linear's
+// is recorded instead, and while an FP8 scope is open (mode_key.h) the operators a Linear's
 // forward reaches (linear; addmm(bias, x, w.t()) for a 2-D input with a bias; matmul(x, w.t())
-// otherwise) come to util/mode_key.cpp's kernels before autocast, with the weight or its t() (a
+// otherwise) come to mode_key.cpp's kernels before autocast, with the weight or its t() (a
 // view whose base is the weight), and the routes here send a converted weight's to fp8_linear.
 
 #include <accel/fp8.h>
 
 #include "fp8_linear.h"
 #include "fp8_scope.h"
-#include "util/mode_key.h"
+#include "mode_key.h"
 #include "util/torch_compat.h"
 
 #include <accel_common/name_table.h>
@@ -173,12 +173,9 @@ Fp8Tensor fp8_weight(const at::Tensor& weight) {
   return quantize_fp8(weight, at::kFloat8_e4m3fn);
 }
 
-bool fp8_scope_open() { return util::mode_on(util::Mode::Fp8); }
+bool fp8_scope_open() { return mode_on(Mode::Fp8); }
 
-void set_fp8_scope(bool open) {
-  if (open) util::set_fp8_routes({&fp8_route_linear, &fp8_route_addmm, &fp8_route_matmul});
-  util::set_mode(util::Mode::Fp8, open);
-}
+void set_fp8_scope(bool open) { set_mode(Mode::Fp8, open); }
 
 std::optional<at::Tensor> fp8_route_linear(const at::Tensor& input, const at::Tensor& weight,
                                            const std::optional<at::Tensor>& bias) {

@@ -156,8 +156,8 @@ constexpr c10::DispatchKey kShardedDispatchKey = c10::DispatchKey::Fake;
 constexpr c10::DispatchKey kTensorParallelDispatchKey =
     c10::DispatchKey::TESTING_ONLY_GenericWrapper;
 
-// The dispatch key accel's thread-local modes include in the thread's keys (util/mode_key.h: FP8
-// Linears, a checkpointed block's matmuls recorded and replayed): above autograd, so that the
+// The dispatch key accel's thread-local modes include in the thread's keys (precision/mode_key.h:
+// FP8 Linears, a checkpointed block's matmuls recorded and replayed): above autograd, so that the
 // matmuls reach accel before autograd records them, above autocast, so that a converted Linear's
 // operators reach accel before autocast casts them, and above tensor parallelism's key.
 // TESTING_ONLY_GenericMode is the thread-local twin of the key above, equally unused by LibTorch

@@ -44,7 +44,7 @@ TEST(OptionSpellings, ResolvedOptionsHoldEnums) {
                                                   .fsdp_state_dict_type("SHARDED_STATE_DICT")
                                                   .mixed_precision("bf16"));
   EXPECT_EQ(options.sharding_strategy, accel::ShardingStrategy::FullShard);
-  EXPECT_EQ(options.fsdp_state_dict_type, accel::StateDictType::ShardedStateDict);
+  EXPECT_EQ(options.fsdp.state_dict_type, accel::StateDictType::ShardedStateDict);
   EXPECT_EQ(options.mixed_precision, accel::MixedPrecision::Bf16);
   EXPECT_EQ(options.ddp.comm_hook(), accel::DdpCommHook::No);  // the default, resolved
   EXPECT_EQ(accel::DistributedDataParallelOptions().comm_hook("bf16").comm_hook(),
@@ -81,8 +81,8 @@ TEST(DeprecatedSpellings, ComparingTheEnumsWithTheirOldStringsStillWorks) {
                                                   .mixed_precision("no"));
   EXPECT_TRUE(options.sharding_strategy == "SHARD_GRAD_OP");
   EXPECT_TRUE(options.sharding_strategy != "FULL_SHARD");
-  EXPECT_TRUE(options.fsdp_state_dict_type == "FULL_STATE_DICT");
-  EXPECT_TRUE(options.fsdp_state_dict_type != "SHARDED_STATE_DICT");
+  EXPECT_TRUE(options.fsdp.state_dict_type == "FULL_STATE_DICT");
+  EXPECT_TRUE(options.fsdp.state_dict_type != "SHARDED_STATE_DICT");
   EXPECT_TRUE(options.mixed_precision == "no");
   EXPECT_TRUE(options.mixed_precision != "bf16");
 }

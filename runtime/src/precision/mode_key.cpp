@@ -2,9 +2,9 @@
 
 #include "mode_key.h"
 
-#include "dispatch_registration.h"
-
-#include "torch_compat.h"
+#include "fp8_linear.h"
+#include "util/dispatch_registration.h"
+#include "util/torch_compat.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -14,15 +14,16 @@
 #include <mutex>
 
 namespace accel {
-namespace util {
+namespace precision {
 namespace {
+
+using util::kModeDispatchKey;
 
 thread_local uint8_t t_modes = 0;
 
-// Set once by each mode's owner before the mode is first on; read by every thread's kernels.
-Fp8Routes g_fp8_routes;
+// Set once by core's activation checkpointing before a record or replay is first on; read by
+// every thread's kernels.
 MatmulRoutes g_matmul_routes;
-std::atomic<bool> g_fp8_routes_set{false};
 std::atomic<bool> g_matmul_routes_set{false};
 
 bool recording_or_replaying() {
@@ -38,9 +39,9 @@ using Excluded = c10::impl::ExcludeDispatchKeyGuard;
 
 at::Tensor linear_kernel(c10::DispatchKeySet keys, const at::Tensor& input,
                          const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-  if (mode_on(Mode::Fp8) && g_fp8_routes_set) {
+  if (mode_on(Mode::Fp8)) {
     Excluded plain(kModeDispatchKey);
-    if (auto out = g_fp8_routes.linear(input, weight, bias)) return *std::move(out);
+    if (auto out = fp8_route_linear(input, weight, bias)) return *std::move(out);
   }
   // A composite: the matmuls it decomposes into come back to this key's kernels.
   return at::_ops::linear::redispatch(below(keys), input, weight, bias);
@@ -48,18 +49,18 @@ at::Tensor linear_kernel(c10::DispatchKeySet keys, const at::Tensor& input,
 
 at::Tensor matmul_kernel(c10::DispatchKeySet keys, const at::Tensor& self,
                          const at::Tensor& other) {
-  if (mode_on(Mode::Fp8) && g_fp8_routes_set) {
+  if (mode_on(Mode::Fp8)) {
     Excluded plain(kModeDispatchKey);
-    if (auto out = g_fp8_routes.matmul(self, other)) return *std::move(out);
+    if (auto out = fp8_route_matmul(self, other)) return *std::move(out);
   }
   return at::_ops::matmul::redispatch(below(keys), self, other);
 }
 
 at::Tensor addmm_kernel(c10::DispatchKeySet keys, const at::Tensor& self, const at::Tensor& mat1,
                         const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha) {
-  if (mode_on(Mode::Fp8) && g_fp8_routes_set) {
+  if (mode_on(Mode::Fp8)) {
     Excluded plain(kModeDispatchKey);
-    if (auto out = g_fp8_routes.addmm(self, mat1, mat2, beta, alpha)) return *std::move(out);
+    if (auto out = fp8_route_addmm(self, mat1, mat2, beta, alpha)) return *std::move(out);
   }
   const auto compute = [&] {
     return at::_ops::addmm::redispatch(below(keys), self, mat1, mat2, beta, alpha);
@@ -88,14 +89,15 @@ at::Tensor bmm_kernel(c10::DispatchKeySet keys, const at::Tensor& self, const at
 
 void register_mode_kernels() {
   static const bool registered = [] {
-    register_borrowed_key(kModeDispatchKey, "FP8 training and activation checkpointing's matmuls",
-                          torch::CppFunction::makeFallthrough(), [](torch::Library& aten) {
-                            aten.impl("linear", TORCH_FN(linear_kernel));
-                            aten.impl("matmul", TORCH_FN(matmul_kernel));
-                            aten.impl("addmm", TORCH_FN(addmm_kernel));
-                            aten.impl("mm", TORCH_FN(mm_kernel));
-                            aten.impl("bmm", TORCH_FN(bmm_kernel));
-                          });
+    util::register_borrowed_key(kModeDispatchKey,
+                                "FP8 training and activation checkpointing's matmuls",
+                                torch::CppFunction::makeFallthrough(), [](torch::Library& aten) {
+                                  aten.impl("linear", TORCH_FN(linear_kernel));
+                                  aten.impl("matmul", TORCH_FN(matmul_kernel));
+                                  aten.impl("addmm", TORCH_FN(addmm_kernel));
+                                  aten.impl("mm", TORCH_FN(mm_kernel));
+                                  aten.impl("bmm", TORCH_FN(bmm_kernel));
+                                });
     return true;
   }();
   (void)registered;
@@ -117,14 +119,6 @@ bool set_mode(Mode mode, bool on) {
   return was;
 }
 
-void set_fp8_routes(const Fp8Routes& routes) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    g_fp8_routes = routes;
-    g_fp8_routes_set.store(true);
-  });
-}
-
 void set_matmul_routes(const MatmulRoutes& routes) {
   static std::once_flag once;
   std::call_once(once, [&] {
@@ -133,5 +127,5 @@ void set_matmul_routes(const MatmulRoutes& routes) {
   });
 }
 
-}  // namespace util
+}  // namespace precision
 }  // namespace accel
