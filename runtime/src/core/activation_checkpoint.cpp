@@ -9,6 +9,8 @@
 #include "sharding/wrap_policy.h"
 #include "util/torch_compat.h"
 
+#include <accel_common/name_table.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
@@ -367,7 +369,8 @@ std::optional<CheckpointedParameters> checkpointed_parameters(const torch::autog
 
 namespace {
 // CheckpointMode's one table of names: to_string and parse_checkpoint_mode read it, and
-// CheckpointPolicy's error lists it.
+// CheckpointPolicy's error lists it. to_string walks it itself: unlike name_in's "?", it answers
+// null for a value outside the enum, which check_checkpoint_policy refuses.
 constexpr std::array<std::pair<CheckpointMode, const char*>, 3> kCheckpointModeNames = {{
     {CheckpointMode::Full, "full"},
     {CheckpointMode::Selective, "selective"},
@@ -383,10 +386,7 @@ const char* to_string(CheckpointMode mode) {
 }
 
 std::optional<CheckpointMode> parse_checkpoint_mode(std::string_view name) {
-  for (const auto& [value, spelling] : kCheckpointModeNames) {
-    if (name == spelling) return value;
-  }
-  return std::nullopt;
+  return value_in<CheckpointMode>(kCheckpointModeNames, name);
 }
 
 CheckpointPolicy& CheckpointPolicy::mode(std::string_view name) {
